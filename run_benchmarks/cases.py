@@ -1,0 +1,59 @@
+"""The case catalogue: ``cases/<case>/case.yaml`` and the vendors' extern configs for it."""
+from __future__ import annotations
+
+import difflib
+from pathlib import Path
+from typing import Optional
+
+from .config import CaseFile, ExternConfig, load_model
+from .errors import UserError
+
+
+class CaseCatalog:
+    def __init__(self, cases_dir: Path, vendors_dir: Path):
+        self.cases_dir, self.vendors_dir = cases_dir, vendors_dir
+
+    def names(self) -> list[str]:
+        return sorted(p.parent.name for p in self.cases_dir.glob("*/case.yaml"))
+
+    def path(self, case: str) -> Path:
+        return self.cases_dir / case / "case.yaml"
+
+    def load(self, case: str) -> CaseFile:
+        path = self.path(case)
+        if not path.is_file():
+            known = self.names()
+            close = difflib.get_close_matches(case, known, n=1)
+            hint = f"did you mean {close[0]!r}? " if close else ""
+            raise UserError(f"unknown case {case!r}: {path} does not exist",
+                            f"{hint}known cases: {', '.join(known) or '(none)'}")
+        return load_model(CaseFile, path)
+
+    def extern_dir(self, vendor: str, case: str, framework: str) -> Path:
+        return self.vendors_dir / vendor / case / framework
+
+    def extern_names(self, vendor: str, case: str, framework: str) -> list[str]:
+        return sorted(p.stem for p in self.extern_dir(vendor, case, framework).glob("config_*.yaml"))
+
+    def find_extern(self, name: str, vendor: str, case: str, framework: str) -> Path:
+        """``name`` is a path, or a config name in the vendor's folder for this case."""
+        as_path = Path(name)
+        if as_path.suffix in (".yaml", ".yml") and as_path.is_file():
+            return as_path
+        folder = self.extern_dir(vendor, case, framework)
+        stem = as_path.name.removesuffix(".yaml").removesuffix(".yml")
+        candidate = folder / f"{stem}.yaml"
+        if candidate.is_file():
+            return candidate
+        known = self.extern_names(vendor, case, framework)
+        raise UserError(f"extern config {name!r} not found: no {candidate}",
+                        f"configs for {case}/{framework} of vendor {vendor}: {', '.join(known) or '(none)'}")
+
+    def load_extern(self, path: Path) -> ExternConfig:
+        return load_model(ExternConfig, path)
+
+    def description(self, case: str) -> Optional[str]:
+        try:
+            return self.load(case).description
+        except UserError:
+            return None

@@ -1,0 +1,201 @@
+"""The ``accelbench`` command (and ``start_task.py``, its FlagPerf-compatible twin)."""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import secrets
+import sys
+from datetime import datetime
+from pathlib import Path
+from typing import Optional, Sequence
+
+from rich.console import Console
+from rich.table import Table
+
+from . import __version__, casename, frameworks
+from .cases import CaseCatalog
+from .config import ClusterSpec, HostSpec, TestConf, load_model
+from .environment import orchestrator_environment
+from .errors import UserError
+from .launch import RoundResult, Runner
+from .plan import PlanInputs, Paths, RunPlan, build_run_plan
+from .report.terminal import TerminalReporter, print_plan, print_results
+from .vendors import VendorRegistry
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
+
+
+def default_root() -> Path:
+    env = os.environ.get("ACCELBENCH_ROOT")
+    if env:
+        return Path(env).resolve()
+    here = Path(__file__).resolve().parent.parent
+    return here if (here / "cases").is_dir() else Path.cwd()
+
+
+def add_run_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--extern_config_file", "--extern-config", dest="extern_config", metavar="NAME",
+                        help="vendor tuning for the case: a config name in vendors/<vendor>/<case>/<framework>/ "
+                             "(e.g. config_TP1PP1SH2SP8A10080Gx1x8) or a path to a YAML file")
+    parser.add_argument("--set", dest="assignments", action="append", default=[], metavar="KEY=VALUE",
+                        help="override a workload key for every case, e.g. --set train.steps=10 (repeatable); "
+                             "wins over the case, the extern config and test_conf")
+    parser.add_argument("--dry-run", action="store_true", help="print the plan (per node: host, launcher argv, "
+                                                               "environment, log paths) and start nothing")
+    parser.add_argument("--log-root", type=Path, help="where run folders go (default: test_conf log_root)")
+    parser.add_argument("--timeout", type=float, metavar="SECONDS", help="deadline for one round of one case")
+    parser.add_argument("--allow-version-mismatch", action="store_true",
+                        help="run even if the installed framework differs from the case name's version "
+                             "(recorded as a warning in the results)")
+    parser.add_argument("--test-conf", type=Path, help="run settings (default: <root>/configs/test_conf.yaml)")
+    parser.add_argument("--cluster", type=Path, help="hosts (default: <root>/configs/cluster.yaml)")
+    parser.add_argument("--root", type=Path, help="folder with cases/, vendors/, configs/ and training/ "
+                                                  "(default: this checkout; or $ACCELBENCH_ROOT)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="accelbench",
+        description="Benchmark AI training across vendors, frameworks and parallel layouts.",
+        epilog=f"case names: {casename.FORMAT}, e.g. {casename.EXAMPLE}",
+    )
+    parser.add_argument("--version", action="version", version=f"accelbench {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    run = sub.add_parser("run", help="run cases and report their figures",
+                         description="Run one or more cases; with none, run the cases listed in test_conf.",
+                         epilog=f"case names: {casename.FORMAT}, e.g. {casename.EXAMPLE}")
+    run.add_argument("case_names", nargs="*", metavar="CASE_NAME")
+    add_run_options(run)
+    lst = sub.add_parser("list", help="show known cases, vendors, hardware and frameworks")
+    lst.add_argument("--root", type=Path, help="folder with cases/ and vendors/ (default: this checkout)")
+    return parser
+
+
+# ---------------------------------------------------------------- loading inputs
+
+
+def load_inputs(args: argparse.Namespace) -> PlanInputs:
+    root = (args.root or default_root()).resolve()
+    paths = Paths(root)
+    if not paths.cases_dir.is_dir():
+        raise UserError(f"{root} has no cases/ folder", "run from an accelbench checkout, or pass --root")
+    test_conf_path = getattr(args, "test_conf", None) or paths.configs_dir / "test_conf.yaml"
+    test_conf = load_model(TestConf, test_conf_path) if (args.test_conf or test_conf_path.is_file()) else TestConf()
+    cluster_path = getattr(args, "cluster", None) or paths.configs_dir / "cluster.yaml"
+    if args.cluster or cluster_path.is_file():
+        cluster = load_model(ClusterSpec, cluster_path)
+    else:  # no cluster file: this machine alone
+        cluster = ClusterSpec(hosts=[HostSpec(name="localhost")])
+    return PlanInputs(paths, test_conf, test_conf_path, cluster, cluster_path, VendorRegistry(paths.vendors_dir),
+                      CaseCatalog(paths.cases_dir, paths.vendors_dir), sys.executable)
+
+
+def new_run_id() -> str:
+    return f"{datetime.now().strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(2)}"
+
+
+def split_case_names(values: Sequence[str]) -> list[str]:
+    return [name.strip() for value in values for name in value.split(",") if name.strip()]
+
+
+# ---------------------------------------------------------------- commands
+
+
+def cmd_run(args: argparse.Namespace, console: Console) -> int:
+    inputs = load_inputs(args)
+    names = split_case_names(args.case_names) or list(inputs.test_conf.cases)
+    if args.log_root:
+        log_root = args.log_root.resolve()
+    else:
+        log_root = Path(inputs.test_conf.log_root)
+        log_root = log_root if log_root.is_absolute() else inputs.paths.root / log_root
+    plan = build_run_plan(inputs, names, new_run_id(), log_root, args.extern_config,
+                          tuple(args.assignments), args.timeout)
+    if args.dry_run:
+        print_plan(console, plan)
+        return EXIT_OK
+    runner = Runner(plan, TerminalReporter(make_console(stderr=True)), orchestrator_environment(inputs.paths.root),
+                    allow_version_mismatch=args.allow_version_mismatch)
+    runner.connect_and_preflight()
+    interrupted = False
+    try:
+        runner.run()
+    except KeyboardInterrupt:
+        interrupted = True
+    write_summary(plan, runner.results)
+    print_results(console, runner.results, plan.cases)
+    if interrupted:
+        return EXIT_INTERRUPTED
+    return EXIT_OK if runner.results and all(r.status == "ok" for r in runner.results) else EXIT_FAILED
+
+
+def write_summary(plan: RunPlan, results: list[RoundResult]) -> None:
+    plan.dir.mkdir(parents=True, exist_ok=True)
+    rows = [{
+        "case_name": r.case_name, "round": r.round, "status": r.status, "reason": r.reason,
+        "results": str(r.dir / "results.json"),
+        "tokens_per_s_per_device": r.metrics.tokens_per_s_per_device if r.metrics else None,
+        "tflops_per_device": r.metrics.tflops_per_device if r.metrics else None,
+        "mfu": r.metrics.mfu if r.metrics else None,
+    } for r in results]
+    (plan.dir / "summary.json").write_text(json.dumps({"run_id": plan.run_id, "rounds": rows}, indent=2) + "\n",
+                                           encoding="utf-8")
+
+
+def cmd_list(args: argparse.Namespace, console: Console) -> int:
+    root = (args.root or default_root()).resolve()
+    paths = Paths(root)
+    catalog = CaseCatalog(paths.cases_dir, paths.vendors_dir)
+    vendors = VendorRegistry(paths.vendors_dir)
+    cases = Table(title="cases")
+    for col in ("case", "task", "frameworks", "description"):
+        cases.add_column(col)
+    for name in catalog.names():
+        case = catalog.load(name)
+        cases.add_row(name, case.task, ", ".join(case.frameworks), case.description)
+    hardware = Table(title="hardware")
+    for col in ("hardware", "vendor", "device", "memory", "peak TFLOP/s (dense)"):
+        hardware.add_column(col)
+    for name, hw in sorted(vendors.hardware.items()):
+        peaks = ", ".join(f"{k} {v:g}" for k, v in hw.spec.peak_tflops.items()) or "unknown (MFU n/a)"
+        memory = f"{hw.spec.memory_gib:g} GiB" if hw.spec.memory_gib else "host memory"
+        hardware.add_row(name, hw.vendor, hw.spec.device, memory, peaks)
+    vendor_table = Table(title="vendors")
+    for col in ("vendor", "hardware", "description"):
+        vendor_table.add_column(col)
+    for name, spec in sorted(vendors.vendors.items()):
+        vendor_table.add_row(name, ", ".join(spec.accelerators), spec.description)
+    console.print(cases)
+    console.print(vendor_table)
+    console.print(hardware)
+    console.print(f"frameworks: {', '.join(frameworks.names())}")
+    console.print(f"case names: {casename.FORMAT}, e.g. {casename.EXAMPLE}")
+    return EXIT_OK
+
+
+COMMANDS = {"run": cmd_run, "list": cmd_list}
+
+
+def make_console(stderr: bool = False) -> Console:
+    # Piped output (CI logs, files) gets a wide table instead of rich's 80-column default.
+    width = None if (sys.stderr if stderr else sys.stdout).isatty() else 160
+    return Console(stderr=stderr, highlight=False, width=width)
+
+
+def dispatch(args: argparse.Namespace) -> int:
+    console = make_console()
+    try:
+        return COMMANDS[args.command](args, console)
+    except UserError as exc:
+        make_console(stderr=True).print(f"[bold red]accelbench: error:[/] {exc}", markup=True,
+                                        soft_wrap=True)
+        return EXIT_USAGE
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    return dispatch(build_parser().parse_args(argv))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

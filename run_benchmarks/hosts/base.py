@@ -1,0 +1,60 @@
+"""The host interface every backend implements."""
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Mapping, Optional, Sequence
+
+from ..config import HostSpec
+
+
+@dataclass(frozen=True)
+class CommandResult:
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+class Job(ABC):
+    """A long-running command on a host (a node's launcher)."""
+
+    @abstractmethod
+    def poll(self) -> Optional[int]:
+        """The exit code, or None while it runs."""
+
+    @abstractmethod
+    def stop(self, grace_s: float = 10.0) -> None:
+        """Ask it and every process it started to end; force them after ``grace_s``."""
+
+
+class Host(ABC):
+    def __init__(self, spec: HostSpec):
+        self.spec = spec
+
+    @property
+    def name(self) -> str:
+        return self.spec.name
+
+    @abstractmethod
+    def start(self, argv: Sequence[str], env: Mapping[str, str], cwd: Path, output: Path) -> Job:
+        """Start ``argv`` (never a shell string) with ``env`` added; stdout and stderr go to ``output``."""
+
+    @abstractmethod
+    def run(self, argv: Sequence[str], timeout_s: float = 60.0) -> CommandResult:
+        """Run a short command to completion."""
+
+    @abstractmethod
+    def distribution_version(self, python: str, distribution: str) -> Optional[str]:
+        """The installed version of a Python distribution for ``python`` on this host, or None."""
+
+    @abstractmethod
+    def put(self, local: Path, remote: Path) -> None:
+        ...
+
+    @abstractmethod
+    def get(self, remote: Path, local: Path) -> None:
+        ...
+
+    def close(self) -> None:
+        pass

@@ -1,0 +1,85 @@
+"""This machine, reached with subprocesses: the embedded default."""
+from __future__ import annotations
+
+import importlib.metadata
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Mapping, Optional, Sequence
+
+import psutil
+
+from .base import CommandResult, Host, Job
+
+_VERSION_PROBE = (
+    "import importlib.metadata as m, sys\n"
+    "try: print(m.version(sys.argv[1]))\n"
+    "except m.PackageNotFoundError: pass\n"
+)
+
+
+class LocalJob(Job):
+    def __init__(self, process: subprocess.Popen):
+        self.process = process
+
+    def poll(self) -> Optional[int]:
+        return self.process.poll()
+
+    def stop(self, grace_s: float = 10.0) -> None:
+        # Launchers start workers in sessions of their own, so signal the whole tree, not a group.
+        try:
+            root = psutil.Process(self.process.pid)
+            tree = [root, *root.children(recursive=True)]
+        except psutil.NoSuchProcess:
+            tree = []
+        for proc in tree:
+            try:
+                proc.terminate()
+            except psutil.NoSuchProcess:
+                pass
+        _, alive = psutil.wait_procs(tree, timeout=grace_s)
+        for proc in alive:
+            try:
+                proc.kill()
+            except psutil.NoSuchProcess:
+                pass
+        psutil.wait_procs(alive, timeout=5)
+        try:
+            self.process.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            pass
+
+
+class LocalHost(Host):
+    def start(self, argv: Sequence[str], env: Mapping[str, str], cwd: Path, output: Path) -> Job:
+        output.parent.mkdir(parents=True, exist_ok=True)
+        with open(output, "ab") as sink:
+            process = subprocess.Popen(
+                list(argv), env={**os.environ, **env}, cwd=cwd, stdout=sink, stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL, start_new_session=True,  # Ctrl-C reaches us, not the workers
+            )
+        return LocalJob(process)
+
+    def run(self, argv: Sequence[str], timeout_s: float = 60.0) -> CommandResult:
+        done = subprocess.run(list(argv), capture_output=True, text=True, timeout=timeout_s,
+                              stdin=subprocess.DEVNULL)
+        return CommandResult(done.returncode, done.stdout, done.stderr)
+
+    def distribution_version(self, python: str, distribution: str) -> Optional[str]:
+        if os.path.realpath(python) == os.path.realpath(sys.executable):
+            try:
+                return importlib.metadata.version(distribution)  # our own interpreter: no process needed
+            except importlib.metadata.PackageNotFoundError:
+                return None
+        result = self.run([python, "-c", _VERSION_PROBE, distribution])
+        return result.stdout.strip() or None
+
+    def put(self, local: Path, remote: Path) -> None:
+        if Path(local).resolve() != Path(remote).resolve():
+            Path(remote).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(local, remote)
+
+    def get(self, remote: Path, local: Path) -> None:
+        self.put(remote, local)

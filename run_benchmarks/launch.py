@@ -1,0 +1,298 @@
+"""Execute a RunPlan: preflight -> start nodes -> wait -> collect -> clean up -> analyse.
+
+A failure on one node stops every node of that case; whatever the ending
+(success, crash, deadline, Ctrl-C) the logs stay and the round gets a result.
+"""
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Callable, Optional, Protocol
+
+import yaml
+
+from training import perflog
+
+from . import analyze, collect, casename
+from .errors import PreflightError
+from .hosts import Host, Job, connect
+from .plan import CasePlan, NodePlan, RoundPlan, RunPlan
+
+POLL_S = 0.2
+STOP_GRACE_S = 10.0
+_OOM_MARKERS = ("OutOfMemoryError", "CUDA out of memory", "out of memory")
+
+
+@dataclass
+class RoundResult:
+    case_name: str
+    round: int
+    dir: Path
+    status: str  # ok | failed | oom | timeout | interrupted
+    reason: str = ""
+    warnings: list[str] = field(default_factory=list)
+    error_lines: list[str] = field(default_factory=list)
+    metrics: Optional[analyze.RoundMetrics] = None
+    exit_codes: dict[int, Optional[int]] = field(default_factory=dict)
+    steps_completed: int = 0
+    nodes: list[dict] = field(default_factory=list)
+    started_at: str = ""
+    ended_at: str = ""
+
+
+class Reporter(Protocol):
+    def round_started(self, case: CasePlan, rnd: RoundPlan) -> None: ...
+    def progress(self, case: CasePlan, rnd: RoundPlan, step: int) -> None: ...
+    def round_finished(self, case: CasePlan, rnd: RoundPlan, result: RoundResult) -> None: ...
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+class Runner:
+    def __init__(self, plan: RunPlan, reporter: Reporter, orchestrator_env: dict,
+                 allow_version_mismatch: bool = False, clock: Callable[[], float] = time.monotonic):
+        self.plan, self.reporter, self.orchestrator_env = plan, reporter, orchestrator_env
+        self.allow_version_mismatch = allow_version_mismatch
+        self.clock = clock
+        self.hosts: dict[str, Host] = {}
+        self.results: list[RoundResult] = []
+        self.version_warnings: dict[str, list[str]] = {}
+
+    # ------------------------------------------------------------ preflight
+
+    def connect_and_preflight(self) -> None:
+        for case in self.plan.cases:
+            for node in case.rounds[0].nodes:
+                if node.host.name not in self.hosts:
+                    self.hosts[node.host.name] = connect(node.host)
+        for case in self.plan.cases:
+            self.version_warnings[str(case.name)] = self._check_framework(case)
+
+    def _check_framework(self, case: CasePlan) -> list[str]:
+        warnings, seen = [], set()
+        for node in case.rounds[0].nodes:
+            python = node.argv[0]
+            if (node.host.name, python) in seen:
+                continue
+            seen.add((node.host.name, python))
+            installed = self.hosts[node.host.name].distribution_version(python, case.framework.distribution)
+            where = f"host {node.host.name} ({python})"
+            if installed is None:
+                raise PreflightError(f"{case.framework.distribution} is not installed for {where}",
+                                     f"install it there (./dev setup installs torch for this checkout), "
+                                     f"or set hosts[].python in the cluster config")
+            wanted = case.name.framework_version
+            if wanted and not casename.version_matches(wanted, installed):
+                message = (f"case {str(case.name)!r} asks for {case.name.framework} {wanted} "
+                           f"but {where} has {installed}")
+                if not self.allow_version_mismatch:
+                    raise PreflightError(message, f"name the installed version ({case.name.framework}_"
+                                                  f"{installed.split('+')[0]}), or pass --allow-version-mismatch")
+                warnings.append(message + " (allowed by --allow-version-mismatch)")
+        return warnings
+
+    # ------------------------------------------------------------ running
+
+    def run(self) -> list[RoundResult]:
+        try:
+            for case in self.plan.cases:
+                for rnd in case.rounds:
+                    self._run_round(case, rnd)
+        finally:
+            for host in self.hosts.values():
+                host.close()
+        return self.results
+
+    def _run_round(self, case: CasePlan, rnd: RoundPlan) -> None:
+        result = RoundResult(str(case.name), rnd.index, rnd.dir, status="failed", started_at=_now())
+        result.warnings += self.version_warnings.get(str(case.name), [])
+        self.results.append(result)
+        self._write_inputs(case, rnd)
+        self.reporter.round_started(case, rnd)
+        jobs: dict[int, Job] = {}
+        interrupted = False
+        try:
+            for node in rnd.nodes:
+                (node.log_dir / "tmp").mkdir(parents=True, exist_ok=True)
+                jobs[node.node_rank] = self.hosts[node.host.name].start(node.argv, node.env, node.cwd,
+                                                                        node.launcher_log)
+            outcome = self._wait(case, rnd, jobs, result)
+        except KeyboardInterrupt:
+            outcome, interrupted = "interrupted", True
+        finally:
+            for job in jobs.values():
+                if job.poll() is None:
+                    job.stop(STOP_GRACE_S)
+            result.exit_codes.update({rank: job.poll() for rank, job in jobs.items()})
+        self._finish(case, rnd, result, outcome)
+        self.reporter.round_finished(case, rnd, result)
+        if interrupted:
+            raise KeyboardInterrupt
+
+    def _wait(self, case: CasePlan, rnd: RoundPlan, jobs: dict[int, Job], result: RoundResult) -> str:
+        deadline = self.clock() + case.timeout_s
+        watcher = StepWatcher(case, rnd)
+        while True:
+            codes = {rank: job.poll() for rank, job in jobs.items()}
+            failed = [rank for rank, code in codes.items() if code not in (None, 0)]
+            if failed or all(code is not None for code in codes.values()):
+                return "node_failed" if failed else "done"
+            if self.clock() > deadline:
+                result.reason = f"deadline of {case.timeout_s:g} s passed"
+                return "timeout"
+            step = watcher.latest_step()
+            if step is not None:
+                self.reporter.progress(case, rnd, step)
+            time.sleep(POLL_S)
+
+    def _write_inputs(self, case: CasePlan, rnd: RoundPlan) -> None:
+        rnd.dir.mkdir(parents=True, exist_ok=True)
+        rnd.config_path.write_text(rnd.worker_config.model_dump_json(indent=2) + "\n", encoding="utf-8")
+        resolved = {
+            "case_name": str(case.name),
+            "case_file": str(case.case_file),
+            "extern_config": str(case.extern_config) if case.extern_config else None,
+            "workload": case.workload.model_dump(mode="json"),
+            "set_by": {".".join(k): v for k, v in sorted(case.provenance.items())},
+        }
+        (rnd.dir / "resolved.yaml").write_text(yaml.safe_dump(resolved, sort_keys=False), encoding="utf-8")
+
+    # ------------------------------------------------------------ afterwards
+
+    def _finish(self, case: CasePlan, rnd: RoundPlan, result: RoundResult, outcome: str) -> None:
+        ranks: list[collect.RankLog] = []
+        for node in rnd.nodes:
+            for logs in case.framework.gather_rank_logs(node.log_dir, node.node_rank, case.name.nprocs_per_node):
+                ranks.append(collect.read_rank(logs))
+            _remove_empty_tmp(node.log_dir / "tmp")
+        for rank in ranks:
+            result.warnings += rank.problems
+        result.steps_completed = min((len(r.steps) for r in ranks), default=0)
+        result.nodes = [
+            {"node_rank": node.node_rank, "host": node.host.name,
+             "exit_code": result.exit_codes.get(node.node_rank), "launcher_log": str(node.launcher_log),
+             "environment": next((r.start.environment for r in ranks
+                                  if r.start and r.start.node_rank == node.node_rank and r.start.environment),
+                                 None)}
+            for node in rnd.nodes
+        ]
+        self._classify(case, rnd, result, outcome, ranks)
+        result.ended_at = _now()
+        write_results(rnd.results_path, case, result, self.orchestrator_env)
+
+    def _classify(self, case: CasePlan, rnd: RoundPlan, result: RoundResult, outcome: str,
+                  ranks: list[collect.RankLog]) -> None:
+        complete = len(ranks) == case.name.world_size and all(r.finished for r in ranks)
+        if complete:
+            result.status, result.reason = "ok", ""
+            for rank, code in sorted(result.exit_codes.items()):
+                if code not in (0, None):
+                    result.warnings.append(f"node {rank} launcher exited with {code} after every rank had "
+                                           "finished and reported; the figures are complete")
+            if outcome == "timeout":
+                result.warnings.append("the launcher outlived the deadline after every rank had finished")
+            peak, note = case.hardware.peak_tflops(case.workload.train.precision)
+            try:
+                result.metrics = analyze.round_metrics(ranks, peak, note)
+            except analyze.NothingToMeasure as exc:
+                result.status, result.reason = "failed", f"no figures: {exc}"
+            return
+        result.error_lines = collect.error_lines(ranks, [n.launcher_log for n in rnd.nodes])
+        if outcome == "interrupted":
+            result.status, result.reason = "interrupted", "stopped by Ctrl-C; every node was stopped"
+        elif outcome == "timeout":
+            result.status = "timeout"
+            result.reason += "; every node was stopped"
+        else:
+            text = "\n".join(result.error_lines)
+            result.status = "oom" if any(m in text for m in _OOM_MARKERS) else "failed"
+            result.reason = _failure_reason(rnd.nodes, result.exit_codes, ranks)
+
+
+def _failure_reason(nodes: list[NodePlan], codes: dict[int, Optional[int]], ranks: list[collect.RankLog]) -> str:
+    unfinished = [r.rank for r in ranks if not r.finished]
+    bad = [f"node {n.node_rank} ({n.host.name}) exited with {codes.get(n.node_rank)}"
+           for n in nodes if codes.get(n.node_rank) not in (0, None)]
+    parts = bad + ([f"rank(s) {', '.join(map(str, unfinished))} did not finish"] if unfinished else [])
+    return "; ".join(parts) or "the workers ended without reporting"
+
+
+def _remove_empty_tmp(path: Path) -> None:
+    """The per-node TMPDIR goes once the launcher is gone; anything left there is kept for a look."""
+    import shutil
+
+    if path.is_dir():
+        leftovers = [p for p in path.rglob("*") if p.is_file()]
+        if not leftovers:
+            shutil.rmtree(path, ignore_errors=True)
+
+
+class StepWatcher:
+    """Follows rank 0's live stdout for the latest step, to show progress."""
+
+    def __init__(self, case: CasePlan, rnd: RoundPlan):
+        self.node_dir = rnd.nodes[0].log_dir
+        self.path: Optional[Path] = None
+        self.offset = 0
+        self.step: Optional[int] = None
+
+    def latest_step(self) -> Optional[int]:
+        if self.path is None:
+            found = sorted(self.node_dir.glob("torchrun/*/attempt_*/0/stdout.log"))
+            if not found:
+                return self.step
+            self.path = found[-1]
+        try:
+            with open(self.path, encoding="utf-8", errors="replace") as f:
+                f.seek(self.offset)
+                chunk = f.read()
+        except OSError:
+            return self.step
+        complete = chunk.rfind("\n") + 1
+        self.offset += len(chunk[:complete].encode("utf-8", errors="replace"))
+        for line in chunk[:complete].splitlines():
+            try:
+                record = perflog.parse_line(line)
+            except perflog.PerfLogError:
+                continue
+            if isinstance(record, perflog.StepRecord):
+                self.step = record.step
+        return self.step
+
+
+def result_document(case: CasePlan, result: RoundResult, orchestrator_env: dict) -> dict:
+    return {
+        "schema": "accelbench.results/1",
+        "run_id": case.rounds[0].worker_config.runtime.run_id,
+        "case_name": result.case_name,
+        "case": {
+            "case": case.name.case, "framework": case.name.framework,
+            "framework_version": case.name.framework_version, "hardware": case.name.hardware,
+            "vendor": case.hardware.vendor, "nnodes": case.name.nnodes,
+            "nprocs_per_node": case.name.nprocs_per_node, "world_size": case.name.world_size,
+            "repeat": case.name.repeat, "extern_config": str(case.extern_config) if case.extern_config else None,
+        },
+        "round": result.round,
+        "status": result.status,
+        "reason": result.reason,
+        "warnings": result.warnings,
+        "error_lines": result.error_lines,
+        "started_at": result.started_at,
+        "ended_at": result.ended_at,
+        "steps_completed": result.steps_completed,
+        "metrics": result.metrics.to_dict() if result.metrics else None,
+        "workload": case.workload.model_dump(mode="json"),
+        "environment": {"orchestrator": orchestrator_env, "nodes": result.nodes},
+    }
+
+
+def write_results(path: Path, case: CasePlan, result: RoundResult, orchestrator_env: dict) -> None:
+    document = result_document(case, result, orchestrator_env)
+    tmp = path.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps(document, indent=2, default=str) + "\n", encoding="utf-8")
+    tmp.replace(path)  # a reader never sees half a file

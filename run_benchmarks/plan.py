@@ -1,0 +1,233 @@
+"""Case names + configs -> a RunPlan: per node its host, launcher argv, env and log paths.
+
+Building a plan touches no host and starts nothing, so every input error
+surfaces here, before anything runs; ``--dry-run`` prints the plan and stops.
+"""
+from __future__ import annotations
+
+import socket
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Optional
+
+from training.spec import RuntimeSpec, WorkerConfig, WorkloadSpec
+
+from . import casename, frameworks
+from .cases import CaseCatalog
+from .config import ClusterSpec, HostSpec, Layer, TestConf, merge, parse_assignment, validate_layered
+from .errors import UserError
+from .frameworks import NodeLaunch
+from .vendors import Hardware, VendorRegistry
+
+
+@dataclass(frozen=True)
+class Paths:
+    """Where accelbench's own trees are. ``root`` holds cases/, vendors/, configs/ and training/."""
+
+    root: Path
+
+    @property
+    def cases_dir(self) -> Path:
+        return self.root / "cases"
+
+    @property
+    def vendors_dir(self) -> Path:
+        return self.root / "vendors"
+
+    @property
+    def configs_dir(self) -> Path:
+        return self.root / "configs"
+
+
+@dataclass(frozen=True)
+class NodePlan:
+    node_rank: int
+    host: HostSpec
+    argv: list[str]
+    env: dict[str, str]
+    cwd: Path
+    log_dir: Path
+
+    @property
+    def launcher_log(self) -> Path:
+        return self.log_dir / "launcher.log"
+
+
+@dataclass(frozen=True)
+class RoundPlan:
+    index: int
+    dir: Path
+    worker_config: WorkerConfig
+    nodes: list[NodePlan]
+
+    @property
+    def config_path(self) -> Path:
+        return self.dir / "config.json"
+
+    @property
+    def results_path(self) -> Path:
+        return self.dir / "results.json"
+
+
+@dataclass(frozen=True)
+class CasePlan:
+    name: casename.CaseName
+    framework: frameworks.Framework
+    hardware: Hardware
+    case_file: Path
+    extern_config: Optional[Path]
+    workload: WorkloadSpec
+    provenance: dict
+    timeout_s: float
+    dir: Path
+    rounds: list[RoundPlan]
+
+
+@dataclass(frozen=True)
+class RunPlan:
+    run_id: str
+    dir: Path
+    cases: list[CasePlan] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class PlanInputs:
+    """Everything a plan depends on, loaded and validated."""
+
+    paths: Paths
+    test_conf: TestConf
+    test_conf_path: Path
+    cluster: ClusterSpec
+    cluster_path: Path
+    vendors: VendorRegistry
+    catalog: CaseCatalog
+    default_python: str
+
+
+def free_ports(count: int) -> list[int]:
+    """``count`` distinct TCP ports free right now (held open together so they differ)."""
+    sockets = []
+    try:
+        for _ in range(count):
+            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            s.bind(("127.0.0.1", 0))
+            sockets.append(s)
+        return [s.getsockname()[1] for s in sockets]
+    finally:
+        for s in sockets:
+            s.close()
+
+
+def build_run_plan(
+    inputs: PlanInputs,
+    case_names: list[str],
+    run_id: str,
+    log_root: Path,
+    extern_config: Optional[str] = None,
+    assignments: tuple[str, ...] = (),
+    timeout_s: Optional[float] = None,
+    ports: Optional[list[int]] = None,
+) -> RunPlan:
+    if not case_names:
+        raise UserError("no case to run: give --case_name or list cases in "
+                        f"{inputs.test_conf_path} (key 'cases')",
+                        f"e.g. --case_name {casename.EXAMPLE}")
+    parsed = [casename.parse(name) for name in case_names]
+    rounds_needed = sum(name.repeat for name in parsed)
+    if ports is None:
+        port = inputs.cluster.master_port
+        ports = free_ports(rounds_needed) if port == "auto" else [port] * rounds_needed
+    run_dir = log_root / run_id
+    plans, used_dirs, port_iter = [], set(), iter(ports)
+    for name in parsed:
+        case_dir = run_dir / _unique(name.slug, used_dirs)
+        plans.append(_case_plan(inputs, name, run_id, case_dir, extern_config, assignments,
+                                timeout_s or inputs.test_conf.timeout_s, port_iter))
+    return RunPlan(run_id, run_dir, plans)
+
+
+def _unique(slug: str, used: set[str]) -> str:
+    candidate, n = slug, 2
+    while candidate in used:
+        candidate, n = f"{slug}-{n}", n + 1
+    used.add(candidate)
+    return candidate
+
+
+def _case_plan(inputs: PlanInputs, name: casename.CaseName, run_id: str, case_dir: Path,
+               extern_name: Optional[str], assignments: tuple[str, ...], timeout_s: float,
+               ports) -> CasePlan:
+    framework = frameworks.get(name.framework)
+    case = inputs.catalog.load(name.case)
+    case_path = inputs.catalog.path(name.case)
+    if name.framework not in case.frameworks:
+        raise UserError(f"case {name.case!r} has no {name.framework} workload ({case_path}: frameworks)",
+                        f"use one of: {', '.join(case.frameworks)}")
+    hardware = inputs.vendors.find_hardware(name.hardware)
+    hosts = inputs.cluster.hosts
+    if name.nnodes > len(hosts):
+        raise UserError(f"case name {str(name)!r} asks for {name.nnodes} nodes but "
+                        f"{inputs.cluster_path} lists {len(hosts)} host(s)",
+                        f"lower nnodes to at most {len(hosts)}, or add hosts to {inputs.cluster_path}")
+
+    layers = [Layer(str(case_path), case.workload_layer())]
+    extern_path = None
+    if extern_name:
+        extern_path = inputs.catalog.find_extern(extern_name, hardware.vendor, name.case, name.framework)
+        layers.append(Layer(str(extern_path), inputs.catalog.load_extern(extern_path).workload_layer()))
+    if inputs.test_conf.overrides:
+        layers.append(Layer(f"{inputs.test_conf_path} (overrides)", inputs.test_conf.overrides))
+    for text in assignments:
+        layers.append(Layer(f"--set {text}", parse_assignment(text)))
+    layered = merge(layers)
+    workload = validate_layered(WorkloadSpec, layered, str(case_path))
+    _check_layout(workload, name, layered.source_of(("parallel", "data_parallel_degree"), str(case_path)))
+
+    vendor_runtime = hardware.vendor_spec.frameworks.get(name.framework)
+    runtime_env = dict(vendor_runtime.env) if vendor_runtime else {}
+    rounds = []
+    for index in range(1, name.repeat + 1):
+        round_dir = case_dir / f"round{index}"
+        worker_config = WorkerConfig(workload=workload, runtime=RuntimeSpec(
+            case_name=str(name), run_id=run_id, round=index, framework=name.framework,
+            device=hardware.spec.device, dist_backend=framework.backend_for(hardware.spec.device)))
+        port = next(ports)
+        nodes = [
+            _node_plan(inputs, framework, name, hosts, node_rank, round_dir, port, runtime_env)
+            for node_rank in range(name.nnodes)
+        ]
+        rounds.append(RoundPlan(index, round_dir, worker_config, nodes))
+    return CasePlan(name, framework, hardware, case_path, extern_path, workload, layered.provenance,
+                    timeout_s, case_dir, rounds)
+
+
+def _check_layout(workload: WorkloadSpec, name: casename.CaseName, source: str) -> None:
+    dp = workload.parallel.data_parallel_degree
+    if dp is not None and dp != name.world_size:
+        raise UserError(
+            f"{source}: parallel.data_parallel_degree is {dp} but case name {str(name)!r} "
+            f"runs {name.nnodes} node(s) x {name.nprocs_per_node} process(es) = {name.world_size}",
+            f"set data_parallel_degree to {name.world_size}, or change nnodes/nprocs_per_node")
+
+
+def _node_plan(inputs: PlanInputs, framework: frameworks.Framework, name: casename.CaseName,
+               hosts: list[HostSpec], node_rank: int, round_dir: Path, port: int,
+               vendor_env: dict[str, str]) -> NodePlan:
+    host = hosts[node_rank]
+    node_dir = round_dir / f"{host.name}_noderank{node_rank}"
+    python = host.python or inputs.default_python
+    argv = framework.launcher_argv(NodeLaunch(
+        python=python, nnodes=name.nnodes, nprocs_per_node=name.nprocs_per_node, node_rank=node_rank,
+        master_addr=hosts[0].address, master_port=port, local_addr=host.address,
+        log_dir=node_dir, worker_config=round_dir / "config.json",
+    ))
+    env = {
+        **vendor_env,
+        "PYTHONPATH": str(inputs.paths.root),
+        "PYTHONUNBUFFERED": "1",
+        # Launchers and compilers write to the temp dir; keep that inside the run so runs share nothing.
+        "TMPDIR": str(node_dir / "tmp"),
+        "TORCHINDUCTOR_CACHE_DIR": str(round_dir.parent.parent / "cache" / "torchinductor"),
+        "ACCELBENCH_NODE_RANK": str(node_rank),
+    }
+    return NodePlan(node_rank, host, argv, env, inputs.paths.root, node_dir)

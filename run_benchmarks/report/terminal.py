@@ -1,0 +1,140 @@
+"""What a person sees in the terminal: progress while a run goes, a table when it ends."""
+from __future__ import annotations
+
+import shlex
+from typing import Optional
+
+from rich.console import Console
+from rich.table import Table
+
+from ..analyze import across_rounds
+from ..launch import RoundResult
+from ..plan import CasePlan, RoundPlan, RunPlan
+
+_STATUS_STYLE = {"ok": "green", "failed": "red", "oom": "red", "timeout": "yellow", "interrupted": "yellow"}
+
+
+def human_bytes(n: Optional[float]) -> str:
+    if n is None:
+        return "n/a"
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(n) < 1024 or unit == "TiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n:.1f} TiB"
+
+
+def _num(x: Optional[float], digits: int = 4) -> str:
+    return "n/a" if x is None else f"{x:,.{digits}g}" if abs(x) < 1000 else f"{x:,.0f}"
+
+
+class TerminalReporter:
+    """Progress lines on stderr, so stdout stays for the result table."""
+
+    def __init__(self, console: Optional[Console] = None):
+        self.console = console or Console(stderr=True, highlight=False)
+        self._shown_step: dict[tuple, int] = {}
+
+    def round_started(self, case: CasePlan, rnd: RoundPlan) -> None:
+        hosts = ", ".join(n.host.name for n in rnd.nodes)
+        self.console.print(f"[bold]▶ {case.name}[/] round {rnd.index}/{len(case.rounds)}: "
+                           f"{case.name.nnodes} node(s) x {case.name.nprocs_per_node} process(es) on {hosts}; "
+                           f"{case.workload.train.steps} steps ({case.workload.train.warmup_steps} warm-up); "
+                           f"logs in {rnd.dir}")
+
+    def progress(self, case: CasePlan, rnd: RoundPlan, step: int) -> None:
+        key = (str(case.name), rnd.index)
+        total = case.workload.train.steps
+        every = max(1, total // 5)
+        last = self._shown_step.get(key, -1)
+        if (step + 1) // every > (last + 1) // every:  # a fifth of the steps more since the last line
+            self._shown_step[key] = step
+            self.console.print(f"  step {step + 1}/{total}")
+
+    def round_finished(self, case: CasePlan, rnd: RoundPlan, result: RoundResult) -> None:
+        style = _STATUS_STYLE.get(result.status, "")
+        detail = f": {result.reason}" if result.reason else ""
+        self.console.print(f"  [{style}]{result.status}[/]{detail}")
+
+
+def results_table(results: list[RoundResult], cases: list[CasePlan]) -> Table:
+    table = Table(title="accelbench results (warm-up excluded)", show_lines=False)
+    for column, justify in (("case", "left"), ("status", "left"), ("tok/s/dev", "right"),
+                            ("tok/s total", "right"), ("TFLOP/s/dev", "right"), ("MFU", "right"),
+                            ("peak mem/dev", "right"), ("step time: median ±std (min–max)", "right")):
+        table.add_column(column, justify=justify, no_wrap=column == "case")
+    for case in cases:
+        rounds = [r for r in results if r.case_name == str(case.name)]
+        for r in rounds:
+            label = str(case.name) if len(case.rounds) == 1 else f"{case.name} #{r.round}"
+            m = r.metrics
+            status = f"[{_STATUS_STYLE.get(r.status, '')}]{r.status}[/]"
+            if m is None:
+                table.add_row(label, status, "", "", "", "", "", "")
+                continue
+            mfu = f"{m.mfu:.1%}" if m.mfu is not None else "n/a¹"
+            st = m.step_time_s
+            table.add_row(
+                label, status, _num(m.tokens_per_s_per_device), _num(m.tokens_per_s_total),
+                _num(m.tflops_per_device, 3), mfu,
+                f"{human_bytes(m.peak_memory_bytes.max)} ({m.memory_kind})",
+                f"{st.median * 1e3:.1f} ms (±{st.std * 1e3:.1f}, {st.min * 1e3:.1f}–{st.max * 1e3:.1f})",
+            )
+        if len(rounds) > 1:
+            agg = across_rounds([r.metrics for r in rounds])
+            tok = agg.get("tokens_per_s_per_device")
+            if tok:
+                table.add_row(f"{case.name} mean of {agg['rounds_ok']}", "", 
+                              f"{_num(tok['mean'])} ±{tok['cv']:.1%}", "", "", "", "", "")
+    return table
+
+
+def print_results(console: Console, results: list[RoundResult], cases: list[CasePlan]) -> None:
+    console.print(results_table(results, cases))
+    notes = {r.metrics.mfu_note for r in results if r.metrics and r.metrics.mfu is None}
+    for note in sorted(notes):
+        console.print(f"¹ MFU n/a: {note}")
+    formulas = {r.metrics.flop_formula for r in results if r.metrics}
+    for formula in sorted(formulas):
+        console.print(f"FLOPs: {formula}")
+    for r in results:
+        for warning in r.warnings:
+            console.print(f"[yellow]warning[/] {r.case_name} #{r.round}: {warning}", soft_wrap=True)
+        if r.status != "ok":
+            console.print(f"[red]{r.status}[/] {r.case_name} #{r.round}: {r.reason}", soft_wrap=True)
+            for line in r.error_lines:
+                console.print(f"    {line}", markup=False, soft_wrap=True)
+            console.print(f"    logs: {r.dir}")
+    seen = set()
+    for r in results:
+        if r.dir.parent not in seen:
+            seen.add(r.dir.parent)
+            console.print(f"results: {r.dir.parent}/round*/results.json", soft_wrap=True)
+
+
+def print_plan(console: Console, plan: RunPlan) -> None:
+    console.print(f"[bold]run {plan.run_id}[/] (dry run: nothing is started) -> {plan.dir}")
+    for case in plan.cases:
+        w = case.workload
+        console.print(f"\n[bold]{case.name}[/]  vendor {case.hardware.vendor}, hardware {case.hardware.name} "
+                      f"({case.hardware.spec.device}), framework {case.framework.name}")
+        console.print(f"  case file: {case.case_file}")
+        console.print(f"  extern config: {case.extern_config or '(none)'}")
+        console.print(f"  model: {w.model.family} L={w.model.n_layer} d={w.model.d_model} "
+                      f"heads={w.model.n_head} seq={w.model.seq_len} vocab={w.model.vocab_size}")
+        console.print(f"  train: micro batch {w.train.micro_batch_size} x accumulation "
+                      f"{w.train.gradient_accumulation_steps}, {w.train.steps} steps "
+                      f"({w.train.warmup_steps} warm-up), {w.train.precision}; deadline {case.timeout_s:g} s")
+        for rnd in case.rounds:
+            console.print(f"  round {rnd.index}: {rnd.dir}")
+            console.print(f"    worker config: {rnd.config_path}")
+            console.print(f"    results: {rnd.results_path}")
+            for node in rnd.nodes:
+                console.print(f"    node {node.node_rank} on host {node.host.name} ({node.host.backend} "
+                              f"{node.host.address})")
+                console.print(f"      argv: {shlex.join(node.argv)}", markup=False, soft_wrap=True)
+                for key, value in sorted(node.env.items()):
+                    console.print(f"      env {key}={value}", markup=False)
+                console.print(f"      cwd: {node.cwd}")
+                console.print(f"      logs: {node.log_dir}/launcher.log, {node.log_dir}/rank<N>.stdout.log, "
+                              f"rank<N>.stderr.log", markup=False)

@@ -1,0 +1,91 @@
+"""The vendor registry: every ``vendors/<vendor>/vendor.yaml``, and the hardware each declares.
+
+The ``hardware`` field of a case name picks an accelerator; the registry says
+which vendor owns it, how the framework reaches it (device type), and its peak
+dense TFLOP/s per dtype, which MFU is measured against.
+"""
+from __future__ import annotations
+
+import difflib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal, Optional
+
+from pydantic import ConfigDict, Field, PositiveFloat
+
+from .config import Strict, load_model
+from .errors import UserError
+
+Dtype = Literal["fp32", "tf32", "fp16", "bf16", "fp8"]
+# The peak a precision setting is measured against: fp32 training runs fp32 matmuls.
+PEAK_KEY_FOR_PRECISION = {"fp32": "fp32", "bf16": "bf16", "fp16": "fp16", "fp8": "fp8"}
+
+
+class AcceleratorSpec(Strict):
+    device: Literal["cpu", "cuda"] = Field(description="how the frameworks address it")
+    memory_gib: Optional[PositiveFloat] = None
+    peak_tflops: dict[Dtype, PositiveFloat] = Field(default_factory=dict,
+                                                    description="dense peak per dtype, no sparsity")
+    interconnect: str = ""
+
+
+class FrameworkRuntime(Strict):
+    model_config = ConfigDict(extra="forbid", frozen=True, coerce_numbers_to_str=True)
+    env: dict[str, str] = Field(default_factory=dict, description="variables set for every worker")
+
+
+class VendorSpec(Strict):
+    description: str = ""
+    visible_devices_env: Optional[str] = None
+    accelerators: dict[str, AcceleratorSpec] = Field(min_length=1)
+    frameworks: dict[str, FrameworkRuntime] = Field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Hardware:
+    name: str
+    vendor: str
+    vendor_dir: Path
+    vendor_spec: VendorSpec
+    spec: AcceleratorSpec
+
+    def peak_tflops(self, precision: str) -> tuple[Optional[float], str]:
+        """The peak for ``precision`` and, when there is none, why not."""
+        key = PEAK_KEY_FOR_PRECISION.get(precision, precision)
+        peak = self.spec.peak_tflops.get(key)
+        if peak is None:
+            return None, (f"no {key} peak for {self.name}: set accelerators.{self.name}.peak_tflops.{key} "
+                          f"in {self.vendor_dir / 'vendor.yaml'}")
+        return peak, ""
+
+
+class VendorRegistry:
+    """Loads every vendor folder that has a ``vendor.yaml`` (``template`` excepted)."""
+
+    def __init__(self, vendors_dir: Path):
+        self.vendors_dir = vendors_dir
+        self.vendors: dict[str, VendorSpec] = {}
+        self.hardware: dict[str, Hardware] = {}
+        for path in sorted(vendors_dir.glob("*/vendor.yaml")):
+            name = path.parent.name
+            if name == "template":
+                continue
+            spec = load_model(VendorSpec, path)
+            self.vendors[name] = spec
+            for hw_name, accel in spec.accelerators.items():
+                if hw_name in self.hardware:
+                    other = self.hardware[hw_name].vendor_dir / "vendor.yaml"
+                    raise UserError(f"{path}: accelerators.{hw_name} is also declared in {other}",
+                                    "hardware names must be unique across vendors; rename one")
+                self.hardware[hw_name] = Hardware(hw_name, name, path.parent, spec, accel)
+
+    def find_hardware(self, name: str) -> Hardware:
+        if name in self.hardware:
+            return self.hardware[name]
+        by_case = {k.lower(): k for k in self.hardware}
+        close = difflib.get_close_matches(name, list(self.hardware), n=1) or (
+            [by_case[name.lower()]] if name.lower() in by_case else [])
+        hint = f"did you mean {close[0]!r}? " if close else ""
+        known = ", ".join(sorted(self.hardware)) or "(none)"
+        raise UserError(f"unknown hardware {name!r}: no vendor under {self.vendors_dir} declares it",
+                        f"{hint}known hardware: {known}; or add it to a vendor.yaml")

@@ -1,0 +1,26 @@
+#!/usr/bin/env python3
+"""FlagPerf-compatible entry: ``python start_task.py --case_name gpt2_tiny:torch_2.13:cpu:1:2``.
+
+The same as ``accelbench run CASE_NAME``; every ``accelbench run`` option works here.
+"""
+import argparse
+import sys
+
+from run_benchmarks import casename
+from run_benchmarks.cli import add_run_options, dispatch
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
+                                     epilog=f"case names: {casename.FORMAT}")
+    parser.add_argument("--case_name", "--case-name", dest="case_names", action="append", default=[],
+                        metavar="CASE_NAME", help="case to run (repeatable, or comma-separated); "
+                                                  "default: the cases in configs/test_conf.yaml")
+    add_run_options(parser)
+    args = parser.parse_args()
+    args.command = "run"
+    return dispatch(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

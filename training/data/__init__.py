@@ -1,0 +1,1 @@
+"""Training data sources. Datasets are user-supplied paths; nothing is downloaded."""

@@ -1,0 +1,101 @@
+"""Perf records: the only thing the orchestrator reads from a worker.
+
+A record is one line on a worker's stdout: ``ACCELBENCH_PERF <json>``. The JSON
+carries ``v`` (this schema's version) and ``kind``. Standard library only, so the
+orchestrator can read it without torch or paddle installed.
+
+Kinds (version 1):
+  start  once per rank, before the first step: layout, model size, FLOPs/token,
+         and (local rank 0 only) the node's environment
+  step   once per optimizer step: wall time after device synchronisation
+  end    once per rank, after the last step: peak memory
+"""
+from __future__ import annotations
+
+import json
+import sys
+from dataclasses import asdict, dataclass, field, fields
+from typing import IO, Any, Optional, Union
+
+PREFIX = "ACCELBENCH_PERF "
+SCHEMA_VERSION = 1
+
+
+class PerfLogError(ValueError):
+    """A line carries the prefix but is not a record this version understands."""
+
+
+@dataclass(frozen=True)
+class StartRecord:
+    rank: int
+    local_rank: int
+    node_rank: int
+    world_size: int
+    framework: str
+    framework_version: str
+    device: str
+    precision: str
+    n_params: int
+    flops_per_token: float
+    flop_formula: str
+    tokens_per_step: int = field(metadata={"doc": "tokens this rank consumes per optimizer step"})
+    environment: Optional[dict] = None
+    kind: str = "start"
+
+
+@dataclass(frozen=True)
+class StepRecord:
+    rank: int
+    step: int
+    warmup: bool
+    step_time_s: float
+    tokens: int
+    loss: float
+    kind: str = "step"
+
+
+@dataclass(frozen=True)
+class EndRecord:
+    rank: int
+    steps: int
+    peak_memory_bytes: int
+    memory_total_bytes: Optional[int]
+    memory_kind: str = field(metadata={"doc": "rss (process peak RSS) or cuda_allocated (allocator peak)"})
+    kind: str = "end"
+
+
+Record = Union[StartRecord, StepRecord, EndRecord]
+_KINDS = {cls.__dataclass_fields__["kind"].default: cls for cls in (StartRecord, StepRecord, EndRecord)}
+
+
+def format_record(record: Record) -> str:
+    payload = {"v": SCHEMA_VERSION, **asdict(record)}
+    return PREFIX + json.dumps(payload, separators=(",", ":"), allow_nan=False)
+
+
+def emit(record: Record, stream: IO[str] = None) -> None:
+    stream = stream or sys.stdout
+    stream.write(format_record(record) + "\n")
+    stream.flush()
+
+
+def parse_line(line: str) -> Optional[Record]:
+    """The record on this line, or None for ordinary log output."""
+    start = line.find(PREFIX)
+    if start < 0:
+        return None
+    try:
+        payload: dict[str, Any] = json.loads(line[start + len(PREFIX):])
+    except json.JSONDecodeError as exc:
+        raise PerfLogError(f"perf record is not valid JSON: {exc}") from None
+    version = payload.pop("v", None)
+    if version != SCHEMA_VERSION:
+        raise PerfLogError(f"perf record version {version!r}; this accelbench reads version {SCHEMA_VERSION}")
+    cls = _KINDS.get(payload.get("kind"))
+    if cls is None:
+        raise PerfLogError(f"unknown perf record kind {payload.get('kind')!r}")
+    known = {f.name for f in fields(cls)}
+    try:
+        return cls(**{k: v for k, v in payload.items() if k in known})
+    except TypeError as exc:
+        raise PerfLogError(f"{payload.get('kind')} record: {exc}") from None

@@ -1,0 +1,116 @@
+"""The workload specification: what to train, how long, on which layout.
+
+Both halves read this schema: the orchestrator validates the layered YAML
+against it before any host is touched, and the worker validates the resolved
+JSON it is handed again at start, so a version skew between the two fails
+loudly instead of training something else.
+"""
+from __future__ import annotations
+
+from typing import Literal, Optional
+
+from pydantic import BaseModel, ConfigDict, Field, PositiveFloat, PositiveInt, NonNegativeInt, model_validator
+
+SPEC_VERSION = 1
+
+Precision = Literal["fp32", "bf16", "fp16"]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class ModelSpec(_Strict):
+    """A decoder-only transformer, GPT-2 style unless told otherwise."""
+
+    family: str = "gpt2"
+    n_layer: PositiveInt
+    n_head: PositiveInt
+    d_model: PositiveInt
+    d_ff: Optional[PositiveInt] = Field(None, description="MLP hidden size; default 4 * d_model")
+    vocab_size: PositiveInt
+    seq_len: PositiveInt = Field(description="training sequence length and the number of learned positions")
+    norm: Literal["layernorm", "rmsnorm"] = "layernorm"
+    activation: Literal["gelu", "relu", "swiglu"] = "gelu"
+    position: Literal["learned", "rotary"] = "learned"
+    tie_embeddings: bool = True
+    bias: bool = True
+
+    @model_validator(mode="after")
+    def _heads_divide_width(self) -> "ModelSpec":
+        if self.d_model % self.n_head:
+            raise ValueError(f"d_model ({self.d_model}) must be divisible by n_head ({self.n_head})")
+        return self
+
+    @property
+    def ffn_hidden(self) -> int:
+        return self.d_ff or 4 * self.d_model
+
+    @property
+    def head_dim(self) -> int:
+        return self.d_model // self.n_head
+
+
+class TrainSpec(_Strict):
+    micro_batch_size: PositiveInt
+    gradient_accumulation_steps: PositiveInt = 1
+    steps: PositiveInt
+    warmup_steps: NonNegativeInt = Field(description="steps run but excluded from every timing figure")
+    lr: PositiveFloat = 3e-4
+    weight_decay: float = Field(0.1, ge=0)
+    seed: int = 1234
+    precision: Precision = "fp32"
+
+    @model_validator(mode="after")
+    def _something_left_to_measure(self) -> "TrainSpec":
+        if self.warmup_steps >= self.steps:
+            raise ValueError(
+                f"warmup_steps ({self.warmup_steps}) must be smaller than steps ({self.steps}), "
+                "or no step is left to measure"
+            )
+        return self
+
+
+class DataSpec(_Strict):
+    source: Literal["synthetic"] = "synthetic"
+
+
+class ParallelSpec(_Strict):
+    data_parallel_degree: Optional[PositiveInt] = Field(
+        None, description="defaults to the world size; set it to have the layout checked against the case name"
+    )
+
+
+class DebugSpec(_Strict):
+    """Fault injection, so the orchestrator's failure paths are tested on real workers."""
+
+    fail_at_step: Optional[NonNegativeInt] = None
+    fail_rank: NonNegativeInt = 0
+    hang_at_step: Optional[NonNegativeInt] = None
+
+
+class WorkloadSpec(_Strict):
+    model: ModelSpec
+    train: TrainSpec
+    data: DataSpec = DataSpec()
+    parallel: ParallelSpec = ParallelSpec()
+    debug: DebugSpec = DebugSpec()
+
+
+class RuntimeSpec(_Strict):
+    """Where and as what the workload runs; filled in by the orchestrator's plan."""
+
+    case_name: str
+    run_id: str
+    round: PositiveInt
+    framework: str
+    device: Literal["cpu", "cuda"]
+    dist_backend: str
+
+
+class WorkerConfig(_Strict):
+    """The one file a worker is handed (``--config``)."""
+
+    spec_version: Literal[1] = SPEC_VERSION
+    workload: WorkloadSpec
+    runtime: RuntimeSpec

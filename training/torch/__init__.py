@@ -1,0 +1,1 @@
+"""PyTorch workloads. Imported only inside a worker process."""

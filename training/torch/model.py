@@ -1,0 +1,119 @@
+"""One decoder-only transformer, configured per architecture by ``ModelSpec``.
+
+Attention goes through ``scaled_dot_product_attention`` so fused (flash,
+memory-efficient) kernels are used wherever the device has them.
+"""
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from training.spec import ModelSpec
+
+
+def _norm(spec: ModelSpec) -> nn.Module:
+    if spec.norm == "rmsnorm":
+        return nn.RMSNorm(spec.d_model, eps=1e-5)
+    return nn.LayerNorm(spec.d_model, bias=spec.bias)
+
+
+def _rotary_tables(spec: ModelSpec) -> tuple[torch.Tensor, torch.Tensor]:
+    inv_freq = 1.0 / (10000 ** (torch.arange(0, spec.head_dim, 2, dtype=torch.float32) / spec.head_dim))
+    angles = torch.outer(torch.arange(spec.seq_len, dtype=torch.float32), inv_freq)
+    return angles.cos(), angles.sin()
+
+
+def _apply_rotary(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    t = x.shape[-2]
+    x1, x2 = x[..., 0::2], x[..., 1::2]
+    cos, sin = cos[:t].to(x.dtype), sin[:t].to(x.dtype)
+    return torch.stack((x1 * cos - x2 * sin, x1 * sin + x2 * cos), dim=-1).flatten(-2)
+
+
+class Attention(nn.Module):
+    def __init__(self, spec: ModelSpec):
+        super().__init__()
+        self.n_head, self.head_dim = spec.n_head, spec.head_dim
+        self.qkv = nn.Linear(spec.d_model, 3 * spec.d_model, bias=spec.bias)
+        self.proj = nn.Linear(spec.d_model, spec.d_model, bias=spec.bias)
+
+    def forward(self, x: torch.Tensor, rotary: tuple[torch.Tensor, torch.Tensor] | None) -> torch.Tensor:
+        b, t, d = x.shape
+        q, k, v = self.qkv(x).view(b, t, 3, self.n_head, self.head_dim).permute(2, 0, 3, 1, 4)
+        if rotary is not None:
+            q, k = _apply_rotary(q, *rotary), _apply_rotary(k, *rotary)
+        y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        return self.proj(y.transpose(1, 2).reshape(b, t, d))
+
+
+class MLP(nn.Module):
+    def __init__(self, spec: ModelSpec):
+        super().__init__()
+        self.activation = spec.activation
+        hidden = spec.ffn_hidden
+        self.fc = nn.Linear(spec.d_model, hidden, bias=spec.bias)
+        self.gate = nn.Linear(spec.d_model, hidden, bias=spec.bias) if spec.activation == "swiglu" else None
+        self.proj = nn.Linear(hidden, spec.d_model, bias=spec.bias)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.gate is not None:
+            return self.proj(F.silu(self.gate(x)) * self.fc(x))
+        h = self.fc(x)
+        h = F.gelu(h, approximate="tanh") if self.activation == "gelu" else F.relu(h)
+        return self.proj(h)
+
+
+class Block(nn.Module):
+    def __init__(self, spec: ModelSpec):
+        super().__init__()
+        self.ln_1, self.attn = _norm(spec), Attention(spec)
+        self.ln_2, self.mlp = _norm(spec), MLP(spec)
+
+    def forward(self, x: torch.Tensor, rotary=None) -> torch.Tensor:
+        x = x + self.attn(self.ln_1(x), rotary)
+        return x + self.mlp(self.ln_2(x))
+
+
+class GPT(nn.Module):
+    def __init__(self, spec: ModelSpec):
+        super().__init__()
+        self.spec = spec
+        self.wte = nn.Embedding(spec.vocab_size, spec.d_model)
+        self.wpe = nn.Embedding(spec.seq_len, spec.d_model) if spec.position == "learned" else None
+        self.blocks = nn.ModuleList(Block(spec) for _ in range(spec.n_layer))
+        self.ln_f = _norm(spec)
+        self.lm_head = nn.Linear(spec.d_model, spec.vocab_size, bias=False)
+        if spec.tie_embeddings:
+            self.lm_head.weight = self.wte.weight
+        if spec.position == "rotary":
+            cos, sin = _rotary_tables(spec)
+            self.register_buffer("rotary_cos", cos, persistent=False)
+            self.register_buffer("rotary_sin", sin, persistent=False)
+        self.apply(self._init_weights)
+        # GPT-2: scale residual projections by depth so activations stay O(1) at init.
+        for name, p in self.named_parameters():
+            if name.endswith("proj.weight"):
+                nn.init.normal_(p, mean=0.0, std=0.02 / math.sqrt(2 * spec.n_layer))
+
+    @staticmethod
+    def _init_weights(module: nn.Module) -> None:
+        if isinstance(module, (nn.Linear, nn.Embedding)):
+            nn.init.normal_(module.weight, mean=0.0, std=0.02)
+        if isinstance(module, nn.Linear) and module.bias is not None:
+            nn.init.zeros_(module.bias)
+
+    def forward(self, idx: torch.Tensor, targets: torch.Tensor | None = None):
+        t = idx.shape[1]
+        x = self.wte(idx)
+        if self.wpe is not None:
+            x = x + self.wpe(torch.arange(t, device=idx.device))
+        rotary = (self.rotary_cos, self.rotary_sin) if self.wpe is None else None
+        for block in self.blocks:
+            x = block(x, rotary)
+        logits = self.lm_head(self.ln_f(x))
+        if targets is None:
+            return logits
+        return F.cross_entropy(logits.float().reshape(-1, logits.size(-1)), targets.reshape(-1))
