@@ -75,18 +75,22 @@ def build_parser() -> argparse.ArgumentParser:
 # ---------------------------------------------------------------- loading inputs
 
 
-def load_inputs(args: argparse.Namespace) -> PlanInputs:
-    root = (args.root or default_root()).resolve()
-    paths = Paths(root)
+def load_inputs(root: Path, test_conf_path: Optional[Path] = None,
+                cluster_path: Optional[Path] = None) -> PlanInputs:
+    """Load and validate every config a plan needs; a file given explicitly must exist."""
+    paths = Paths(root.resolve())
     if not paths.cases_dir.is_dir():
-        raise UserError(f"{root} has no cases/ folder", "run from an accelbench checkout, or pass --root")
-    test_conf_path = getattr(args, "test_conf", None) or paths.configs_dir / "test_conf.yaml"
-    test_conf = load_model(TestConf, test_conf_path) if (args.test_conf or test_conf_path.is_file()) else TestConf()
-    cluster_path = getattr(args, "cluster", None) or paths.configs_dir / "cluster.yaml"
-    if args.cluster or cluster_path.is_file():
+        raise UserError(f"{paths.root} has no cases/ folder", "run from an accelbench checkout, or pass --root")
+    default_test_conf = paths.configs_dir / "test_conf.yaml"
+    test_conf_path = test_conf_path or default_test_conf
+    test_conf = TestConf() if test_conf_path == default_test_conf and not test_conf_path.is_file() \
+        else load_model(TestConf, test_conf_path)
+    default_cluster = paths.configs_dir / "cluster.yaml"
+    cluster_path = cluster_path or default_cluster
+    if cluster_path == default_cluster and not cluster_path.is_file():
+        cluster = ClusterSpec(hosts=[HostSpec(name="localhost")])  # no cluster file: this machine alone
+    else:
         cluster = load_model(ClusterSpec, cluster_path)
-    else:  # no cluster file: this machine alone
-        cluster = ClusterSpec(hosts=[HostSpec(name="localhost")])
     return PlanInputs(paths, test_conf, test_conf_path, cluster, cluster_path, VendorRegistry(paths.vendors_dir),
                       CaseCatalog(paths.cases_dir, paths.vendors_dir), sys.executable)
 
@@ -103,7 +107,7 @@ def split_case_names(values: Sequence[str]) -> list[str]:
 
 
 def cmd_run(args: argparse.Namespace, console: Console) -> int:
-    inputs = load_inputs(args)
+    inputs = load_inputs(args.root or default_root(), args.test_conf, args.cluster)
     names = split_case_names(args.case_names) or list(inputs.test_conf.cases)
     if args.log_root:
         log_root = args.log_root.resolve()

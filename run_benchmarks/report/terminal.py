@@ -113,28 +113,30 @@ def print_results(console: Console, results: list[RoundResult], cases: list[Case
 
 
 def print_plan(console: Console, plan: RunPlan) -> None:
-    console.print(f"[bold]run {plan.run_id}[/] (dry run: nothing is started) -> {plan.dir}")
+    def say(text: str, markup: bool = False) -> None:
+        console.print(text, markup=markup, soft_wrap=True)  # paths and argv stay whole, for copy and paste
+
+    say(f"[bold]run {plan.run_id}[/] (dry run: nothing is started) -> {plan.dir}", markup=True)
     for case in plan.cases:
         w = case.workload
-        console.print(f"\n[bold]{case.name}[/]  vendor {case.hardware.vendor}, hardware {case.hardware.name} "
-                      f"({case.hardware.spec.device}), framework {case.framework.name}")
-        console.print(f"  case file: {case.case_file}")
-        console.print(f"  extern config: {case.extern_config or '(none)'}")
-        console.print(f"  model: {w.model.family} L={w.model.n_layer} d={w.model.d_model} "
-                      f"heads={w.model.n_head} seq={w.model.seq_len} vocab={w.model.vocab_size}")
-        console.print(f"  train: micro batch {w.train.micro_batch_size} x accumulation "
-                      f"{w.train.gradient_accumulation_steps}, {w.train.steps} steps "
-                      f"({w.train.warmup_steps} warm-up), {w.train.precision}; deadline {case.timeout_s:g} s")
+        say(f"\n[bold]{case.name}[/]  vendor {case.hardware.vendor}, hardware {case.hardware.name} "
+            f"({case.hardware.spec.device}), framework {case.framework.name}", markup=True)
+        say(f"  case file: {case.case_file}")
+        say(f"  extern config: {case.extern_config or '(none)'}")
+        say(f"  model: {w.model.family} L={w.model.n_layer} d={w.model.d_model} heads={w.model.n_head} "
+            f"seq={w.model.seq_len} vocab={w.model.vocab_size}")
+        say(f"  train: micro batch {w.train.micro_batch_size} x accumulation {w.train.gradient_accumulation_steps}, "
+            f"{w.train.steps} steps ({w.train.warmup_steps} warm-up), {w.train.precision}; "
+            f"deadline {case.timeout_s:g} s")
         for rnd in case.rounds:
-            console.print(f"  round {rnd.index}: {rnd.dir}")
-            console.print(f"    worker config: {rnd.config_path}")
-            console.print(f"    results: {rnd.results_path}")
+            say(f"  round {rnd.index}: {rnd.dir}")
+            say(f"    worker config: {rnd.config_path}")
+            say(f"    results: {rnd.results_path}")
             for node in rnd.nodes:
-                console.print(f"    node {node.node_rank} on host {node.host.name} ({node.host.backend} "
-                              f"{node.host.address})")
-                console.print(f"      argv: {shlex.join(node.argv)}", markup=False, soft_wrap=True)
+                say(f"    node {node.node_rank} on host {node.host.name} ({node.host.backend} {node.host.address})")
+                say(f"      argv: {shlex.join(node.argv)}")
                 for key, value in sorted(node.env.items()):
-                    console.print(f"      env {key}={value}", markup=False)
-                console.print(f"      cwd: {node.cwd}")
-                console.print(f"      logs: {node.log_dir}/launcher.log, {node.log_dir}/rank<N>.stdout.log, "
-                              f"rank<N>.stderr.log", markup=False)
+                    say(f"      env {key}={value}")
+                say(f"      cwd: {node.cwd}")
+                say(f"      logs: {node.log_dir}/launcher.log, {node.log_dir}/rank<N>.stdout.log, "
+                    "rank<N>.stderr.log")

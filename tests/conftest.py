@@ -1,0 +1,69 @@
+"""Shared helpers: the checkout's root, and the CLI run as a user runs it (a real subprocess)."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@dataclass
+class CliResult:
+    returncode: int
+    stdout: str
+    stderr: str
+    log_root: Path
+
+    def run_dirs(self) -> list[Path]:
+        return sorted(p for p in self.log_root.iterdir() if p.is_dir()) if self.log_root.is_dir() else []
+
+    def results(self) -> list[dict]:
+        """Every round's results.json of the (single) run this call made."""
+        (run_dir,) = self.run_dirs()
+        return [json.loads(p.read_text()) for p in sorted(run_dir.glob("*/round*/results.json"))]
+
+
+@pytest.fixture
+def cli(tmp_path):
+    """Run ``start_task.py``/``accelbench`` in a subprocess with a private log root and TMPDIR."""
+    system_tmp = tmp_path / "system-tmp"
+    system_tmp.mkdir()
+
+    def run(*args: str, entry: str = "accelbench", timeout: float = 300, log_root: Path | None = None,
+            extra_env: dict | None = None) -> CliResult:
+        log_root = log_root or tmp_path / "logs"
+        if entry == "start_task":
+            argv = [sys.executable, str(ROOT / "start_task.py"), *args]
+        else:
+            argv = [sys.executable, "-m", "run_benchmarks.cli", *args]
+        if args and args[0] == "run" or entry == "start_task":
+            argv += ["--log-root", str(log_root)]
+        env = {**os.environ, "TMPDIR": str(system_tmp), "PYTHONPATH": str(ROOT), **(extra_env or {})}
+        done = subprocess.run(argv, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=timeout)
+        return CliResult(done.returncode, done.stdout, done.stderr, log_root)
+
+    run.system_tmp = system_tmp
+    return run
+
+
+def write(path: Path, text: str) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    return path
+
+
+@pytest.fixture
+def root(tmp_path) -> Path:
+    """A private copy of the checkout's cases/, vendors/ and configs/, free to edit."""
+    import shutil
+
+    copy = tmp_path / "root"
+    for folder in ("cases", "vendors", "configs"):
+        shutil.copytree(ROOT / folder, copy / folder)
+    return copy

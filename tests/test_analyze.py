@@ -1,0 +1,72 @@
+"""The figures, computed by hand on records whose answers are known."""
+import math
+
+import pytest
+
+from run_benchmarks import analyze
+from run_benchmarks.collect import RankLog
+from training.perflog import EndRecord, StartRecord, StepRecord
+
+
+def rank_log(rank, times, warmup=2, tokens=1000, peak=100 * 2**20):
+    start = StartRecord(rank=rank, local_rank=rank, node_rank=0, world_size=2, framework="torch",
+                        framework_version="2.13.0", device="cpu", precision="bf16", n_params=10,
+                        flops_per_token=6e6, flop_formula="f", tokens_per_step=tokens)
+    steps = [StepRecord(rank=rank, step=i, warmup=i < warmup, step_time_s=t, tokens=tokens, loss=10.0 - i)
+             for i, t in enumerate(times)]
+    end = EndRecord(rank=rank, steps=len(times), peak_memory_bytes=peak, memory_total_bytes=2**30, memory_kind="rss")
+    return RankLog(rank, None, start, steps, end)
+
+
+def test_warm_up_is_excluded_and_the_slowest_rank_sets_each_step():
+    # Warm-up steps are absurdly slow: if they leaked into any figure, it would show.
+    r0 = rank_log(0, [100.0, 100.0, 1.0, 2.0, 1.0])
+    r1 = rank_log(1, [100.0, 100.0, 2.0, 1.0, 1.0], peak=300 * 2**20)
+    m = analyze.round_metrics([r0, r1], peak_tflops=None, peak_note="no peak")
+    assert m.measured_steps == 3 and m.warmup_steps == 2
+    assert m.step_time_s.median == 2.0 and m.step_time_s.min == 1.0 and m.step_time_s.max == 2.0
+    # 2 ranks x 3 steps x 1000 tokens over (2 + 2 + 1) s
+    assert m.tokens_per_s_total == pytest.approx(6000 / 5)
+    assert m.tokens_per_s_per_device == pytest.approx(600)
+    assert m.tokens_per_s_per_rank.min == pytest.approx(3000 / 4) and m.tokens_per_s_per_rank.max == pytest.approx(750)
+    assert m.tflops_per_device == pytest.approx(6e6 * 600 / 1e12)
+    assert m.mfu is None and m.mfu_note == "no peak"
+    assert m.peak_memory_bytes.max == 300 * 2**20 and m.peak_memory_bytes.min == 100 * 2**20
+    assert (m.loss_first, m.loss_last) == (10.0, 6.0)
+
+
+def test_mfu_is_achieved_over_peak():
+    r = rank_log(0, [1.0, 1.0, 0.5, 0.5], tokens=1_000_000)
+    m = analyze.round_metrics([r], peak_tflops=100.0, peak_note="")
+    assert m.tflops_per_device == pytest.approx(6e6 * 2e6 / 1e12)  # 12 TFLOP/s
+    assert m.mfu == pytest.approx(0.12)
+    assert "100 TFLOP/s (bf16 peak)" in m.mfu_note
+
+
+def test_a_rank_without_an_end_record_has_no_figures():
+    r = rank_log(0, [1.0, 1.0, 1.0])
+    r.end = None
+    with pytest.raises(analyze.NothingToMeasure):
+        analyze.round_metrics([r], None, "")
+
+
+def test_only_warm_up_steps_means_nothing_to_measure():
+    with pytest.raises(analyze.NothingToMeasure):
+        analyze.round_metrics([rank_log(0, [1.0, 1.0], warmup=2)], None, "")
+
+
+def test_across_rounds_flags_variation_above_five_percent():
+    steady = analyze.round_metrics([rank_log(0, [1, 1, 1.0, 1.0])], None, "")
+    slower = analyze.round_metrics([rank_log(0, [1, 1, 1.2, 1.2])], None, "")
+    agg = analyze.across_rounds([steady, slower, None])
+    assert (agg["rounds"], agg["rounds_ok"]) == (3, 2)
+    tok = agg["tokens_per_s_per_device"]
+    assert tok["max"] == pytest.approx(1000) and tok["min"] == pytest.approx(1000 / 1.2)
+    assert any("tokens_per_s_per_device varies" in f for f in agg["flags"])
+    assert agg["mfu"] is None
+
+
+def test_stats_of_one_value_has_no_spread():
+    s = analyze.Stats.of([4.0])
+    assert (s.mean, s.std, s.cv) == (4.0, 0.0, 0.0)
+    assert math.isnan(analyze.Stats.of([0.0, 0.0]).cv)

@@ -1,0 +1,121 @@
+"""Config errors name the file, the key and the fix; layering puts each layer where it belongs."""
+import pytest
+
+from run_benchmarks.cli import load_inputs
+from run_benchmarks.config import Layer, merge, parse_assignment, validate_layered
+from run_benchmarks.errors import UserError
+from run_benchmarks.plan import build_run_plan
+from training.spec import WorkloadSpec
+
+from .conftest import write
+
+CASE = "gpt2_tiny:torch:cpu:1:2"
+
+
+def plan(root, tmp_path, names=(CASE,), **kwargs):
+    return build_run_plan(load_inputs(root), list(names), "test-run", tmp_path / "logs", ports=[29500] * 8, **kwargs)
+
+
+def error(root, tmp_path, **kwargs) -> str:
+    with pytest.raises(UserError) as info:
+        plan(root, tmp_path, **kwargs)
+    return str(info.value)
+
+
+def test_yaml_syntax_error_names_file_line_and_column(root, tmp_path):
+    case = root / "cases/gpt2_tiny/case.yaml"
+    case.write_text(case.read_text().replace("  n_layer: 2", "  n_layer: [2"))
+    message = error(root, tmp_path)
+    assert f"{case}:" in message and "YAML syntax error" in message
+    assert ":8:" in message or ":9:" in message  # the line of the bad value (or where YAML noticed)
+
+
+def test_wrong_type_names_file_and_dotted_key(root, tmp_path):
+    case = root / "cases/gpt2_tiny/case.yaml"
+    case.write_text(case.read_text().replace("steps: 30", "steps: thirty"))
+    message = error(root, tmp_path)
+    assert message.startswith(f"{case}: train.steps:")
+    assert "'thirty'" in message
+
+
+def test_unknown_key_suggests_the_known_one(root, tmp_path):
+    case = root / "cases/gpt2_tiny/case.yaml"
+    case.write_text(case.read_text().replace("warmup_steps:", "warmup_stepz:"))
+    message = error(root, tmp_path)
+    assert "unknown key 'train.warmup_stepz'" in message
+    assert "did you mean 'train.warmup_steps'?" in message
+
+
+def test_bad_value_is_blamed_on_the_layer_that_set_it(root, tmp_path):
+    write(root / "configs/test_conf.yaml", "overrides:\n  train:\n    micro_batch_size: -1\n")
+    message = error(root, tmp_path)
+    assert "test_conf.yaml (overrides): train.micro_batch_size: Input should be greater than 0" in message
+    write(root / "configs/test_conf.yaml", "overrides: {}\n")
+    message = error(root, tmp_path, assignments=("train.lr=fast",))
+    assert message.startswith("--set train.lr=fast: train.lr:")
+
+
+def test_cross_field_rule_names_its_section(root, tmp_path):
+    message = error(root, tmp_path, assignments=("train.warmup_steps=30",))
+    assert "train: warmup_steps (30) must be smaller than steps (30)" in message
+
+
+def test_layers_apply_case_then_extern_then_test_conf_then_command_line(root, tmp_path):
+    extern = write(root / "vendors/cpu/gpt2_tiny/torch/config_mb4.yaml",
+                   "train:\n  micro_batch_size: 4\n  gradient_accumulation_steps: 2\n  lr: 1.0e-3\n")
+    write(root / "configs/test_conf.yaml", "overrides:\n  train:\n    gradient_accumulation_steps: 3\n    lr: 2.0e-3\n")
+    case = plan(root, tmp_path, extern_config="config_mb4", assignments=("train.lr=5e-3",)).cases[0]
+    train = case.workload.train
+    assert (train.micro_batch_size, train.gradient_accumulation_steps, train.lr, train.steps) == (4, 3, 5e-3, 30)
+    assert case.provenance[("train", "micro_batch_size")] == str(extern)
+    assert case.provenance[("train", "steps")] == str(root / "cases/gpt2_tiny/case.yaml")
+    assert case.extern_config == extern
+
+
+def test_extern_config_may_not_change_model_or_step_count(root, tmp_path):
+    write(root / "vendors/cpu/gpt2_tiny/torch/config_big.yaml", "model:\n  n_layer: 48\n")
+    assert "unknown key 'model'" in error(root, tmp_path, extern_config="config_big")
+    write(root / "vendors/cpu/gpt2_tiny/torch/config_short.yaml", "train:\n  steps: 3\n")
+    assert "may not change the step count" in error(root, tmp_path, extern_config="config_short")
+
+
+def test_unknown_extern_config_lists_the_available_ones(root, tmp_path):
+    write(root / "vendors/cpu/gpt2_tiny/torch/config_mb4.yaml", "train:\n  micro_batch_size: 4\n")
+    message = error(root, tmp_path, extern_config="config_nope")
+    assert "extern config 'config_nope' not found" in message and "config_mb4" in message
+
+
+def test_cluster_file_errors(root, tmp_path):
+    write(root / "configs/cluster.yaml", "hosts:\n  - {name: a}\n  - {name: a}\n")
+    assert "host names must be unique; repeated: a" in error(root, tmp_path)
+    write(root / "configs/cluster.yaml", "hosts:\n  - {name: a, backend: telnet}\n")
+    assert "cluster.yaml: hosts.0.backend:" in error(root, tmp_path)
+
+
+def test_vendor_file_wrong_type(root, tmp_path):
+    vendor = root / "vendors/cpu/vendor.yaml"
+    vendor.write_text("accelerators:\n  cpu:\n    device: cpu\n    peak_tflops: {fp32: lots}\n")
+    message = error(root, tmp_path)
+    assert message.startswith(f"{vendor}: accelerators.cpu.peak_tflops.fp32:")
+
+
+def test_top_level_must_be_a_mapping(root, tmp_path):
+    write(root / "configs/test_conf.yaml", "- just\n- a list\n")
+    assert "expected a mapping of keys at the top level" in error(root, tmp_path)
+
+
+def test_parse_assignment_reads_values_as_yaml():
+    assert parse_assignment("train.steps=10") == {"train": {"steps": 10}}
+    assert parse_assignment("train.precision=bf16") == {"train": {"precision": "bf16"}}
+    with pytest.raises(UserError):
+        parse_assignment("train.steps")
+
+
+def test_merge_keeps_provenance_of_nested_values():
+    layered = merge([Layer("a", {"train": {"steps": 1, "lr": 1.0}}), Layer("b", {"train": {"lr": 2.0}})])
+    assert layered.data == {"train": {"steps": 1, "lr": 2.0}}
+    assert layered.source_of(("train", "steps"), "?") == "a"
+    assert layered.source_of(("train", "lr"), "?") == "b"
+    with pytest.raises(UserError) as info:
+        validate_layered(WorkloadSpec, layered, "default.yaml")
+    assert "default.yaml: missing required key 'model'" in str(info.value)

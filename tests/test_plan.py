@@ -1,0 +1,88 @@
+"""The plan: what would run where, decided before anything runs."""
+import pytest
+
+from run_benchmarks.cli import load_inputs
+from run_benchmarks.errors import UserError
+from run_benchmarks.plan import build_run_plan
+
+from .conftest import write
+
+
+def build(root, tmp_path, *names, **kwargs):
+    return build_run_plan(load_inputs(root), list(names), "run-1", tmp_path / "logs", ports=[29511] * 8, **kwargs)
+
+
+def test_single_node_plan_has_launcher_env_and_log_paths(root, tmp_path):
+    plan = build(root, tmp_path, "gpt2_tiny:torch_2.13:cpu:1:2")
+    (case,) = plan.cases
+    (rnd,) = case.rounds
+    (node,) = rnd.nodes
+    assert rnd.dir == tmp_path / "logs/run-1/gpt2_tiny-torch_2.13-cpu-1x2/round1"
+    assert node.log_dir == rnd.dir / "localhost_noderank0"
+    argv = node.argv
+    assert argv[1:3] == ["-m", "torch.distributed.run"]
+    for flag in ("--nnodes=1", "--nproc-per-node=2", "--node-rank=0", "--master-addr=127.0.0.1",
+                 "--master-port=29511", "--local-addr=127.0.0.1", "--redirects=3"):
+        assert flag in argv
+    assert argv[-4:] == ["-m", "training.run_pretraining", "--config", str(rnd.config_path)]
+    assert node.env["TMPDIR"] == str(node.log_dir / "tmp")
+    assert node.env["TORCHINDUCTOR_CACHE_DIR"].startswith(str(plan.dir))
+    runtime = rnd.worker_config.runtime
+    assert (runtime.device, runtime.dist_backend, runtime.round) == ("cpu", "gloo", 1)
+
+
+def test_repeat_makes_rounds_with_their_own_ports_and_folders(root, tmp_path):
+    plan = build_run_plan(load_inputs(root), ["gpt2_tiny:torch:cpu:1:1:3"], "r", tmp_path, ports=[1, 2, 3])
+    rounds = plan.cases[0].rounds
+    assert [r.dir.name for r in rounds] == ["round1", "round2", "round3"]
+    assert [next(a for a in r.nodes[0].argv if a.startswith("--master-port")) for r in rounds] == [
+        "--master-port=1", "--master-port=2", "--master-port=3"]
+
+
+def test_same_case_twice_gets_two_folders(root, tmp_path):
+    plan = build(root, tmp_path, "gpt2_tiny:torch:cpu:1:1", "gpt2_tiny:torch:cpu:1:1")
+    assert [c.dir.name for c in plan.cases] == ["gpt2_tiny-torch-cpu-1x1", "gpt2_tiny-torch-cpu-1x1-2"]
+
+
+def test_multi_node_plan_places_nodes_on_hosts_in_order(root, tmp_path):
+    write(root / "configs/cluster.yaml", "hosts:\n  - {name: n0, address: 127.0.0.1}\n"
+                                         "  - {name: n1, address: 127.0.0.2}\nmaster_port: 29600\n")
+    plan = build_run_plan(load_inputs(root), ["gpt2_tiny:torch:cpu:2:1"], "r", tmp_path)
+    nodes = plan.cases[0].rounds[0].nodes
+    assert [(n.node_rank, n.host.name) for n in nodes] == [(0, "n0"), (1, "n1")]
+    assert "--local-addr=127.0.0.2" in nodes[1].argv and "--master-addr=127.0.0.1" in nodes[1].argv
+    assert all("--master-port=29600" in n.argv for n in nodes)
+
+
+@pytest.mark.parametrize("name, fragments", [
+    ("gpt2_huge:torch:cpu:1:1", ["unknown case 'gpt2_huge'", "known cases: gpt2_s, gpt2_tiny"]),
+    ("gpt2_tiny:torch:tpu:1:1", ["unknown hardware 'tpu'", "known hardware:"]),
+    ("gpt2_tiny:torch:CPU:1:1", ["unknown hardware 'CPU'", "did you mean 'cpu'?"]),
+    ("gpt2_tiny:jax:cpu:1:1", ["unknown framework 'jax'", "known frameworks: torch"]),
+    ("gpt2_tiny:torch:cpu:2:1", ["asks for 2 nodes but", "cluster.yaml lists 1 host(s)", "lower nnodes"]),
+    ("gpt2_tiny:torch:cpu", ["has 3 field(s)"]),
+])
+def test_bad_case_names_are_refused_with_a_fix(root, tmp_path, name, fragments):
+    with pytest.raises(UserError) as info:
+        build(root, tmp_path, name)
+    text = str(info.value)
+    for fragment in fragments:
+        assert fragment in text
+    assert info.value.fix
+
+
+def test_inconsistent_data_parallel_degree_is_refused(root, tmp_path):
+    with pytest.raises(UserError) as info:
+        build(root, tmp_path, "gpt2_tiny:torch:cpu:1:2", assignments=("parallel.data_parallel_degree=4",))
+    assert "data_parallel_degree is 4 but case name" in str(info.value) and "= 2" in str(info.value)
+
+
+def test_no_case_at_all(root, tmp_path):
+    with pytest.raises(UserError) as info:
+        build_run_plan(load_inputs(root), [], "r", tmp_path)
+    assert "no case to run" in str(info.value)
+
+
+def test_building_a_plan_writes_nothing(root, tmp_path):
+    build(root, tmp_path, "gpt2_tiny:torch:cpu:1:2")
+    assert not (tmp_path / "logs").exists()

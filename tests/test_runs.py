@@ -1,0 +1,190 @@
+"""Real runs of gpt2_tiny through the CLI: torchrun, gloo, worker processes, logs, results."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from .conftest import ROOT, write
+
+SHORT = ("--set", "train.steps=8", "--set", "train.warmup_steps=2")
+
+
+def leftover_processes(marker: Path) -> list[str]:
+    """Processes whose command line mentions ``marker`` (a run's log root): there must be none after a run."""
+    found = []
+    for proc in psutil.process_iter(["cmdline"]):
+        try:
+            if any(str(marker) in part for part in proc.info["cmdline"] or ()):
+                found.append(" ".join(proc.info["cmdline"]))
+        except (psutil.NoSuchProcess, psutil.AccessDenied):
+            pass
+    return found
+
+
+def assert_complete_ok(doc: dict, world_size: int, steps: int, warmup: int) -> None:
+    assert doc["status"] == "ok", doc["reason"]
+    m = doc["metrics"]
+    assert m["world_size"] == world_size
+    assert m["measured_steps"] == steps - warmup and m["warmup_steps"] == warmup
+    assert m["tokens_per_s_total"] > 0
+    assert m["tokens_per_s_per_device"] == pytest.approx(m["tokens_per_s_total"] / world_size)
+    assert m["tflops_per_device"] == pytest.approx(m["flops_per_token"] * m["tokens_per_s_per_device"] / 1e12)
+    assert m["mfu"] is None and "no fp32 peak for cpu" in m["mfu_note"]
+    assert m["peak_memory_bytes"]["max"] > 50 * 2**20 and m["memory_kind"] == "rss"
+    assert 0 < m["step_time_s"]["min"] <= m["step_time_s"]["median"] <= m["step_time_s"]["max"]
+    env = doc["environment"]
+    assert env["orchestrator"]["accelbench_commit"]
+    node_env = env["nodes"][0]["environment"]
+    for key in ("hostname", "cpu_model", "cpu_count", "os", "python", "torch"):
+        assert node_env[key], key
+    assert node_env["torch"].startswith("2.13")
+
+
+def test_two_process_run_end_to_end(cli):
+    started = time.monotonic()
+    result = cli("--case_name", "gpt2_tiny:torch_2.13:cpu:1:2", entry="start_task")
+    elapsed = time.monotonic() - started
+    assert result.returncode == 0, result.stderr + result.stdout
+    (doc,) = result.results()
+    assert_complete_ok(doc, world_size=2, steps=30, warmup=5)
+    assert elapsed < 120  # the acceptance asks for < 60 s; the slack absorbs a loaded CI machine
+    round_dir = result.run_dirs()[0] / "gpt2_tiny-torch_2.13-cpu-1x2" / "round1"
+    node_dir = round_dir / "localhost_noderank0"
+    for rank in (0, 1):
+        assert "ACCELBENCH_PERF" in (node_dir / f"rank{rank}.stdout.log").read_text()
+        assert (node_dir / f"rank{rank}.stderr.log").is_file()
+    assert (round_dir / "config.json").is_file() and (round_dir / "resolved.yaml").is_file()
+    assert "tok/s/dev" in result.stdout and "gpt2_tiny:torch_2.13:cpu:1:2" in result.stdout
+    assert "MFU n/a: no fp32 peak for cpu" in result.stdout
+    # Launchers and compilers wrote nothing into the system temp dir.
+    assert list(cli.system_tmp.iterdir()) == []
+    assert leftover_processes(result.log_root) == []
+
+
+def test_one_process_run(cli):
+    result = cli("run", "gpt2_tiny:torch:cpu:1:1", *SHORT)
+    assert result.returncode == 0, result.stderr
+    (doc,) = result.results()
+    assert_complete_ok(doc, world_size=1, steps=8, warmup=2)
+    summary = json.loads((result.run_dirs()[0] / "summary.json").read_text())
+    assert summary["rounds"][0]["status"] == "ok"
+
+
+def test_repeat_rounds_and_two_nodes_on_this_machine(cli, root):
+    # Two "hosts" that are both this machine: two torchrun launchers meet by static rendezvous.
+    write(root / "configs/cluster.yaml", "hosts:\n  - {name: n0}\n  - {name: n1}\n")
+    for folder in ("training",):
+        os.symlink(ROOT / folder, root / folder)
+    result = cli("run", "gpt2_tiny:torch:cpu:2:1:2", "--root", str(root), *SHORT)
+    assert result.returncode == 0, result.stderr + result.stdout
+    docs = result.results()
+    assert [d["round"] for d in docs] == [1, 2]
+    for doc in docs:
+        assert_complete_ok(doc, world_size=2, steps=8, warmup=2)
+        assert [n["host"] for n in doc["environment"]["nodes"]] == ["n0", "n1"]
+    assert "mean of 2" in result.stdout
+
+
+def test_crashing_worker_fails_the_case_and_keeps_the_logs(cli):
+    result = cli("run", "gpt2_tiny:torch:cpu:1:2", *SHORT, "--set", "debug.fail_at_step=4",
+                 "--set", "debug.fail_rank=1")
+    assert result.returncode == 1
+    (doc,) = result.results()
+    assert doc["status"] == "failed" and doc["metrics"] is None
+    assert "node 0 (localhost) exited with 1" in doc["reason"]
+    assert any("InjectedFailure: injected failure on rank 1 at step 4" in line for line in doc["error_lines"])
+    assert "injected failure on rank 1 at step 4" in result.stdout  # the table shows why
+    node_dir = result.run_dirs()[0] / "gpt2_tiny-torch-cpu-1x2" / "round1" / "localhost_noderank0"
+    assert "Traceback" in (node_dir / "rank1.stderr.log").read_text()
+    assert '"step":3' in (node_dir / "rank0.stdout.log").read_text()  # what ran before the crash is kept
+    assert leftover_processes(result.log_root) == []
+
+
+def test_hang_past_the_deadline_is_a_timeout_and_nothing_is_left_running(cli):
+    result = cli("run", "gpt2_tiny:torch:cpu:1:2", *SHORT, "--set", "debug.hang_at_step=3", "--timeout", "25")
+    assert result.returncode == 1
+    (doc,) = result.results()
+    assert doc["status"] == "timeout" and "deadline of 25 s passed" in doc["reason"]
+    assert leftover_processes(result.log_root) == []
+
+
+def test_ctrl_c_stops_the_workers_and_records_interrupted(tmp_path):
+    log_root = tmp_path / "logs"
+    argv = [sys.executable, "-m", "run_benchmarks.cli", "run", "gpt2_tiny:torch:cpu:1:2", "--log-root",
+            str(log_root), "--set", "train.steps=100000", "--set", "train.warmup_steps=1"]
+    proc = subprocess.Popen(argv, cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(ROOT)},
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 90
+    while time.monotonic() < deadline:  # wait until training is under way
+        logs = list(log_root.glob("*/*/round1/*/torchrun/*/attempt_0/0/stdout.log"))
+        if logs and '"kind":"step"' in logs[0].read_text():
+            break
+        time.sleep(0.5)
+    else:
+        proc.kill()
+        pytest.fail("training never started")
+    proc.send_signal(signal.SIGINT)
+    stdout, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 130, stderr
+    (doc_path,) = log_root.glob("*/*/round1/results.json")
+    doc = json.loads(doc_path.read_text())
+    assert doc["status"] == "interrupted"
+    assert doc["steps_completed"] >= 1
+    assert "Traceback" not in stderr
+    assert leftover_processes(log_root) == []
+
+
+def test_dry_run_prints_the_plan_and_starts_nothing(cli):
+    result = cli("run", "gpt2_tiny:torch_2.13:cpu:1:2", "--dry-run")
+    assert result.returncode == 0, result.stderr
+    out = result.stdout
+    for fragment in ("dry run: nothing is started", "node 0 on host localhost", "torch.distributed.run",
+                     "--nproc-per-node=2", "env TMPDIR=", "launcher.log", "rank<N>.stdout.log"):
+        assert fragment in out, fragment
+    assert not result.log_root.exists()
+
+
+def test_list_shows_cases_vendors_and_hardware(cli):
+    result = cli("list")
+    assert result.returncode == 0
+    for fragment in ("gpt2_tiny", "gpt2_s", "cpu", "nvidia", "H100", "989.5", "torch"):
+        assert fragment in result.stdout
+
+
+@pytest.mark.parametrize("args, fragments", [
+    (("gpt2_tiny:torch:cpu:1",), ["has 4 field(s)", "fix:"]),
+    (("gpt2_tiny:torch:cpu:0:2",), ["nnodes must be at least 1"]),
+    (("gpt2_tiny:torch:cpu:x:2",), ["nnodes must be a whole number"]),
+    (("nope:torch:cpu:1:1",), ["unknown case 'nope'"]),
+    (("gpt2_tiny:mxnet:cpu:1:1",), ["unknown framework 'mxnet'"]),
+    (("gpt2_tiny:torch:gpu9:1:1",), ["unknown hardware 'gpu9'"]),
+    (("gpt2_tiny:torch:cpu:3:1",), ["asks for 3 nodes", "lists 1 host(s)"]),
+    (("gpt2_tiny:torch_1.9:cpu:1:1",), ["asks for torch 1.9 but", "--allow-version-mismatch"]),
+    (("gpt2_tiny:torch:cpu:1:1", "--set", "train.steps=zero"), ["train.steps:", "got 'zero'"]),
+    (("gpt2_tiny:torch:cpu:1:1", "--cluster", "/nonexistent/cluster.yaml"), ["cluster.yaml: file not found"]),
+])
+def test_bad_input_exits_2_with_one_message_and_starts_nothing(cli, args, fragments):
+    result = cli("run", *args)
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert "Traceback" not in result.stderr
+    assert result.stderr.startswith("accelbench: error:")
+    for fragment in fragments:
+        assert fragment in result.stderr
+    assert not result.log_root.exists()
+
+
+def test_version_mismatch_can_be_overridden_and_is_recorded(cli):
+    result = cli("run", "gpt2_tiny:torch_1.9:cpu:1:1", "--allow-version-mismatch", "--set", "train.steps=3",
+                 "--set", "train.warmup_steps=1")
+    assert result.returncode == 0, result.stderr
+    (doc,) = result.results()
+    assert doc["status"] == "ok"
+    assert any("asks for torch 1.9" in w and "--allow-version-mismatch" in w for w in doc["warnings"])
