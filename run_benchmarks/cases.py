@@ -3,8 +3,6 @@ from __future__ import annotations
 
 import difflib
 from pathlib import Path
-from typing import Optional
-
 from .config import CaseFile, ExternConfig, load_model
 from .errors import UserError
 
@@ -51,9 +49,3 @@ class CaseCatalog:
 
     def load_extern(self, path: Path) -> ExternConfig:
         return load_model(ExternConfig, path)
-
-    def description(self, case: str) -> Optional[str]:
-        try:
-            return self.load(case).description
-        except UserError:
-            return None

@@ -11,6 +11,7 @@ import shutil
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Optional
 
 from .errors import UserError
 
@@ -50,6 +51,10 @@ class Framework(ABC):
     @abstractmethod
     def launcher_argv(self, node: NodeLaunch) -> list[str]:
         ...
+
+    @abstractmethod
+    def live_stdout(self, node_dir: Path, local_rank: int) -> Optional[Path]:
+        """Where a running rank's stdout is being written, once the launcher has made it."""
 
     @abstractmethod
     def gather_rank_logs(self, node_dir: Path, node_rank: int, nprocs_per_node: int) -> list[RankLogs]:
@@ -93,15 +98,27 @@ class Torch(Framework):
             f"--master-port={node.master_port}",
             f"--local-addr={node.local_addr}",
             "--max-restarts=0",
+            # The agent checks its workers 10x a second by default; once a second finds a failure soon
+            # enough and keeps its wake-ups off the cores being measured.
+            "--monitor-interval=1",
             f"--log-dir={node.log_dir / 'torchrun'}",
             "--redirects=3",
             "-m", WORKER_MODULE,
             "--config", str(node.worker_config),
         ]
 
+    @staticmethod
+    def _attempts(node_dir: Path) -> list[Path]:
+        # torchrun writes <log-dir>/<rdzv run id>_<random>/attempt_<n>/<local rank>/std{out,err}.log
+        return sorted((node_dir / "torchrun").glob("*/attempt_*"), key=lambda p: p.stat().st_mtime)
+
+    def live_stdout(self, node_dir: Path, local_rank: int) -> Optional[Path]:
+        attempts = self._attempts(node_dir)
+        return attempts[-1] / str(local_rank) / "stdout.log" if attempts else None
+
     def gather_rank_logs(self, node_dir: Path, node_rank: int, nprocs_per_node: int) -> list[RankLogs]:
         out = []
-        attempts = sorted((node_dir / "torchrun").glob("*/attempt_*"), key=lambda p: p.stat().st_mtime)
+        attempts = self._attempts(node_dir)
         for local_rank in range(nprocs_per_node):
             rank = node_rank * nprocs_per_node + local_rank
             logs = RankLogs(rank, node_dir / f"rank{rank}.stdout.log", node_dir / f"rank{rank}.stderr.log")

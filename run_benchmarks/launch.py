@@ -6,6 +6,7 @@ A failure on one node stops every node of that case; whatever the ending
 from __future__ import annotations
 
 import json
+import shutil
 import time
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -21,7 +22,7 @@ from .errors import PreflightError
 from .hosts import Host, Job, connect
 from .plan import CasePlan, NodePlan, RoundPlan, RunPlan
 
-POLL_S = 0.2
+POLL_S = 0.5  # how often the orchestrator looks at its nodes; it shares the cores being measured
 STOP_GRACE_S = 10.0
 _OOM_MARKERS = ("OutOfMemoryError", "CUDA out of memory", "out of memory")
 
@@ -76,7 +77,7 @@ class Runner:
     def _check_framework(self, case: CasePlan) -> list[str]:
         warnings, seen = [], set()
         for node in case.rounds[0].nodes:
-            python = node.argv[0]
+            python = node.python
             if (node.host.name, python) in seen:
                 continue
             seen.add((node.host.name, python))
@@ -84,8 +85,8 @@ class Runner:
             where = f"host {node.host.name} ({python})"
             if installed is None:
                 raise PreflightError(f"{case.framework.distribution} is not installed for {where}",
-                                     f"install it there (./dev setup installs torch for this checkout), "
-                                     f"or set hosts[].python in the cluster config")
+                                     "install it there (./dev setup installs torch for this checkout), "
+                                     "or set hosts[].python in the cluster config")
             wanted = case.name.framework_version
             if wanted and not casename.version_matches(wanted, installed):
                 message = (f"case {str(case.name)!r} asks for {case.name.framework} {wanted} "
@@ -224,8 +225,6 @@ def _failure_reason(nodes: list[NodePlan], codes: dict[int, Optional[int]], rank
 
 def _remove_empty_tmp(path: Path) -> None:
     """The per-node TMPDIR goes once the launcher is gone; anything left there is kept for a look."""
-    import shutil
-
     if path.is_dir():
         leftovers = [p for p in path.rglob("*") if p.is_file()]
         if not leftovers:
@@ -236,17 +235,16 @@ class StepWatcher:
     """Follows rank 0's live stdout for the latest step, to show progress."""
 
     def __init__(self, case: CasePlan, rnd: RoundPlan):
-        self.node_dir = rnd.nodes[0].log_dir
+        self.framework, self.node_dir = case.framework, rnd.nodes[0].log_dir
         self.path: Optional[Path] = None
         self.offset = 0
         self.step: Optional[int] = None
 
     def latest_step(self) -> Optional[int]:
         if self.path is None:
-            found = sorted(self.node_dir.glob("torchrun/*/attempt_*/0/stdout.log"))
-            if not found:
+            self.path = self.framework.live_stdout(self.node_dir, local_rank=0)
+            if self.path is None:
                 return self.step
-            self.path = found[-1]
         try:
             with open(self.path, encoding="utf-8", errors="replace") as f:
                 f.seek(self.offset)

@@ -43,6 +43,7 @@ class Paths:
 class NodePlan:
     node_rank: int
     host: HostSpec
+    python: str  # the interpreter that runs the launcher, whose framework version is checked
     argv: list[str]
     env: dict[str, str]
     cwd: Path
@@ -230,4 +231,4 @@ def _node_plan(inputs: PlanInputs, framework: frameworks.Framework, name: casena
         "TORCHINDUCTOR_CACHE_DIR": str(round_dir.parent.parent / "cache" / "torchinductor"),
         "ACCELBENCH_NODE_RANK": str(node_rank),
     }
-    return NodePlan(node_rank, host, argv, env, inputs.paths.root, node_dir)
+    return NodePlan(node_rank, host, python, argv, env, inputs.paths.root, node_dir)
