@@ -65,7 +65,8 @@ def build_parser() -> argparse.ArgumentParser:
     run = sub.add_parser("run", help="run cases and report their figures",
                          description="Run one or more cases; with none, run the cases listed in test_conf.",
                          epilog=f"case names: {casename.FORMAT}, e.g. {casename.EXAMPLE}")
-    run.add_argument("case_names", nargs="*", metavar="CASE_NAME")
+    run.add_argument("case_names", nargs="*", metavar="CASE_NAME",
+                     help=f"{casename.FORMAT}; several may be given (default: the cases in test_conf)")
     add_run_options(run)
     lst = sub.add_parser("list", help="show known cases, vendors, hardware and frameworks")
     lst.add_argument("--root", type=Path, help="folder with cases/ and vendors/ (default: this checkout)")

@@ -188,3 +188,13 @@ def test_version_mismatch_can_be_overridden_and_is_recorded(cli):
     (doc,) = result.results()
     assert doc["status"] == "ok"
     assert any("asks for torch 1.9" in w and "--allow-version-mismatch" in w for w in doc["warnings"])
+
+
+def test_every_tiny_family_trains_in_one_run(cli):
+    names = [f"{family}_tiny:torch:cpu:1:2" for family in ("gpt3", "llama", "opt", "bloom")]
+    result = cli("run", *names, "--set", "train.steps=10", "--set", "train.warmup_steps=2")
+    assert result.returncode == 0, result.stderr + result.stdout
+    docs = result.results()
+    assert sorted(d["case"]["case"] for d in docs) == ["bloom_tiny", "gpt3_tiny", "llama_tiny", "opt_tiny"]
+    for doc in docs:
+        assert_complete_ok(doc, world_size=2, steps=10, warmup=2)

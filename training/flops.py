@@ -19,12 +19,29 @@ from .spec import ModelSpec
 FORMULA = "6*N_matmul + 12*L*H*Q*T per token (fwd+bwd; N_matmul = matmul weights incl. LM head)"
 
 
-def matmul_params(model: ModelSpec) -> int:
+def _layer_matmul_params(model: ModelSpec) -> int:
     d, f = model.d_model, model.ffn_hidden
-    attention = 4 * d * d
+    kv_width = model.kv_heads * model.head_dim
+    attention = 2 * d * d + 2 * d * kv_width  # q and output; k and v (narrower under GQA)
     mlp = (3 if model.activation == "swiglu" else 2) * d * f
-    lm_head = d * model.vocab_size
-    return model.n_layer * (attention + mlp) + lm_head
+    return attention + mlp
+
+
+def matmul_params(model: ModelSpec) -> int:
+    return model.n_layer * _layer_matmul_params(model) + model.d_model * model.vocab_size  # + LM head
+
+
+def total_params(model: ModelSpec) -> int:
+    """Every parameter of ``training.torch.model.GPT`` built from ``model`` (tied weights counted once)."""
+    d, f = model.d_model, model.ffn_hidden
+    kv_width = model.kv_heads * model.head_dim
+    norm = d * (2 if model.norm == "layernorm" and model.bias else 1)  # weight (+ bias)
+    biases = (d + 2 * kv_width + d + (2 if model.activation == "swiglu" else 1) * f + d) if model.bias else 0
+    per_layer = _layer_matmul_params(model) + biases + 2 * norm
+    embeddings = model.vocab_size * d + (model.seq_len * d if model.position == "learned" else 0)
+    lm_head = 0 if model.tie_embeddings else model.vocab_size * d
+    final_norms = norm * (2 if model.embedding_norm else 1)
+    return model.n_layer * per_layer + embeddings + lm_head + final_norms
 
 
 def attention_flops_per_token(model: ModelSpec) -> int:

@@ -21,18 +21,26 @@ class _Strict(BaseModel):
 
 
 class ModelSpec(_Strict):
-    """A decoder-only transformer, GPT-2 style unless told otherwise."""
+    """A decoder-only transformer, GPT-2 style unless told otherwise.
+
+    Families differ only in these switches: Llama = rotary + rmsnorm + swiglu, no
+    biases, untied, GQA (n_kv_head); OPT = learned + relu; Bloom = alibi +
+    embedding_norm.
+    """
 
     family: str = "gpt2"
     n_layer: PositiveInt
     n_head: PositiveInt
+    n_kv_head: Optional[PositiveInt] = Field(None, description="key/value heads (GQA); default n_head (MHA)")
     d_model: PositiveInt
     d_ff: Optional[PositiveInt] = Field(None, description="MLP hidden size; default 4 * d_model")
     vocab_size: PositiveInt
     seq_len: PositiveInt = Field(description="training sequence length and the number of learned positions")
     norm: Literal["layernorm", "rmsnorm"] = "layernorm"
     activation: Literal["gelu", "relu", "swiglu"] = "gelu"
-    position: Literal["learned", "rotary"] = "learned"
+    position: Literal["learned", "rotary", "alibi"] = "learned"
+    rope_theta: PositiveFloat = 10000.0
+    embedding_norm: bool = Field(False, description="a norm right after the token embedding (Bloom)")
     tie_embeddings: bool = True
     bias: bool = True
 
@@ -40,7 +48,13 @@ class ModelSpec(_Strict):
     def _heads_divide_width(self) -> "ModelSpec":
         if self.d_model % self.n_head:
             raise ValueError(f"d_model ({self.d_model}) must be divisible by n_head ({self.n_head})")
+        if self.n_head % self.kv_heads:
+            raise ValueError(f"n_head ({self.n_head}) must be a multiple of n_kv_head ({self.kv_heads})")
         return self
+
+    @property
+    def kv_heads(self) -> int:
+        return self.n_kv_head or self.n_head
 
     @property
     def ffn_hidden(self) -> int:

@@ -1,7 +1,8 @@
 """One decoder-only transformer, configured per architecture by ``ModelSpec``.
 
 Attention goes through ``scaled_dot_product_attention`` so fused (flash,
-memory-efficient) kernels are used wherever the device has them.
+memory-efficient) kernels are used wherever the device has them. ALiBi needs an
+explicit additive mask, which rules out the flash kernel for that family.
 """
 from __future__ import annotations
 
@@ -21,7 +22,7 @@ def _norm(spec: ModelSpec) -> nn.Module:
 
 
 def _rotary_tables(spec: ModelSpec) -> tuple[torch.Tensor, torch.Tensor]:
-    inv_freq = 1.0 / (10000 ** (torch.arange(0, spec.head_dim, 2, dtype=torch.float32) / spec.head_dim))
+    inv_freq = 1.0 / (spec.rope_theta ** (torch.arange(0, spec.head_dim, 2, dtype=torch.float32) / spec.head_dim))
     angles = torch.outer(torch.arange(spec.seq_len, dtype=torch.float32), inv_freq)
     return angles.cos(), angles.sin()
 
@@ -33,19 +34,51 @@ def _apply_rotary(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torc
     return torch.stack((x1 * cos - x2 * sin, x1 * sin + x2 * cos), dim=-1).flatten(-2)
 
 
+def alibi_slopes(n_head: int) -> torch.Tensor:
+    """Per-head ALiBi slopes (Press et al.), with the paper's interpolation for head counts not a power of 2."""
+    def powers(n: int) -> list[float]:
+        start = 2 ** (-(2 ** -(math.log2(n) - 3)))
+        return [start ** (i + 1) for i in range(n)]
+
+    closest = 2 ** math.floor(math.log2(n_head))
+    slopes = powers(closest)
+    if closest < n_head:
+        slopes += powers(2 * closest)[0::2][: n_head - closest]
+    return torch.tensor(slopes, dtype=torch.float32)
+
+
+def alibi_causal_mask(slopes: torch.Tensor, t: int, dtype: torch.dtype) -> torch.Tensor:
+    """(1, H, t, t) additive mask: -slope * distance to each earlier key, -inf on later ones."""
+    pos = torch.arange(t, device=slopes.device)
+    distance = (pos.view(1, t) - pos.view(t, 1)).to(torch.float32)  # key - query: <= 0 for visible keys
+    bias = slopes.view(-1, 1, 1) * distance
+    bias = bias.masked_fill(distance > 0, float("-inf"))
+    return bias.unsqueeze(0).to(dtype)
+
+
 class Attention(nn.Module):
     def __init__(self, spec: ModelSpec):
         super().__init__()
-        self.n_head, self.head_dim = spec.n_head, spec.head_dim
-        self.qkv = nn.Linear(spec.d_model, 3 * spec.d_model, bias=spec.bias)
+        self.n_head, self.n_kv_head, self.head_dim = spec.n_head, spec.kv_heads, spec.head_dim
+        kv_width = spec.kv_heads * spec.head_dim
+        self.qkv = nn.Linear(spec.d_model, spec.d_model + 2 * kv_width, bias=spec.bias)
         self.proj = nn.Linear(spec.d_model, spec.d_model, bias=spec.bias)
 
-    def forward(self, x: torch.Tensor, rotary: tuple[torch.Tensor, torch.Tensor] | None) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, rotary: tuple[torch.Tensor, torch.Tensor] | None,
+                mask: torch.Tensor | None = None) -> torch.Tensor:
         b, t, d = x.shape
-        q, k, v = self.qkv(x).view(b, t, 3, self.n_head, self.head_dim).permute(2, 0, 3, 1, 4)
+        kv_width = self.n_kv_head * self.head_dim
+        q, k, v = self.qkv(x).split([d, kv_width, kv_width], dim=-1)
+        q = q.view(b, t, self.n_head, self.head_dim).transpose(1, 2)
+        k = k.view(b, t, self.n_kv_head, self.head_dim).transpose(1, 2)
+        v = v.view(b, t, self.n_kv_head, self.head_dim).transpose(1, 2)
         if rotary is not None:
             q, k = _apply_rotary(q, *rotary), _apply_rotary(k, *rotary)
-        y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        gqa = self.n_kv_head != self.n_head
+        if mask is None:
+            y = F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=gqa)
+        else:
+            y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, enable_gqa=gqa)
         return self.proj(y.transpose(1, 2).reshape(b, t, d))
 
 
@@ -72,8 +105,8 @@ class Block(nn.Module):
         self.ln_1, self.attn = _norm(spec), Attention(spec)
         self.ln_2, self.mlp = _norm(spec), MLP(spec)
 
-    def forward(self, x: torch.Tensor, rotary=None) -> torch.Tensor:
-        x = x + self.attn(self.ln_1(x), rotary)
+    def forward(self, x: torch.Tensor, rotary=None, mask=None) -> torch.Tensor:
+        x = x + self.attn(self.ln_1(x), rotary, mask)
         return x + self.mlp(self.ln_2(x))
 
 
@@ -83,6 +116,7 @@ class GPT(nn.Module):
         self.spec = spec
         self.wte = nn.Embedding(spec.vocab_size, spec.d_model)
         self.wpe = nn.Embedding(spec.seq_len, spec.d_model) if spec.position == "learned" else None
+        self.emb_norm = _norm(spec) if spec.embedding_norm else None
         self.blocks = nn.ModuleList(Block(spec) for _ in range(spec.n_layer))
         self.ln_f = _norm(spec)
         self.lm_head = nn.Linear(spec.d_model, spec.vocab_size, bias=False)
@@ -92,6 +126,8 @@ class GPT(nn.Module):
             cos, sin = _rotary_tables(spec)
             self.register_buffer("rotary_cos", cos, persistent=False)
             self.register_buffer("rotary_sin", sin, persistent=False)
+        if spec.position == "alibi":
+            self.register_buffer("alibi_slopes", alibi_slopes(spec.n_head), persistent=False)
         self.apply(self._init_weights)
         # GPT-2: scale residual projections by depth so activations stay O(1) at init.
         for name, p in self.named_parameters():
@@ -110,9 +146,12 @@ class GPT(nn.Module):
         x = self.wte(idx)
         if self.wpe is not None:
             x = x + self.wpe(torch.arange(t, device=idx.device))
-        rotary = (self.rotary_cos, self.rotary_sin) if self.wpe is None else None
+        if self.emb_norm is not None:
+            x = self.emb_norm(x)
+        rotary = (self.rotary_cos, self.rotary_sin) if self.spec.position == "rotary" else None
+        mask = alibi_causal_mask(self.alibi_slopes, t, x.dtype) if self.spec.position == "alibi" else None
         for block in self.blocks:
-            x = block(x, rotary)
+            x = block(x, rotary, mask)
         logits = self.lm_head(self.ln_f(x))
         if targets is None:
             return logits

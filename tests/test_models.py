@@ -1,0 +1,80 @@
+"""Every case's model: it builds, its size is what the family publishes, its FLOPs are counted right."""
+
+import pytest
+import torch
+import yaml
+
+from training import flops
+from training.spec import ModelSpec
+from training.torch.model import GPT, alibi_causal_mask, alibi_slopes
+
+from .conftest import ROOT
+
+CASES = sorted(p.parent.name for p in (ROOT / "cases").glob("*/case.yaml"))
+TINY = [c for c in CASES if c.endswith("_tiny")]
+
+# Parameter counts published with the models (ColossalAI's model zoo `numel`, Hugging Face checkpoints).
+# OPT's released checkpoints hold 2 extra learned positions (an offset); Bloom and Llama match exactly.
+PUBLISHED = {
+    "gpt2_s": 124_439_808,
+    "gpt2_xl": 1_557_611_200,
+    "gpt2_10b": 10_279_047_168,
+    "llama_7b": 6_738_415_616,
+    "llama3.1_8b": 8_030_261_248,
+    "bloom_7b1": 7_069_016_064,
+    "opt_1.3b": 1_315_758_080,
+}
+
+
+def spec_of(case: str) -> ModelSpec:
+    doc = yaml.safe_load((ROOT / "cases" / case / "case.yaml").read_text())
+    return ModelSpec(**doc["model"])
+
+
+def test_every_family_has_a_tiny_case():
+    families = {spec_of(c).family for c in CASES}
+    assert families == {spec_of(c).family for c in TINY} == {"gpt2", "gpt3", "llama", "opt", "bloom"}
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_case_model_builds_and_matches_the_analytic_size(case):
+    spec = spec_of(case)
+    with torch.device("meta"):  # shapes only: a 175B model costs no memory here
+        model = GPT(spec)
+    real = sum(p.numel() for p in model.parameters())
+    assert real == flops.total_params(spec)
+    if case in PUBLISHED:
+        assert real == pytest.approx(PUBLISHED[case], rel=2e-3)
+
+
+@pytest.mark.parametrize("case", TINY)
+def test_tiny_family_flops_match_the_flop_counter(case):
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    from torch.utils.flop_counter import FlopCounterMode
+
+    spec = spec_of(case)
+    torch.manual_seed(0)
+    model = GPT(spec)
+    tokens = torch.randint(0, spec.vocab_size, (2, spec.seq_len + 1))
+    with sdpa_kernel(SDPBackend.MATH), FlopCounterMode(display=False) as counter:
+        model(tokens[:, :-1], tokens[:, 1:]).backward()
+    assert flops.training_flops_per_token(spec) == pytest.approx(counter.get_total_flops() / (2 * spec.seq_len),
+                                                                 rel=0.02)
+
+
+def test_alibi_slopes_and_mask():
+    assert alibi_slopes(8).tolist() == [2.0 ** -(i + 1) for i in range(8)]
+    assert len(alibi_slopes(12)) == 12  # not a power of two: interpolated
+    mask = alibi_causal_mask(torch.tensor([0.5]), 3, torch.float32)[0, 0]
+    assert mask[0, 1] == float("-inf") and mask[1, 2] == float("-inf")  # no looking ahead
+    assert mask[2].tolist()[:3] == [-1.0, -0.5, 0.0]  # farther keys are penalised more
+
+
+def test_gqa_with_as_many_kv_heads_as_heads_is_plain_attention():
+    base = dict(n_layer=1, n_head=4, d_model=64, vocab_size=128, seq_len=16)
+    torch.manual_seed(0)
+    mha = GPT(ModelSpec(**base))
+    torch.manual_seed(0)
+    gqa = GPT(ModelSpec(**base, n_kv_head=4))
+    tokens = torch.randint(0, 128, (2, 16))
+    assert torch.equal(mha(tokens), gqa(tokens))
