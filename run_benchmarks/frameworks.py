@@ -11,9 +11,12 @@ import shutil
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
 from .errors import UserError
+
+if TYPE_CHECKING:
+    from training.spec import WorkloadSpec
 
 WORKER_MODULE = "training.run_pretraining"
 
@@ -47,6 +50,10 @@ class Framework(ABC):
 
     def backend_for(self, device: str) -> str:
         return self.backends[device]
+
+    def unsupported(self, workload: "WorkloadSpec") -> list[str]:
+        """Parts of a (consistent) layout this framework's workload cannot run; empty when it can."""
+        return []
 
     @abstractmethod
     def launcher_argv(self, node: NodeLaunch) -> list[str]:
@@ -84,6 +91,15 @@ class Torch(Framework):
     name = "torch"
     distribution = "torch"
     backends = {"cpu": "gloo", "cuda": "nccl"}
+
+    def unsupported(self, workload: "WorkloadSpec") -> list[str]:
+        par = workload.parallel
+        missing = []
+        if par.tensor_parallel_degree > 1 or par.sequence_parallel:
+            missing.append("tensor/sequence parallelism is not implemented in training/torch yet")
+        if par.pipeline_parallel_degree > 1:
+            missing.append("pipeline parallelism is not implemented in training/torch yet")
+        return missing
 
     def launcher_argv(self, node: NodeLaunch) -> list[str]:
         # Static rendezvous on (master_addr, master_port, node_rank): no hostname lookups, so nodes

@@ -14,9 +14,10 @@ from training.spec import RuntimeSpec, WorkerConfig, WorkloadSpec
 
 from . import casename, frameworks
 from .cases import CaseCatalog
-from .config import ClusterSpec, HostSpec, Layer, TestConf, merge, parse_assignment, validate_layered
+from .config import ClusterSpec, HostSpec, Layer, Layered, TestConf, merge, parse_assignment, validate_layered
 from .errors import UserError
 from .frameworks import NodeLaunch
+from .layout import layout_problems
 from .vendors import Hardware, VendorRegistry
 
 
@@ -182,7 +183,7 @@ def _case_plan(inputs: PlanInputs, name: casename.CaseName, run_id: str, case_di
         layers.append(Layer(f"--set {text}", parse_assignment(text)))
     layered = merge(layers)
     workload = validate_layered(WorkloadSpec, layered, str(case_path))
-    _check_layout(workload, name, layered.source_of(("parallel", "data_parallel_degree"), str(case_path)))
+    _check_layout(workload, name, framework, layered, str(case_path))
 
     vendor_runtime = hardware.vendor_spec.frameworks.get(name.framework)
     runtime_env = dict(vendor_runtime.env) if vendor_runtime else {}
@@ -202,13 +203,20 @@ def _case_plan(inputs: PlanInputs, name: casename.CaseName, run_id: str, case_di
                     timeout_s, case_dir, rounds)
 
 
-def _check_layout(workload: WorkloadSpec, name: casename.CaseName, source: str) -> None:
-    dp = workload.parallel.data_parallel_degree
-    if dp is not None and dp != name.world_size:
-        raise UserError(
-            f"{source}: parallel.data_parallel_degree is {dp} but case name {str(name)!r} "
-            f"runs {name.nnodes} node(s) x {name.nprocs_per_node} process(es) = {name.world_size}",
-            f"set data_parallel_degree to {name.world_size}, or change nnodes/nprocs_per_node")
+def _check_layout(workload: WorkloadSpec, name: casename.CaseName, framework: frameworks.Framework,
+                  layered: Layered, case_path: str) -> None:
+    problems = layout_problems(workload, name)
+    unsupported = framework.unsupported(workload)
+    if not problems and not unsupported:
+        return
+    sources = sorted({source for key, source in layered.provenance.items() if key[0] == "parallel" and len(key) > 1}
+                     or {case_path})
+    if problems:
+        raise UserError(f"inconsistent parallel layout (set in {', '.join(sources)}):\n  " + "\n  ".join(problems),
+                        "make data x tensor x pipeline degrees equal nnodes x nprocs_per_node, and fit them "
+                        "to the model's heads and layers")
+    raise UserError(f"{framework.name} workloads cannot run this layout yet (set in {', '.join(sources)}): "
+                    + "; ".join(unsupported), "choose a layout from README's strategy table")
 
 
 def _node_plan(inputs: PlanInputs, framework: frameworks.Framework, name: casename.CaseName,

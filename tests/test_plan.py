@@ -72,10 +72,47 @@ def test_bad_case_names_are_refused_with_a_fix(root, tmp_path, name, fragments):
     assert info.value.fix
 
 
-def test_inconsistent_data_parallel_degree_is_refused(root, tmp_path):
+@pytest.mark.parametrize("name, settings, fragment", [
+    ("gpt2_tiny:torch:cpu:1:2", ("parallel.data_parallel_degree=4",),
+     "data 4 x tensor 1 x pipeline 1 = 4, but case name 'gpt2_tiny:torch:cpu:1:2' runs 1 node(s) x 2 process(es) = 2"),
+    ("gpt2_tiny:torch:cpu:1:6", ("parallel.tensor_parallel_degree=3",), "tensor_parallel_degree 3 must divide the heads"),
+    ("llama_tiny:torch:cpu:1:4", ("parallel.tensor_parallel_degree=4",),
+     "must divide the heads (n_head 4, key/value heads 2)"),
+    ("gpt2_tiny:torch:cpu:1:4", ("parallel.pipeline_parallel_degree=4",), "more than the model's 2 layers"),
+    ("gpt2_tiny:torch:cpu:1:1", ("parallel.sharding=stage2",), "needs more than one data-parallel rank"),
+    ("gpt2_tiny:torch:cpu:1:4", ("parallel.sharding=stage1", "parallel.sharding_parallel_degree=2"),
+     "sharding_parallel_degree 2 must equal the data-parallel degree 4"),
+])
+def test_inconsistent_layouts_are_refused_at_plan_time(root, tmp_path, name, settings, fragment):
     with pytest.raises(UserError) as info:
-        build(root, tmp_path, "gpt2_tiny:torch:cpu:1:2", assignments=("parallel.data_parallel_degree=4",))
-    assert "data_parallel_degree is 4 but case name" in str(info.value) and "= 2" in str(info.value)
+        build(root, tmp_path, name, assignments=settings)
+    text = str(info.value)
+    assert "inconsistent parallel layout (set in --set" in text
+    assert fragment in text
+
+
+@pytest.mark.parametrize("settings, fragment", [
+    (("parallel.offload=true",), "offload needs sharding stage2 or stage3"),
+    (("parallel.sequence_parallel=true",), "it needs tensor_parallel_degree > 1"),
+])
+def test_strategy_combinations_are_validated(root, tmp_path, settings, fragment):
+    with pytest.raises(UserError) as info:
+        build(root, tmp_path, "gpt2_tiny:torch:cpu:1:2", assignments=settings)
+    assert fragment in str(info.value)
+
+
+def test_a_consistent_layout_the_workload_lacks_says_so(root, tmp_path):
+    with pytest.raises(UserError) as info:
+        build(root, tmp_path, "gpt2_tiny:torch:cpu:1:2", assignments=("parallel.tensor_parallel_degree=2",))
+    assert "torch workloads cannot run this layout yet" in str(info.value)
+    assert "tensor/sequence parallelism is not implemented" in str(info.value)
+
+
+def test_extern_config_layout_is_blamed_on_its_file(root, tmp_path):
+    extern = write(root / "vendors/cpu/gpt2_tiny/torch/config_DP4.yaml", "parallel:\n  data_parallel_degree: 4\n")
+    with pytest.raises(UserError) as info:
+        build(root, tmp_path, "gpt2_tiny:torch:cpu:1:2", extern_config="config_DP4")
+    assert f"set in {extern}" in str(info.value)
 
 
 def test_no_case_at_all(root, tmp_path):

@@ -74,6 +74,11 @@ class TrainSpec(_Strict):
     weight_decay: float = Field(0.1, ge=0)
     seed: int = 1234
     precision: Precision = "fp32"
+    recompute: Literal["none", "full", "selective"] = Field(
+        "none", description="activation checkpointing: every block (full) or every recompute_every-th (selective)")
+    recompute_every: PositiveInt = 2
+    compile: Optional[Literal["default", "reduce-overhead", "max-autotune"]] = Field(
+        None, description="torch.compile mode for each transformer block; unset: eager")
 
     @model_validator(mode="after")
     def _something_left_to_measure(self) -> "TrainSpec":
@@ -90,9 +95,31 @@ class DataSpec(_Strict):
 
 
 class ParallelSpec(_Strict):
+    """One vocabulary for every framework's parallel layout (the keys of the vendors' extern configs)."""
+
     data_parallel_degree: Optional[PositiveInt] = Field(
-        None, description="defaults to the world size; set it to have the layout checked against the case name"
-    )
+        None, description="default: world size / (tensor x pipeline degree); set it to have the layout checked")
+    tensor_parallel_degree: PositiveInt = 1
+    pipeline_parallel_degree: PositiveInt = 1
+    sharding: Literal["none", "stage1", "stage2", "stage3"] = Field(
+        "none", description="ZeRO stage: 1 optimizer state, 2 + gradients, 3 + parameters")
+    sharding_parallel_degree: Optional[PositiveInt] = Field(
+        None, description="ranks each shard group spans; default (and for now the only choice): all data-parallel ranks")
+    sequence_parallel: bool = False
+    offload: bool = Field(False, description="keep sharded parameters, gradients and optimizer state on the CPU")
+
+    @model_validator(mode="after")
+    def _offload_needs_sharding(self) -> "ParallelSpec":
+        if self.offload and self.sharding not in ("stage2", "stage3"):
+            raise ValueError("offload needs sharding stage2 or stage3")
+        if self.sequence_parallel and self.tensor_parallel_degree == 1:
+            raise ValueError("sequence_parallel splits activations across the tensor-parallel group; "
+                             "it needs tensor_parallel_degree > 1")
+        return self
+
+    def data_degree(self, world_size: int) -> int:
+        return self.data_parallel_degree or max(1, world_size // (self.tensor_parallel_degree
+                                                                   * self.pipeline_parallel_degree))
 
 
 class DebugSpec(_Strict):

@@ -7,20 +7,19 @@ writing them costs nothing inside a measured step.
 """
 from __future__ import annotations
 
-import contextlib
 import os
 import resource
 import time
 
 import torch
 import torch.distributed as dist
-from torch.nn.parallel import DistributedDataParallel
 
 from training import flops, perflog
 from training.data.synthetic import SyntheticTokens
 from training.spec import WorkerConfig
 from training.sysinfo import node_environment
 from training.torch.model import GPT
+from training.torch.parallel import parallelize
 
 _AUTOCAST_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
 
@@ -93,16 +92,12 @@ def train(cfg: WorkerConfig) -> None:
     torch.manual_seed(spec.train.seed)  # identical initial weights on every rank
     model = GPT(spec.model).to(device)
     n_params = sum(p.numel() for p in model.parameters())
-    ddp_model = DistributedDataParallel(model) if world > 1 else model
-    optimizer = torch.optim.AdamW(
-        model.parameters(), lr=spec.train.lr, weight_decay=spec.train.weight_decay,
-        fused=device.type == "cuda",
-    )
+    parallel = parallelize(model, spec, world, device)
     precision = spec.train.precision
     autocast_dtype = _AUTOCAST_DTYPES.get(precision)
     scaler = torch.amp.GradScaler(device.type, enabled=precision == "fp16")
     data = SyntheticTokens(spec.model.vocab_size, spec.model.seq_len, spec.train.micro_batch_size,
-                           spec.train.seed, rank)
+                           spec.train.seed, dp_rank=rank, dp_size=world)
     accumulation = spec.train.gradient_accumulation_steps
     tokens_per_step = spec.train.micro_batch_size * spec.model.seq_len * accumulation
 
@@ -123,18 +118,20 @@ def train(cfg: WorkerConfig) -> None:
         loss_sum = torch.zeros((), device=device)
         for micro in range(accumulation):
             inputs, targets = (t.to(device, non_blocking=True) for t in data.next_batch())
-            last = micro == accumulation - 1
-            no_sync = ddp_model.no_sync() if (world > 1 and not last) else contextlib.nullcontext()
-            with no_sync, torch.autocast(device.type, dtype=autocast_dtype or torch.float32,
-                                         enabled=autocast_dtype is not None):
-                loss = ddp_model(inputs, targets) / accumulation
-            scaler.scale(loss).backward()
+            with parallel.gradient_sync(micro == accumulation - 1):
+                with torch.autocast(device.type, dtype=autocast_dtype or torch.float32,
+                                    enabled=autocast_dtype is not None):
+                    loss = parallel.model(inputs, targets) / accumulation
+                scaler.scale(loss).backward()
             loss_sum += loss.detach()
-        scaler.step(optimizer)
+        scaler.step(parallel.optimizer)
         scaler.update()
-        optimizer.zero_grad(set_to_none=True)
+        parallel.optimizer.zero_grad(set_to_none=True)
         _synchronize(device)
         elapsed = time.perf_counter() - started
+        if world > 1:  # the loss of the whole batch, as one process would see it (outside the timed step)
+            dist.all_reduce(loss_sum)
+            loss_sum /= world
         perflog.emit(perflog.StepRecord(
             rank=rank, step=step, warmup=step < spec.train.warmup_steps,
             step_time_s=elapsed, tokens=tokens_per_step, loss=float(loss_sum.item()),

@@ -1,0 +1,33 @@
+"""Is a parallel layout consistent with the case name and the model? Checked at plan time.
+
+The rules hold for every framework: the degrees multiply to the world size,
+tensor parallelism splits whole heads, pipeline stages hold whole layers.
+"""
+from __future__ import annotations
+
+from training.spec import WorkloadSpec
+
+from .casename import CaseName
+
+
+def layout_problems(workload: WorkloadSpec, name: CaseName) -> list[str]:
+    par, model = workload.parallel, workload.model
+    world = name.world_size
+    tp, pp = par.tensor_parallel_degree, par.pipeline_parallel_degree
+    dp = par.data_degree(world)
+    problems = []
+    if dp * tp * pp != world:
+        problems.append(
+            f"parallel degrees data {dp} x tensor {tp} x pipeline {pp} = {dp * tp * pp}, but case name "
+            f"{str(name)!r} runs {name.nnodes} node(s) x {name.nprocs_per_node} process(es) = {world}")
+    if model.n_head % tp or model.kv_heads % tp:
+        problems.append(f"tensor_parallel_degree {tp} must divide the heads (n_head {model.n_head}, "
+                        f"key/value heads {model.kv_heads})")
+    if pp > model.n_layer:
+        problems.append(f"pipeline_parallel_degree {pp} is more than the model's {model.n_layer} layers")
+    if par.sharding_parallel_degree is not None and par.sharding_parallel_degree != dp:
+        problems.append(f"sharding_parallel_degree {par.sharding_parallel_degree} must equal the data-parallel "
+                        f"degree {dp} (shard groups smaller than the data-parallel group are not supported yet)")
+    if par.sharding != "none" and dp == 1:
+        problems.append(f"sharding {par.sharding} needs more than one data-parallel rank")
+    return problems

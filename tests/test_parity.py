@@ -1,0 +1,70 @@
+"""Every strategy trains the same model: its losses equal one process's over the first steps.
+
+Same seed, same data (synthetic samples are drawn per global index, so the
+ranks together see exactly the one process's batch), fp32. Tolerance: 1e-4
+absolute on losses near ln(vocab) = 6.93, i.e. the order of floating-point
+reductions may differ, nothing else.
+"""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from training import perflog
+
+from .conftest import ROOT
+
+TOLERANCE = 1e-4
+COMMON = ("train.steps=4", "train.warmup_steps=1", "train.lr=1e-3")
+
+
+def losses(log_root: Path, case_name: str, *settings: str) -> list[float]:
+    argv = [sys.executable, "-m", "run_benchmarks.cli", "run", case_name, "--log-root", str(log_root)]
+    for setting in (*COMMON, *settings):
+        argv += ["--set", setting]
+    system_tmp = log_root / "system-tmp"
+    system_tmp.mkdir(exist_ok=True)
+    done = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=600,
+                          env={**os.environ, "PYTHONPATH": str(ROOT), "TMPDIR": str(system_tmp)})
+    assert done.returncode == 0, done.stderr + done.stdout
+    assert list(system_tmp.iterdir()) == []  # launcher and compiler kept their files in the run folder
+    newest = max(log_root.glob("*/*/round1/*/rank0.stdout.log"), key=lambda p: p.stat().st_mtime)
+    records = (perflog.parse_line(line) for line in newest.read_text().splitlines())
+    return [r.loss for r in records if isinstance(r, perflog.StepRecord)]
+
+
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory):
+    """One process, the whole batch of 8."""
+    root = tmp_path_factory.mktemp("reference")
+    return {case: losses(root, f"{case}:torch:cpu:1:1", "train.micro_batch_size=8")
+            for case in ("gpt2_tiny", "llama_tiny")}
+
+
+STRATEGIES = {
+    "ddp": ("gpt2_tiny", 2, ("train.micro_batch_size=4",)),
+    "zero1": ("gpt2_tiny", 2, ("train.micro_batch_size=4", "parallel.sharding=stage1")),
+    "fsdp_stage2": ("gpt2_tiny", 2, ("train.micro_batch_size=4", "parallel.sharding=stage2")),
+    "fsdp_stage3": ("llama_tiny", 2, ("train.micro_batch_size=4", "parallel.sharding=stage3")),
+    "fsdp_stage3_offload": ("gpt2_tiny", 2, ("train.micro_batch_size=4", "parallel.sharding=stage3",
+                                             "parallel.offload=true")),
+    "ddp_accumulation": ("gpt2_tiny", 2, ("train.micro_batch_size=2", "train.gradient_accumulation_steps=2")),
+    "recompute_full": ("llama_tiny", 1, ("train.micro_batch_size=8", "train.recompute=full")),
+    "compile": ("gpt2_tiny", 1, ("train.micro_batch_size=8", "train.compile=default")),
+    "recompute_selective_zero1": ("gpt2_tiny", 2, ("train.micro_batch_size=4", "train.recompute=selective",
+                                                   "parallel.sharding=stage1")),
+}
+
+
+@pytest.mark.parametrize("strategy", list(STRATEGIES))
+def test_strategy_matches_one_process(strategy, reference, tmp_path):
+    case, nprocs, settings = STRATEGIES[strategy]
+    got = losses(tmp_path, f"{case}:torch:cpu:1:{nprocs}", *settings)
+    want = reference[case]
+    assert len(got) == len(want) == 4
+    assert got == pytest.approx(want, abs=TOLERANCE), f"{strategy}: {got} vs one process {want}"
+    assert got[0] != got[-1]  # the optimizer moved the weights: later steps compare trained models
