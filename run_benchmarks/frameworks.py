@@ -51,7 +51,7 @@ class Framework(ABC):
     def backend_for(self, device: str) -> str:
         return self.backends[device]
 
-    def unsupported(self, workload: "WorkloadSpec") -> list[str]:
+    def unsupported(self, workload: "WorkloadSpec", world_size: int) -> list[str]:
         """Parts of a (consistent) layout this framework's workload cannot run; empty when it can."""
         return []
 
@@ -92,11 +92,14 @@ class Torch(Framework):
     distribution = "torch"
     backends = {"cpu": "gloo", "cuda": "nccl"}
 
-    def unsupported(self, workload: "WorkloadSpec") -> list[str]:
+    def unsupported(self, workload: "WorkloadSpec", world_size: int) -> list[str]:
         par = workload.parallel
         missing = []
-        if par.tensor_parallel_degree > 1 or par.sequence_parallel:
-            missing.append("tensor/sequence parallelism is not implemented in training/torch yet")
+        if par.sequence_parallel:
+            missing.append("sequence parallelism is not implemented in training/torch yet")
+        if par.tensor_parallel_degree > 1 and par.sharding in ("none", "stage1") and par.data_degree(world_size) > 1:
+            missing.append("data parallelism across tensor-parallel groups needs sharding stage2 or stage3 "
+                           "(FSDP2 x TP); DDP and ZeRO-1 over tensor-parallel parameters are not supported")
         if par.pipeline_parallel_degree > 1:
             missing.append("pipeline parallelism is not implemented in training/torch yet")
         return missing

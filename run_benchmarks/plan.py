@@ -206,7 +206,7 @@ def _case_plan(inputs: PlanInputs, name: casename.CaseName, run_id: str, case_di
 def _check_layout(workload: WorkloadSpec, name: casename.CaseName, framework: frameworks.Framework,
                   layered: Layered, case_path: str) -> None:
     problems = layout_problems(workload, name)
-    unsupported = framework.unsupported(workload)
+    unsupported = framework.unsupported(workload, name.world_size)
     if not problems and not unsupported:
         return
     sources = sorted({source for key, source in layered.provenance.items() if key[0] == "parallel" and len(key) > 1}

@@ -7,6 +7,7 @@ reductions may differ, nothing else.
 """
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -42,7 +43,7 @@ def reference(tmp_path_factory):
     """One process, the whole batch of 8."""
     root = tmp_path_factory.mktemp("reference")
     return {case: losses(root, f"{case}:torch:cpu:1:1", "train.micro_batch_size=8")
-            for case in ("gpt2_tiny", "llama_tiny")}
+            for case in ("gpt2_tiny", "llama_tiny", "bloom_tiny")}
 
 
 STRATEGIES = {
@@ -52,6 +53,10 @@ STRATEGIES = {
     "fsdp_stage3": ("llama_tiny", 2, ("train.micro_batch_size=4", "parallel.sharding=stage3")),
     "fsdp_stage3_offload": ("gpt2_tiny", 2, ("train.micro_batch_size=4", "parallel.sharding=stage3",
                                              "parallel.offload=true")),
+    "tensor_parallel_gqa_rotary": ("llama_tiny", 2, ("train.micro_batch_size=8", "parallel.tensor_parallel_degree=2")),
+    "tensor_parallel_alibi": ("bloom_tiny", 2, ("train.micro_batch_size=8", "parallel.tensor_parallel_degree=2")),
+    "fsdp_stage3_x_tensor_parallel": ("gpt2_tiny", 4, ("train.micro_batch_size=4", "parallel.sharding=stage3",
+                                                       "parallel.tensor_parallel_degree=2")),
     "ddp_accumulation": ("gpt2_tiny", 2, ("train.micro_batch_size=2", "train.gradient_accumulation_steps=2")),
     "recompute_full": ("llama_tiny", 1, ("train.micro_batch_size=8", "train.recompute=full")),
     "compile": ("gpt2_tiny", 1, ("train.micro_batch_size=8", "train.compile=default")),
@@ -68,3 +73,12 @@ def test_strategy_matches_one_process(strategy, reference, tmp_path):
     assert len(got) == len(want) == 4
     assert got == pytest.approx(want, abs=TOLERANCE), f"{strategy}: {got} vs one process {want}"
     assert got[0] != got[-1]  # the optimizer moved the weights: later steps compare trained models
+
+
+def test_tensor_parallel_ranks_share_their_tokens(tmp_path):
+    """Two TP ranks train one replica on one batch: the batch's tokens count once, not twice."""
+    losses(tmp_path, "llama_tiny:torch:cpu:1:2", "train.micro_batch_size=8", "parallel.tensor_parallel_degree=2")
+    (results,) = tmp_path.glob("*/*/round1/results.json")
+    metrics = json.loads(results.read_text())["metrics"]
+    assert metrics["tokens_per_step"] == 8 * 128  # micro batch x sequence of the one replica
+    assert metrics["tokens_per_s_per_device"] == pytest.approx(metrics["tokens_per_s_total"] / 2)

@@ -101,11 +101,24 @@ def test_strategy_combinations_are_validated(root, tmp_path, settings, fragment)
     assert fragment in str(info.value)
 
 
-def test_a_consistent_layout_the_workload_lacks_says_so(root, tmp_path):
+@pytest.mark.parametrize("name, settings, fragment", [
+    ("gpt2_tiny:torch:cpu:1:2", ("parallel.tensor_parallel_degree=2", "parallel.sequence_parallel=true"),
+     "sequence parallelism is not implemented"),
+    ("gpt2_tiny:torch:cpu:1:4", ("parallel.tensor_parallel_degree=2",), "needs sharding stage2 or stage3 (FSDP2 x TP)"),
+    ("gpt2_tiny:torch:cpu:1:4", ("parallel.pipeline_parallel_degree=2",), "pipeline parallelism is not implemented"),
+])
+def test_a_consistent_layout_the_workload_lacks_says_so(root, tmp_path, name, settings, fragment):
     with pytest.raises(UserError) as info:
-        build(root, tmp_path, "gpt2_tiny:torch:cpu:1:2", assignments=("parallel.tensor_parallel_degree=2",))
+        build(root, tmp_path, name, assignments=settings)
     assert "torch workloads cannot run this layout yet" in str(info.value)
-    assert "tensor/sequence parallelism is not implemented" in str(info.value)
+    assert fragment in str(info.value)
+
+
+def test_tensor_parallel_layouts_plan(root, tmp_path):
+    for name, settings in (("llama_tiny:torch:cpu:1:2", ("parallel.tensor_parallel_degree=2",)),
+                           ("gpt2_tiny:torch:cpu:1:4", ("parallel.tensor_parallel_degree=2", "parallel.sharding=stage3"))):
+        (case,) = build(root, tmp_path, name, assignments=settings).cases
+        assert case.workload.parallel.tensor_parallel_degree == 2
 
 
 def test_extern_config_layout_is_blamed_on_its_file(root, tmp_path):

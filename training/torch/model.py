@@ -57,29 +57,35 @@ def alibi_causal_mask(slopes: torch.Tensor, t: int, dtype: torch.dtype) -> torch
 
 
 class Attention(nn.Module):
+    """Separate q, k, v projections, so tensor parallelism can split them by whole heads.
+
+    Head counts are read from the projections' outputs, not the spec: under tensor
+    parallelism each rank holds only its share of the heads.
+    """
+
     def __init__(self, spec: ModelSpec):
         super().__init__()
-        self.n_head, self.n_kv_head, self.head_dim = spec.n_head, spec.kv_heads, spec.head_dim
+        self.head_dim = spec.head_dim
+        self.head_offset = 0  # first head this rank holds; set by tensor parallelism (ALiBi slopes are per head)
         kv_width = spec.kv_heads * spec.head_dim
-        self.qkv = nn.Linear(spec.d_model, spec.d_model + 2 * kv_width, bias=spec.bias)
+        self.q = nn.Linear(spec.d_model, spec.d_model, bias=spec.bias)
+        self.k = nn.Linear(spec.d_model, kv_width, bias=spec.bias)
+        self.v = nn.Linear(spec.d_model, kv_width, bias=spec.bias)
         self.proj = nn.Linear(spec.d_model, spec.d_model, bias=spec.bias)
 
     def forward(self, x: torch.Tensor, rotary: tuple[torch.Tensor, torch.Tensor] | None,
                 mask: torch.Tensor | None = None) -> torch.Tensor:
-        b, t, d = x.shape
-        kv_width = self.n_kv_head * self.head_dim
-        q, k, v = self.qkv(x).split([d, kv_width, kv_width], dim=-1)
-        q = q.view(b, t, self.n_head, self.head_dim).transpose(1, 2)
-        k = k.view(b, t, self.n_kv_head, self.head_dim).transpose(1, 2)
-        v = v.view(b, t, self.n_kv_head, self.head_dim).transpose(1, 2)
+        b, t, _ = x.shape
+        q, k, v = (proj(x).view(b, t, -1, self.head_dim).transpose(1, 2) for proj in (self.q, self.k, self.v))
         if rotary is not None:
             q, k = _apply_rotary(q, *rotary), _apply_rotary(k, *rotary)
-        gqa = self.n_kv_head != self.n_head
+        gqa = q.shape[1] != k.shape[1]
         if mask is None:
             y = F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=gqa)
         else:
+            mask = mask[:, self.head_offset:self.head_offset + q.shape[1]]
             y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, enable_gqa=gqa)
-        return self.proj(y.transpose(1, 2).reshape(b, t, d))
+        return self.proj(y.transpose(1, 2).reshape(b, t, -1))
 
 
 class MLP(nn.Module):

@@ -1,6 +1,9 @@
 """Map the strategy vocabulary (``ParallelSpec``, ``TrainSpec``) onto PyTorch's own machinery.
 
-  data parallel          DistributedDataParallel
+  tensor parallel        ``parallelize_module`` on a (data, tensor) DeviceMesh: q/k/v and the MLP's
+                         input projections column-wise, both output projections row-wise (whole heads
+                         per rank); embeddings, norms and the LM head stay replicated
+  data parallel          DistributedDataParallel (FSDP2 on the data sub-mesh when combined with TP)
   sharding stage1        DDP + ZeroRedundancyOptimizer (optimizer state sharded: ZeRO-1)
   sharding stage2/3      FSDP2 ``fully_shard`` per block and at the root; stage2 keeps parameters
                          gathered between forward and backward (reshard_after_forward=False), stage3
@@ -38,6 +41,9 @@ class Parallelized:
     model: nn.Module  # what forward and backward run on
     optimizer: torch.optim.Optimizer
     gradient_sync: Callable[[bool], ContextManager]  # off for all but the last micro-batch of a step
+    dp_rank: int = 0  # which slice of the global batch this rank trains on
+    dp_size: int = 1
+    model_parallel_size: int = 1  # ranks that share one slice (and so its tokens)
 
 
 def apply_compile(blocks: nn.ModuleList, train: TrainSpec) -> None:
@@ -59,20 +65,46 @@ def _no_sync_never(enabled: bool) -> ContextManager:
     return contextlib.nullcontext()
 
 
-def parallelize(model: nn.Module, spec: WorkloadSpec, world_size: int, device: torch.device) -> Parallelized:
+def parallelize(model: nn.Module, spec: WorkloadSpec, world_size: int, rank: int,
+                device: torch.device) -> Parallelized:
     par, train = spec.parallel, spec.train
+    tp = par.tensor_parallel_degree
+    dp = world_size // tp
+    dp_mesh = None
+    if tp > 1:
+        from torch.distributed.device_mesh import init_device_mesh
+
+        mesh = init_device_mesh(device.type, (dp, tp), mesh_dim_names=("dp", "tp"))
+        apply_tensor_parallel(model, mesh["tp"], spec)
+        dp_mesh = mesh["dp"]
     apply_compile(model.blocks, train)
     apply_recompute(model.blocks, train)
-    optimizer_args = {"lr": train.lr, "weight_decay": train.weight_decay}
-    if world_size == 1:
-        optimizer = torch.optim.AdamW(model.parameters(), fused=device.type == "cuda", **optimizer_args)
-        return Parallelized(model, optimizer, _no_sync_never)
+    # DTensor parameters (tensor parallel) need the per-parameter AdamW on CPU: foreach kernels reject them.
+    optimizer_args = {"lr": train.lr, "weight_decay": train.weight_decay,
+                      **({"foreach": False} if tp > 1 and device.type == "cpu" else {})}
+    layout = {"dp_rank": rank // tp, "dp_size": dp, "model_parallel_size": tp}
+    if dp == 1:
+        optimizer = torch.optim.AdamW(model.parameters(), fused=device.type == "cuda" and tp == 1, **optimizer_args)
+        return Parallelized(model, optimizer, _no_sync_never, **layout)
     if par.sharding in ("stage2", "stage3"):
-        return _fsdp(model, par.sharding == "stage3", par.offload, world_size, device, optimizer_args)
-    return _ddp(model, par.sharding == "stage1", device, optimizer_args)
+        return _fsdp(model, par.sharding == "stage3", par.offload, dp_mesh, dp, device, optimizer_args, layout)
+    return _ddp(model, par.sharding == "stage1", device, optimizer_args, layout)
 
 
-def _ddp(model: nn.Module, zero1: bool, device: torch.device, optimizer_args: dict) -> Parallelized:
+def apply_tensor_parallel(model: nn.Module, tp_mesh, spec: WorkloadSpec) -> None:
+    from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
+
+    plan = {"attn.q": ColwiseParallel(), "attn.k": ColwiseParallel(), "attn.v": ColwiseParallel(),
+            "attn.proj": RowwiseParallel(), "mlp.fc": ColwiseParallel(), "mlp.proj": RowwiseParallel()}
+    if spec.model.activation == "swiglu":
+        plan["mlp.gate"] = ColwiseParallel()
+    heads_per_rank = spec.model.n_head // tp_mesh.size()
+    for block in model.blocks:
+        parallelize_module(block, tp_mesh, plan)
+        block.attn.head_offset = tp_mesh.get_local_rank() * heads_per_rank
+
+
+def _ddp(model: nn.Module, zero1: bool, device: torch.device, optimizer_args: dict, layout: dict) -> Parallelized:
     from torch.distributed.optim import ZeroRedundancyOptimizer
     from torch.nn.parallel import DistributedDataParallel
 
@@ -85,15 +117,15 @@ def _ddp(model: nn.Module, zero1: bool, device: torch.device, optimizer_args: di
     def gradient_sync(enabled: bool) -> ContextManager:
         return contextlib.nullcontext() if enabled else ddp.no_sync()
 
-    return Parallelized(ddp, optimizer, gradient_sync)
+    return Parallelized(ddp, optimizer, gradient_sync, **layout)
 
 
-def _fsdp(model: nn.Module, reshard: bool, offload: bool, world_size: int, device: torch.device,
-          optimizer_args: dict) -> Parallelized:
+def _fsdp(model: nn.Module, reshard: bool, offload: bool, mesh, dp: int, device: torch.device,
+          optimizer_args: dict, layout: dict) -> Parallelized:
     from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.fsdp import CPUOffloadPolicy, OffloadPolicy, fully_shard
 
-    mesh = init_device_mesh(device.type, (world_size,))
+    mesh = mesh if mesh is not None else init_device_mesh(device.type, (dp,))
     # Pinned host memory speeds copies to a GPU, and needs one to exist.
     policy = CPUOffloadPolicy(pin_memory=device.type == "cuda") if offload else OffloadPolicy()
     for block in model.blocks:
@@ -109,4 +141,4 @@ def _fsdp(model: nn.Module, reshard: bool, offload: bool, world_size: int, devic
         finally:
             model.set_requires_gradient_sync(True)
 
-    return Parallelized(model, optimizer, gradient_sync)
+    return Parallelized(model, optimizer, gradient_sync, **layout)

@@ -92,14 +92,17 @@ def train(cfg: WorkerConfig) -> None:
     torch.manual_seed(spec.train.seed)  # identical initial weights on every rank
     model = GPT(spec.model).to(device)
     n_params = sum(p.numel() for p in model.parameters())
-    parallel = parallelize(model, spec, world, device)
+    parallel = parallelize(model, spec, world, rank, device)
     precision = spec.train.precision
     autocast_dtype = _AUTOCAST_DTYPES.get(precision)
     scaler = torch.amp.GradScaler(device.type, enabled=precision == "fp16")
     data = SyntheticTokens(spec.model.vocab_size, spec.model.seq_len, spec.train.micro_batch_size,
-                           spec.train.seed, dp_rank=rank, dp_size=world)
+                           spec.train.seed, dp_rank=parallel.dp_rank, dp_size=parallel.dp_size)
     accumulation = spec.train.gradient_accumulation_steps
-    tokens_per_step = spec.train.micro_batch_size * spec.model.seq_len * accumulation
+    # Ranks that split one model replica share its tokens: each reports its share, so the sum over
+    # ranks is the global batch and tokens/s per device stays honest.
+    tokens_per_step = spec.train.micro_batch_size * spec.model.seq_len * accumulation / parallel.model_parallel_size
+    tokens_per_step = int(tokens_per_step) if tokens_per_step.is_integer() else tokens_per_step
 
     environment = None
     if local_rank == 0:
