@@ -6,7 +6,9 @@ Definitions (all over measured steps, i.e. warm-up excluded):
   tokens/s total   all ranks' tokens / sum of step times
   tokens/s/device  tokens/s total / world size; its spread across ranks is each
                    rank's own tokens / its own step times
-  TFLOP/s/device   flops_per_token x tokens/s/device / 1e12 (model FLOPs)
+  TFLOP/s/device   flops_per_token x tokens/s/device / 1e12 (model FLOPs); where
+                   batches vary in width the steps carry their own FLOPs, and it
+                   is their sum / time / world size
   MFU              TFLOP/s/device / the vendor's peak for the precision used
 """
 from __future__ import annotations
@@ -48,12 +50,14 @@ class RoundMetrics:
     warmup_steps: int
     measured_steps: int
     n_params: int
+    trainable_params: Optional[int]
     precision: str
     step_time_s: Stats
     tokens_per_step: int
     tokens_per_s_total: float
     tokens_per_s_per_device: float
     tokens_per_s_per_rank: Stats
+    effective_tokens_per_s_per_device: Optional[float]
     flops_per_token: float
     flop_formula: str
     tflops_per_device: float
@@ -93,7 +97,14 @@ def round_metrics(ranks: list[RankLog], peak_tflops: Optional[float], peak_note:
         sum(tokens_by_rank[i][s] for s in common_steps) / sum(times_by_rank[i][s] for s in common_steps)
         for i in range(len(ranks))
     ]
-    tflops = first.flops_per_token * per_device / 1e12
+    effective = [s.effective_tokens for steps in measured for s in steps if s.step in common_steps]
+    effective_per_device = (sum(effective) / sum(step_times) / len(ranks)
+                            if effective and None not in effective else None)
+    step_flops = [s.flops for steps in measured for s in steps if s.step in common_steps]
+    if step_flops and None not in step_flops:
+        tflops = sum(step_flops) / sum(step_times) / len(ranks) / 1e12
+    else:
+        tflops = first.flops_per_token * per_device / 1e12
     mfu = tflops / peak_tflops if peak_tflops else None
     note = f"MFU = {tflops:.4g} / {peak_tflops:g} TFLOP/s ({first.precision} peak)" if peak_tflops else peak_note
     rank0_steps = sorted(ranks[0].steps, key=lambda s: s.step)
@@ -102,12 +113,14 @@ def round_metrics(ranks: list[RankLog], peak_tflops: Optional[float], peak_note:
         warmup_steps=sum(1 for s in ranks[0].steps if s.warmup),
         measured_steps=len(common_steps),
         n_params=first.n_params,
+        trainable_params=first.trainable_params,
         precision=first.precision,
         step_time_s=Stats.of(step_times),
         tokens_per_step=sum(r.start.tokens_per_step for r in ranks),
         tokens_per_s_total=tokens_per_s_total,
         tokens_per_s_per_device=per_device,
         tokens_per_s_per_rank=Stats.of(per_rank),
+        effective_tokens_per_s_per_device=effective_per_device,
         flops_per_token=first.flops_per_token,
         flop_formula=first.flop_formula,
         tflops_per_device=tflops,
@@ -122,7 +135,8 @@ def round_metrics(ranks: list[RankLog], peak_tflops: Optional[float], peak_note:
     )
 
 
-CASE_FIGURES = ("tokens_per_s_total", "tokens_per_s_per_device", "tflops_per_device", "mfu")
+CASE_FIGURES = ("tokens_per_s_total", "tokens_per_s_per_device", "effective_tokens_per_s_per_device",
+                "tflops_per_device", "mfu")
 
 
 def across_rounds(rounds: list[Optional[RoundMetrics]]) -> dict:

@@ -2,9 +2,41 @@
 from __future__ import annotations
 
 import difflib
+from dataclasses import dataclass
 from pathlib import Path
+
 from .config import CaseFile, ExternConfig, load_model
 from .errors import UserError
+
+
+@dataclass(frozen=True)
+class ResolvedCase:
+    """A case with its ``extends`` chain followed: base first, the named case last."""
+
+    chain: list[tuple[Path, CaseFile]]
+
+    def _last(self, key: str, default=None):
+        return next((getattr(f, key) for _, f in reversed(self.chain) if getattr(f, key)), default)
+
+    @property
+    def path(self) -> Path:
+        return self.chain[-1][0]
+
+    @property
+    def frameworks(self) -> list[str]:
+        return self._last("frameworks", [])
+
+    @property
+    def task(self) -> str:
+        return self._last("task", "pretrain")
+
+    @property
+    def description(self) -> str:
+        return self.chain[-1][1].description
+
+    def layers(self) -> list[tuple[str, dict]]:
+        """(source file, workload keys) per file, in the order they apply."""
+        return [(str(path), case.workload_layer()) for path, case in self.chain]
 
 
 class CaseCatalog:
@@ -26,6 +58,20 @@ class CaseCatalog:
             raise UserError(f"unknown case {case!r}: {path} does not exist",
                             f"{hint}known cases: {', '.join(known) or '(none)'}")
         return load_model(CaseFile, path)
+
+    def resolve(self, case: str) -> ResolvedCase:
+        chain: list[tuple[Path, CaseFile]] = []
+        seen: list[str] = []
+        name = case
+        while name is not None:
+            if name in seen:
+                raise UserError(f"cases extend each other in a circle: {' -> '.join(seen + [name])}",
+                                f"remove 'extends' from one of them ({chain[-1][0]})")
+            seen.append(name)
+            loaded = self.load(name)
+            chain.append((self.path(name), loaded))
+            name = loaded.extends
+        return ResolvedCase(chain[::-1])
 
     def extern_dir(self, vendor: str, case: str, framework: str) -> Path:
         return self.vendors_dir / vendor / case / framework

@@ -157,7 +157,7 @@ def cmd_list(args: argparse.Namespace, console: Console) -> int:
     for col in ("case", "task", "frameworks", "description"):
         cases.add_column(col)
     for name in catalog.names():
-        case = catalog.load(name)
+        case = catalog.resolve(name)
         cases.add_row(name, case.task, ", ".join(case.frameworks), case.description)
     hardware = Table(title="hardware")
     for col in ("hardware", "vendor", "device", "memory", "peak TFLOP/s (dense)"):

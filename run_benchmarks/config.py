@@ -15,7 +15,8 @@ from pathlib import Path
 from typing import Any, Literal, Optional, Type, TypeVar, Union
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, PositiveFloat, ValidationError, conint, field_validator
+from pydantic import (BaseModel, ConfigDict, Field, PositiveFloat, ValidationError, conint, field_validator,
+                      model_validator)
 
 from .errors import UserError
 
@@ -223,18 +224,33 @@ class ClusterSpec(Strict):
 
 
 class CaseFile(Strict):
-    """``cases/<case>/case.yaml``: the workload and its default hyper-parameters."""
+    """``cases/<case>/case.yaml``: the workload and its default hyper-parameters.
+
+    ``extends: <case>`` makes a variant (e.g. a LoRA finetune of a model): the base
+    case's keys apply first and this file's keys on top, so the model is written once.
+    """
 
     description: str = ""
-    task: Literal["pretrain"] = "pretrain"
-    frameworks: list[str] = Field(min_length=1)
-    model: dict[str, Any]
-    train: dict[str, Any]
+    extends: Optional[str] = None
+    task: Optional[Literal["pretrain", "finetune", "lora"]] = Field(None, description="default: pretrain")
+    frameworks: Optional[list[str]] = Field(None, min_length=1)
+    model: dict[str, Any] = Field(default_factory=dict)
+    train: dict[str, Any] = Field(default_factory=dict)
     data: dict[str, Any] = Field(default_factory=dict)
     parallel: dict[str, Any] = Field(default_factory=dict)
 
+    @model_validator(mode="after")
+    def _complete_unless_extending(self) -> "CaseFile":
+        if self.extends is None:
+            missing = [key for key in ("frameworks", "model", "train") if not getattr(self, key)]
+            if missing:
+                raise ValueError(f"a case needs {', '.join(missing)} (or 'extends: <case>' to take them from "
+                                 "another case)")
+        return self
+
     def workload_layer(self) -> dict:
-        return {"model": self.model, "train": self.train, "data": self.data, "parallel": self.parallel}
+        layer = {"model": self.model, "train": self.train, "data": self.data, "parallel": self.parallel}
+        return {**layer, "task": self.task} if self.task else layer
 
 
 class ExternConfig(Strict):

@@ -95,11 +95,11 @@ class Torch(Framework):
     def unsupported(self, workload: "WorkloadSpec", world_size: int) -> list[str]:
         par = workload.parallel
         missing = []
-        if par.sequence_parallel:
-            missing.append("sequence parallelism is not implemented in training/torch yet")
         if par.tensor_parallel_degree > 1 and par.sharding in ("none", "stage1") and par.data_degree(world_size) > 1:
             missing.append("data parallelism across tensor-parallel groups needs sharding stage2 or stage3 "
                            "(FSDP2 x TP); DDP and ZeRO-1 over tensor-parallel parameters are not supported")
+        if workload.train.lora_rank and par.tensor_parallel_degree > 1:
+            missing.append("LoRA adapters are not split by tensor parallelism yet; use data parallelism or sharding")
         if par.pipeline_parallel_degree > 1:
             missing.append("pipeline parallelism is not implemented in training/torch yet")
         return missing

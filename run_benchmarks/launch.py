@@ -16,6 +16,7 @@ from typing import Callable, Optional, Protocol
 import yaml
 
 from training import perflog
+from training.run_pretraining import UNSUPPORTED_MARKER
 
 from . import analyze, collect, casename
 from .errors import PreflightError
@@ -24,7 +25,7 @@ from .plan import CasePlan, NodePlan, RoundPlan, RunPlan
 
 POLL_S = 0.5  # how often the orchestrator looks at its nodes; it shares the cores being measured
 STOP_GRACE_S = 10.0
-_OOM_MARKERS = ("OutOfMemoryError", "CUDA out of memory", "out of memory")
+_OOM_MARKERS = ("OutOfMemoryError", "CUDA out of memory", "out of memory", "can't allocate memory")
 
 
 @dataclass
@@ -32,7 +33,7 @@ class RoundResult:
     case_name: str
     round: int
     dir: Path
-    status: str  # ok | failed | oom | timeout | interrupted
+    status: str  # ok | failed | oom | unsupported | timeout | interrupted
     reason: str = ""
     warnings: list[str] = field(default_factory=list)
     error_lines: list[str] = field(default_factory=list)
@@ -211,8 +212,14 @@ class Runner:
             result.reason += "; every node was stopped"
         else:
             text = "\n".join(result.error_lines)
-            result.status = "oom" if any(m in text for m in _OOM_MARKERS) else "failed"
-            result.reason = _failure_reason(rnd.nodes, result.exit_codes, ranks)
+            unsupported = [line.split(UNSUPPORTED_MARKER, 1)[1].strip()
+                           for line in result.error_lines if UNSUPPORTED_MARKER in line]
+            if unsupported:
+                result.status, result.reason = "unsupported", f"not supported on this device: {unsupported[0]}"
+                return
+            oom = any(m in text for m in _OOM_MARKERS)
+            result.status = "oom" if oom else "failed"
+            result.reason = ("out of memory: " if oom else "") + _failure_reason(rnd.nodes, result.exit_codes, ranks)
 
 
 def _failure_reason(nodes: list[NodePlan], codes: dict[int, Optional[int]], ranks: list[collect.RankLog]) -> str:

@@ -1,7 +1,8 @@
 """Is a parallel layout consistent with the case name and the model? Checked at plan time.
 
 The rules hold for every framework: the degrees multiply to the world size,
-tensor parallelism splits whole heads, pipeline stages hold whole layers.
+tensor parallelism splits whole heads, sequence
+parallelism whole positions, pipeline stages hold whole layers.
 """
 from __future__ import annotations
 
@@ -23,6 +24,9 @@ def layout_problems(workload: WorkloadSpec, name: CaseName) -> list[str]:
     if model.n_head % tp or model.kv_heads % tp:
         problems.append(f"tensor_parallel_degree {tp} must divide the heads (n_head {model.n_head}, "
                         f"key/value heads {model.kv_heads})")
+    if par.sequence_parallel and model.seq_len % tp:
+        problems.append(f"sequence_parallel splits the sequence across the {tp} tensor-parallel ranks: "
+                        f"seq_len {model.seq_len} must be a multiple of {tp}")
     if pp > model.n_layer:
         problems.append(f"pipeline_parallel_degree {pp} is more than the model's {model.n_layer} layers")
     if par.sharding_parallel_degree is not None and par.sharding_parallel_degree != dp:

@@ -160,8 +160,8 @@ def _case_plan(inputs: PlanInputs, name: casename.CaseName, run_id: str, case_di
                extern_name: Optional[str], assignments: tuple[str, ...], timeout_s: float,
                ports) -> CasePlan:
     framework = frameworks.get(name.framework)
-    case = inputs.catalog.load(name.case)
-    case_path = inputs.catalog.path(name.case)
+    case = inputs.catalog.resolve(name.case)
+    case_path = case.path
     if name.framework not in case.frameworks:
         raise UserError(f"case {name.case!r} has no {name.framework} workload ({case_path}: frameworks)",
                         f"use one of: {', '.join(case.frameworks)}")
@@ -172,7 +172,7 @@ def _case_plan(inputs: PlanInputs, name: casename.CaseName, run_id: str, case_di
                         f"{inputs.cluster_path} lists {len(hosts)} host(s)",
                         f"lower nnodes to at most {len(hosts)}, or add hosts to {inputs.cluster_path}")
 
-    layers = [Layer(str(case_path), case.workload_layer())]
+    layers = [Layer(source, layer) for source, layer in case.layers()]
     extern_path = None
     if extern_name:
         extern_path = inputs.catalog.find_extern(extern_name, hardware.vendor, name.case, name.framework)
@@ -184,6 +184,8 @@ def _case_plan(inputs: PlanInputs, name: casename.CaseName, run_id: str, case_di
     layered = merge(layers)
     workload = validate_layered(WorkloadSpec, layered, str(case_path))
     _check_layout(workload, name, framework, layered, str(case_path))
+    workload = _absolute_data_path(workload)
+    _check_data_files(workload, hosts[:name.nnodes], layered, str(case_path))
 
     vendor_runtime = hardware.vendor_spec.frameworks.get(name.framework)
     runtime_env = dict(vendor_runtime.env) if vendor_runtime else {}
@@ -217,6 +219,30 @@ def _check_layout(workload: WorkloadSpec, name: casename.CaseName, framework: fr
                         "to the model's heads and layers")
     raise UserError(f"{framework.name} workloads cannot run this layout yet (set in {', '.join(sources)}): "
                     + "; ".join(unsupported), "choose a layout from README's strategy table")
+
+
+def _absolute_data_path(workload: WorkloadSpec) -> WorkloadSpec:
+    """A relative data.path means relative to where accelbench was started (workers start elsewhere)."""
+    path = workload.data.path
+    if path is None or Path(path).is_absolute():
+        return workload
+    data = workload.data.model_copy(update={"path": str(Path(path).resolve())})
+    return workload.model_copy(update={"data": data})
+
+
+def _check_data_files(workload: WorkloadSpec, hosts: list[HostSpec], layered: Layered, case_path: str) -> None:
+    """A dataset on this machine is checked now, not after every node has started and failed on it."""
+    data = workload.data
+    if data.path is None or any(host.backend != "local" for host in hosts):
+        return
+    needed = [Path(data.path)] if data.source == "instruction" else [
+        Path(f"{data.path}_ids.npy"), Path(f"{data.path}_idx.npz")]
+    missing = [str(p) for p in needed if not p.is_file()]
+    if missing:
+        source = layered.source_of(("data", "path"), case_path)
+        raise UserError(f"data.path (set in {source}): {', '.join(missing)} not found",
+                        "point data.path at an existing file (tokens: the prefix of <prefix>_ids.npy and "
+                        "<prefix>_idx.npz); make a sample with `python -m training.data.make_dataset --help`")
 
 
 def _node_plan(inputs: PlanInputs, framework: frameworks.Framework, name: casename.CaseName,

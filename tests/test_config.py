@@ -119,3 +119,32 @@ def test_merge_keeps_provenance_of_nested_values():
     with pytest.raises(UserError) as info:
         validate_layered(WorkloadSpec, layered, "default.yaml")
     assert "default.yaml: missing required key 'model'" in str(info.value)
+
+
+def test_a_case_extends_another_and_keys_are_blamed_on_the_right_file(root, tmp_path):
+    variant = write(root / "cases/gpt2_tiny_long/case.yaml",
+                    "extends: gpt2_tiny\nmodel:\n  seq_len: 256\ntrain:\n  steps: 12\n")
+    case = plan(root, tmp_path, names=("gpt2_tiny_long:torch:cpu:1:2",)).cases[0]
+    assert (case.workload.model.seq_len, case.workload.model.n_layer, case.workload.train.steps) == (256, 2, 12)
+    assert case.provenance[("model", "seq_len")] == str(variant)
+    assert case.provenance[("model", "n_layer")] == str(root / "cases/gpt2_tiny/case.yaml")
+    assert case.case_file == variant
+
+
+def test_cases_that_extend_each_other_in_a_circle_are_refused(root, tmp_path):
+    write(root / "cases/a/case.yaml", "extends: b\n")
+    write(root / "cases/b/case.yaml", "extends: a\n")
+    assert "cases extend each other in a circle: a -> b -> a" in error(root, tmp_path, names=("a:torch:cpu:1:1",))
+
+
+def test_a_case_without_extends_must_be_complete(root, tmp_path):
+    write(root / "cases/bare/case.yaml", "description: nothing\n")
+    message = error(root, tmp_path, names=("bare:torch:cpu:1:1",))
+    assert "a case needs frameworks, model, train" in message and "extends" in message
+
+
+def test_task_and_data_must_agree(root, tmp_path):
+    assert "task lora needs train.lora_rank" in error(root, tmp_path, assignments=(
+        "task=lora", "data.source=synthetic_instruction"))
+    assert "task pretrain trains on token streams" in error(root, tmp_path, assignments=(
+        "data.source=synthetic_instruction",))

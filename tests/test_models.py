@@ -2,10 +2,11 @@
 
 import pytest
 import torch
-import yaml
 
+from run_benchmarks.cases import CaseCatalog
+from run_benchmarks.config import Layer, merge
 from training import flops
-from training.spec import ModelSpec
+from training.spec import ModelSpec, WorkloadSpec
 from training.torch.model import GPT, alibi_causal_mask, alibi_slopes
 
 from .conftest import ROOT
@@ -27,8 +28,10 @@ PUBLISHED = {
 
 
 def spec_of(case: str) -> ModelSpec:
-    doc = yaml.safe_load((ROOT / "cases" / case / "case.yaml").read_text())
-    return ModelSpec(**doc["model"])
+    """The case's model as a run would see it (``extends`` followed, every key validated)."""
+    resolved = CaseCatalog(ROOT / "cases", ROOT / "vendors").resolve(case)
+    layered = merge([Layer(source, layer) for source, layer in resolved.layers()])
+    return WorkloadSpec.model_validate(layered.data).model
 
 
 def test_every_family_has_a_tiny_case():

@@ -1,7 +1,9 @@
 """Every strategy trains the same model: its losses equal one process's over the first steps.
 
-Same seed, same data (synthetic samples are drawn per global index, so the
-ranks together see exactly the one process's batch), fp32. Tolerance: 1e-4
+Same seed, same data (samples are drawn per global index, so the ranks
+together see exactly the one process's batch), fp32. Each step's loss is the
+mean over the global batch's supervised tokens, so padded instruction batches
+of different widths on different ranks compare too. Tolerance: 1e-4
 absolute on losses near ln(vocab) = 6.93, i.e. the order of floating-point
 reductions may differ, nothing else.
 """
@@ -43,7 +45,7 @@ def reference(tmp_path_factory):
     """One process, the whole batch of 8."""
     root = tmp_path_factory.mktemp("reference")
     return {case: losses(root, f"{case}:torch:cpu:1:1", "train.micro_batch_size=8")
-            for case in ("gpt2_tiny", "llama_tiny", "bloom_tiny")}
+            for case in ("gpt2_tiny", "llama_tiny", "bloom_tiny", "llama_tiny_sft", "llama_tiny_lora")}
 
 
 STRATEGIES = {
@@ -57,6 +59,15 @@ STRATEGIES = {
     "tensor_parallel_alibi": ("bloom_tiny", 2, ("train.micro_batch_size=8", "parallel.tensor_parallel_degree=2")),
     "fsdp_stage3_x_tensor_parallel": ("gpt2_tiny", 4, ("train.micro_batch_size=4", "parallel.sharding=stage3",
                                                        "parallel.tensor_parallel_degree=2")),
+    "sequence_parallel_gqa_rotary": ("llama_tiny", 2, ("train.micro_batch_size=8", "parallel.tensor_parallel_degree=2",
+                                                       "parallel.sequence_parallel=true")),
+    "sequence_parallel_alibi": ("bloom_tiny", 2, ("train.micro_batch_size=8", "parallel.tensor_parallel_degree=2",
+                                                  "parallel.sequence_parallel=true")),
+    # Instruction data: padded batches of different widths per rank, loss over supervised tokens only.
+    "finetune_fsdp_stage2_accumulation": ("llama_tiny_sft", 2, ("train.micro_batch_size=2",
+                                                                "train.gradient_accumulation_steps=2",
+                                                                "parallel.sharding=stage2")),
+    "lora_ddp": ("llama_tiny_lora", 2, ("train.micro_batch_size=4",)),
     "ddp_accumulation": ("gpt2_tiny", 2, ("train.micro_batch_size=2", "train.gradient_accumulation_steps=2")),
     "recompute_full": ("llama_tiny", 1, ("train.micro_batch_size=8", "train.recompute=full")),
     "compile": ("gpt2_tiny", 1, ("train.micro_batch_size=8", "train.compile=default")),

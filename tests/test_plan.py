@@ -79,6 +79,8 @@ def test_bad_case_names_are_refused_with_a_fix(root, tmp_path, name, fragments):
     ("llama_tiny:torch:cpu:1:4", ("parallel.tensor_parallel_degree=4",),
      "must divide the heads (n_head 4, key/value heads 2)"),
     ("gpt2_tiny:torch:cpu:1:4", ("parallel.pipeline_parallel_degree=4",), "more than the model's 2 layers"),
+    ("gpt2_tiny:torch:cpu:1:2", ("parallel.tensor_parallel_degree=2", "parallel.sequence_parallel=true",
+                                 "model.seq_len=127"), "seq_len 127 must be a multiple of 2"),
     ("gpt2_tiny:torch:cpu:1:1", ("parallel.sharding=stage2",), "needs more than one data-parallel rank"),
     ("gpt2_tiny:torch:cpu:1:4", ("parallel.sharding=stage1", "parallel.sharding_parallel_degree=2"),
      "sharding_parallel_degree 2 must equal the data-parallel degree 4"),
@@ -102,8 +104,8 @@ def test_strategy_combinations_are_validated(root, tmp_path, settings, fragment)
 
 
 @pytest.mark.parametrize("name, settings, fragment", [
-    ("gpt2_tiny:torch:cpu:1:2", ("parallel.tensor_parallel_degree=2", "parallel.sequence_parallel=true"),
-     "sequence parallelism is not implemented"),
+    ("llama_tiny_lora:torch:cpu:1:2", ("parallel.tensor_parallel_degree=2",),
+     "LoRA adapters are not split by tensor parallelism"),
     ("gpt2_tiny:torch:cpu:1:4", ("parallel.tensor_parallel_degree=2",), "needs sharding stage2 or stage3 (FSDP2 x TP)"),
     ("gpt2_tiny:torch:cpu:1:4", ("parallel.pipeline_parallel_degree=2",), "pipeline parallelism is not implemented"),
 ])

@@ -170,6 +170,10 @@ def test_list_shows_cases_vendors_and_hardware(cli):
     (("gpt2_tiny:torch_1.9:cpu:1:1",), ["asks for torch 1.9 but", "--allow-version-mismatch"]),
     (("gpt2_tiny:torch:cpu:1:1", "--set", "train.steps=zero"), ["train.steps:", "got 'zero'"]),
     (("gpt2_tiny:torch:cpu:1:1", "--cluster", "/nonexistent/cluster.yaml"), ["cluster.yaml: file not found"]),
+    (("gpt2_tiny:torch:cpu:1:1", "--set", "data.source=tokens", "--set", "data.path=missing/corpus"),
+     ["data.path (set in --set data.path=missing/corpus)", "missing/corpus_ids.npy", "not found"]),
+    (("llama_tiny_lora:torch:cpu:1:2", "--set", "parallel.tensor_parallel_degree=2"),
+     ["LoRA adapters are not split by tensor parallelism"]),
 ])
 def test_bad_input_exits_2_with_one_message_and_starts_nothing(cli, args, fragments):
     result = cli("run", *args)
@@ -198,3 +202,53 @@ def test_every_tiny_family_trains_in_one_run(cli):
     assert sorted(d["case"]["case"] for d in docs) == ["bloom_tiny", "gpt3_tiny", "llama_tiny", "opt_tiny"]
     for doc in docs:
         assert_complete_ok(doc, world_size=2, steps=10, warmup=2)
+
+
+def test_pretraining_reads_a_megatron_mmap_token_dataset(cli, tmp_path):
+    made = subprocess.run([sys.executable, "-m", "training.data.make_dataset", "tokens", "--prefix", "corpus/web",
+                           "--vocab-size", "1024", "--documents", "300"], cwd=tmp_path, capture_output=True,
+                          text=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert made.returncode == 0, made.stderr
+    result = cli("run", "gpt2_tiny:torch:cpu:1:2", *SHORT, "--set", "data.source=tokens",
+                 "--set", "data.path=corpus/web")  # relative to where accelbench is started
+    assert result.returncode == 0, result.stderr + result.stdout
+    (doc,) = result.results()
+    assert_complete_ok(doc, world_size=2, steps=8, warmup=2)
+    assert doc["workload"]["data"]["path"] == str(tmp_path / "corpus" / "web")
+    stdout = next(result.run_dirs()[0].glob("*/round1/*/rank0.stdout.log")).read_text()
+    start = json.loads(next(line for line in stdout.splitlines() if '"kind":"start"' in line).split(" ", 1)[1])
+    assert start["data"]["source"] == "tokens" and start["data"]["documents"] == 300
+
+
+def test_lora_finetune_trains_adapters_and_reports_tokens_without_padding(cli):
+    result = cli("run", "llama_tiny_lora:torch:cpu:1:2", "--set", "train.steps=5", "--set", "train.warmup_steps=1")
+    assert result.returncode == 0, result.stderr + result.stdout
+    (doc,) = result.results()
+    assert doc["status"] == "ok", doc["reason"]
+    m = doc["metrics"]
+    assert m["trainable_params"] == 2 * 8 * ((128 + 128) + (128 + 64))  # rank 8 on q and v (GQA) of 2 blocks
+    assert m["n_params"] > 100 * m["trainable_params"]
+    assert 0 < m["effective_tokens_per_s_per_device"] < m["tokens_per_s_per_device"]
+    assert "w/o padding" in result.stdout
+    assert doc["workload"]["task"] == "lora"
+
+
+def test_fp8_where_the_device_cannot_is_recorded_as_unsupported(cli):
+    result = cli("run", "gpt2_tiny:torch:cpu:1:2", *SHORT, "--set", "train.precision=fp8")
+    assert result.returncode == 1
+    (doc,) = result.results()
+    assert doc["status"] == "unsupported"
+    assert doc["reason"] == ("not supported on this device: fp8 training needs a CUDA GPU of compute "
+                             "capability 8.9+; this run is on cpu")
+    assert "unsupported" in result.stdout and "Traceback" not in result.stderr
+
+
+def test_out_of_memory_on_one_rank_ends_the_case_as_oom(cli):
+    result = cli("run", "gpt2_tiny:torch:cpu:1:2", *SHORT, "--set", "debug.oom_at_step=3",
+                 "--set", "debug.fail_rank=1")
+    assert result.returncode == 1
+    (doc,) = result.results()
+    assert doc["status"] == "oom" and doc["reason"].startswith("out of memory: ")
+    assert any("can't allocate memory" in line for line in doc["error_lines"])
+    assert doc["steps_completed"] == 3  # the steps before it are kept
+    assert leftover_processes(result.log_root) == []

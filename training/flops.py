@@ -14,8 +14,11 @@ with N counting all parameters to that precision.
 """
 from __future__ import annotations
 
-from .spec import ModelSpec
+from .spec import ModelSpec, TrainSpec
 
+LORA_FORMULA = ("LoRA: 2*N fwd + 2*N input-gradient per frozen matmul (no weight gradient; none at all where its "
+                "input needs no gradient, as in the first block), 6*N per adapter matmul, + 12*L*H*Q*T "
+                "less the attention gradients no adapter needs")
 FORMULA = "6*N_matmul + 12*L*H*Q*T per token (fwd+bwd; N_matmul = matmul weights incl. LM head)"
 
 
@@ -50,3 +53,53 @@ def attention_flops_per_token(model: ModelSpec) -> int:
 
 def training_flops_per_token(model: ModelSpec) -> int:
     return 6 * matmul_params(model) + attention_flops_per_token(model)
+
+
+def flops_per_token(model: ModelSpec, train: TrainSpec) -> tuple[int, str]:
+    """The FLOPs one trained token costs under ``train``, and the formula that gave them."""
+    if train.lora_rank is None:
+        return training_flops_per_token(model), FORMULA
+    return lora_training_flops_per_token(model, train), LORA_FORMULA
+
+
+def lora_training_flops_per_token(model: ModelSpec, train: TrainSpec) -> int:
+    """Frozen weights get no weight gradient, and no input gradient where nothing before them trains.
+
+    The embeddings are frozen, so the first block's input needs no gradient: its frozen
+    projections run forward only, and the attention computes only the gradients an
+    adapter downstream needs. From the second block on, every input needs a gradient.
+    """
+    first = _lora_block_flops(model, train, input_needs_grad=False)
+    rest = _lora_block_flops(model, train, input_needs_grad=True)
+    lm_head = 4 * model.d_model * model.vocab_size  # frozen: forward + input gradient
+    return first + (model.n_layer - 1) * rest + lm_head
+
+
+def _lora_block_flops(model: ModelSpec, train: TrainSpec, input_needs_grad: bool) -> int:
+    d, f, r = model.d_model, model.ffn_hidden, train.lora_rank
+    kv = model.kv_heads * model.head_dim
+    hqt = model.n_head * model.head_dim * model.seq_len
+    targets = set(train.lora_targets)
+    total = 0
+
+    def linear(name: str, n_in: int, n_out: int, needs_grad: bool) -> bool:
+        """Adds one projection's FLOPs; returns whether its output needs a gradient."""
+        nonlocal total
+        total += 2 * n_in * n_out * (2 if needs_grad else 1)  # forward (+ input gradient)
+        if name in targets:
+            # A: forward, weight gradient (+ input gradient); B: forward, weight and input gradients
+            total += 2 * r * n_in * (3 if needs_grad else 2) + 6 * r * n_out
+        return needs_grad or name in targets
+
+    q = linear("q", d, d, input_needs_grad)
+    k = linear("k", d, kv, input_needs_grad)
+    v = linear("v", d, kv, input_needs_grad)
+    scores_grad = q or k
+    total += 4 * hqt + 2 * hqt * (q + k + v + scores_grad)  # forward; dq, dk, dv and d(probabilities)
+    attention_out = linear("o", d, d, scores_grad or v)
+    x = input_needs_grad or attention_out
+    hidden = linear("fc", d, f, x)
+    if model.activation == "swiglu":
+        hidden = linear("gate", d, f, x) or hidden
+    linear("down", f, d, hidden)
+    return total

@@ -40,6 +40,9 @@ class StartRecord:
     flop_formula: str
     tokens_per_step: int = field(metadata={"doc": "tokens this rank consumes per optimizer step"})
     environment: Optional[dict] = None
+    trainable_params: Optional[int] = field(default=None, metadata={"doc": "parameters the optimizer updates "
+                                                                           "(fewer than n_params under LoRA)"})
+    data: Optional[dict] = field(default=None, metadata={"doc": "what the tokens are (source, file, size)"})
     kind: str = "start"
 
 
@@ -51,6 +54,10 @@ class StepRecord:
     step_time_s: float
     tokens: int
     loss: float
+    effective_tokens: Optional[int] = field(default=None, metadata={
+        "doc": "of ``tokens``, those that are not padding (instruction data, padded per batch)"})
+    flops: Optional[float] = field(default=None, metadata={
+        "doc": "model FLOPs of this rank's share of the step, where batches vary in width (instruction data)"})
     kind: str = "step"
 
 

@@ -17,6 +17,11 @@ if not __package__:  # run as a file: training/ on sys.path would shadow the rea
 
 from training.spec import WorkerConfig  # noqa: E402
 
+# A worker that cannot run the case on its device says so on one stderr line and exits with this code;
+# the orchestrator records the round as ``unsupported`` rather than ``failed``.
+UNSUPPORTED_MARKER = "accelbench: not supported on this device:"
+EXIT_UNSUPPORTED = 3
+
 
 def load_config(path: str) -> WorkerConfig:
     with open(path, encoding="utf-8") as f:
@@ -30,9 +35,14 @@ def main(argv: list[str] | None = None) -> None:
     cfg = load_config(args.config)
     if cfg.runtime.framework == "torch":
         from torch.distributed.elastic.multiprocessing.errors import record
+        from training.torch.precision import UnsupportedOnDevice
         from training.torch.train import train
 
-        record(train)(cfg)  # under torchrun, a failure's traceback reaches the launcher's summary
+        try:
+            record(train)(cfg)  # under torchrun, a failure's traceback reaches the launcher's summary
+        except UnsupportedOnDevice as exc:
+            print(f"{UNSUPPORTED_MARKER} {exc}", file=sys.stderr, flush=True)
+            raise SystemExit(EXIT_UNSUPPORTED) from None
     else:
         raise SystemExit(f"framework {cfg.runtime.framework!r} has no workload in this accelbench")
 

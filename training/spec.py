@@ -13,7 +13,9 @@ from pydantic import BaseModel, ConfigDict, Field, PositiveFloat, PositiveInt, N
 
 SPEC_VERSION = 1
 
-Precision = Literal["fp32", "bf16", "fp16"]
+Precision = Literal["fp32", "bf16", "fp16", "fp8"]
+Task = Literal["pretrain", "finetune", "lora"]
+LoraTarget = Literal["q", "k", "v", "o", "fc", "gate", "down"]
 
 
 class _Strict(BaseModel):
@@ -73,12 +75,17 @@ class TrainSpec(_Strict):
     lr: PositiveFloat = 3e-4
     weight_decay: float = Field(0.1, ge=0)
     seed: int = 1234
-    precision: Precision = "fp32"
+    precision: Precision = Field("fp32", description="fp16 scales the loss; fp8 (torchao float8) needs a GPU "
+                                  "of compute capability 8.9 or newer, and bf16 around its matmuls")
     recompute: Literal["none", "full", "selective"] = Field(
         "none", description="activation checkpointing: every block (full) or every recompute_every-th (selective)")
     recompute_every: PositiveInt = 2
     compile: Optional[Literal["default", "reduce-overhead", "max-autotune"]] = Field(
         None, description="torch.compile mode for each transformer block; unset: eager")
+    lora_rank: Optional[PositiveInt] = Field(None, description="LoRA adapters of this rank; the base model is frozen")
+    lora_alpha: PositiveFloat = Field(16.0, description="adapter output scale is lora_alpha / lora_rank")
+    lora_targets: tuple[LoraTarget, ...] = Field(
+        ("q", "v"), min_length=1, description="linears that get adapters: q k v o (attention), fc gate down (MLP)")
 
     @model_validator(mode="after")
     def _something_left_to_measure(self) -> "TrainSpec":
@@ -91,7 +98,31 @@ class TrainSpec(_Strict):
 
 
 class DataSpec(_Strict):
-    source: Literal["synthetic"] = "synthetic"
+    """Where the tokens come from.
+
+    synthetic              uniform random token ids (pretrain): no files, same FLOPs as text
+    tokens                 a Megatron/PaddleNLP mmap dataset: ``<path>_ids.npy`` + ``<path>_idx.npz``
+    instruction            alpaca-style jsonl (finetune, lora), byte-level tokenised, padded per batch
+    synthetic_instruction  generated alpaca-style records (finetune, lora without a file)
+    """
+
+    source: Literal["synthetic", "tokens", "instruction", "synthetic_instruction"] = "synthetic"
+    path: Optional[str] = Field(None, description="tokens: the dataset prefix; instruction: the .jsonl file "
+                                                  "(on the hosts that run the case)")
+    records: PositiveInt = Field(512, description="synthetic_instruction: how many records to generate")
+
+    @model_validator(mode="after")
+    def _path_when_file(self) -> "DataSpec":
+        if self.source in ("tokens", "instruction") and not self.path:
+            raise ValueError(f"data.source {self.source} reads a file: set data.path")
+        if self.source.startswith("synthetic") and self.path:
+            raise ValueError(f"data.source {self.source} reads no file; set data.source to tokens or "
+                             "instruction to use data.path")
+        return self
+
+    @property
+    def instruction(self) -> bool:
+        return self.source in ("instruction", "synthetic_instruction")
 
 
 class ParallelSpec(_Strict):
@@ -128,14 +159,31 @@ class DebugSpec(_Strict):
     fail_at_step: Optional[NonNegativeInt] = None
     fail_rank: NonNegativeInt = 0
     hang_at_step: Optional[NonNegativeInt] = None
+    oom_at_step: Optional[NonNegativeInt] = Field(
+        None, description="ask the device allocator for 1 PiB at this step, on fail_rank: a real out-of-memory")
 
 
 class WorkloadSpec(_Strict):
+    task: Task = "pretrain"
     model: ModelSpec
     train: TrainSpec
     data: DataSpec = DataSpec()
     parallel: ParallelSpec = ParallelSpec()
     debug: DebugSpec = DebugSpec()
+
+    @model_validator(mode="after")
+    def _task_fits_data(self) -> "WorkloadSpec":
+        if self.task == "pretrain" and self.data.instruction:
+            raise ValueError(f"task pretrain trains on token streams; data.source {self.data.source} is "
+                             "instruction data (use task finetune or lora)")
+        if self.task != "pretrain" and not self.data.instruction:
+            raise ValueError(f"task {self.task} trains on instruction data: set data.source to instruction "
+                             "(with data.path) or synthetic_instruction")
+        if (self.task == "lora") != (self.train.lora_rank is not None):
+            raise ValueError("task lora needs train.lora_rank, and train.lora_rank needs task lora")
+        if "gate" in self.train.lora_targets and self.model.activation != "swiglu":
+            raise ValueError(f"lora_targets has 'gate' but the model's MLP ({self.model.activation}) has no gate")
+        return self
 
 
 class RuntimeSpec(_Strict):

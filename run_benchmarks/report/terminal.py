@@ -11,7 +11,8 @@ from ..analyze import across_rounds
 from ..launch import RoundResult
 from ..plan import CasePlan, RoundPlan, RunPlan
 
-_STATUS_STYLE = {"ok": "green", "failed": "red", "oom": "red", "timeout": "yellow", "interrupted": "yellow"}
+_STATUS_STYLE = {"ok": "green", "failed": "red", "oom": "red", "unsupported": "magenta", "timeout": "yellow",
+                 "interrupted": "yellow"}
 
 
 def human_bytes(n: Optional[float]) -> str:
@@ -74,8 +75,11 @@ def results_table(results: list[RoundResult], cases: list[CasePlan]) -> Table:
                 continue
             mfu = f"{m.mfu:.1%}" if m.mfu is not None else "n/a¹"
             st = m.step_time_s
+            tokens = _num(m.tokens_per_s_per_device)
+            if m.effective_tokens_per_s_per_device is not None:
+                tokens += f" ({_num(m.effective_tokens_per_s_per_device)} w/o padding)"
             table.add_row(
-                label, status, _num(m.tokens_per_s_per_device), _num(m.tokens_per_s_total),
+                label, status, tokens, _num(m.tokens_per_s_total),
                 _num(m.tflops_per_device, 3), mfu,
                 f"{human_bytes(m.peak_memory_bytes.max)} ({m.memory_kind})",
                 f"{st.median * 1e3:.1f} ms (±{st.std * 1e3:.1f}, {st.min * 1e3:.1f}–{st.max * 1e3:.1f})",

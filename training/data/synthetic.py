@@ -18,6 +18,10 @@ class SyntheticTokens:
         self.seed, self.dp_rank, self.dp_size = seed, dp_rank, dp_size
         self.micro_batches_taken = 0
 
+    @property
+    def description(self) -> dict:
+        return {"distribution": "uniform token ids"}
+
     def sample(self, index: int) -> torch.Tensor:
         generator = torch.Generator().manual_seed(self.seed * 1_000_003 + index)
         return torch.randint(0, self.vocab_size, (self.seq_len + 1,), generator=generator)

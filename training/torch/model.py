@@ -12,6 +12,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from training.data.instruction import IGNORE_INDEX
 from training.spec import ModelSpec
 
 
@@ -147,7 +148,8 @@ class GPT(nn.Module):
         if isinstance(module, nn.Linear) and module.bias is not None:
             nn.init.zeros_(module.bias)
 
-    def forward(self, idx: torch.Tensor, targets: torch.Tensor | None = None):
+    def forward(self, idx: torch.Tensor, targets: torch.Tensor | None = None, reduction: str = "mean"):
+        """Logits, or with ``targets`` the loss: mean over supervised positions, or their sum."""
         t = idx.shape[1]
         x = self.wte(idx)
         if self.wpe is not None:
@@ -161,4 +163,7 @@ class GPT(nn.Module):
         logits = self.lm_head(self.ln_f(x))
         if targets is None:
             return logits
-        return F.cross_entropy(logits.float().reshape(-1, logits.size(-1)), targets.reshape(-1))
+        # Targets -100 (prompt or padding in instruction data) carry no loss; a micro-batch whose prompts
+        # filled the whole window has no supervised position and gives 0, not NaN.
+        total = F.cross_entropy(logits.float().reshape(-1, logits.size(-1)), targets.reshape(-1), reduction="sum")
+        return total if reduction == "sum" else total / targets.ne(IGNORE_INDEX).sum().clamp(min=1)

@@ -3,12 +3,18 @@
   tensor parallel        ``parallelize_module`` on a (data, tensor) DeviceMesh: q/k/v and the MLP's
                          input projections column-wise, both output projections row-wise (whole heads
                          per rank); embeddings, norms and the LM head stay replicated
+  sequence parallel      with TP, the residual stream between blocks is split along the sequence: norms
+                         run on each rank's slice (``SequenceParallel``), attention and MLP all-gather
+                         their input and reduce-scatter their output (Megatron-LM's SP); the stream is
+                         split before the first block and gathered again before the final norm
   data parallel          DistributedDataParallel (FSDP2 on the data sub-mesh when combined with TP)
   sharding stage1        DDP + ZeroRedundancyOptimizer (optimizer state sharded: ZeRO-1)
   sharding stage2/3      FSDP2 ``fully_shard`` per block and at the root; stage2 keeps parameters
                          gathered between forward and backward (reshard_after_forward=False), stage3
                          frees them (True)
   offload                FSDP2 ``CPUOffloadPolicy``
+  lora                   adapters on the frozen model (``training.torch.lora``), before any wrapping;
+                         the optimizer sees only the adapters
   recompute              ``torch.utils.checkpoint`` around every block, or every k-th
   compile                ``torch.compile`` of each block (regional: compiles once, composes with FSDP)
 """
@@ -23,6 +29,7 @@ from torch import nn
 from torch.utils.checkpoint import checkpoint
 
 from training.spec import TrainSpec, WorkloadSpec
+from training.torch.lora import trainable_parameters
 
 
 class CheckpointedBlock(nn.Module):
@@ -44,6 +51,7 @@ class Parallelized:
     dp_rank: int = 0  # which slice of the global batch this rank trains on
     dp_size: int = 1
     model_parallel_size: int = 1  # ranks that share one slice (and so its tokens)
+    shards_gradients: bool = False  # each rank holds only part of the gradients (FSDP, TP)
 
 
 def apply_compile(blocks: nn.ModuleList, train: TrainSpec) -> None:
@@ -82,9 +90,9 @@ def parallelize(model: nn.Module, spec: WorkloadSpec, world_size: int, rank: int
     # DTensor parameters (tensor parallel) need the per-parameter AdamW on CPU: foreach kernels reject them.
     optimizer_args = {"lr": train.lr, "weight_decay": train.weight_decay,
                       **({"foreach": False} if tp > 1 and device.type == "cpu" else {})}
-    layout = {"dp_rank": rank // tp, "dp_size": dp, "model_parallel_size": tp}
+    layout = {"dp_rank": rank // tp, "dp_size": dp, "model_parallel_size": tp, "shards_gradients": tp > 1}
     if dp == 1:
-        optimizer = torch.optim.AdamW(model.parameters(), fused=device.type == "cuda" and tp == 1, **optimizer_args)
+        optimizer = torch.optim.AdamW(trainable_parameters(model), fused=device.type == "cuda" and tp == 1, **optimizer_args)
         return Parallelized(model, optimizer, _no_sync_never, **layout)
     if par.sharding in ("stage2", "stage3"):
         return _fsdp(model, par.sharding == "stage3", par.offload, dp_mesh, dp, device, optimizer_args, layout)
@@ -92,16 +100,35 @@ def parallelize(model: nn.Module, spec: WorkloadSpec, world_size: int, rank: int
 
 
 def apply_tensor_parallel(model: nn.Module, tp_mesh, spec: WorkloadSpec) -> None:
-    from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
+    from torch.distributed.tensor import Replicate, Shard
+    from torch.distributed.tensor.parallel import (ColwiseParallel, PrepareModuleInput, RowwiseParallel,
+                                                   SequenceParallel, parallelize_module)
 
+    sp = spec.parallel.sequence_parallel
+    # Under SP the row-wise outputs are reduce-scattered along the sequence instead of all-reduced.
+    out = RowwiseParallel(output_layouts=Shard(1)) if sp else RowwiseParallel()
     plan = {"attn.q": ColwiseParallel(), "attn.k": ColwiseParallel(), "attn.v": ColwiseParallel(),
-            "attn.proj": RowwiseParallel(), "mlp.fc": ColwiseParallel(), "mlp.proj": RowwiseParallel()}
+            "attn.proj": out, "mlp.fc": ColwiseParallel(), "mlp.proj": out}
     if spec.model.activation == "swiglu":
         plan["mlp.gate"] = ColwiseParallel()
+    if sp:
+        gather = {"input_layouts": (Shard(1), None, None), "desired_input_layouts": (Replicate(), None, None)}
+        plan |= {"ln_1": SequenceParallel(), "ln_2": SequenceParallel(),
+                 "attn": PrepareModuleInput(**gather), "mlp": PrepareModuleInput(
+                     input_layouts=(Shard(1),), desired_input_layouts=(Replicate(),))}
     heads_per_rank = spec.model.n_head // tp_mesh.size()
     for block in model.blocks:
         parallelize_module(block, tp_mesh, plan)
         block.attn.head_offset = tp_mesh.get_local_rank() * heads_per_rank
+    if sp:
+        # The embeddings' output is split into sequence slices before the first block; the last block's
+        # output is gathered back for the (replicated) final norm and LM head. DTensor redistribution
+        # makes each of these the other's backward, so the replicated weights get full gradients.
+        parallelize_module(model.blocks[0], tp_mesh, PrepareModuleInput(
+            input_layouts=(Replicate(), None, None), desired_input_layouts=(Shard(1), None, None),
+            use_local_output=True))
+        parallelize_module(model.ln_f, tp_mesh, PrepareModuleInput(
+            input_layouts=(Shard(1),), desired_input_layouts=(Replicate(),), use_local_output=True))
 
 
 def _ddp(model: nn.Module, zero1: bool, device: torch.device, optimizer_args: dict, layout: dict) -> Parallelized:
@@ -110,9 +137,9 @@ def _ddp(model: nn.Module, zero1: bool, device: torch.device, optimizer_args: di
 
     ddp = DistributedDataParallel(model, device_ids=[device.index] if device.type == "cuda" else None)
     if zero1:
-        optimizer = ZeroRedundancyOptimizer(ddp.parameters(), optimizer_class=torch.optim.AdamW, **optimizer_args)
+        optimizer = ZeroRedundancyOptimizer(trainable_parameters(ddp), optimizer_class=torch.optim.AdamW, **optimizer_args)
     else:
-        optimizer = torch.optim.AdamW(ddp.parameters(), fused=device.type == "cuda", **optimizer_args)
+        optimizer = torch.optim.AdamW(trainable_parameters(ddp), fused=device.type == "cuda", **optimizer_args)
 
     def gradient_sync(enabled: bool) -> ContextManager:
         return contextlib.nullcontext() if enabled else ddp.no_sync()
@@ -131,7 +158,7 @@ def _fsdp(model: nn.Module, reshard: bool, offload: bool, mesh, dp: int, device:
     for block in model.blocks:
         fully_shard(block, mesh=mesh, reshard_after_forward=reshard, offload_policy=policy)
     fully_shard(model, mesh=mesh, reshard_after_forward=reshard, offload_policy=policy)
-    optimizer = torch.optim.AdamW(model.parameters(), **optimizer_args)
+    optimizer = torch.optim.AdamW(trainable_parameters(model), **optimizer_args)
 
     @contextlib.contextmanager
     def gradient_sync(enabled: bool):
@@ -141,4 +168,4 @@ def _fsdp(model: nn.Module, reshard: bool, offload: bool, mesh, dp: int, device:
         finally:
             model.set_requires_gradient_sync(True)
 
-    return Parallelized(model, optimizer, gradient_sync, **layout)
+    return Parallelized(model, optimizer, gradient_sync, **{**layout, "shards_gradients": True})

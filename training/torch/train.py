@@ -7,6 +7,7 @@ writing them costs nothing inside a measured step.
 """
 from __future__ import annotations
 
+import functools
 import os
 import resource
 import time
@@ -15,13 +16,15 @@ import torch
 import torch.distributed as dist
 
 from training import flops, perflog
-from training.data.synthetic import SyntheticTokens
+from training.data import open_dataset
 from training.spec import WorkerConfig
 from training.sysinfo import node_environment
+from training.torch import precision as precisions
+from training.torch.lora import apply_lora, trainable_parameters
 from training.torch.model import GPT
 from training.torch.parallel import parallelize
 
-_AUTOCAST_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
+OOM_REQUEST_BYTES = 2**50  # 1 PiB: more than any device or host has
 
 
 class InjectedFailure(RuntimeError):
@@ -73,13 +76,30 @@ def _nvidia_driver() -> str | None:
         return None
 
 
-def _check_faults(cfg: WorkerConfig, rank: int, step: int) -> None:
+def _check_faults(cfg: WorkerConfig, rank: int, step: int, device: torch.device) -> None:
     debug = cfg.workload.debug
     if debug.fail_at_step == step and debug.fail_rank == rank:
         raise InjectedFailure(f"injected failure on rank {rank} at step {step} (debug.fail_at_step)")
     if debug.hang_at_step == step and debug.fail_rank == rank:
         while True:
             time.sleep(60)
+    if debug.oom_at_step == step and debug.fail_rank == rank:
+        torch.empty(OOM_REQUEST_BYTES, dtype=torch.uint8, device=device)
+
+
+def _global_count(local: int, parallel, device: torch.device, world: int, exact: bool) -> int:
+    """Supervised tokens in the global batch: an all-reduce where batches differ (instruction data)."""
+    if not exact:  # every position of every sample is supervised: the count is the same on every rank
+        return local * parallel.dp_size
+    count = torch.tensor(local, device=device, dtype=torch.int64)
+    if world > 1:
+        dist.all_reduce(count)  # ranks that share one replica (tensor parallel) hold the same batch
+    return int(count.item()) // parallel.model_parallel_size
+
+
+def _per_rank(tokens: int, share: int) -> int | float:
+    per_rank = tokens / share
+    return int(per_rank) if per_rank.is_integer() else per_rank
 
 
 def train(cfg: WorkerConfig) -> None:
@@ -89,42 +109,59 @@ def train(cfg: WorkerConfig) -> None:
     if world > 1:
         dist.init_process_group(runtime.dist_backend, device_id=device if device.type == "cuda" else None)
 
+    precision = precisions.resolve(spec.train.precision, device)  # before any work: fp8 may be unsupported
     torch.manual_seed(spec.train.seed)  # identical initial weights on every rank
     model = GPT(spec.model).to(device)
     n_params = sum(p.numel() for p in model.parameters())
+    if spec.train.lora_rank:
+        apply_lora(model, spec.train)
+    precision.convert(model)
+    trainable = sum(p.numel() for p in trainable_parameters(model))
     parallel = parallelize(model, spec, world, rank, device)
-    precision = spec.train.precision
-    autocast_dtype = _AUTOCAST_DTYPES.get(precision)
-    scaler = torch.amp.GradScaler(device.type, enabled=precision == "fp16")
-    data = SyntheticTokens(spec.model.vocab_size, spec.model.seq_len, spec.train.micro_batch_size,
-                           spec.train.seed, dp_rank=parallel.dp_rank, dp_size=parallel.dp_size)
+    scaler = precision.grad_scaler(parallel.shards_gradients)
+    data = open_dataset(spec, dp_rank=parallel.dp_rank, dp_size=parallel.dp_size)
     accumulation = spec.train.gradient_accumulation_steps
     # Ranks that split one model replica share its tokens: each reports its share, so the sum over
     # ranks is the global batch and tokens/s per device stays honest.
-    tokens_per_step = spec.train.micro_batch_size * spec.model.seq_len * accumulation / parallel.model_parallel_size
-    tokens_per_step = int(tokens_per_step) if tokens_per_step.is_integer() else tokens_per_step
+    share = parallel.model_parallel_size
+    tokens_per_step = _per_rank(spec.train.micro_batch_size * spec.model.seq_len * accumulation, share)
+    flops_per_token, flop_formula = flops.flops_per_token(spec.model, spec.train)
+
+    @functools.cache
+    def flops_at_width(width: int) -> int:  # instruction batches are padded to their own width, not seq_len
+        return flops.flops_per_token(spec.model.model_copy(update={"seq_len": width}), spec.train)[0]
 
     environment = None
     if local_rank == 0:
         environment = {**node_environment(), **_framework_environment(device)}
     perflog.emit(perflog.StartRecord(
         rank=rank, local_rank=local_rank, node_rank=node_rank, world_size=world,
-        framework="torch", framework_version=torch.__version__, device=str(device), precision=precision,
-        n_params=n_params, flops_per_token=float(flops.training_flops_per_token(spec.model)),
-        flop_formula=flops.FORMULA, tokens_per_step=tokens_per_step, environment=environment,
+        framework="torch", framework_version=torch.__version__, device=str(device), precision=precision.name,
+        n_params=n_params, flops_per_token=float(flops_per_token), flop_formula=flop_formula,
+        tokens_per_step=tokens_per_step, environment=environment, trainable_params=trainable,
+        data=data.description,
     ))
 
     for step in range(spec.train.steps):
-        _check_faults(cfg, rank, step)
+        _check_faults(cfg, rank, step, device)
         _synchronize(device)
         started = time.perf_counter()
+        batches = [data.next_batch() for _ in range(accumulation)]
+        padded = sum(b.padded_tokens for b in batches)
+        real = sum(b.real_tokens for b in batches)
+        step_flops = sum(b.padded_tokens * flops_at_width(b.inputs.shape[1]) for b in batches)
+        # The step's loss is the mean over every supervised token of the global batch, as one process
+        # with the whole batch would take it, whatever the layout or accumulation: each micro-batch's
+        # summed loss is divided by the global count, times dp_size since data parallelism averages.
+        supervised = _global_count(sum(b.supervised_tokens for b in batches), parallel, device, world,
+                                   exact=spec.data.instruction)
+        scale = parallel.dp_size / max(supervised, 1)
         loss_sum = torch.zeros((), device=device)
-        for micro in range(accumulation):
-            inputs, targets = (t.to(device, non_blocking=True) for t in data.next_batch())
+        for micro, batch in enumerate(batches):
+            inputs, targets = batch.inputs.to(device, non_blocking=True), batch.targets.to(device, non_blocking=True)
             with parallel.gradient_sync(micro == accumulation - 1):
-                with torch.autocast(device.type, dtype=autocast_dtype or torch.float32,
-                                    enabled=autocast_dtype is not None):
-                    loss = parallel.model(inputs, targets) / accumulation
+                with precision.autocast():
+                    loss = parallel.model(inputs, targets, reduction="sum") * scale
                 scaler.scale(loss).backward()
             loss_sum += loss.detach()
         scaler.step(parallel.optimizer)
@@ -137,7 +174,9 @@ def train(cfg: WorkerConfig) -> None:
             loss_sum /= world
         perflog.emit(perflog.StepRecord(
             rank=rank, step=step, warmup=step < spec.train.warmup_steps,
-            step_time_s=elapsed, tokens=tokens_per_step, loss=float(loss_sum.item()),
+            step_time_s=elapsed, tokens=_per_rank(padded, share), loss=float(loss_sum.item()),
+            effective_tokens=_per_rank(real, share) if spec.data.instruction else None,
+            flops=step_flops / share if spec.data.instruction else None,
         ))
 
     peak, total, kind = _peak_memory(device)
