@@ -98,10 +98,16 @@ class Torch(Framework):
         if par.tensor_parallel_degree > 1 and par.sharding in ("none", "stage1") and par.data_degree(world_size) > 1:
             missing.append("data parallelism across tensor-parallel groups needs sharding stage2 or stage3 "
                            "(FSDP2 x TP); DDP and ZeRO-1 over tensor-parallel parameters are not supported")
+        if workload.train.precision == "fp16" and par.tensor_parallel_degree > 1:
+            missing.append("fp16 loss scaling cannot unscale tensor-parallel (DTensor) and replicated gradients "
+                           "together; use precision bf16 with tensor parallelism")
         if workload.train.lora_rank and par.tensor_parallel_degree > 1:
             missing.append("LoRA adapters are not split by tensor parallelism yet; use data parallelism or sharding")
-        if par.pipeline_parallel_degree > 1:
-            missing.append("pipeline parallelism is not implemented in training/torch yet")
+        if par.pipeline_parallel_degree > 1 and par.tensor_parallel_degree > 1:
+            missing.append("pipeline x tensor parallelism (3-D layouts) is not implemented in training/torch yet")
+        if par.pipeline_parallel_degree > 1 and par.sharding in ("none", "stage1") and par.data_degree(world_size) > 1:
+            missing.append("data parallelism across pipelines needs sharding stage2 or stage3 (FSDP2 x PP); "
+                           "DDP over pipeline stages misses gradients under some schedules")
         return missing
 
     def launcher_argv(self, node: NodeLaunch) -> list[str]:

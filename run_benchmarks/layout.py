@@ -27,8 +27,17 @@ def layout_problems(workload: WorkloadSpec, name: CaseName) -> list[str]:
     if par.sequence_parallel and model.seq_len % tp:
         problems.append(f"sequence_parallel splits the sequence across the {tp} tensor-parallel ranks: "
                         f"seq_len {model.seq_len} must be a multiple of {tp}")
-    if pp > model.n_layer:
-        problems.append(f"pipeline_parallel_degree {pp} is more than the model's {model.n_layer} layers")
+    stages = pp * par.stages_per_rank
+    micro_batches = workload.train.gradient_accumulation_steps
+    if stages > model.n_layer:
+        problems.append(f"pipeline_parallel_degree {pp} x {par.stages_per_rank} stage(s) per rank = {stages} "
+                        f"stages is more than the model's {model.n_layer} layers")
+    if pp > 1 and par.pipeline_schedule == "1f1b" and micro_batches < pp:
+        problems.append(f"pipeline schedule 1f1b needs at least as many micro-batches as stages: "
+                        f"train.gradient_accumulation_steps {micro_batches} < pipeline_parallel_degree {pp}")
+    if pp > 1 and par.pipeline_schedule == "interleaved" and micro_batches % pp:
+        problems.append(f"pipeline schedule interleaved needs micro-batches in multiples of the pipeline degree: "
+                        f"train.gradient_accumulation_steps {micro_batches} is not a multiple of {pp}")
     if par.sharding_parallel_degree is not None and par.sharding_parallel_degree != dp:
         problems.append(f"sharding_parallel_degree {par.sharding_parallel_degree} must equal the data-parallel "
                         f"degree {dp} (shard groups smaller than the data-parallel group are not supported yet)")

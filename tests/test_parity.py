@@ -21,11 +21,18 @@ from training import perflog
 
 from .conftest import ROOT
 
-TOLERANCE = 1e-4
+TOLERANCE = 1e-4  # absolute, on losses near ln(vocab)
+GRAD_NORM_TOLERANCE = 1e-4  # relative: AdamW hardly reacts to a constant gradient scale, so losses alone
+#                             would not catch a wrong one (e.g. a pipeline's 1/n_microbatches twice)
 COMMON = ("train.steps=4", "train.warmup_steps=1", "train.lr=1e-3")
 
 
 def losses(log_root: Path, case_name: str, *settings: str) -> list[float]:
+    return [loss for loss, _ in trajectory(log_root, case_name, *settings)]
+
+
+def trajectory(log_root: Path, case_name: str, *settings: str) -> list[tuple[float, float]]:
+    """(loss, gradient norm) per step, from rank 0's perf records."""
     argv = [sys.executable, "-m", "run_benchmarks.cli", "run", case_name, "--log-root", str(log_root)]
     for setting in (*COMMON, *settings):
         argv += ["--set", setting]
@@ -37,15 +44,22 @@ def losses(log_root: Path, case_name: str, *settings: str) -> list[float]:
     assert list(system_tmp.iterdir()) == []  # launcher and compiler kept their files in the run folder
     newest = max(log_root.glob("*/*/round1/*/rank0.stdout.log"), key=lambda p: p.stat().st_mtime)
     records = (perflog.parse_line(line) for line in newest.read_text().splitlines())
-    return [r.loss for r in records if isinstance(r, perflog.StepRecord)]
+    return [(r.loss, r.grad_norm) for r in records if isinstance(r, perflog.StepRecord)]
 
 
 @pytest.fixture(scope="module")
 def reference(tmp_path_factory):
-    """One process, the whole batch of 8."""
+    """One process, the whole batch of 8, per (case, model settings); run once, when first asked for."""
     root = tmp_path_factory.mktemp("reference")
-    return {case: losses(root, f"{case}:torch:cpu:1:1", "train.micro_batch_size=8")
-            for case in ("gpt2_tiny", "llama_tiny", "bloom_tiny", "llama_tiny_sft", "llama_tiny_lora")}
+    cache: dict = {}
+
+    def get(case: str, model_settings: tuple[str, ...]) -> list[tuple[float, float]]:
+        if (case, model_settings) not in cache:
+            cache[case, model_settings] = trajectory(root, f"{case}:torch:cpu:1:1", "train.micro_batch_size=8",
+                                                     *model_settings)
+        return cache[case, model_settings]
+
+    return get
 
 
 STRATEGIES = {
@@ -68,6 +82,20 @@ STRATEGIES = {
                                                                 "train.gradient_accumulation_steps=2",
                                                                 "parallel.sharding=stage2")),
     "lora_ddp": ("llama_tiny_lora", 2, ("train.micro_batch_size=4",)),
+    # Pipelines: the step's micro-batches are its accumulation steps (2 x 4 = the batch of 8).
+    "pipeline_1f1b_tied_embeddings": ("gpt2_tiny", 2, ("train.micro_batch_size=2", "train.gradient_accumulation_steps=4",
+                                                       "parallel.pipeline_parallel_degree=2")),
+    "pipeline_gpipe_alibi": ("bloom_tiny", 2, ("train.micro_batch_size=2", "train.gradient_accumulation_steps=4",
+                                               "parallel.pipeline_parallel_degree=2",
+                                               "parallel.pipeline_schedule=gpipe")),
+    "pipeline_interleaved": ("gpt2_tiny", 2, ("model.n_layer=4", "train.micro_batch_size=2",
+                                              "train.gradient_accumulation_steps=4",
+                                              "parallel.pipeline_parallel_degree=2",
+                                              "parallel.pipeline_schedule=interleaved")),
+    "fsdp_stage3_x_pipeline": ("llama_tiny", 4, ("train.micro_batch_size=1", "train.gradient_accumulation_steps=4",
+                                                 "parallel.pipeline_parallel_degree=2", "parallel.sharding=stage3")),
+    "finetune_pipeline": ("llama_tiny_sft", 2, ("train.micro_batch_size=2", "train.gradient_accumulation_steps=4",
+                                                "parallel.pipeline_parallel_degree=2")),
     "ddp_accumulation": ("gpt2_tiny", 2, ("train.micro_batch_size=2", "train.gradient_accumulation_steps=2")),
     "recompute_full": ("llama_tiny", 1, ("train.micro_batch_size=8", "train.recompute=full")),
     "compile": ("gpt2_tiny", 1, ("train.micro_batch_size=8", "train.compile=default")),
@@ -79,11 +107,15 @@ STRATEGIES = {
 @pytest.mark.parametrize("strategy", list(STRATEGIES))
 def test_strategy_matches_one_process(strategy, reference, tmp_path):
     case, nprocs, settings = STRATEGIES[strategy]
-    got = losses(tmp_path, f"{case}:torch:cpu:1:{nprocs}", *settings)
-    want = reference[case]
+    model_settings = tuple(s for s in settings if s.startswith("model."))
+    got = trajectory(tmp_path, f"{case}:torch:cpu:1:{nprocs}", *settings)
+    want = reference(case, model_settings)
     assert len(got) == len(want) == 4
-    assert got == pytest.approx(want, abs=TOLERANCE), f"{strategy}: {got} vs one process {want}"
-    assert got[0] != got[-1]  # the optimizer moved the weights: later steps compare trained models
+    got_losses, want_losses = [loss for loss, _ in got], [loss for loss, _ in want]
+    assert got_losses == pytest.approx(want_losses, abs=TOLERANCE), f"{strategy}: {got} vs one process {want}"
+    got_norms, want_norms = [norm for _, norm in got], [norm for _, norm in want]
+    assert got_norms == pytest.approx(want_norms, rel=GRAD_NORM_TOLERANCE), f"{strategy}: {got} vs {want}"
+    assert got_losses[0] != got_losses[-1]  # the optimizer moved the weights: later steps compare trained models
 
 
 def test_tensor_parallel_ranks_share_their_tokens(tmp_path):

@@ -78,7 +78,13 @@ def test_bad_case_names_are_refused_with_a_fix(root, tmp_path, name, fragments):
     ("gpt2_tiny:torch:cpu:1:6", ("parallel.tensor_parallel_degree=3",), "tensor_parallel_degree 3 must divide the heads"),
     ("llama_tiny:torch:cpu:1:4", ("parallel.tensor_parallel_degree=4",),
      "must divide the heads (n_head 4, key/value heads 2)"),
-    ("gpt2_tiny:torch:cpu:1:4", ("parallel.pipeline_parallel_degree=4",), "more than the model's 2 layers"),
+    ("gpt2_tiny:torch:cpu:1:4", ("parallel.pipeline_parallel_degree=4",), "4 stages is more than the model's 2 layers"),
+    ("gpt2_tiny:torch:cpu:1:2", ("parallel.pipeline_parallel_degree=2", "parallel.pipeline_schedule=interleaved"),
+     "2 x 2 stage(s) per rank = 4 stages is more than the model's 2 layers"),
+    ("gpt2_tiny:torch:cpu:1:2", ("parallel.pipeline_parallel_degree=2",),
+     "1f1b needs at least as many micro-batches as stages: train.gradient_accumulation_steps 1 < "),
+    ("gpt3_tiny:torch:cpu:1:2", ("parallel.pipeline_parallel_degree=2", "parallel.pipeline_schedule=interleaved",
+                                 "train.gradient_accumulation_steps=3"), "3 is not a multiple of 2"),
     ("gpt2_tiny:torch:cpu:1:2", ("parallel.tensor_parallel_degree=2", "parallel.sequence_parallel=true",
                                  "model.seq_len=127"), "seq_len 127 must be a multiple of 2"),
     ("gpt2_tiny:torch:cpu:1:1", ("parallel.sharding=stage2",), "needs more than one data-parallel rank"),
@@ -106,8 +112,13 @@ def test_strategy_combinations_are_validated(root, tmp_path, settings, fragment)
 @pytest.mark.parametrize("name, settings, fragment", [
     ("llama_tiny_lora:torch:cpu:1:2", ("parallel.tensor_parallel_degree=2",),
      "LoRA adapters are not split by tensor parallelism"),
+    ("llama_tiny:torch:cpu:1:2", ("parallel.tensor_parallel_degree=2", "train.precision=fp16"),
+     "use precision bf16 with tensor parallelism"),
+    ("gpt2_tiny:torch:cpu:1:4", ("parallel.tensor_parallel_degree=2", "parallel.pipeline_parallel_degree=2",
+                                 "train.gradient_accumulation_steps=2"), "pipeline x tensor parallelism (3-D layouts)"),
     ("gpt2_tiny:torch:cpu:1:4", ("parallel.tensor_parallel_degree=2",), "needs sharding stage2 or stage3 (FSDP2 x TP)"),
-    ("gpt2_tiny:torch:cpu:1:4", ("parallel.pipeline_parallel_degree=2",), "pipeline parallelism is not implemented"),
+    ("gpt2_tiny:torch:cpu:1:4", ("parallel.pipeline_parallel_degree=2", "train.gradient_accumulation_steps=2"),
+     "data parallelism across pipelines needs sharding stage2 or stage3"),
 ])
 def test_a_consistent_layout_the_workload_lacks_says_so(root, tmp_path, name, settings, fragment):
     with pytest.raises(UserError) as info:

@@ -56,6 +56,8 @@ class StepRecord:
     loss: float
     effective_tokens: Optional[int] = field(default=None, metadata={
         "doc": "of ``tokens``, those that are not padding (instruction data, padded per batch)"})
+    grad_norm: Optional[float] = field(default=None, metadata={
+        "doc": "global L2 norm of the step's gradients (after loss-scale removal), read after the clock stops"})
     flops: Optional[float] = field(default=None, metadata={
         "doc": "model FLOPs of this rank's share of the step, where batches vary in width (instruction data)"})
     kind: str = "step"

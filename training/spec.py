@@ -132,6 +132,11 @@ class ParallelSpec(_Strict):
         None, description="default: world size / (tensor x pipeline degree); set it to have the layout checked")
     tensor_parallel_degree: PositiveInt = 1
     pipeline_parallel_degree: PositiveInt = 1
+    pipeline_schedule: Literal["gpipe", "1f1b", "interleaved"] = Field(
+        "1f1b", description="micro-batch order across stages; the micro-batches of a step are "
+                            "train.gradient_accumulation_steps (Paddle's accumulate_steps)")
+    virtual_pipeline_degree: Optional[PositiveInt] = Field(
+        None, description="stages per rank (interleaved schedule only); default 2 for interleaved, else 1")
     sharding: Literal["none", "stage1", "stage2", "stage3"] = Field(
         "none", description="ZeRO stage: 1 optimizer state, 2 + gradients, 3 + parameters")
     sharding_parallel_degree: Optional[PositiveInt] = Field(
@@ -143,10 +148,17 @@ class ParallelSpec(_Strict):
     def _offload_needs_sharding(self) -> "ParallelSpec":
         if self.offload and self.sharding not in ("stage2", "stage3"):
             raise ValueError("offload needs sharding stage2 or stage3")
+        if self.virtual_pipeline_degree not in (None, 1) and self.pipeline_schedule != "interleaved":
+            raise ValueError("virtual_pipeline_degree > 1 puts several stages on each rank: it needs "
+                             "pipeline_schedule interleaved")
         if self.sequence_parallel and self.tensor_parallel_degree == 1:
             raise ValueError("sequence_parallel splits activations across the tensor-parallel group; "
                              "it needs tensor_parallel_degree > 1")
         return self
+
+    @property
+    def stages_per_rank(self) -> int:
+        return self.virtual_pipeline_degree or (2 if self.pipeline_schedule == "interleaved" else 1)
 
     def data_degree(self, world_size: int) -> int:
         return self.data_parallel_degree or max(1, world_size // (self.tensor_parallel_degree

@@ -11,7 +11,7 @@ from typing import Union
 
 import torch
 
-from training.data.instruction import IGNORE_INDEX, InstructionDataset, alpaca_sample
+from training.data.instruction import IGNORE_INDEX, PAD, InstructionDataset, alpaca_sample
 from training.data.synthetic import SyntheticTokens
 from training.data.token_file import DataFormatError, TokenFileDataset
 from training.spec import WorkloadSpec
@@ -28,6 +28,15 @@ class Batch:
     @property
     def padded_tokens(self) -> int:
         return self.inputs.numel()
+
+    def padded_to(self, width: int) -> "Batch":
+        """The same batch, padded on the right to ``width`` positions (padding is never supervised)."""
+        extra = width - self.inputs.shape[1]
+        if extra == 0:
+            return self
+        pad = torch.nn.functional.pad
+        return Batch(pad(self.inputs, (0, extra), value=PAD), pad(self.targets, (0, extra), value=IGNORE_INDEX),
+                     self.real_tokens)
 
     @property
     def supervised_tokens(self) -> int:

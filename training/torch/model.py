@@ -117,7 +117,60 @@ class Block(nn.Module):
         return x + self.mlp(self.ln_2(x))
 
 
-class GPT(nn.Module):
+class TransformerPart(nn.Module):
+    """What the whole model and each pipeline stage share: the embedding, position context, head.
+
+    A part holds whichever of ``wte``/``wpe``/``emb_norm`` (first), ``blocks`` and
+    ``ln_f``/``lm_head`` (last) it owns; the missing ones are None.
+    """
+
+    spec: ModelSpec
+    wte: nn.Embedding | None
+    wpe: nn.Embedding | None
+    emb_norm: nn.Module | None
+    blocks: nn.ModuleList
+    ln_f: nn.Module | None
+    lm_head: nn.Linear | None
+
+    def _register_position_buffers(self) -> None:
+        if self.spec.position == "rotary":
+            cos, sin = _rotary_tables(self.spec)
+            self.register_buffer("rotary_cos", cos, persistent=False)
+            self.register_buffer("rotary_sin", sin, persistent=False)
+        if self.spec.position == "alibi":
+            self.register_buffer("alibi_slopes", alibi_slopes(self.spec.n_head), persistent=False)
+
+    def embed(self, idx: torch.Tensor) -> torch.Tensor:
+        x = self.wte(idx)
+        if self.wpe is not None:
+            x = x + self.wpe(torch.arange(idx.shape[1], device=idx.device))
+        if self.emb_norm is not None:
+            x = self.emb_norm(x)
+        return x
+
+    def run_blocks(self, x: torch.Tensor) -> torch.Tensor:
+        t = x.shape[1]
+        rotary = (self.rotary_cos, self.rotary_sin) if self.spec.position == "rotary" else None
+        mask = alibi_causal_mask(self.alibi_slopes, t, x.dtype) if self.spec.position == "alibi" else None
+        for block in self.blocks:
+            x = block(x, rotary, mask)
+        return x
+
+    def head(self, x: torch.Tensor) -> torch.Tensor:
+        return self.lm_head(self.ln_f(x))
+
+
+def lm_loss(logits: torch.Tensor, targets: torch.Tensor, reduction: str = "mean") -> torch.Tensor:
+    """Cross entropy over supervised positions: their mean, or their sum.
+
+    Targets -100 (prompt or padding in instruction data) carry no loss; a micro-batch
+    whose prompts filled the whole window has no supervised position and gives 0, not NaN.
+    """
+    total = F.cross_entropy(logits.float().reshape(-1, logits.size(-1)), targets.reshape(-1), reduction="sum")
+    return total if reduction == "sum" else total / targets.ne(IGNORE_INDEX).sum().clamp(min=1)
+
+
+class GPT(TransformerPart):
     def __init__(self, spec: ModelSpec):
         super().__init__()
         self.spec = spec
@@ -129,12 +182,7 @@ class GPT(nn.Module):
         self.lm_head = nn.Linear(spec.d_model, spec.vocab_size, bias=False)
         if spec.tie_embeddings:
             self.lm_head.weight = self.wte.weight
-        if spec.position == "rotary":
-            cos, sin = _rotary_tables(spec)
-            self.register_buffer("rotary_cos", cos, persistent=False)
-            self.register_buffer("rotary_sin", sin, persistent=False)
-        if spec.position == "alibi":
-            self.register_buffer("alibi_slopes", alibi_slopes(spec.n_head), persistent=False)
+        self._register_position_buffers()
         self.apply(self._init_weights)
         # GPT-2: scale residual projections by depth so activations stay O(1) at init.
         for name, p in self.named_parameters():
@@ -149,21 +197,6 @@ class GPT(nn.Module):
             nn.init.zeros_(module.bias)
 
     def forward(self, idx: torch.Tensor, targets: torch.Tensor | None = None, reduction: str = "mean"):
-        """Logits, or with ``targets`` the loss: mean over supervised positions, or their sum."""
-        t = idx.shape[1]
-        x = self.wte(idx)
-        if self.wpe is not None:
-            x = x + self.wpe(torch.arange(t, device=idx.device))
-        if self.emb_norm is not None:
-            x = self.emb_norm(x)
-        rotary = (self.rotary_cos, self.rotary_sin) if self.spec.position == "rotary" else None
-        mask = alibi_causal_mask(self.alibi_slopes, t, x.dtype) if self.spec.position == "alibi" else None
-        for block in self.blocks:
-            x = block(x, rotary, mask)
-        logits = self.lm_head(self.ln_f(x))
-        if targets is None:
-            return logits
-        # Targets -100 (prompt or padding in instruction data) carry no loss; a micro-batch whose prompts
-        # filled the whole window has no supervised position and gives 0, not NaN.
-        total = F.cross_entropy(logits.float().reshape(-1, logits.size(-1)), targets.reshape(-1), reduction="sum")
-        return total if reduction == "sum" else total / targets.ne(IGNORE_INDEX).sum().clamp(min=1)
+        """Logits, or with ``targets`` the loss (see ``lm_loss``)."""
+        logits = self.head(self.run_blocks(self.embed(idx)))
+        return logits if targets is None else lm_loss(logits, targets, reduction)

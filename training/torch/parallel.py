@@ -13,6 +13,8 @@
                          gathered between forward and backward (reshard_after_forward=False), stage3
                          frees them (True)
   offload                FSDP2 ``CPUOffloadPolicy``
+  pipeline parallel      ``torch.distributed.pipelining`` schedules over hand-built stages
+                         (``training.torch.pipeline``), FSDP2 across pipelines on a (data, pipeline) mesh
   lora                   adapters on the frozen model (``training.torch.lora``), before any wrapping;
                          the optimizer sees only the adapters
   recompute              ``torch.utils.checkpoint`` around every block, or every k-th
@@ -22,14 +24,17 @@ from __future__ import annotations
 
 import contextlib
 from dataclasses import dataclass
-from typing import Callable, ContextManager
+from typing import Callable, ContextManager, Optional
 
 import torch
 from torch import nn
 from torch.utils.checkpoint import checkpoint
 
+from training.data import Batch
 from training.spec import TrainSpec, WorkloadSpec
 from training.torch.lora import trainable_parameters
+from training.torch.pipeline import Pipeline, squared_norm
+from training.torch.precision import Precision
 
 
 class CheckpointedBlock(nn.Module):
@@ -45,13 +50,46 @@ class CheckpointedBlock(nn.Module):
 
 @dataclass
 class Parallelized:
-    model: nn.Module  # what forward and backward run on
+    model: nn.Module  # what forward and backward run on (unused under pipeline parallelism)
     optimizer: torch.optim.Optimizer
     gradient_sync: Callable[[bool], ContextManager]  # off for all but the last micro-batch of a step
     dp_rank: int = 0  # which slice of the global batch this rank trains on
     dp_size: int = 1
-    model_parallel_size: int = 1  # ranks that share one slice (and so its tokens)
-    shards_gradients: bool = False  # each rank holds only part of the gradients (FSDP, TP)
+    model_parallel_size: int = 1  # ranks that share one slice (and so its tokens): tensor x pipeline
+    shards_gradients: bool = False  # each rank holds only part of the gradients (FSDP, TP, PP)
+    pipeline: Optional[Pipeline] = None
+
+    @property
+    def loss_copies(self) -> int:
+        """Ranks that each hold a full copy of the loss of their slice: all but the pipelines' inner stages."""
+        pp = self.pipeline.size if self.pipeline else 1
+        return self.dp_size * self.model_parallel_size // pp
+
+    def forward_backward(self, batches: list[Batch], scale: float, precision: Precision, scaler,
+                         device: torch.device) -> torch.Tensor:
+        """Forward and backward over one step's micro-batches; this rank's summed loss, each micro-batch's
+        summed token losses times ``scale``."""
+        if self.pipeline is not None:
+            inputs = torch.cat([b.inputs for b in batches]).to(device)
+            targets = torch.cat([b.targets for b in batches]).to(device)
+            with precision.autocast():
+                return self.pipeline.step(inputs, targets, scale, scaler)
+        loss_sum = torch.zeros((), device=device)
+        for micro, batch in enumerate(batches):
+            inputs, targets = batch.inputs.to(device, non_blocking=True), batch.targets.to(device, non_blocking=True)
+            with self.gradient_sync(micro == len(batches) - 1):
+                with precision.autocast():
+                    loss = self.model(inputs, targets, reduction="sum") * scale
+                scaler.scale(loss).backward()
+            loss_sum += loss.detach()
+        return loss_sum
+
+    def grad_norm(self, device: torch.device) -> float:
+        """The global gradient norm, as one process would compute it (checks gradient scaling in tests)."""
+        if self.pipeline is not None:
+            return float(self.pipeline.squared_grad_norm().sqrt())
+        grads = [p.grad for p in trainable_parameters(self.model) if p.grad is not None]
+        return float(squared_norm(grads, device).sqrt())
 
 
 def apply_compile(blocks: nn.ModuleList, train: TrainSpec) -> None:
@@ -76,9 +114,13 @@ def _no_sync_never(enabled: bool) -> ContextManager:
 def parallelize(model: nn.Module, spec: WorkloadSpec, world_size: int, rank: int,
                 device: torch.device) -> Parallelized:
     par, train = spec.parallel, spec.train
-    tp = par.tensor_parallel_degree
-    dp = world_size // tp
+    tp, pp = par.tensor_parallel_degree, par.pipeline_parallel_degree
+    dp = world_size // (tp * pp)
     dp_mesh = None
+    if pp > 1:
+        apply_compile(model.blocks, train)
+        apply_recompute(model.blocks, train)
+        return _pipeline(model, spec, dp, rank, device)
     if tp > 1:
         from torch.distributed.device_mesh import init_device_mesh
 
@@ -147,17 +189,44 @@ def _ddp(model: nn.Module, zero1: bool, device: torch.device, optimizer_args: di
     return Parallelized(ddp, optimizer, gradient_sync, **layout)
 
 
+def _shard(module: nn.Module, mesh, reshard: bool, offload: bool, device: torch.device) -> None:
+    """FSDP2 on each block, then on the rest (embeddings, norms, head) at the root."""
+    from torch.distributed.fsdp import CPUOffloadPolicy, OffloadPolicy, fully_shard
+
+    # Pinned host memory speeds copies to a GPU, and needs one to exist.
+    policy = CPUOffloadPolicy(pin_memory=device.type == "cuda") if offload else OffloadPolicy()
+    for block in module.blocks:
+        fully_shard(block, mesh=mesh, reshard_after_forward=reshard, offload_policy=policy)
+    fully_shard(module, mesh=mesh, reshard_after_forward=reshard, offload_policy=policy)
+
+
+def _pipeline(model: nn.Module, spec: WorkloadSpec, dp: int, rank: int, device: torch.device) -> Parallelized:
+    """Pipeline stages on a (data, pipeline) mesh; data parallelism across pipelines is FSDP2."""
+    from torch.distributed.device_mesh import init_device_mesh
+
+    par, train = spec.parallel, spec.train
+    pp = par.pipeline_parallel_degree
+    mesh = init_device_mesh(device.type, (dp, pp), mesh_dim_names=("dp", "pp"))
+    pp_rank, dp_rank = mesh["pp"].get_local_rank(), mesh["dp"].get_local_rank()
+
+    def wrap(stage: nn.Module) -> None:
+        if dp > 1:
+            _shard(stage, mesh["dp"], par.sharding == "stage3", par.offload, device)
+
+    pipeline = Pipeline(model, spec, mesh["pp"].get_group(), pp_rank, dp_rank, dp, device, wrap)
+    params = [p for p in pipeline.parameters() if p.requires_grad]
+    optimizer = torch.optim.AdamW(params, lr=train.lr, weight_decay=train.weight_decay,
+                                  fused=device.type == "cuda" and dp == 1)
+    return Parallelized(model, optimizer, _no_sync_never, dp_rank=dp_rank, dp_size=dp, model_parallel_size=pp,
+                        shards_gradients=True, pipeline=pipeline)
+
+
 def _fsdp(model: nn.Module, reshard: bool, offload: bool, mesh, dp: int, device: torch.device,
           optimizer_args: dict, layout: dict) -> Parallelized:
     from torch.distributed.device_mesh import init_device_mesh
-    from torch.distributed.fsdp import CPUOffloadPolicy, OffloadPolicy, fully_shard
 
     mesh = mesh if mesh is not None else init_device_mesh(device.type, (dp,))
-    # Pinned host memory speeds copies to a GPU, and needs one to exist.
-    policy = CPUOffloadPolicy(pin_memory=device.type == "cuda") if offload else OffloadPolicy()
-    for block in model.blocks:
-        fully_shard(block, mesh=mesh, reshard_after_forward=reshard, offload_policy=policy)
-    fully_shard(model, mesh=mesh, reshard_after_forward=reshard, offload_policy=policy)
+    _shard(model, mesh, reshard, offload, device)
     optimizer = torch.optim.AdamW(trainable_parameters(model), **optimizer_args)
 
     @contextlib.contextmanager

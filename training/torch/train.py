@@ -8,6 +8,7 @@ writing them costs nothing inside a measured step.
 from __future__ import annotations
 
 import functools
+import math
 import os
 import resource
 import time
@@ -147,6 +148,8 @@ def train(cfg: WorkerConfig) -> None:
         _synchronize(device)
         started = time.perf_counter()
         batches = [data.next_batch() for _ in range(accumulation)]
+        if parallel.pipeline is not None:  # a pipeline's shapes are fixed at its first step
+            batches = [b.padded_to(spec.model.seq_len) for b in batches]
         padded = sum(b.padded_tokens for b in batches)
         real = sum(b.real_tokens for b in batches)
         step_flops = sum(b.padded_tokens * flops_at_width(b.inputs.shape[1]) for b in batches)
@@ -155,28 +158,23 @@ def train(cfg: WorkerConfig) -> None:
         # summed loss is divided by the global count, times dp_size since data parallelism averages.
         supervised = _global_count(sum(b.supervised_tokens for b in batches), parallel, device, world,
                                    exact=spec.data.instruction)
-        scale = parallel.dp_size / max(supervised, 1)
-        loss_sum = torch.zeros((), device=device)
-        for micro, batch in enumerate(batches):
-            inputs, targets = batch.inputs.to(device, non_blocking=True), batch.targets.to(device, non_blocking=True)
-            with parallel.gradient_sync(micro == accumulation - 1):
-                with precision.autocast():
-                    loss = parallel.model(inputs, targets, reduction="sum") * scale
-                scaler.scale(loss).backward()
-            loss_sum += loss.detach()
+        loss_sum = parallel.forward_backward(batches, parallel.dp_size / max(supervised, 1), precision, scaler,
+                                             device)
         scaler.step(parallel.optimizer)
         scaler.update()
-        parallel.optimizer.zero_grad(set_to_none=True)
         _synchronize(device)
         elapsed = time.perf_counter() - started
+        grad_norm = parallel.grad_norm(device)  # outside the timed step
+        grad_norm = grad_norm if math.isfinite(grad_norm) else None  # an fp16 step skipped on overflow
+        parallel.optimizer.zero_grad(set_to_none=True)
         if world > 1:  # the loss of the whole batch, as one process would see it (outside the timed step)
             dist.all_reduce(loss_sum)
-            loss_sum /= world
+            loss_sum /= parallel.loss_copies
         perflog.emit(perflog.StepRecord(
             rank=rank, step=step, warmup=step < spec.train.warmup_steps,
             step_time_s=elapsed, tokens=_per_rank(padded, share), loss=float(loss_sum.item()),
             effective_tokens=_per_rank(real, share) if spec.data.instruction else None,
-            flops=step_flops / share if spec.data.instruction else None,
+            flops=step_flops / share if spec.data.instruction else None, grad_norm=grad_norm,
         ))
 
     peak, total, kind = _peak_memory(device)
