@@ -121,8 +121,12 @@ def cmd_run(args: argparse.Namespace, console: Console) -> int:
         print_plan(console, plan)
         return EXIT_OK
     runner = Runner(plan, TerminalReporter(make_console(stderr=True)), orchestrator_environment(inputs.paths.root),
-                    allow_version_mismatch=args.allow_version_mismatch)
-    runner.connect_and_preflight()
+                    allow_version_mismatch=args.allow_version_mismatch, plan_root=inputs.paths.root)
+    try:
+        runner.connect_and_preflight()
+    except BaseException:
+        runner.close()
+        raise
     interrupted = False
     try:
         runner.run()

@@ -201,10 +201,23 @@ class TestConf(Strict):
 
 
 class HostSpec(Strict):
+    """One machine. ``local``: this one, with plain processes. ``ssh``: reached over SSH (paramiko), host
+    key checked against ``known_hosts`` and never added, key authentication only."""
+
     name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.\-]*$")
-    backend: Literal["local"] = "local"
+    backend: Literal["local", "ssh"] = "local"
     address: str = "127.0.0.1"
     python: Optional[str] = Field(None, description="interpreter that runs the launcher; default: accelbench's own")
+    port: conint(ge=1, le=65535) = Field(22, description="ssh: the SSH port")
+    user: Optional[str] = Field(None, description="ssh: login user; default: the local user")
+    identity_file: Optional[str] = Field(None, description="ssh: private key; default: the SSH agent and ~/.ssh keys")
+    known_hosts: str = Field("~/.ssh/known_hosts", description="ssh: the host keys to trust; a host not in it "
+                                                               "is refused")
+    connect_timeout_s: PositiveFloat = Field(10, description="ssh: give up connecting after this long")
+    work_root: str = Field("/tmp/accelbench", description="ssh: where code, configs and logs go on the host")
+    data_root: Optional[str] = Field(None, description="ssh: the host's data folder, mounted read-only in the "
+                                                       "container at the same path")
+    docker_host: str = Field("unix:///var/run/docker.sock", description="ssh: the host's Docker engine socket")
 
 
 class ClusterSpec(Strict):

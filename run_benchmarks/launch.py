@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import shutil
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -20,6 +21,7 @@ from training.run_pretraining import UNSUPPORTED_MARKER
 
 from . import analyze, collect, casename
 from .errors import PreflightError
+from .codesync import sync_code
 from .hosts import Host, Job, connect
 from .plan import CasePlan, NodePlan, RoundPlan, RunPlan
 
@@ -55,10 +57,29 @@ def _now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
 
 
+def parallel_map(fn: Callable, items: list) -> tuple[list, list[Exception]]:
+    """``fn`` over ``items`` on one thread each (host operations wait on the network, not the CPU):
+    the results in order (None where it raised), and the exceptions raised."""
+    if not items:
+        return [], []
+    results: list = [None] * len(items)
+    errors: list[Exception] = []
+    with ThreadPoolExecutor(max_workers=min(32, len(items))) as pool:
+        futures = {pool.submit(fn, item): i for i, item in enumerate(items)}
+        for future in futures:
+            try:
+                results[futures[future]] = future.result()
+            except Exception as exc:  # noqa: BLE001 - handed back to the caller, which raises the first
+                errors.append(exc)
+    return results, errors
+
+
 class Runner:
     def __init__(self, plan: RunPlan, reporter: Reporter, orchestrator_env: dict,
-                 allow_version_mismatch: bool = False, clock: Callable[[], float] = time.monotonic):
+                 allow_version_mismatch: bool = False, clock: Callable[[], float] = time.monotonic,
+                 plan_root: Path | None = None):
         self.plan, self.reporter, self.orchestrator_env = plan, reporter, orchestrator_env
+        self.plan_root = plan_root  # the checkout whose training/ goes to ssh hosts
         self.allow_version_mismatch = allow_version_mismatch
         self.clock = clock
         self.hosts: dict[str, Host] = {}
@@ -68,12 +89,26 @@ class Runner:
     # ------------------------------------------------------------ preflight
 
     def connect_and_preflight(self) -> None:
-        for case in self.plan.cases:
-            for node in case.rounds[0].nodes:
-                if node.host.name not in self.hosts:
-                    self.hosts[node.host.name] = connect(node.host)
+        """Every host at once: connect, copy the workload code (ssh), check the framework's version."""
+        specs = {node.host.name: node.host for case in self.plan.cases for node in case.rounds[0].nodes}
+        connected, errors = parallel_map(connect, list(specs.values()))
+        self.hosts.update({spec.name: host for spec, host in zip(specs.values(), connected) if host is not None})
+        if errors:
+            raise errors[0]
+        remote = [node for case in self.plan.cases for node in case.rounds[0].nodes if node.remote_dir is not None]
+        targets = {(node.host.name, str(node.cwd)): node for node in remote}
+        _, errors = parallel_map(self._sync_code, list(targets.values()))
+        if errors:
+            raise errors[0]
         for case in self.plan.cases:
             self.version_warnings[str(case.name)] = self._check_framework(case)
+
+    def _sync_code(self, node: NodePlan) -> None:
+        try:
+            sync_code(self.hosts[node.host.name], self.plan_root, node.cwd)
+        except OSError as exc:
+            raise PreflightError(f"host {node.host.name}: could not copy the workload code to {node.cwd}: {exc}",
+                                 "check that work_root in the cluster config is writable on that host") from None
 
     def _check_framework(self, case: CasePlan) -> list[str]:
         warnings, seen = [], set()
@@ -106,9 +141,13 @@ class Runner:
                 for rnd in case.rounds:
                     self._run_round(case, rnd)
         finally:
-            for host in self.hosts.values():
-                host.close()
+            self.close()
         return self.results
+
+    def close(self) -> None:
+        for host in self.hosts.values():
+            host.close()
+        self.hosts.clear()
 
     def _run_round(self, case: CasePlan, rnd: RoundPlan) -> None:
         result = RoundResult(str(case.name), rnd.index, rnd.dir, status="failed", started_at=_now())
@@ -121,8 +160,11 @@ class Runner:
         try:
             for node in rnd.nodes:
                 (node.log_dir / "tmp").mkdir(parents=True, exist_ok=True)
-                jobs[node.node_rank] = self.hosts[node.host.name].start(node.argv, node.env, node.cwd,
-                                                                        node.launcher_log)
+                host = self.hosts[node.host.name]
+                if node.remote_dir is not None:  # the host writes its logs there; they are fetched after
+                    host.makedirs(node.remote_dir / "tmp")
+                    host.put(rnd.config_path, node.remote_dir.parent / "config.json")
+                jobs[node.node_rank] = host.start(node.argv, node.env, node.cwd, node.launcher_log)
             outcome = self._wait(case, rnd, jobs, result)
         except KeyboardInterrupt:
             outcome, interrupted = "interrupted", True
@@ -169,6 +211,8 @@ class Runner:
     def _finish(self, case: CasePlan, rnd: RoundPlan, result: RoundResult, outcome: str) -> None:
         ranks: list[collect.RankLog] = []
         for node in rnd.nodes:
+            if node.remote_dir is not None:
+                self._fetch_logs(node, result)
             for logs in case.framework.gather_rank_logs(node.log_dir, node.node_rank, case.name.nprocs_per_node):
                 ranks.append(collect.read_rank(logs))
             _remove_empty_tmp(node.log_dir / "tmp")
@@ -186,6 +230,13 @@ class Runner:
         self._classify(case, rnd, result, outcome, ranks)
         result.ended_at = _now()
         write_results(rnd.results_path, case, result, self.orchestrator_env)
+
+    def _fetch_logs(self, node: NodePlan, result: RoundResult) -> None:
+        try:
+            self.hosts[node.host.name].get(node.remote_dir, node.log_dir)
+        except OSError as exc:
+            result.warnings.append(f"could not fetch the logs of node {node.node_rank} from "
+                                   f"{node.host.name}:{node.remote_dir}: {exc}")
 
     def _classify(self, case: CasePlan, rnd: RoundPlan, result: RoundResult, outcome: str,
                   ranks: list[collect.RankLog]) -> None:

@@ -7,13 +7,14 @@ from __future__ import annotations
 
 import socket
 from dataclasses import dataclass, field
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Optional
 
 from training.spec import RuntimeSpec, WorkerConfig, WorkloadSpec
 
 from . import casename, frameworks
 from .cases import CaseCatalog
+from .codesync import code_digest, remote_code_root
 from .config import ClusterSpec, HostSpec, Layer, Layered, TestConf, merge, parse_assignment, validate_layered
 from .errors import UserError
 from .frameworks import NodeLaunch
@@ -47,12 +48,18 @@ class NodePlan:
     python: str  # the interpreter that runs the launcher, whose framework version is checked
     argv: list[str]
     env: dict[str, str]
-    cwd: Path
-    log_dir: Path
+    cwd: Path  # on the host
+    log_dir: Path  # here: where the node's logs end up
+    remote_dir: Optional[PurePosixPath] = None  # ssh hosts: the node's folder on the host, collected after
 
     @property
     def launcher_log(self) -> Path:
         return self.log_dir / "launcher.log"
+
+    @property
+    def host_dir(self) -> Path | PurePosixPath:
+        """The node's folder as the host sees it (the launcher writes there)."""
+        return self.remote_dir if self.remote_dir is not None else self.log_dir
 
 
 @dataclass(frozen=True)
@@ -251,18 +258,28 @@ def _node_plan(inputs: PlanInputs, framework: frameworks.Framework, name: casena
     host = hosts[node_rank]
     node_dir = round_dir / f"{host.name}_noderank{node_rank}"
     python = host.python or inputs.default_python
+    if host.backend == "ssh":
+        # The same layout under the host's work_root; code is copied to code/ (see hosts.ssh.sync_code).
+        run_dir = round_dir.parent.parent
+        remote_round = PurePosixPath(host.work_root) / "runs" / run_dir.name / round_dir.parent.name / round_dir.name
+        code_root = remote_code_root(host.work_root, code_digest(inputs.paths.root))
+        remote_dir = remote_round / node_dir.name
+        host_node_dir, host_round, cache = remote_dir, remote_round, PurePosixPath(host.work_root) / "cache"
+    else:
+        remote_dir, code_root = None, inputs.paths.root
+        host_node_dir, host_round, cache = node_dir, round_dir, round_dir.parent.parent / "cache"
     argv = framework.launcher_argv(NodeLaunch(
         python=python, nnodes=name.nnodes, nprocs_per_node=name.nprocs_per_node, node_rank=node_rank,
         master_addr=hosts[0].address, master_port=port, local_addr=host.address,
-        log_dir=node_dir, worker_config=round_dir / "config.json",
+        log_dir=host_node_dir, worker_config=host_round / "config.json",
     ))
     env = {
         **vendor_env,
-        "PYTHONPATH": str(inputs.paths.root),
+        "PYTHONPATH": str(code_root),
         "PYTHONUNBUFFERED": "1",
         # Launchers and compilers write to the temp dir; keep that inside the run so runs share nothing.
-        "TMPDIR": str(node_dir / "tmp"),
-        "TORCHINDUCTOR_CACHE_DIR": str(round_dir.parent.parent / "cache" / "torchinductor"),
+        "TMPDIR": str(host_node_dir / "tmp"),
+        "TORCHINDUCTOR_CACHE_DIR": str(cache / "torchinductor"),
         "ACCELBENCH_NODE_RANK": str(node_rank),
     }
-    return NodePlan(node_rank, host, python, argv, env, inputs.paths.root, node_dir)
+    return NodePlan(node_rank, host, python, argv, env, code_root, node_dir, remote_dir)

@@ -9,6 +9,10 @@ from .local import LocalHost
 def connect(spec: HostSpec) -> Host:
     if spec.backend == "local":
         return LocalHost(spec)
+    if spec.backend == "ssh":
+        from .ssh import SshHost  # paramiko is needed only for remote hosts
+
+        return SshHost(spec)
     raise ValueError(f"no host backend {spec.backend!r}")  # unreachable: the schema allows only known ones
 
 

@@ -1,0 +1,222 @@
+"""A remote machine over SSH (paramiko): host keys verified, never added; key authentication only.
+
+Commands cross as argv lists, each word ``shlex.quote``d into the one string SSH
+carries, so a case name, path or host with shell metacharacters stays data.
+Files move over SFTP.
+"""
+from __future__ import annotations
+
+import os
+import shlex
+import socket
+import stat
+import threading
+import uuid
+from pathlib import Path, PurePosixPath
+from typing import Mapping, Optional, Sequence
+
+import paramiko
+
+from ..config import HostSpec
+from ..errors import PreflightError
+from .base import CommandResult, Host, Job
+
+_VERSION_PROBE = (
+    "import importlib.metadata as m, sys\n"
+    "try: print(m.version(sys.argv[1]))\n"
+    "except m.PackageNotFoundError: pass\n"
+)
+
+
+# Signal every process whose environment carries the tag: TERM, then KILL what is left after the grace.
+_KILL_TAGGED = """
+import os, signal, sys, time
+needle = b"ACCELBENCH_JOB_TAG=" + sys.argv[1].encode()
+def tagged():
+    found = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{pid}/environ", "rb") as f:
+                if needle in f.read().split(b"\\0"):
+                    found.append(int(pid))
+        except OSError:
+            pass
+    return found
+for sig, wait in ((signal.SIGTERM, float(sys.argv[2])), (signal.SIGKILL, 5.0)):
+    for pid in tagged():
+        try:
+            os.kill(pid, sig)
+        except OSError:
+            pass
+    deadline = time.monotonic() + wait
+    while tagged() and time.monotonic() < deadline:
+        time.sleep(0.2)
+"""
+
+
+def remote_command(argv: Sequence[str], env: Mapping[str, str] | None = None, cwd: str | None = None) -> str:
+    """The shell line SSH needs, every word quoted: ``cd CWD && exec env K=V ... ARGV``."""
+    words = ["env", *(f"{k}={v}" for k, v in (env or {}).items()), *argv] if env else list(argv)
+    line = "exec " + shlex.join(words)
+    return f"cd {shlex.quote(cwd)} && {line}" if cwd else line
+
+
+def open_client(spec: HostSpec) -> paramiko.SSHClient:
+    """An authenticated connection, or a ``PreflightError`` that says what is wrong and how to fix it."""
+    where = f"host {spec.name} ({spec.address}:{spec.port})"
+    known_hosts = Path(os.path.expanduser(spec.known_hosts))
+    client = paramiko.SSHClient()
+    if not known_hosts.is_file():
+        raise PreflightError(f"{where}: known_hosts file {known_hosts} not found; accelbench never trusts an "
+                             "unknown host key",
+                             f"check the host's key fingerprint, then: ssh-keyscan -p {spec.port} {spec.address} "
+                             f">> {known_hosts}")
+    client.load_host_keys(str(known_hosts))
+    client.set_missing_host_key_policy(paramiko.RejectPolicy())
+    key_file = os.path.expanduser(spec.identity_file) if spec.identity_file else None
+    try:
+        client.connect(spec.address, port=spec.port, username=spec.user or None, key_filename=key_file,
+                       look_for_keys=key_file is None, allow_agent=key_file is None,
+                       timeout=spec.connect_timeout_s, banner_timeout=spec.connect_timeout_s,
+                       auth_timeout=spec.connect_timeout_s)
+    except paramiko.BadHostKeyException as exc:
+        raise PreflightError(f"{where}: its host key ({exc.key.get_name()} {exc.key.get_fingerprint().hex()}) "
+                             f"does not match the one in {known_hosts}; refusing to connect (the host was "
+                             "reinstalled, or someone is in between)",
+                             f"verify the new key out of band, then replace its line in {known_hosts}") from None
+    except paramiko.SSHException as exc:
+        if "not found in known_hosts" in str(exc):
+            raise PreflightError(f"{where}: not in {known_hosts}; accelbench never trusts an unknown host key",
+                                 f"check the host's key fingerprint, then: ssh-keyscan -p {spec.port} "
+                                 f"{spec.address} >> {known_hosts}") from None
+        raise PreflightError(f"{where}: SSH failed: {exc}",
+                             "check user and identity_file in the cluster config, and that the key is in the "
+                             "host's authorized_keys") from None
+    except (socket.timeout, TimeoutError):
+        raise PreflightError(f"{where}: no answer within {spec.connect_timeout_s:g} s",
+                             "check the address, port and that sshd runs; or raise connect_timeout_s") from None
+    except OSError as exc:
+        raise PreflightError(f"{where}: unreachable: {exc.strerror or exc}",
+                             "check the address and port, and that sshd runs there") from None
+    return client
+
+
+class SshJob(Job):
+    """A remote command whose output is copied into a local file as it comes."""
+
+    def __init__(self, channel: paramiko.Channel, output: Path, on_stop):
+        self.channel, self.on_stop = channel, on_stop
+        self._pump = threading.Thread(target=self._copy, args=(output,), daemon=True)
+        self._pump.start()
+
+    def _copy(self, output: Path) -> None:
+        with open(output, "ab") as sink:
+            while True:
+                data = self.channel.recv(65536)
+                if not data:
+                    return
+                sink.write(data)
+                sink.flush()
+
+    def poll(self) -> Optional[int]:
+        if not self.channel.exit_status_ready():
+            return None
+        self._pump.join(timeout=5)
+        return self.channel.recv_exit_status()
+
+    def stop(self, grace_s: float = 10.0) -> None:
+        self.on_stop(grace_s)
+        self.channel.close()
+
+
+class SshHost(Host):
+    def __init__(self, spec: HostSpec):
+        super().__init__(spec)
+        self.client = open_client(spec)
+        self._sftp: Optional[paramiko.SFTPClient] = None
+        self._lock = threading.Lock()
+
+    @property
+    def sftp(self) -> paramiko.SFTPClient:
+        with self._lock:
+            if self._sftp is None:
+                self._sftp = self.client.open_sftp()
+            return self._sftp
+
+    def start(self, argv: Sequence[str], env: Mapping[str, str], cwd: Path, output: Path) -> Job:
+        """Every process the command starts carries a tag in its environment, by which ``stop`` finds them
+        all: launchers put workers in sessions of their own, out of reach of a process-group signal."""
+        output.parent.mkdir(parents=True, exist_ok=True)
+        tag = f"accelbench-{uuid.uuid4().hex}"
+        channel = self.client.get_transport().open_session()
+        channel.set_combine_stderr(True)
+        channel.exec_command(remote_command(argv, {**env, "ACCELBENCH_JOB_TAG": tag}, str(cwd)))
+        return SshJob(channel, output, lambda grace_s: self._kill_tagged(tag, grace_s))
+
+    def _kill_tagged(self, tag: str, grace_s: float) -> None:
+        self.run(["python3", "-c", _KILL_TAGGED, tag, str(grace_s)], timeout_s=grace_s + 30)
+
+    def run(self, argv: Sequence[str], timeout_s: float = 60.0) -> CommandResult:
+        channel = self.client.get_transport().open_session(timeout=timeout_s)
+        channel.settimeout(timeout_s)
+        channel.exec_command(remote_command(argv))
+        stdout, stderr = channel.makefile("rb"), channel.makefile_stderr("rb")
+        out, err = stdout.read().decode(errors="replace"), stderr.read().decode(errors="replace")
+        return CommandResult(channel.recv_exit_status(), out, err)
+
+    def distribution_version(self, python: str, distribution: str) -> Optional[str]:
+        result = self.run([python, "-c", _VERSION_PROBE, distribution])
+        return result.stdout.strip() or None
+
+    def exists(self, remote: PurePosixPath) -> bool:
+        try:
+            self.sftp.stat(str(remote))
+            return True
+        except FileNotFoundError:
+            return False
+
+    def write_text(self, remote: PurePosixPath, text: str) -> None:
+        self.makedirs(PurePosixPath(remote).parent)
+        with self.sftp.open(str(remote), "w") as f:
+            f.write(text)
+
+    def makedirs(self, remote: PurePosixPath) -> None:
+        missing = []
+        path = PurePosixPath(remote)
+        while str(path) not in ("/", "."):
+            try:
+                self.sftp.stat(str(path))
+                break
+            except FileNotFoundError:
+                missing.append(path)
+                path = path.parent
+        for folder in reversed(missing):
+            try:
+                self.sftp.mkdir(str(folder))
+            except OSError:
+                if not self.exists(folder):  # made meanwhile by another writer is fine
+                    raise
+
+    def put(self, local: Path, remote: Path) -> None:
+        """Whole or not at all: written beside the target, then renamed over it."""
+        self.makedirs(PurePosixPath(remote).parent)
+        partial = f"{remote}.partial-{uuid.uuid4().hex[:8]}"
+        self.sftp.put(str(local), partial)
+        self.sftp.posix_rename(partial, str(remote))
+
+    def get(self, remote: Path, local: Path) -> None:
+        """A file, or a folder with everything under it."""
+        local = Path(local)
+        attrs = self.sftp.stat(str(remote))
+        if not stat.S_ISDIR(attrs.st_mode):
+            local.parent.mkdir(parents=True, exist_ok=True)
+            self.sftp.get(str(remote), str(local))
+            return
+        local.mkdir(parents=True, exist_ok=True)
+        for entry in self.sftp.listdir_attr(str(remote)):
+            self.get(PurePosixPath(remote) / entry.filename, local / entry.filename)
+
+    def close(self) -> None:
+        if self._sftp is not None:
+            self._sftp.close()
+        self.client.close()
