@@ -217,7 +217,9 @@ class HostSpec(Strict):
     work_root: str = Field("/tmp/accelbench", description="ssh: where code, configs and logs go on the host")
     data_root: Optional[str] = Field(None, description="ssh: the host's data folder, mounted read-only in the "
                                                        "container at the same path")
-    docker_host: str = Field("unix:///var/run/docker.sock", description="ssh: the host's Docker engine socket")
+    docker_host: str = Field("unix:///var/run/docker.sock", description="the host's Docker engine socket")
+    runtime: Literal["process", "container"] = Field(
+        "process", description="container: each node runs in the vendor's image for the framework")
 
 
 class ClusterSpec(Strict):

@@ -21,7 +21,9 @@ from training.run_pretraining import UNSUPPORTED_MARKER
 
 from . import analyze, collect, casename
 from .errors import PreflightError
+from . import containers, images
 from .codesync import sync_code
+from .vendors import FrameworkRuntime
 from .hosts import Host, Job, connect
 from .plan import CasePlan, NodePlan, RoundPlan, RunPlan
 
@@ -57,6 +59,12 @@ def _now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
 
 
+def docker_errors() -> tuple:
+    import docker
+
+    return (docker.errors.DockerException, OSError, RuntimeError)
+
+
 def parallel_map(fn: Callable, items: list) -> tuple[list, list[Exception]]:
     """``fn`` over ``items`` on one thread each (host operations wait on the network, not the CPU):
     the results in order (None where it raised), and the exceptions raised."""
@@ -80,6 +88,8 @@ class Runner:
                  plan_root: Path | None = None):
         self.plan, self.reporter, self.orchestrator_env = plan, reporter, orchestrator_env
         self.plan_root = plan_root  # the checkout whose training/ goes to ssh hosts
+        self.images: dict[str, images.ImageSpec] = {}  # per case name
+        self.docker: dict[str, object] = {}  # per host name: its Docker SDK client
         self.allow_version_mismatch = allow_version_mismatch
         self.clock = clock
         self.hosts: dict[str, Host] = {}
@@ -100,8 +110,43 @@ class Runner:
         _, errors = parallel_map(self._sync_code, list(targets.values()))
         if errors:
             raise errors[0]
+        self._ensure_images()
         for case in self.plan.cases:
             self.version_warnings[str(case.name)] = self._check_framework(case)
+
+    def _ensure_images(self) -> None:
+        """The vendor's image on every host that runs a node in a container, built there if missing."""
+        wanted: dict[tuple[str, str], tuple] = {}
+        for case in self.plan.cases:
+            runtime = case.hardware.vendor_spec.frameworks.get(case.name.framework) or FrameworkRuntime()
+            for node in case.rounds[0].nodes:
+                if node.container is None:
+                    continue
+                key = (str(case.name), node.host.name)
+                if str(case.name) not in self.images:
+                    self.images[str(case.name)] = images.image_for(
+                        case.hardware.vendor, case.hardware.vendor_dir, case.name.framework,
+                        case.name.framework_version, runtime.image, runtime.container.build_args)
+                wanted[key] = (node.host.name, self.images[str(case.name)])
+        for host_name, _ in wanted.values():
+            if host_name not in self.docker:
+                self.docker[host_name] = containers.docker_client(self.hosts[host_name])
+        # Hosts may share one engine (one machine, several addresses): build once per engine and image.
+        engines = dict(zip(self.docker, parallel_map(lambda name: self.docker[name].info()["ID"],
+                                                     list(self.docker))[0]))
+        jobs = {(engines.get(host_name) or host_name, image.tag): (host_name, image)
+                for host_name, image in wanted.values()}
+        _, errors = parallel_map(lambda item: self._ensure_image(*item), list(jobs.values()))
+        if errors:
+            raise errors[0]
+
+    def _ensure_image(self, host_name: str, image: images.ImageSpec) -> None:
+        try:
+            images.ensure_image(self.docker[host_name], image, host_name)
+        except docker_errors() as exc:
+            raise PreflightError(f"host {host_name}: its Docker engine ({self.hosts[host_name].spec.docker_host}) "
+                                 f"does not answer: {exc}", "start dockerd there, or fix docker_host in the "
+                                                            "cluster config") from None
 
     def _sync_code(self, node: NodePlan) -> None:
         try:
@@ -117,7 +162,18 @@ class Runner:
             if (node.host.name, python) in seen:
                 continue
             seen.add((node.host.name, python))
-            installed = self.hosts[node.host.name].distribution_version(python, case.framework.distribution)
+            if node.container is not None:
+                image = self.images[str(case.name)].tag
+                try:
+                    installed = containers.distribution_version(self.docker[node.host.name], image, python,
+                                                                case.framework.distribution)
+                except docker_errors() as exc:
+                    raise PreflightError(f"host {node.host.name}: {python} does not run in image {image}: "
+                                         f"{str(exc).strip()[-300:]}",
+                                         "set hosts[].python to the image's interpreter (default: python "
+                                         "on the image's PATH)") from None
+            else:
+                installed = self.hosts[node.host.name].distribution_version(python, case.framework.distribution)
             where = f"host {node.host.name} ({python})"
             if installed is None:
                 raise PreflightError(f"{case.framework.distribution} is not installed for {where}",
@@ -144,7 +200,15 @@ class Runner:
             self.close()
         return self.results
 
+    @staticmethod
+    def _container_options(case: CasePlan):
+        runtime = case.hardware.vendor_spec.frameworks.get(case.name.framework) or FrameworkRuntime()
+        return runtime.container
+
     def close(self) -> None:
+        for client in self.docker.values():
+            client.close()
+        self.docker.clear()
         for host in self.hosts.values():
             host.close()
         self.hosts.clear()
@@ -164,15 +228,27 @@ class Runner:
                 if node.remote_dir is not None:  # the host writes its logs there; they are fetched after
                     host.makedirs(node.remote_dir / "tmp")
                     host.put(rnd.config_path, node.remote_dir.parent / "config.json")
-                jobs[node.node_rank] = host.start(node.argv, node.env, node.cwd, node.launcher_log)
+                if node.container is not None:
+                    jobs[node.node_rank] = containers.run_node(
+                        self.docker[node.host.name], self.images[str(case.name)].tag, node.container.name,
+                        node.argv, node.env, str(node.cwd), node.container.mounts,
+                        self._container_options(case), node.launcher_log)
+                else:
+                    jobs[node.node_rank] = host.start(node.argv, node.env, node.cwd, node.launcher_log)
             outcome = self._wait(case, rnd, jobs, result)
         except KeyboardInterrupt:
             outcome, interrupted = "interrupted", True
+        except Exception as exc:  # noqa: BLE001 - a node that cannot start fails its case, not the run
+            outcome = "start_failed"
+            result.reason = f"a node could not start: {type(exc).__name__}: {exc}"
         finally:
             for job in jobs.values():
                 if job.poll() is None:
                     job.stop(STOP_GRACE_S)
             result.exit_codes.update({rank: job.poll() for rank, job in jobs.items()})
+            for node in rnd.nodes:  # a finished container stays until removed: remove every one, by name
+                if node.container is not None and node.host.name in self.docker:
+                    containers.remove_container(self.docker[node.host.name], node.container.name)
         self._finish(case, rnd, result, outcome)
         self.reporter.round_finished(case, rnd, result)
         if interrupted:
@@ -270,7 +346,9 @@ class Runner:
                 return
             oom = any(m in text for m in _OOM_MARKERS)
             result.status = "oom" if oom else "failed"
-            result.reason = ("out of memory: " if oom else "") + _failure_reason(rnd.nodes, result.exit_codes, ranks)
+            if outcome != "start_failed":
+                result.reason = ("out of memory: " if oom else "") + _failure_reason(rnd.nodes, result.exit_codes,
+                                                                                     ranks)
 
 
 def _failure_reason(nodes: list[NodePlan], codes: dict[int, Optional[int]], ranks: list[collect.RankLog]) -> str:

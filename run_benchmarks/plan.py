@@ -15,6 +15,7 @@ from training.spec import RuntimeSpec, WorkerConfig, WorkloadSpec
 from . import casename, frameworks
 from .cases import CaseCatalog
 from .codesync import code_digest, remote_code_root
+from .containers import container_name, mounts_for
 from .config import ClusterSpec, HostSpec, Layer, Layered, TestConf, merge, parse_assignment, validate_layered
 from .errors import UserError
 from .frameworks import NodeLaunch
@@ -42,6 +43,12 @@ class Paths:
 
 
 @dataclass(frozen=True)
+class ContainerPlan:
+    name: str  # unique per run, case, round and node: what cleanup removes
+    mounts: dict[str, str]  # host path -> ro/rw, mounted at the same path inside
+
+
+@dataclass(frozen=True)
 class NodePlan:
     node_rank: int
     host: HostSpec
@@ -51,6 +58,7 @@ class NodePlan:
     cwd: Path  # on the host
     log_dir: Path  # here: where the node's logs end up
     remote_dir: Optional[PurePosixPath] = None  # ssh hosts: the node's folder on the host, collected after
+    container: Optional["ContainerPlan"] = None  # runtime container: how the node's container is made
 
     @property
     def launcher_log(self) -> Path:
@@ -257,7 +265,8 @@ def _node_plan(inputs: PlanInputs, framework: frameworks.Framework, name: casena
                vendor_env: dict[str, str]) -> NodePlan:
     host = hosts[node_rank]
     node_dir = round_dir / f"{host.name}_noderank{node_rank}"
-    python = host.python or inputs.default_python
+    in_container = host.runtime == "container"
+    python = host.python or ("python" if in_container else inputs.default_python)  # the image's PATH has it
     if host.backend == "ssh":
         # The same layout under the host's work_root; code is copied to code/ (see hosts.ssh.sync_code).
         run_dir = round_dir.parent.parent
@@ -282,4 +291,10 @@ def _node_plan(inputs: PlanInputs, framework: frameworks.Framework, name: casena
         "TORCHINDUCTOR_CACHE_DIR": str(cache / "torchinductor"),
         "ACCELBENCH_NODE_RANK": str(node_rank),
     }
-    return NodePlan(node_rank, host, python, argv, env, code_root, node_dir, remote_dir)
+    container = None
+    if in_container:
+        run_dir = round_dir.parent.parent
+        container = ContainerPlan(
+            container_name(run_dir.name, round_dir.parent.name, int(round_dir.name.removeprefix("round")), node_rank),
+            mounts_for(code_root, host_round, cache, host.data_root))
+    return NodePlan(node_rank, host, python, argv, env, code_root, node_dir, remote_dir, container)

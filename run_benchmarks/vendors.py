@@ -29,9 +29,22 @@ class AcceleratorSpec(Strict):
     interconnect: str = ""
 
 
+class ContainerOptions(Strict):
+    """How a node's container is started (Docker SDK ``containers.run`` options)."""
+
+    shm_size: Optional[str] = Field("2g", description="/dev/shm size; data loaders and NCCL need more than 64m")
+    ipc_mode: Optional[str] = Field(None, description="e.g. host")
+    devices: list[str] = Field(default_factory=list, description="host devices to pass, e.g. /dev/infiniband")
+    gpus: bool = Field(False, description="request every GPU of the host (NVIDIA container runtime)")
+    build_args: dict[str, str] = Field(default_factory=dict, description="--build-arg values for the Dockerfile")
+
+
 class FrameworkRuntime(Strict):
     model_config = ConfigDict(extra="forbid", frozen=True, coerce_numbers_to_str=True)
     env: dict[str, str] = Field(default_factory=dict, description="variables set for every worker")
+    image: Optional[str] = Field(None, description="a prebuilt image to use instead of building "
+                                                   "docker/<framework>_<version>/Dockerfile")
+    container: ContainerOptions = ContainerOptions()
 
 
 class VendorSpec(Strict):

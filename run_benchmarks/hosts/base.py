@@ -9,6 +9,14 @@ from typing import Mapping, Optional, Sequence
 from ..config import HostSpec
 
 
+# Prints the installed version of the distribution named in argv[1] (nothing if absent), for any Python 3.8+.
+VERSION_PROBE = (
+    "import importlib.metadata as m, sys\n"
+    "try: print(m.version(sys.argv[1]))\n"
+    "except m.PackageNotFoundError: pass\n"
+)
+
+
 @dataclass(frozen=True)
 class CommandResult:
     returncode: int
@@ -31,6 +39,11 @@ class Job(ABC):
 class Host(ABC):
     def __init__(self, spec: HostSpec):
         self.spec = spec
+        self._closers: list = []
+
+    def on_close(self, callback) -> None:
+        """Run ``callback`` when the host is closed (e.g. a Docker bridge over its connection)."""
+        self._closers.append(callback)
 
     @property
     def name(self) -> str:
@@ -57,4 +70,6 @@ class Host(ABC):
         ...
 
     def close(self) -> None:
-        pass
+        for callback in reversed(self._closers):
+            callback()
+        self._closers.clear()

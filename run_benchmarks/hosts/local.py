@@ -11,13 +11,8 @@ from typing import Mapping, Optional, Sequence
 
 import psutil
 
-from .base import CommandResult, Host, Job
+from .base import VERSION_PROBE, CommandResult, Host, Job
 
-_VERSION_PROBE = (
-    "import importlib.metadata as m, sys\n"
-    "try: print(m.version(sys.argv[1]))\n"
-    "except m.PackageNotFoundError: pass\n"
-)
 
 
 class LocalJob(Job):
@@ -73,7 +68,7 @@ class LocalHost(Host):
                 return importlib.metadata.version(distribution)  # our own interpreter: no process needed
             except importlib.metadata.PackageNotFoundError:
                 return None
-        result = self.run([python, "-c", _VERSION_PROBE, distribution])
+        result = self.run([python, "-c", VERSION_PROBE, distribution])
         return result.stdout.strip() or None
 
     def put(self, local: Path, remote: Path) -> None:

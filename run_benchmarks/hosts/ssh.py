@@ -19,13 +19,8 @@ import paramiko
 
 from ..config import HostSpec
 from ..errors import PreflightError
-from .base import CommandResult, Host, Job
+from .base import VERSION_PROBE, CommandResult, Host, Job
 
-_VERSION_PROBE = (
-    "import importlib.metadata as m, sys\n"
-    "try: print(m.version(sys.argv[1]))\n"
-    "except m.PackageNotFoundError: pass\n"
-)
 
 
 # Signal every process whose environment carries the tag: TERM, then KILL what is left after the grace.
@@ -165,7 +160,7 @@ class SshHost(Host):
         return CommandResult(channel.recv_exit_status(), out, err)
 
     def distribution_version(self, python: str, distribution: str) -> Optional[str]:
-        result = self.run([python, "-c", _VERSION_PROBE, distribution])
+        result = self.run([python, "-c", VERSION_PROBE, distribution])
         return result.stdout.strip() or None
 
     def exists(self, remote: PurePosixPath) -> bool:
@@ -217,6 +212,7 @@ class SshHost(Host):
             self.get(PurePosixPath(remote) / entry.filename, local / entry.filename)
 
     def close(self) -> None:
+        super().close()
         if self._sftp is not None:
             self._sftp.close()
         self.client.close()

@@ -1,0 +1,184 @@
+"""Nodes in containers: one per node, on the host's Docker engine, removed by name however the run ends.
+
+A remote host's engine is reached through the host's own SSH connection (the
+one whose key was verified): each connection of the Docker SDK becomes an SSH
+channel running ``docker system dial-stdio`` there, bridged to a local socket.
+Paths are bind-mounted at the same place inside the container, so the
+launcher's argv and the logs' paths mean the same inside and out.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import tempfile
+import threading
+from pathlib import Path, PurePosixPath
+from typing import Optional
+
+from .hosts.base import VERSION_PROBE, Job
+
+CONTAINER_PREFIX = "accelbench-"
+REMOVED_EXIT_CODE = 137  # what a container removed from under us is reported as (as if killed)
+
+
+def container_name(run_id: str, case_slug: str, round_index: int, node_rank: int) -> str:
+    raw = f"{CONTAINER_PREFIX}{run_id}-{case_slug}-r{round_index}-n{node_rank}"
+    return "".join(c if c.isalnum() or c in "_.-" else "-" for c in raw)
+
+
+class SshDockerBridge:
+    """A local unix socket whose connections are SSH channels to the remote ``docker system dial-stdio``."""
+
+    def __init__(self, ssh_client, docker_host: str):
+        self.ssh_client, self.docker_host = ssh_client, docker_host
+        # /tmp, not $TMPDIR: a unix socket path must stay under 108 bytes. Removed on close.
+        self.dir = tempfile.mkdtemp(prefix="accelbench-docker-", dir="/tmp" if os.path.isdir("/tmp") else None)
+        self.path = os.path.join(self.dir, "docker.sock")
+        self.server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.server.bind(self.path)
+        self.server.listen(16)
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        import shlex
+
+        while True:
+            try:
+                conn, _ = self.server.accept()
+            except OSError:
+                return
+            channel = self.ssh_client.get_transport().open_session()
+            channel.exec_command(shlex.join(["docker", "-H", self.docker_host, "system", "dial-stdio"]))
+            threading.Thread(target=_pump, args=(conn.recv, channel.sendall, channel.shutdown_write),
+                             daemon=True).start()
+            threading.Thread(target=_pump, args=(channel.recv, conn.sendall, lambda: conn.shutdown(socket.SHUT_WR)),
+                             daemon=True).start()
+
+    def close(self) -> None:
+        self.server.close()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def _pump(read, write, done) -> None:
+    try:
+        while True:
+            data = read(65536)
+            if not data:
+                break
+            write(data)
+    except (OSError, EOFError):  # either end closed: the connection is over
+        pass
+    finally:
+        try:
+            done()
+        except (OSError, EOFError):
+            pass
+
+
+def docker_client(host):
+    """The Docker SDK client for ``host``'s engine (local socket, or bridged over its SSH connection)."""
+    import docker
+
+    if host.spec.backend == "ssh":
+        bridge = SshDockerBridge(host.client, host.spec.docker_host)
+        host.on_close(bridge.close)
+        return docker.DockerClient(base_url=f"unix://{bridge.path}", timeout=600)
+    return docker.DockerClient(base_url=host.spec.docker_host, timeout=600)
+
+
+class ContainerJob(Job):
+    """A node's container: its output streamed to the node's launcher log, removed by name when stopped."""
+
+    def __init__(self, client, container, output: Path):
+        self.client, self.container, self.name = client, container, container.name
+        self._pump = threading.Thread(target=self._copy, args=(output,), daemon=True)
+        self._pump.start()
+        self._code: Optional[int] = None
+
+    def _copy(self, output: Path) -> None:
+        with open(output, "ab") as sink:
+            try:
+                for chunk in self.container.logs(stream=True, follow=True):
+                    sink.write(chunk)
+                    sink.flush()
+            except Exception:  # noqa: BLE001 - the container went away; its exit code tells why
+                pass
+
+    def poll(self) -> Optional[int]:
+        import docker
+
+        if self._code is None:
+            try:
+                self.container.reload()
+            except docker.errors.NotFound:  # removed by someone else: it is not running
+                self._code = REMOVED_EXIT_CODE
+                return self._code
+            if self.container.status in ("exited", "dead"):
+                self._code = int(self.container.attrs["State"]["ExitCode"])
+                self._pump.join(timeout=5)
+        return self._code
+
+    def stop(self, grace_s: float = 10.0) -> None:
+        """Stop (SIGTERM, then SIGKILL after ``grace_s``), keep the exit code, remove."""
+        import docker
+
+        try:
+            self.container.stop(timeout=int(grace_s))
+        except docker.errors.NotFound:
+            pass
+        self.poll()
+        remove_container(self.client, self.name, grace_s)
+
+
+def remove_container(client, name: str, grace_s: float = 10.0) -> None:
+    import docker
+
+    try:
+        container = client.containers.get(name)
+        if container.status == "running":
+            container.stop(timeout=int(grace_s))
+        container.remove(force=True)
+    except docker.errors.NotFound:
+        pass
+
+
+def run_node(client, image: str, name: str, argv: list[str], env: dict, workdir: str,
+             mounts: dict[str, str], options, output: Path) -> ContainerJob:
+    """``mounts``: host path -> 'ro' or 'rw', mounted at the same path inside."""
+    import docker
+
+    remove_container(client, name)  # a leftover of an earlier, killed run of the same name
+    requests = [docker.types.DeviceRequest(count=-1, capabilities=[["gpu"]])] if options.gpus else None
+    container = client.containers.run(
+        image, argv, name=name, detach=True, network_mode="host", environment=env, working_dir=workdir,
+        volumes={path: {"bind": path, "mode": mode} for path, mode in mounts.items()},
+        shm_size=options.shm_size, ipc_mode=options.ipc_mode, devices=options.devices or None,
+        device_requests=requests, labels={"accelbench": "node"},
+    )
+    output.parent.mkdir(parents=True, exist_ok=True)
+    return ContainerJob(client, container, output)
+
+
+def mounts_for(code_root: PurePosixPath | Path, round_dir: PurePosixPath | Path, cache_dir, data_root) -> dict:
+    mounts = {str(code_root): "ro", str(round_dir): "rw", str(cache_dir): "rw"}
+    if data_root:
+        mounts[str(data_root)] = "ro"
+    return mounts
+
+
+
+
+def distribution_version(client, image: str, python: str, distribution: str) -> Optional[str]:
+    """The version of ``distribution`` installed for ``python`` inside ``image``, or None."""
+    container = client.containers.create(image, [python, "-c", VERSION_PROBE, distribution], network_mode="none",
+                                         labels={"accelbench": "probe"})
+    try:  # removed however it ends (``run(remove=True)`` leaves a container that failed to start)
+        container.start()
+        code = container.wait(timeout=120)["StatusCode"]
+        output = container.logs(stdout=True, stderr=False).decode().strip()
+        if code:
+            raise RuntimeError(f"exit code {code}: {container.logs(stdout=False, stderr=True).decode()[-300:]}")
+        return output or None
+    finally:
+        container.remove(force=True)

@@ -1,0 +1,109 @@
+"""Nodes in the vendor's container, on real SSH hosts and a real Docker engine (no registry: the base
+image is a debootstrapped Debian imported with ``docker import``; wheels come from this machine)."""
+from __future__ import annotations
+
+import socket
+
+import pytest
+
+from tests.infra.docker_engine import ensure_base_image, start_engine
+from tests.infra.sshd import start_sshd_cluster
+
+from .conftest import ROOT, write
+from .test_runs import SHORT, assert_complete_ok
+
+
+@pytest.fixture(scope="module")
+def engine():
+    started = start_engine()
+    if started is None:
+        pytest.skip("no Docker engine and none can be started here (./dev test installs docker.io)")
+    ensure_base_image(started.docker_host)
+    yield started
+    started.stop()
+
+
+@pytest.fixture(scope="module")
+def hosts(tmp_path_factory):
+    with socket.socket() as s:
+        s.bind(("127.0.0.2", 0))
+        port = s.getsockname()[1]
+    cluster = start_sshd_cluster(tmp_path_factory.mktemp("sshd"), count=2, port=port)
+    yield cluster
+    cluster.stop()
+
+
+@pytest.fixture
+def cluster_file(hosts, engine, tmp_path):
+    def make(**extra):
+        settings = {"work_root": str(tmp_path / "hosts-work"), "runtime": "container",
+                    "docker_host": engine.docker_host, **extra}
+        return write(tmp_path / "cluster.yaml", hosts.cluster_yaml(**settings))
+    return make
+
+
+def accelbench_containers(engine) -> list[str]:
+    import docker
+
+    client = docker.DockerClient(base_url=engine.docker_host)
+    try:
+        return [c.name for c in client.containers.list(all=True, filters={"label": "accelbench"})]
+    finally:
+        client.close()
+
+
+@pytest.mark.parametrize("nprocs", [1, 2])
+def test_two_ssh_hosts_run_each_node_in_the_vendor_image(cli, cluster_file, engine, nprocs):
+    result = cli("run", f"gpt2_tiny:torch_2.13:cpu:2:{nprocs}", *SHORT, "--cluster", str(cluster_file()),
+                 timeout=900)
+    assert result.returncode == 0, result.stderr + result.stdout
+    (doc,) = result.results()
+    assert_complete_ok(doc, world_size=2 * nprocs, steps=8, warmup=2)
+    node_env = doc["environment"]["nodes"][0]["environment"]
+    assert "bookworm" in node_env["os"]  # measured inside the image, not on this machine
+    assert accelbench_containers(engine) == []  # removed by name after the round
+
+
+def test_an_interpreter_missing_from_the_image_fails_preflight(cli, cluster_file, engine):
+    result = cli("run", "gpt2_tiny:torch_2.13:cpu:2:1", *SHORT, "--cluster",
+                 str(cluster_file(python="/no/such/python")), timeout=900)
+    assert result.returncode == 2
+    assert "host h0: /no/such/python does not run in image accelbench/cpu-torch_2.13:" in result.stderr
+    assert "Traceback" not in result.stderr
+    assert accelbench_containers(engine) == []
+
+
+def test_a_container_that_cannot_start_fails_the_case_and_is_removed(cli, cluster_file, engine, root):
+    (root / "training").symlink_to(ROOT / "training")  # the workload code that goes to the hosts
+    vendor = root / "vendors/cpu/vendor.yaml"
+    vendor.write_text(vendor.read_text().replace(
+        "    env: {}", "    env: {}\n    container:\n      devices: [/dev/accelbench-no-such-device]"))
+    result = cli("run", "gpt2_tiny:torch_2.13:cpu:2:1", *SHORT, "--root", str(root), "--cluster",
+                 str(cluster_file()), timeout=900)
+    assert result.returncode == 1, result.stderr + result.stdout
+    (doc,) = result.results()
+    assert doc["status"] == "failed" and doc["reason"].startswith("a node could not start: ")
+    assert accelbench_containers(engine) == []
+
+
+def test_a_crash_in_a_container_stops_every_node(cli, cluster_file, engine):
+    result = cli("run", "gpt2_tiny:torch_2.13:cpu:2:1", *SHORT, "--set", "debug.fail_at_step=3",
+                 "--set", "debug.fail_rank=0", "--cluster", str(cluster_file()), timeout=900)
+    assert result.returncode == 1
+    (doc,) = result.results()
+    assert doc["status"] == "failed"
+    assert any("injected failure on rank 0 at step 3" in line for line in doc["error_lines"])
+    assert accelbench_containers(engine) == []
+
+
+def test_python_runs_as_the_image_has_it(engine):
+    """The image really is the vendor's: its torch is the pinned CPU build."""
+    import docker
+
+    from run_benchmarks import containers
+
+    client = docker.DockerClient(base_url=engine.docker_host)
+    tags = [t for image in client.images.list("accelbench/cpu-torch_2.13") for t in image.tags]
+    assert tags, "the container tests above build the image"
+    assert containers.distribution_version(client, tags[0], "python", "torch").startswith("2.13.0")
+    client.close()
