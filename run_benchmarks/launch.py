@@ -27,6 +27,7 @@ from .vendors import FrameworkRuntime
 from .hosts import Host, Job, connect
 from .plan import CasePlan, NodePlan, RoundPlan, RunPlan
 
+MIN_FREE_BYTES = 1 << 30  # logs, configs and compile caches of a round fit in far less
 POLL_S = 0.5  # how often the orchestrator looks at its nodes; it shares the cores being measured
 STOP_GRACE_S = 10.0
 _OOM_MARKERS = ("OutOfMemoryError", "CUDA out of memory", "out of memory", "can't allocate memory")
@@ -110,9 +111,39 @@ class Runner:
         _, errors = parallel_map(self._sync_code, list(targets.values()))
         if errors:
             raise errors[0]
+        _, errors = parallel_map(self._check_resources, list(self._resource_needs().items()))
+        if errors:
+            raise errors[0]
         self._ensure_images()
         for case in self.plan.cases:
             self.version_warnings[str(case.name)] = self._check_framework(case)
+
+    def _resource_needs(self) -> dict[str, tuple[str, int, bool]]:
+        """Per host: the folder it writes to, the most processes any case starts there, and whether they
+        need NVIDIA GPUs."""
+        needs: dict[str, tuple[str, int, bool]] = {}
+        for case in self.plan.cases:
+            for node in case.rounds[0].nodes:
+                folder = node.host.work_root if node.remote_dir is not None else str(self.plan.dir.parent)
+                _, procs, gpus = needs.get(node.host.name, (folder, 0, False))
+                needs[node.host.name] = (folder, max(procs, case.name.nprocs_per_node),
+                                         gpus or case.hardware.spec.device == "cuda")
+        return needs
+
+    def _check_resources(self, item: tuple[str, tuple[str, int, bool]]) -> None:
+        name, (folder, procs, gpus) = item
+        host = self.hosts[name]
+        free = host.free_bytes(folder)
+        if free is not None and free < MIN_FREE_BYTES:
+            raise PreflightError(f"host {name}: only {free / 2**30:.1f} GiB free under {folder}; a run needs "
+                                 f"{MIN_FREE_BYTES / 2**30:.0f} GiB for logs and compile caches",
+                                 "free space there, or point the log root (work_root for ssh hosts) elsewhere")
+        if gpus:
+            count = host.device_count()
+            if count is None or count < procs:
+                raise PreflightError(f"host {name}: {procs} process(es) per node need as many NVIDIA GPUs; "
+                                     f"nvidia-smi -L lists {count if count is not None else 'none (not found)'}",
+                                     "lower nprocs_per_node in the case name, or run on hosts with more GPUs")
 
     def _ensure_images(self) -> None:
         """The vendor's image on every host that runs a node in a container, built there if missing."""

@@ -18,9 +18,11 @@ def engine():
     started = start_engine()
     if started is None:
         pytest.skip("no Docker engine and none can be started here (./dev test installs docker.io)")
-    ensure_base_image(started.docker_host)
-    yield started
-    started.stop()
+    try:
+        ensure_base_image(started.docker_host)
+        yield started
+    finally:
+        started.stop()
 
 
 @pytest.fixture(scope="module")
@@ -107,3 +109,14 @@ def test_python_runs_as_the_image_has_it(engine):
     assert tags, "the container tests above build the image"
     assert containers.distribution_version(client, tags[0], "python", "torch").startswith("2.13.0")
     client.close()
+
+
+def test_a_hang_past_the_deadline_is_a_timeout_and_every_container_goes(cli, cluster_file, engine):
+    result = cli("run", "gpt2_tiny:torch_2.13:cpu:2:1", *SHORT, "--set", "debug.hang_at_step=3",
+                 "--timeout", "40", "--cluster", str(cluster_file()), timeout=900)
+    assert result.returncode == 1
+    (doc,) = result.results()
+    assert doc["status"] == "timeout"
+    node_dir = result.run_dirs()[0] / "gpt2_tiny-torch_2.13-cpu-2x1" / "round1" / "h1_noderank1"
+    assert '"step":2' in (node_dir / "rank1.stdout.log").read_text()  # logs made before the stop came back
+    assert accelbench_containers(engine) == []

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Mapping, Optional, Sequence
 
 from ..config import HostSpec
@@ -68,6 +68,25 @@ class Host(ABC):
     @abstractmethod
     def get(self, remote: Path, local: Path) -> None:
         ...
+
+    def free_bytes(self, path: str) -> Optional[int]:
+        """Free space of the file system holding ``path`` (its nearest existing parent), or None if unknown."""
+        for candidate in [path, *map(str, PurePosixPath(path).parents)]:
+            result = self.run(["df", "-Pk", candidate])
+            lines = result.stdout.strip().splitlines()
+            if result.returncode == 0 and len(lines) >= 2:
+                return int(lines[-1].split()[3]) * 1024
+        return None
+
+    def device_count(self) -> Optional[int]:
+        """NVIDIA GPUs on the host (``nvidia-smi -L``), or None where there is no nvidia-smi."""
+        try:
+            result = self.run(["nvidia-smi", "-L"])
+        except OSError:
+            return None
+        if result.returncode:
+            return None
+        return sum(1 for line in result.stdout.splitlines() if line.startswith("GPU "))
 
     def close(self) -> None:
         for callback in reversed(self._closers):

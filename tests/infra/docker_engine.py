@@ -89,8 +89,11 @@ def ensure_base_image(docker_host: str, cache: Path = Path("/var/tmp/accelbench-
         cache.mkdir(parents=True, exist_ok=True)
         subprocess.run(["debootstrap", "--variant=minbase", "--include=python3,python3-venv", "bookworm",
                         str(rootfs), MIRROR], check=True, stdout=subprocess.DEVNULL)
-    tar = subprocess.Popen(["tar", "-C", str(rootfs), "-c", "."], stdout=subprocess.PIPE)
-    client.images.import_image(src=tar.stdout, repository=BASE_IMAGE.split(":")[0], tag="latest")
-    tar.wait()
+    archive = cache / "bookworm.tar"
+    subprocess.run(["tar", "-C", str(rootfs), "-cf", str(archive), "."], check=True)
+    repository, tag = BASE_IMAGE.split(":")
+    client.api.import_image_from_file(str(archive), repository=repository, tag=tag)
+    archive.unlink()
+    client.images.get(BASE_IMAGE)  # raises if the import did not make it
     client.close()
     return BASE_IMAGE
