@@ -32,12 +32,16 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def preflight_and_noop(specs: list[HostSpec]) -> float:
+def preflight_and_noop(specs: list[HostSpec], sequential: bool = False) -> float:
     started = time.perf_counter()
-    hosts, errors = parallel_map(connect, specs)
-    if errors:
-        raise errors[0]
-    results, errors = parallel_map(lambda host: host.run(["true"]), hosts)
+    if sequential:  # the baseline fan-out is compared with: one host after another
+        hosts = [connect(spec) for spec in specs]
+        results, errors = [host.run(["true"]) for host in hosts], []
+    else:
+        hosts, errors = parallel_map(connect, specs)
+        if errors:
+            raise errors[0]
+        results, errors = parallel_map(lambda host: host.run(["true"]), hosts)
     elapsed = time.perf_counter() - started
     if errors or any(r.returncode for r in results):
         raise RuntimeError(f"no-op failed: {errors or results}")
@@ -63,10 +67,13 @@ def main() -> None:
                 medians[count] = statistics.median(times)
                 print(f"{count} host(s): median {medians[count] * 1e3:.0f} ms "
                       f"(min {min(times) * 1e3:.0f}, max {max(times) * 1e3:.0f}, n={len(times)})")
+            serial = statistics.median(preflight_and_noop(specs, sequential=True) for _ in range(args.repeats))
+            print(f"8 host(s) one after another: median {serial * 1e3:.0f} ms")
         finally:
             cluster.stop()
     ratio = medians[8] / medians[1]
-    print(f"ratio 8 hosts / 1 host: {ratio:.2f} (goal <= 1.5); {os.cpu_count()} CPU cores")
+    print(f"ratio 8 hosts / 1 host: {ratio:.2f} (goal <= 1.5); 8 in parallel / 8 in sequence: "
+          f"{medians[8] / serial:.2f}; {os.cpu_count()} CPU cores shared by the client and all 8 sshd hosts")
 
 
 if __name__ == "__main__":
