@@ -2,7 +2,13 @@
 image is a debootstrapped Debian imported with ``docker import``; wheels come from this machine)."""
 from __future__ import annotations
 
+import json
+import os
+import signal
 import socket
+import subprocess
+import sys
+import time
 
 import pytest
 
@@ -119,4 +125,30 @@ def test_a_hang_past_the_deadline_is_a_timeout_and_every_container_goes(cli, clu
     assert doc["status"] == "timeout"
     node_dir = result.run_dirs()[0] / "gpt2_tiny-torch_2.13-cpu-2x1" / "round1" / "h1_noderank1"
     assert '"step":2' in (node_dir / "rank1.stdout.log").read_text()  # logs made before the stop came back
+    assert accelbench_containers(engine) == []
+
+
+def test_ctrl_c_stops_every_container_and_records_interrupted(cluster_file, engine, tmp_path):
+    log_root = tmp_path / "logs"
+    argv = [sys.executable, "-m", "run_benchmarks.cli", "run", "gpt2_tiny:torch_2.13:cpu:2:1", "--log-root",
+            str(log_root), "--cluster", str(cluster_file()), "--set", "train.steps=100000",
+            "--set", "train.warmup_steps=1"]
+    proc = subprocess.Popen(argv, cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(ROOT)},
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 600  # the first run may build the image
+    while time.monotonic() < deadline:  # wait until the remote node trains (its log is on the host)
+        logs = list((tmp_path / "hosts-work").glob("runs/*/*/round1/h0_noderank0/torchrun/*/attempt_0/0/stdout.log"))
+        if logs and '"kind":"step"' in logs[0].read_text():
+            break
+        time.sleep(0.5)
+    else:
+        proc.kill()
+        pytest.fail("training never started")
+    proc.send_signal(signal.SIGINT)
+    _, stderr = proc.communicate(timeout=120)
+    assert proc.returncode == 130, stderr
+    (doc_path,) = log_root.glob("*/*/round1/results.json")
+    doc = json.loads(doc_path.read_text())
+    assert doc["status"] == "interrupted" and doc["steps_completed"] >= 1
+    assert "Traceback" not in stderr
     assert accelbench_containers(engine) == []
