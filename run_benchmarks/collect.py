@@ -17,6 +17,11 @@ from .frameworks import RankLogs
 ERROR_TAIL_LINES = 12
 _ROOT_CAUSE_RANK = re.compile(r"Root Cause.*?rank\s*:\s*(\d+)", re.DOTALL)
 _RANK_PREFIX = re.compile(r"^\[rank\d+\]:\s?")  # torch prefixes each stderr line of a worker
+# Errors a rank raises because another rank died first: its peer vanished mid-collective. When ranks on
+# several nodes fail, each node's launcher names its own rank as the root cause; these are the echoes.
+_PEER_FAILURE = re.compile(r"Connection reset by peer|Connection closed by peer|remote process exited|"
+                           r"NCCL communicator was aborted|ProcessGroupNCCL.*(?:abort|timeout)|Broken pipe",
+                           re.IGNORECASE)
 
 
 @dataclass
@@ -70,6 +75,7 @@ def error_lines(ranks: list[RankLog], launcher_logs: list[Path]) -> list[str]:
     by_rank = {r.rank: r for r in ranks}
     ordered = [by_rank[r] for r in root_causes if r in by_rank]
     ordered += [r for r in ranks if not r.finished and r not in ordered]
+    tracebacks = []
     for rank in ordered:
         if rank.logs is None:
             continue
@@ -77,7 +83,9 @@ def error_lines(ranks: list[RankLog], launcher_logs: list[Path]) -> list[str]:
         starts = [i for i, line in enumerate(lines) if line.startswith("Traceback")]
         if starts:
             block = [line for line in lines[starts[-1]:] if line.strip()]
-            return [f"[rank {rank.rank}] {line}" for line in block[-ERROR_TAIL_LINES:]]
+            tracebacks.append([f"[rank {rank.rank}] {line}" for line in block[-ERROR_TAIL_LINES:]])
+    if tracebacks:  # the first that is not an echo of another rank's death
+        return next((t for t in tracebacks if not _PEER_FAILURE.search(t[-1])), tracebacks[0])
     for rank in ordered:
         if rank.logs is not None:
             lines = [_RANK_PREFIX.sub("", line) for line in tail(rank.logs.stderr, ERROR_TAIL_LINES)

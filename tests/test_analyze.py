@@ -70,3 +70,23 @@ def test_stats_of_one_value_has_no_spread():
     s = analyze.Stats.of([4.0])
     assert (s.mean, s.std, s.cv) == (4.0, 0.0, 0.0)
     assert math.isnan(analyze.Stats.of([0.0, 0.0]).cv)
+
+
+def test_error_lines_skip_a_rank_that_only_lost_its_peer(tmp_path):
+    """Two nodes' launchers each name their own rank; the crash, not its echo, explains the failure."""
+    from run_benchmarks import collect
+    from run_benchmarks.frameworks import RankLogs
+
+    def rank_log(rank: int, last_line: str) -> collect.RankLog:
+        stderr = tmp_path / f"rank{rank}.stderr.log"
+        stderr.write_text(f"Traceback (most recent call last):\n  File \"train.py\", line 1\n{last_line}\n")
+        return collect.RankLog(rank, RankLogs(rank, tmp_path / f"rank{rank}.stdout.log", stderr))
+
+    echo = rank_log(0, "RuntimeError: [gloo/transport/tcp/pair.cc:537] Read error: Connection reset by peer.")
+    crash = rank_log(1, "InjectedFailure: injected failure on rank 1 at step 3")
+    launcher = tmp_path / "launcher.log"
+    launcher.write_text("Root Cause (first observed failure):\n  rank      : 0\n")
+    lines = collect.error_lines([echo, crash], [launcher])
+    assert lines[-1] == "[rank 1] InjectedFailure: injected failure on rank 1 at step 3"
+    only_echo = collect.error_lines([echo], [launcher])
+    assert "Connection reset by peer" in only_echo[-1]  # with nothing better, the echo is still shown
