@@ -14,7 +14,7 @@ import socket
 import tempfile
 import threading
 from pathlib import Path, PurePosixPath
-from typing import Optional
+from typing import Optional, Sequence
 
 from .hosts.base import VERSION_PROBE, Job
 
@@ -169,9 +169,9 @@ def mounts_for(code_root: PurePosixPath | Path, round_dir: PurePosixPath | Path,
 
 
 
-def distribution_version(client, image: str, python: str, distribution: str) -> Optional[str]:
-    """The version of ``distribution`` installed for ``python`` inside ``image``, or None."""
-    container = client.containers.create(image, [python, "-c", VERSION_PROBE, distribution], network_mode="none",
+def distribution_version(client, image: str, python: str, distributions: Sequence[str]) -> Optional[str]:
+    """The version of the first of ``distributions`` installed for ``python`` inside ``image``, or None."""
+    container = client.containers.create(image, [python, "-c", VERSION_PROBE, *distributions], network_mode="none",
                                          labels={"accelbench": "probe"})
     try:  # removed however it ends (``run(remove=True)`` leaves a container that failed to start)
         container.start()

@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from training.spec import WorkloadSpec
 
 WORKER_MODULE = "training.run_pretraining"
+WORKER_SCRIPT = "training/run_pretraining.py"
 
 
 @dataclass(frozen=True)
@@ -34,6 +35,7 @@ class NodeLaunch:
     local_addr: str
     log_dir: Path
     worker_config: Path
+    code_root: Path  # where this checkout's training/ is on the host (or in the container)
 
 
 @dataclass(frozen=True)
@@ -45,7 +47,7 @@ class RankLogs:
 
 class Framework(ABC):
     name: str
-    distribution: str  # the pip distribution whose version the case name pins
+    distributions: tuple[str, ...]  # the pip distribution(s) whose version the case name pins, first found wins
     backends: dict[str, str]  # device type -> collective backend
 
     def backend_for(self, device: str) -> str:
@@ -89,7 +91,7 @@ def names() -> list[str]:
 @register
 class Torch(Framework):
     name = "torch"
-    distribution = "torch"
+    distributions = ("torch",)
     backends = {"cpu": "gloo", "cuda": "nccl"}
 
     def unsupported(self, workload: "WorkloadSpec", world_size: int) -> list[str]:
@@ -154,4 +156,70 @@ class Torch(Framework):
                         shutil.move(source, target)
             out.append(logs)
         shutil.rmtree(node_dir / "torchrun", ignore_errors=True)
+        return out
+
+
+@register
+class Paddle(Framework):
+    """``python -m paddle.distributed.launch``, one launcher per node; never hand-built endpoints."""
+
+    name = "paddle"
+    distributions = ("paddlepaddle-gpu", "paddlepaddle")
+    backends = {"cpu": "gloo", "cuda": "nccl"}
+
+    def unsupported(self, workload: "WorkloadSpec", world_size: int) -> list[str]:
+        par, train = workload.parallel, workload.train
+        missing = []
+        if workload.task != "pretrain":
+            missing.append(f"task {workload.task}: training/paddle trains pretraining cases only")
+        if train.precision == "fp8":
+            missing.append("precision fp8: training/paddle has no fp8 path; use fp16 or bf16")
+        if train.lora_rank:
+            missing.append("LoRA is not implemented in training/paddle")
+        if train.compile:
+            missing.append("train.compile is torch.compile; Paddle runs eagerly here (unset it)")
+        if par.sequence_parallel:
+            missing.append("sequence_parallel is not implemented in training/paddle yet")
+        if par.pipeline_schedule != "1f1b" and par.pipeline_parallel_degree > 1:
+            missing.append(f"pipeline_schedule {par.pipeline_schedule}: fleet's PipelineLayer runs 1f1b here")
+        if par.offload and par.sharding != "stage3":
+            missing.append("offload with Paddle needs sharding stage3 (group_sharded_parallel offload)")
+        return missing
+
+    def launcher_argv(self, node: NodeLaunch) -> list[str]:
+        argv = [
+            node.python, "-m", "paddle.distributed.launch",
+            f"--nnodes={node.nnodes}",
+            f"--nproc_per_node={node.nprocs_per_node}",
+            f"--log_dir={node.log_dir / 'paddle'}",
+            f"--job_id=accelbench",
+            "--max_restart=0",
+        ]
+        if node.nnodes > 1:
+            # The master's store on (master_addr, master_port); --rank fixes this node's place and --host the
+            # address it advertises (containers with --network host share one hostname).
+            argv += [f"--master={node.master_addr}:{node.master_port}", f"--rank={node.node_rank}",
+                     f"--host={node.local_addr}"]
+        # The launcher takes a script, not a module: training/run_pretraining.py puts its root on sys.path.
+        return argv + [str(node.code_root / WORKER_SCRIPT), "--config", str(node.worker_config)]
+
+    def live_stdout(self, node_dir: Path, local_rank: int) -> Optional[Path]:
+        path = node_dir / "paddle" / f"workerlog.{local_rank}"
+        return path if path.is_file() else None
+
+    def gather_rank_logs(self, node_dir: Path, node_rank: int, nprocs_per_node: int) -> list[RankLogs]:
+        """Paddle's launcher writes one merged stdout+stderr per rank (``workerlog.<local rank>``): both
+        streams of a rank point at it; the launcher's own log is kept as ``launcher.log``."""
+        launcher_dir = node_dir / "paddle"
+        out = []
+        for local_rank in range(nprocs_per_node):
+            rank = node_rank * nprocs_per_node + local_rank
+            merged = node_dir / f"rank{rank}.log"
+            source = launcher_dir / f"workerlog.{local_rank}"
+            if source.is_file():
+                shutil.move(source, merged)
+            out.append(RankLogs(rank, merged, merged))
+        for launcher_log in sorted(launcher_dir.glob("default.*.log")):
+            shutil.move(launcher_log, node_dir / "launcher.log")
+        shutil.rmtree(launcher_dir, ignore_errors=True)
         return out

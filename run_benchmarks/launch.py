@@ -197,17 +197,17 @@ class Runner:
                 image = self.images[str(case.name)].tag
                 try:
                     installed = containers.distribution_version(self.docker[node.host.name], image, python,
-                                                                case.framework.distribution)
+                                                                case.framework.distributions)
                 except docker_errors() as exc:
                     raise PreflightError(f"host {node.host.name}: {python} does not run in image {image}: "
                                          f"{str(exc).strip()[-300:]}",
                                          "set hosts[].python to the image's interpreter (default: python "
                                          "on the image's PATH)") from None
             else:
-                installed = self.hosts[node.host.name].distribution_version(python, case.framework.distribution)
+                installed = self.hosts[node.host.name].distribution_version(python, case.framework.distributions)
             where = f"host {node.host.name} ({python})"
             if installed is None:
-                raise PreflightError(f"{case.framework.distribution} is not installed for {where}",
+                raise PreflightError(f"{' or '.join(case.framework.distributions)} is not installed for {where}",
                                      "install it there (./dev setup installs torch for this checkout), "
                                      "or set hosts[].python in the cluster config")
             wanted = case.name.framework_version

@@ -280,7 +280,7 @@ def _node_plan(inputs: PlanInputs, framework: frameworks.Framework, name: casena
     argv = framework.launcher_argv(NodeLaunch(
         python=python, nnodes=name.nnodes, nprocs_per_node=name.nprocs_per_node, node_rank=node_rank,
         master_addr=hosts[0].address, master_port=port, local_addr=host.address,
-        log_dir=host_node_dir, worker_config=host_round / "config.json",
+        log_dir=host_node_dir, worker_config=host_round / "config.json", code_root=code_root,
     ))
     env = {
         **vendor_env,

@@ -113,7 +113,7 @@ def test_python_runs_as_the_image_has_it(engine):
     client = docker.DockerClient(base_url=engine.docker_host)
     tags = [t for image in client.images.list("accelbench/cpu-torch_2.13") for t in image.tags]
     assert tags, "the container tests above build the image"
-    assert containers.distribution_version(client, tags[0], "python", "torch").startswith("2.13.0")
+    assert containers.distribution_version(client, tags[0], "python", ["torch"]).startswith("2.13.0")
     client.close()
 
 

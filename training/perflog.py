@@ -69,7 +69,7 @@ class EndRecord:
     steps: int
     peak_memory_bytes: int
     memory_total_bytes: Optional[int]
-    memory_kind: str = field(metadata={"doc": "rss (process peak RSS) or cuda_allocated (allocator peak)"})
+    memory_kind: str = field(metadata={"doc": "rss (process peak RSS), cuda_allocated or gpu_allocated (torch or paddle allocator peak)"})
     kind: str = "end"
 
 

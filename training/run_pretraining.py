@@ -16,6 +16,7 @@ if not __package__:  # run as a file: training/ on sys.path would shadow the rea
     sys.path.insert(0, os.path.dirname(here))
 
 from training.spec import WorkerConfig  # noqa: E402
+from training.unsupported import UnsupportedOnDevice  # noqa: E402
 
 # A worker that cannot run the case on its device says so on one stderr line and exits with this code;
 # the orchestrator records the round as ``unsupported`` rather than ``failed``.
@@ -33,18 +34,32 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--config", required=True, help="resolved worker config (JSON) written by accelbench")
     args = parser.parse_args(argv)
     cfg = load_config(args.config)
-    if cfg.runtime.framework == "torch":
-        from torch.distributed.elastic.multiprocessing.errors import record
-        from training.torch.precision import UnsupportedOnDevice
-        from training.torch.train import train
+    try:
+        if cfg.runtime.framework == "torch":
+            from torch.distributed.elastic.multiprocessing.errors import record
+            from training.torch.train import train
 
-        try:
             record(train)(cfg)  # under torchrun, a failure's traceback reaches the launcher's summary
-        except UnsupportedOnDevice as exc:
-            print(f"{UNSUPPORTED_MARKER} {exc}", file=sys.stderr, flush=True)
-            raise SystemExit(EXIT_UNSUPPORTED) from None
-    else:
-        raise SystemExit(f"framework {cfg.runtime.framework!r} has no workload in this accelbench")
+        elif cfg.runtime.framework == "paddle":
+            _set_cpu_threads(cfg)  # before paddle is imported: its OpenMP runtime reads the variable once
+            from training.paddle.train import train
+
+            train(cfg)
+        else:
+            raise SystemExit(f"framework {cfg.runtime.framework!r} has no workload in this accelbench")
+    except UnsupportedOnDevice as exc:
+        print(f"{UNSUPPORTED_MARKER} {exc}", file=sys.stderr, flush=True)
+        raise SystemExit(EXIT_UNSUPPORTED) from None
+
+
+def _set_cpu_threads(cfg: WorkerConfig) -> None:
+    """Paddle's launcher pins OMP_NUM_THREADS to 1 on import. On a CPU give each rank its share of the cores,
+    which is what torchrun's default amounts to here (all cores for one process, 1 each when ranks fill them)."""
+    if cfg.runtime.device != "cpu":
+        return
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    ranks_here = int(os.environ.get("PADDLE_LOCAL_SIZE", 1))
+    os.environ["OMP_NUM_THREADS"] = str(max(1, cores // ranks_here))
 
 
 if __name__ == "__main__":

@@ -80,6 +80,15 @@ class TrainSpec(_Strict):
     recompute: Literal["none", "full", "selective"] = Field(
         "none", description="activation checkpointing: every block (full) or every recompute_every-th (selective)")
     recompute_every: PositiveInt = 2
+    amp_level: Literal["O1", "O2"] = Field(
+        "O1", description="fp16/bf16: O1 autocasts the matmuls over fp32 weights; O2 keeps the weights in the "
+                          "low precision with fp32 master copies in the optimizer (Paddle only)")
+    fused_attention: bool = Field(True, description="flash attention where the device has it (torch: SDPA picks "
+                                                    "its fused kernels itself)")
+    fused_norm: bool = Field(False, description="fused RMSNorm kernel (Paddle on GPU)")
+    init_weights: Optional[str] = Field(
+        None, description="start from these weights (.npz as training/torch/weights.py writes) instead of a "
+                          "random init: how PyTorch and Paddle start from the same model")
     compile: Optional[Literal["default", "reduce-overhead", "max-autotune"]] = Field(
         None, description="torch.compile mode for each transformer block; unset: eager")
     lora_rank: Optional[PositiveInt] = Field(None, description="LoRA adapters of this rank; the base model is frozen")

@@ -12,8 +12,9 @@ from ..config import HostSpec
 # Prints the installed version of the distribution named in argv[1] (nothing if absent), for any Python 3.8+.
 VERSION_PROBE = (
     "import importlib.metadata as m, sys\n"
-    "try: print(m.version(sys.argv[1]))\n"
-    "except m.PackageNotFoundError: pass\n"
+    "for d in sys.argv[1:]:\n"
+    "    try: print(m.version(d)); break\n"
+    "    except m.PackageNotFoundError: pass\n"
 )
 
 
@@ -58,8 +59,8 @@ class Host(ABC):
         """Run a short command to completion."""
 
     @abstractmethod
-    def distribution_version(self, python: str, distribution: str) -> Optional[str]:
-        """The installed version of a Python distribution for ``python`` on this host, or None."""
+    def distribution_version(self, python: str, distributions: Sequence[str]) -> Optional[str]:
+        """The installed version of the first of these Python distributions for ``python`` here, or None."""
 
     @abstractmethod
     def put(self, local: Path, remote: Path) -> None:

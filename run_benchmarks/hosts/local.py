@@ -62,13 +62,15 @@ class LocalHost(Host):
                               stdin=subprocess.DEVNULL)
         return CommandResult(done.returncode, done.stdout, done.stderr)
 
-    def distribution_version(self, python: str, distribution: str) -> Optional[str]:
+    def distribution_version(self, python: str, distributions: Sequence[str]) -> Optional[str]:
         if os.path.realpath(python) == os.path.realpath(sys.executable):
-            try:
-                return importlib.metadata.version(distribution)  # our own interpreter: no process needed
-            except importlib.metadata.PackageNotFoundError:
-                return None
-        result = self.run([python, "-c", VERSION_PROBE, distribution])
+            for distribution in distributions:  # our own interpreter: no process needed
+                try:
+                    return importlib.metadata.version(distribution)
+                except importlib.metadata.PackageNotFoundError:
+                    pass
+            return None
+        result = self.run([python, "-c", VERSION_PROBE, *distributions])
         return result.stdout.strip() or None
 
     def put(self, local: Path, remote: Path) -> None:

@@ -159,8 +159,8 @@ class SshHost(Host):
         out, err = stdout.read().decode(errors="replace"), stderr.read().decode(errors="replace")
         return CommandResult(channel.recv_exit_status(), out, err)
 
-    def distribution_version(self, python: str, distribution: str) -> Optional[str]:
-        result = self.run([python, "-c", VERSION_PROBE, distribution])
+    def distribution_version(self, python: str, distributions: Sequence[str]) -> Optional[str]:
+        result = self.run([python, "-c", VERSION_PROBE, *distributions])
         return result.stdout.strip() or None
 
     def exists(self, remote: PurePosixPath) -> bool:

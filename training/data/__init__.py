@@ -56,6 +56,8 @@ class Batches:
 
     def next_batch(self) -> Batch:
         inputs, targets = self.source.next_batch()
+        if not isinstance(inputs, torch.Tensor):  # token files hand out NumPy arrays
+            inputs, targets = torch.from_numpy(inputs), torch.from_numpy(targets)
         padded = isinstance(self.source, InstructionDataset)
         return Batch(inputs, targets, self.source.last_real_tokens if padded else inputs.numel())
 

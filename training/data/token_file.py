@@ -28,7 +28,6 @@ from pathlib import Path
 from typing import Sequence
 
 import numpy as np
-import torch
 
 _SCAN_CHUNK = 1 << 24  # tokens per slice when scanning the ids for range, to bound memory
 
@@ -92,7 +91,7 @@ def generate_token_dataset(prefix: str | Path, vocab_size: int, n_documents: int
 
 
 class TokenFileDataset:
-    """Micro-batches of (inputs, targets) from a token dataset, with SyntheticTokens' interface."""
+    """Micro-batches of (inputs, targets) from a token dataset; NumPy only, so Paddle workers need no torch."""
 
     def __init__(self, prefix: str | Path, vocab_size: int, seq_len: int, micro_batch_size: int, seed: int,
                  dp_rank: int = 0, dp_size: int = 1):
@@ -109,14 +108,15 @@ class TokenFileDataset:
         return {"path": self.prefix, "documents": self.n_documents, "tokens": len(self.ids),
                 "dtype": str(self.ids.dtype)}
 
-    def sample(self, index: int) -> torch.Tensor:
+    def sample(self, index: int) -> np.ndarray:
         start = self._order(index) * self.seq_len
-        return torch.from_numpy(self.ids[start:start + self.seq_len + 1].astype(np.int64))
+        return self.ids[start:start + self.seq_len + 1].astype(np.int64)
 
-    def next_batch(self) -> tuple[torch.Tensor, torch.Tensor]:
+    def next_batch(self) -> tuple[np.ndarray, np.ndarray]:
+        """(inputs, targets) as int64 NumPy arrays: every framework reads the same file the same way."""
         first = (self.micro_batches_taken * self.dp_size + self.dp_rank) * self.micro_batch_size
         self.micro_batches_taken += 1
-        tokens = torch.stack([self.sample(first + j) for j in range(self.micro_batch_size)])
+        tokens = np.stack([self.sample(first + j) for j in range(self.micro_batch_size)])
         return tokens[:, :-1], tokens[:, 1:]
 
 

@@ -18,11 +18,11 @@ from typing import ContextManager, Optional
 import torch
 from torch import nn
 
+from training.unsupported import UnsupportedOnDevice
+
+__all__ = ["Precision", "UnsupportedOnDevice", "resolve"]
+
 FP8_MIN_CAPABILITY = (8, 9)
-
-
-class UnsupportedOnDevice(RuntimeError):
-    """This device cannot run what the case asks for; the result says so instead of failing."""
 
 
 @dataclass(frozen=True)

@@ -24,6 +24,7 @@ from training.torch import precision as precisions
 from training.torch.lora import apply_lora, trainable_parameters
 from training.torch.model import GPT
 from training.torch.parallel import parallelize
+from training.torch.weights import load as load_weights
 
 OOM_REQUEST_BYTES = 2**50  # 1 PiB: more than any device or host has
 
@@ -112,7 +113,10 @@ def train(cfg: WorkerConfig) -> None:
 
     precision = precisions.resolve(spec.train.precision, device)  # before any work: fp8 may be unsupported
     torch.manual_seed(spec.train.seed)  # identical initial weights on every rank
-    model = GPT(spec.model).to(device)
+    model = GPT(spec.model)
+    if spec.train.init_weights:
+        load_weights(model, spec.train.init_weights)
+    model = model.to(device)
     n_params = sum(p.numel() for p in model.parameters())
     if spec.train.lora_rank:
         apply_lora(model, spec.train)
