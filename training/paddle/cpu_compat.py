@@ -4,8 +4,12 @@ Why this exists: fleet's model-parallel layers and pipeline scheduler call the
 process group's ``*_on_calc_stream`` collectives, which only the accelerator
 backends (NCCL, XCCL, custom devices) implement; gloo raises
 ``NotImplementedError``. A CPU has no separate communication stream, so the
-ordinary synchronous collective is the same operation. Fleet's tensor-parallel
-wrapper also asserts an accelerator place before broadcasting its inputs.
+ordinary synchronous collective is the same operation. The ``c_*`` model-parallel
+ops (identity, split, concat, vocabulary-parallel softmax cross entropy) have
+no CPU kernels, so they get small Python equivalents with their gradients.
+Fleet's tensor-parallel wrapper asserts an accelerator place before
+broadcasting its inputs, and ``PipelineLayer`` reads a device id that
+``ParallelEnv`` only sets for accelerators.
 
 ``install()`` is called by the Paddle worker only when it trains on a CPU place;
 it touches nothing on a GPU, so the measured path there is fleet's own.
@@ -155,6 +159,9 @@ def install() -> None:
     for name, replacement in _calc_stream_replacements().items():
         setattr(ProcessGroupGloo, name, replacement)
     tensor_parallel.broadcast_input_data = _broadcast_input_data
+    # ParallelEnv sets _device_id only for accelerator places; PipelineLayer reads it (a CPU is device 0).
+    if not hasattr(dist.ParallelEnv(), "_device_id"):
+        dist.ParallelEnv._device_id = 0
     # The c_* model-parallel ops have no CPU kernels ("Do not support c_identity for cpu kernel now").
     for ops in (paddle._C_ops, paddle._legacy_C_ops):
         ops.c_identity, ops.c_concat, ops.c_split = _identity, _concat, _split

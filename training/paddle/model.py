@@ -226,6 +226,35 @@ class Embedding(nn.Layer):
         return x
 
 
+class TokenLoss(nn.Layer):
+    """Summed cross entropy over supervised positions (targets != -100), in fp32; vocabulary-parallel under TP."""
+
+    def __init__(self, mp_degree: int):
+        super().__init__()
+        self.mp_degree = mp_degree
+        if mp_degree > 1:
+            from paddle.distributed.fleet.meta_parallel import ParallelCrossEntropy
+            self.cross_entropy = ParallelCrossEntropy(ignore_index=IGNORE_INDEX)
+
+    def forward(self, logits, targets):
+        logits = logits.astype("float32")
+        if self.mp_degree > 1:
+            per_token = self.cross_entropy(logits, targets.unsqueeze(-1)).squeeze(-1)
+        else:
+            per_token = F.cross_entropy(logits, targets.unsqueeze(-1), ignore_index=IGNORE_INDEX,
+                                        reduction="none").squeeze(-1)
+        return (per_token * (targets != IGNORE_INDEX).astype("float32")).sum()
+
+
+def replicated_input(x, mp_degree: int):
+    """Logits from a vocabulary-split weight: the input's gradient must sum over the slices (c_identity)."""
+    if mp_degree == 1:
+        return x
+    from paddle.distributed.fleet import get_hybrid_communicate_group
+    from paddle.distributed.fleet.layers.mpu import mp_ops
+    return mp_ops._c_identity(x, group=get_hybrid_communicate_group().get_model_parallel_group())
+
+
 class LMHead(nn.Layer):
     """Final norm, logits (this rank's vocabulary slice under tensor parallelism) and the loss."""
 
@@ -236,30 +265,12 @@ class LMHead(nn.Layer):
         self._tied = (tied_embedding,)  # a tuple: held, not registered a second time as a sublayer
         self.lm_head = None if tied_embedding is not None else \
             linears.column(spec.d_model, spec.vocab_size, False, 0.02)
-        if self.mp_degree > 1:
-            from paddle.distributed.fleet.meta_parallel import ParallelCrossEntropy
-            self.cross_entropy = ParallelCrossEntropy(ignore_index=IGNORE_INDEX)
 
-    def logits(self, x, embedding_weight=None):
+    def logits(self, x):
         x = self.ln_f(x)
         if self.lm_head is not None:
             return self.lm_head(x)
-        weight = embedding_weight if embedding_weight is not None else self._tied[0].weight
-        if self.mp_degree > 1:  # the input is replicated: its gradient sums over the vocabulary slices
-            from paddle.distributed.fleet.layers.mpu import mp_ops
-            x = mp_ops._c_identity(x, group=paddle.distributed.fleet.get_hybrid_communicate_group()
-                                   .get_model_parallel_group())
-        return paddle.matmul(x, weight, transpose_y=True)
-
-    def loss_sum(self, logits, targets):
-        """Summed cross entropy over supervised positions (targets != -100), in fp32."""
-        logits = logits.astype("float32")
-        if self.mp_degree > 1:
-            per_token = self.cross_entropy(logits, targets.unsqueeze(-1)).squeeze(-1)
-        else:
-            per_token = F.cross_entropy(logits, targets.unsqueeze(-1), ignore_index=IGNORE_INDEX,
-                                        reduction="none").squeeze(-1)
-        return (per_token * (targets != IGNORE_INDEX).astype("float32")).sum()
+        return paddle.matmul(replicated_input(x, self.mp_degree), self._tied[0].weight, transpose_y=True)
 
 
 class GPT(nn.Layer):
@@ -270,6 +281,7 @@ class GPT(nn.Layer):
         self.embedding = Embedding(spec, linears, kernels)
         self.blocks = nn.LayerList([Block(spec, linears, kernels) for _ in range(spec.n_layer)])
         self.head = LMHead(spec, linears, kernels, self.embedding.wte if spec.tie_embeddings else None)
+        self.loss = TokenLoss(mp_degree)
         self.position = PositionContext(spec, mp_degree, mp_rank)
         self.recompute_every = 0  # set by the trainer: recompute every k-th block's activations
 
@@ -286,4 +298,4 @@ class GPT(nn.Layer):
     def forward(self, idx, targets):
         """The summed loss over supervised positions of this micro-batch."""
         logits = self.head.logits(self.run_blocks(self.embedding(idx)))
-        return self.head.loss_sum(logits, targets)
+        return self.loss(logits, targets)

@@ -125,13 +125,13 @@ def build_model(spec: WorkloadSpec, layout: Layout):
     kernels = _kernels(spec)
     if layout.pp > 1:
         from training.paddle.pipeline import pipeline_model
-        model, block_offset = pipeline_model(spec, layout, kernels)
+        model, named = pipeline_model(spec, layout, kernels)
     else:
-        model, block_offset = GPT(spec.model, layout.tp, layout.tp_rank, kernels), 0
+        model = GPT(spec.model, layout.tp, layout.tp_rank, kernels)
+        named = [(canonical_name(name), p) for name, p in model.named_parameters()]
         if spec.train.recompute != "none":
             model.recompute_every = 1 if spec.train.recompute == "full" else spec.train.recompute_every
     if spec.train.init_weights:
-        named = [(canonical_name(name, block_offset), p) for name, p in model.named_parameters()]
         load_weights(named, spec.train.init_weights, layout.tp_rank, layout.tp)
     return model
 

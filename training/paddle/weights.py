@@ -2,7 +2,7 @@
 
 The file uses torch's names and ``[out, in]`` linear weights. Here each
 parameter's name is mapped to that vocabulary (dropping the ``embedding.`` /
-``head.`` / pipeline prefixes), linear weights are transposed to Paddle's
+``head.`` parts; pipeline stages name theirs in ``pipeline.py``), linear weights are transposed to Paddle's
 ``[in, out]``, and tensor-parallel parameters (fleet marks them
 ``is_distributed`` with a ``split_axis``) get this rank's contiguous slice,
 which is how fleet splits them: whole heads, whole MLP columns.
@@ -16,16 +16,12 @@ import numpy as np
 import paddle
 
 _EMBEDDINGS = ("wte.weight", "wpe.weight")
-_PREFIXES = re.compile(r"^(?:_layers\.)?(?:shared_layers\.\w+\.|\d+\.)?(?:embedding\.|head\.)?")
+_PARTS = re.compile(r"^(?:embedding\.|head\.)")
 
 
-def canonical_name(name: str, block_offset: int = 0) -> str:
-    """Paddle parameter name -> the file's name. ``block_offset``: first block index of a pipeline stage."""
-    name = _PREFIXES.sub("", name)
-    match = re.match(r"^blocks\.(\d+)\.(.*)$", name)
-    if match:
-        name = f"blocks.{int(match.group(1)) + block_offset}.{match.group(2)}"
-    return name
+def canonical_name(name: str) -> str:
+    """``GPT`` parameter name -> the file's name (the pipeline names its stages' parameters itself)."""
+    return _PARTS.sub("", name)
 
 
 def _is_linear_weight(canonical: str, param: paddle.Tensor) -> bool:
