@@ -49,6 +49,7 @@ class Framework(ABC):
     name: str
     distributions: tuple[str, ...]  # the pip distribution(s) whose version the case name pins, first found wins
     backends: dict[str, str]  # device type -> collective backend
+    rank_log_names: tuple[str, ...] = ("rank<N>.stdout.log", "rank<N>.stderr.log")  # what gather_rank_logs leaves
 
     def backend_for(self, device: str) -> str:
         return self.backends[device]
@@ -100,6 +101,14 @@ class Torch(Framework):
         if par.tensor_parallel_degree > 1 and par.sharding in ("none", "stage1") and par.data_degree(world_size) > 1:
             missing.append("data parallelism across tensor-parallel groups needs sharding stage2 or stage3 "
                            "(FSDP2 x TP); DDP and ZeRO-1 over tensor-parallel parameters are not supported")
+        shard = par.sharding_parallel_degree
+        if shard not in (None, par.data_degree(world_size)) and par.sharding != "none":
+            missing.append(f"sharding_parallel_degree {shard}: training/torch shards across all "
+                           f"{par.data_degree(world_size)} data-parallel ranks (leave it unset)")
+        if workload.train.amp_level == "O2":
+            missing.append("train.amp_level O2 is Paddle's; torch runs O1 (autocast over fp32 weights)")
+        if workload.train.fused_norm:
+            missing.append("train.fused_norm is Paddle's fused RMSNorm; unset it for torch")
         if workload.train.precision == "fp16" and par.tensor_parallel_degree > 1:
             missing.append("fp16 loss scaling cannot unscale tensor-parallel (DTensor) and replicated gradients "
                            "together; use precision bf16 with tensor parallelism")
@@ -165,6 +174,7 @@ class Paddle(Framework):
 
     name = "paddle"
     distributions = ("paddlepaddle-gpu", "paddlepaddle")
+    rank_log_names = ("rank<N>.log (stdout and stderr)", "paddle-launcher.log")
     backends = {"cpu": "gloo", "cuda": "nccl"}
 
     def unsupported(self, workload: "WorkloadSpec", world_size: int) -> list[str]:
@@ -192,7 +202,7 @@ class Paddle(Framework):
             f"--nnodes={node.nnodes}",
             f"--nproc_per_node={node.nprocs_per_node}",
             f"--log_dir={node.log_dir / 'paddle'}",
-            f"--job_id=accelbench",
+            "--job_id=accelbench",
             "--max_restart=0",
         ]
         if node.nnodes > 1:
@@ -209,7 +219,7 @@ class Paddle(Framework):
 
     def gather_rank_logs(self, node_dir: Path, node_rank: int, nprocs_per_node: int) -> list[RankLogs]:
         """Paddle's launcher writes one merged stdout+stderr per rank (``workerlog.<local rank>``): both
-        streams of a rank point at it; the launcher's own log is kept as ``launcher.log``."""
+        streams of a rank point at it; the launcher's own log is kept as ``paddle-launcher.log``."""
         launcher_dir = node_dir / "paddle"
         out = []
         for local_rank in range(nprocs_per_node):
@@ -220,6 +230,6 @@ class Paddle(Framework):
                 shutil.move(source, merged)
             out.append(RankLogs(rank, merged, merged))
         for launcher_log in sorted(launcher_dir.glob("default.*.log")):
-            shutil.move(launcher_log, node_dir / "launcher.log")
+            shutil.move(launcher_log, node_dir / "paddle-launcher.log")
         shutil.rmtree(launcher_dir, ignore_errors=True)
         return out

@@ -38,9 +38,11 @@ def layout_problems(workload: WorkloadSpec, name: CaseName) -> list[str]:
     if pp > 1 and par.pipeline_schedule == "interleaved" and micro_batches % pp:
         problems.append(f"pipeline schedule interleaved needs micro-batches in multiples of the pipeline degree: "
                         f"train.gradient_accumulation_steps {micro_batches} is not a multiple of {pp}")
-    if par.sharding_parallel_degree is not None and par.sharding_parallel_degree != dp:
-        problems.append(f"sharding_parallel_degree {par.sharding_parallel_degree} must equal the data-parallel "
-                        f"degree {dp} (shard groups smaller than the data-parallel group are not supported yet)")
-    if par.sharding != "none" and dp == 1:
+    shard = par.sharding_parallel_degree
+    if shard is not None and dp % shard:
+        problems.append(f"tensor {tp} x pipeline {pp} x sharding {shard} = {tp * pp * shard} does not divide the "
+                        f"{world} ranks of case name {str(name)!r}: sharding_parallel_degree must divide the "
+                        f"data-parallel degree {dp} (data ranks = plain data-parallel groups x shard group size)")
+    if par.sharding != "none" and dp == 1 and shard != 1:  # an explicit degree 1 is a no-op, as in Paddle
         problems.append(f"sharding {par.sharding} needs more than one data-parallel rank")
     return problems

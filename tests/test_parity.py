@@ -42,7 +42,8 @@ def trajectory(log_root: Path, case_name: str, *settings: str) -> list[tuple[flo
                           env={**os.environ, "PYTHONPATH": str(ROOT), "TMPDIR": str(system_tmp)})
     assert done.returncode == 0, done.stderr + done.stdout
     assert list(system_tmp.iterdir()) == []  # launcher and compiler kept their files in the run folder
-    newest = max(log_root.glob("*/*/round1/*/rank0.stdout.log"), key=lambda p: p.stat().st_mtime)
+    logs = [*log_root.glob("*/*/round1/*/rank0.stdout.log"), *log_root.glob("*/*/round1/*/rank0.log")]  # torch, paddle
+    newest = max(logs, key=lambda p: p.stat().st_mtime)
     records = (perflog.parse_line(line) for line in newest.read_text().splitlines())
     return [(r.loss, r.grad_norm) for r in records if isinstance(r, perflog.StepRecord)]
 

@@ -88,8 +88,8 @@ def test_bad_case_names_are_refused_with_a_fix(root, tmp_path, name, fragments):
     ("gpt2_tiny:torch:cpu:1:2", ("parallel.tensor_parallel_degree=2", "parallel.sequence_parallel=true",
                                  "model.seq_len=127"), "seq_len 127 must be a multiple of 2"),
     ("gpt2_tiny:torch:cpu:1:1", ("parallel.sharding=stage2",), "needs more than one data-parallel rank"),
-    ("gpt2_tiny:torch:cpu:1:4", ("parallel.sharding=stage1", "parallel.sharding_parallel_degree=2"),
-     "sharding_parallel_degree 2 must equal the data-parallel degree 4"),
+    ("gpt2_tiny:torch:cpu:1:6", ("parallel.sharding=stage1", "parallel.sharding_parallel_degree=4"),
+     "tensor 1 x pipeline 1 x sharding 4 = 4 does not divide the 6 ranks"),
 ])
 def test_inconsistent_layouts_are_refused_at_plan_time(root, tmp_path, name, settings, fragment):
     with pytest.raises(UserError) as info:
@@ -119,6 +119,8 @@ def test_strategy_combinations_are_validated(root, tmp_path, settings, fragment)
     ("gpt2_tiny:torch:cpu:1:4", ("parallel.tensor_parallel_degree=2",), "needs sharding stage2 or stage3 (FSDP2 x TP)"),
     ("gpt2_tiny:torch:cpu:1:4", ("parallel.pipeline_parallel_degree=2", "train.gradient_accumulation_steps=2"),
      "data parallelism across pipelines needs sharding stage2 or stage3"),
+    ("gpt2_tiny:torch:cpu:1:4", ("parallel.sharding=stage1", "parallel.sharding_parallel_degree=2"),
+     "training/torch shards across all 4 data-parallel ranks"),
 ])
 def test_a_consistent_layout_the_workload_lacks_says_so(root, tmp_path, name, settings, fragment):
     with pytest.raises(UserError) as info:

@@ -132,6 +132,7 @@ def print_plan(console: Console, plan: RunPlan) -> None:
         say(f"  train: micro batch {w.train.micro_batch_size} x accumulation {w.train.gradient_accumulation_steps}, "
             f"{w.train.steps} steps ({w.train.warmup_steps} warm-up), {w.train.precision}; "
             f"deadline {case.timeout_s:g} s")
+        say(f"  layout: {layout_summary(w, case.name.world_size)}")
         for rnd in case.rounds:
             say(f"  round {rnd.index}: {rnd.dir}")
             say(f"    worker config: {rnd.config_path}")
@@ -142,5 +143,23 @@ def print_plan(console: Console, plan: RunPlan) -> None:
                 for key, value in sorted(node.env.items()):
                     say(f"      env {key}={value}")
                 say(f"      cwd: {node.cwd}")
-                say(f"      logs: {node.log_dir}/launcher.log, {node.log_dir}/rank<N>.stdout.log, "
-                    "rank<N>.stderr.log")
+                say(f"      logs: {node.log_dir}/launcher.log, "
+                    + ", ".join(f"{node.log_dir}/{name}" for name in case.framework.rank_log_names))
+
+
+def layout_summary(workload, world_size: int) -> str:
+    """``data 4 (sharding stage1 over 4) x tensor 2 x pipeline 1 (1f1b) = 8 ranks`` and the switches."""
+    par = workload.parallel
+    data = par.data_degree(world_size)
+    text = f"data {data}"
+    if par.sharding != "none":
+        text += f" (sharding {par.sharding} over {par.sharding_parallel_degree or data})"
+    text += f" x tensor {par.tensor_parallel_degree} x pipeline {par.pipeline_parallel_degree}"
+    if par.pipeline_parallel_degree > 1:
+        text += f" ({par.pipeline_schedule}, {workload.train.gradient_accumulation_steps} micro-batches)"
+    text += f" = {world_size} ranks"
+    extras = [name for name, on in (("sequence parallel", par.sequence_parallel), ("offload", par.offload),
+                                    (f"recompute {workload.train.recompute}", workload.train.recompute != "none"),
+                                    (f"AMP {workload.train.amp_level}", workload.train.precision in ("fp16", "bf16")))
+              if on]
+    return text + (f"; {', '.join(extras)}" if extras else "")

@@ -1,0 +1,121 @@
+"""Paddle workloads: the same model as PyTorch, trained by fleet, loss for loss.
+
+Both frameworks start from one weights file (``train.init_weights``, written by
+the torch model with the case's seed) and read one token file in the
+Megatron/PaddleNLP format, so their losses over the first steps must agree.
+Tolerance: 1e-4 absolute on losses near ln(vocab) = 6.93 (measured here:
+differences of 1e-6, the order of fp32 reduction order).
+
+Every layout that runs on a CPU is run with 2 ranks (fleet with 4 gloo ranks
+is unreliable on this machine; see issue 5): data parallel, sharding stage1,
+tensor parallel (fleet's mp layers, through ``training/paddle/cpu_compat.py``)
+and pipeline parallel (PipelineLayer with tied embeddings).
+"""
+from __future__ import annotations
+
+import json
+
+import pytest
+import yaml
+
+from run_benchmarks.errors import UserError
+from training.data.token_file import generate_token_dataset
+from training.spec import ModelSpec
+
+from .conftest import ROOT
+from .test_parity import TOLERANCE, losses
+from .test_plan import build
+
+pytest.importorskip("paddle")
+
+CASE = "gpt3_tiny"
+
+
+@pytest.fixture(scope="module")
+def shared_start(tmp_path_factory):
+    """(settings, torch's losses): one weights file, one token file, one process with the whole batch."""
+    from training.torch.weights import write_initial_weights
+
+    root = tmp_path_factory.mktemp("paddle_parity")
+    model = yaml.safe_load((ROOT / "cases" / CASE / "case.yaml").read_text())["model"]
+    weights = write_initial_weights(ModelSpec(**model), seed=1234, path=root / "init.npz")
+    generate_token_dataset(root / "tokens", vocab_size=model["vocab_size"], n_documents=200, seed=0)
+    settings = (f"train.init_weights={weights}", "data.source=tokens", f"data.path={root / 'tokens'}")
+    reference = losses(root, f"{CASE}:torch:cpu:1:1", "train.micro_batch_size=8", *settings)
+    return settings, reference
+
+
+def test_paddle_trains_the_torch_model_loss_for_loss(shared_start, tmp_path):
+    settings, torch_losses = shared_start
+    paddle_losses = losses(tmp_path, f"{CASE}:paddle:cpu:1:1", "train.micro_batch_size=8", *settings)
+    assert paddle_losses == pytest.approx(torch_losses, abs=TOLERANCE), f"paddle {paddle_losses} vs torch {torch_losses}"
+    assert paddle_losses[0] != paddle_losses[-1]  # trained: later steps compare updated weights
+
+
+PADDLE_LAYOUTS = {
+    "data_parallel": ("train.micro_batch_size=4",),
+    "sharding_stage1": ("train.micro_batch_size=4", "parallel.sharding=stage1"),
+    "tensor_parallel": ("train.micro_batch_size=8", "parallel.tensor_parallel_degree=2"),
+    "pipeline_parallel": ("train.micro_batch_size=4", "train.gradient_accumulation_steps=2",
+                          "parallel.pipeline_parallel_degree=2"),
+}
+
+
+@pytest.mark.parametrize("layout", sorted(PADDLE_LAYOUTS))
+def test_every_cpu_layout_matches_one_process(shared_start, tmp_path, layout):
+    settings, torch_losses = shared_start
+    got = losses(tmp_path, f"{CASE}:paddle:cpu:1:2", *PADDLE_LAYOUTS[layout], *settings)
+    assert got == pytest.approx(torch_losses, abs=TOLERANCE), f"{layout}: {got} vs one torch process {torch_losses}"
+
+
+def test_a_layout_paddle_cannot_run_on_cpu_is_unsupported_not_failed(tmp_path):
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "start_task.py", "--case_name", f"{CASE}:paddle:cpu:1:2",
+                           "--log-root", str(tmp_path), "--set", "parallel.sharding=stage2",
+                           "--set", "train.steps=2", "--set", "train.warmup_steps=1"],
+                          cwd=ROOT, capture_output=True, text=True, timeout=300)
+    results = [json.loads(p.read_text()) for p in tmp_path.glob("*/*/round1/results.json")]
+    assert [r["status"] for r in results] == ["unsupported"], done.stdout + done.stderr
+    assert "group_sharded_parallel" in results[0]["reason"] + " ".join(results[0]["error_lines"])
+
+
+PUBLISHED = ["config_TP1PP1SH2SP8A10080Gx1x8", "config_TP2PP1SH1SP4A10080Gx1x8", "config_TP2PP1SH2SP4A10080Gx1x8",
+             "config_TP2PP4SH1SP1A10080Gx1x8"]
+
+
+@pytest.mark.parametrize("extern", PUBLISHED + [name.replace("80G", "40G") for name in PUBLISHED])
+def test_published_gpt3_configs_plan_for_eight_a100(root, tmp_path, extern):
+    plan = build(root, tmp_path, "gpt3_6.7B:paddle_2.5.1:A100:1:8", extern_config=extern)
+    case = plan.cases[0]
+    par, train = case.workload.parallel, case.workload.train
+    tp, pp, sharding_stage, shard_degree = (int(x) for x in
+                                            extern.removeprefix("config_TP").split("A100")[0]
+                                            .replace("PP", " ").replace("SH", " ").replace("SP", " ").split())
+    assert (par.tensor_parallel_degree, par.pipeline_parallel_degree, par.sharding, par.sharding_parallel_degree) \
+        == (tp, pp, f"stage{sharding_stage}", shard_degree)
+    data = 8 // (tp * pp)
+    global_sequences = train.micro_batch_size * data * train.gradient_accumulation_steps
+    assert global_sequences * case.workload.model.seq_len == 1024 * 2048  # 2M tokens per step
+    assert (train.precision, train.amp_level) == ("fp16", "O2")
+    assert train.recompute == ("none" if "80G" in extern else "full")
+    argv = case.rounds[0].nodes[0].argv
+    assert argv[1:3] == ["-m", "paddle.distributed.launch"] and "--nproc_per_node=8" in argv
+
+
+def test_a_config_that_does_not_fit_the_world_size_is_refused(root, tmp_path):
+    with pytest.raises(UserError) as info:
+        build(root, tmp_path, "gpt3_6.7B:paddle_2.5.1:A100:1:4", extern_config="config_TP2PP1SH2SP4A10080Gx1x8")
+    assert "tensor 2 x pipeline 1 x sharding 4 = 8 does not divide the 4 ranks" in str(info.value)
+    assert "config_TP2PP1SH2SP4A10080Gx1x8.yaml" in str(info.value)
+
+
+def test_multi_node_paddle_launch_names_master_rank_and_address(root, tmp_path):
+    from run_benchmarks.frameworks import NodeLaunch, get
+
+    argv = get("paddle").launcher_argv(NodeLaunch(
+        python="python", nnodes=2, nprocs_per_node=8, node_rank=1, master_addr="10.0.0.1", master_port=29500,
+        local_addr="10.0.0.2", log_dir=tmp_path, worker_config=tmp_path / "c.json", code_root=tmp_path))
+    assert {"--nnodes=2", "--master=10.0.0.1:29500", "--rank=1", "--host=10.0.0.2"} <= set(argv)
+    assert argv[-3:] == [str(tmp_path / "training/run_pretraining.py"), "--config", str(tmp_path / "c.json")]
