@@ -7,6 +7,7 @@ launcher leaves each rank's output.
 """
 from __future__ import annotations
 
+import re
 import shutil
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
@@ -50,6 +51,16 @@ class Framework(ABC):
     distributions: tuple[str, ...]  # the pip distribution(s) whose version the case name pins, first found wins
     backends: dict[str, str]  # device type -> collective backend
     rank_log_names: tuple[str, ...] = ("rank<N>.stdout.log", "rank<N>.stderr.log")  # what gather_rank_logs leaves
+
+    # A rank that could not connect its collective backend at start-up did not run the benchmark: the round
+    # is retried (launch.START_RETRIES) instead of recorded. Gloo's full-mesh connect sometimes meets a peer
+    # that is not listening yet (seen with 4 Paddle ranks on 2 cores: "Connection refused", or a timeout).
+    start_error = re.compile(r"(?i)gloo.*(connection refused|connectfullmesh|timed? ?out)"
+                             r"|connectfullmesh failed|gloo.*connect.*(refused|reset)")
+
+    def start_error_in(self, lines: list[str]) -> Optional[str]:
+        """The first line that says the ranks never connected, or None."""
+        return next((line for line in lines if self.start_error.search(line)), None)
 
     def backend_for(self, device: str) -> str:
         return self.backends[device]

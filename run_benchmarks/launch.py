@@ -12,7 +12,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Callable, Optional, Protocol
+from typing import Callable, Optional, Protocol, Sequence
 
 import yaml
 
@@ -30,6 +30,7 @@ from .plan import CasePlan, NodePlan, RoundPlan, RunPlan
 MIN_FREE_BYTES = 1 << 30  # logs, configs and compile caches of a round fit in far less
 POLL_S = 0.5  # how often the orchestrator looks at its nodes; it shares the cores being measured
 STOP_GRACE_S = 10.0
+START_RETRIES = 2  # extra attempts for a round whose ranks never connected (Framework.start_error)
 _OOM_MARKERS = ("OutOfMemoryError", "CUDA out of memory", "out of memory", "can't allocate memory")
 
 
@@ -226,7 +227,7 @@ class Runner:
         try:
             for case in self.plan.cases:
                 for rnd in case.rounds:
-                    self._run_round(case, rnd)
+                    self._run_round_retrying_start_errors(case, rnd)
         finally:
             self.close()
         return self.results
@@ -244,9 +245,25 @@ class Runner:
             host.close()
         self.hosts.clear()
 
-    def _run_round(self, case: CasePlan, rnd: RoundPlan) -> None:
+    def _run_round_retrying_start_errors(self, case: CasePlan, rnd: RoundPlan) -> None:
+        """A round whose ranks never connected (no step done) is not a result: keep its logs aside, run again."""
+        notes: list[str] = []
+        for attempt in range(1, START_RETRIES + 2):
+            result = self._run_round(case, rnd, notes)
+            line = case.framework.start_error_in(result.error_lines) if result.steps_completed == 0 \
+                and result.status == "failed" else None
+            if line is None or attempt > START_RETRIES:
+                return
+            kept = rnd.dir.with_name(f"{rnd.dir.name}.start-error{attempt}")
+            shutil.rmtree(kept, ignore_errors=True)
+            rnd.dir.rename(kept)
+            self.results.remove(result)
+            notes.append(f"attempt {attempt} did not start ({line.strip()[:200]}); retried; its logs: {kept}")
+
+    def _run_round(self, case: CasePlan, rnd: RoundPlan, notes: Sequence[str] = ()) -> RoundResult:
         result = RoundResult(str(case.name), rnd.index, rnd.dir, status="failed", started_at=_now())
         result.warnings += self.version_warnings.get(str(case.name), [])
+        result.warnings += notes
         self.results.append(result)
         self._write_inputs(case, rnd)
         self.reporter.round_started(case, rnd)
@@ -284,6 +301,7 @@ class Runner:
         self.reporter.round_finished(case, rnd, result)
         if interrupted:
             raise KeyboardInterrupt
+        return result
 
     def _wait(self, case: CasePlan, rnd: RoundPlan, jobs: dict[int, Job], result: RoundResult) -> str:
         deadline = self.clock() + case.timeout_s

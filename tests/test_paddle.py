@@ -119,3 +119,20 @@ def test_multi_node_paddle_launch_names_master_rank_and_address(root, tmp_path):
         local_addr="10.0.0.2", log_dir=tmp_path, worker_config=tmp_path / "c.json", code_root=tmp_path))
     assert {"--nnodes=2", "--master=10.0.0.1:29500", "--rank=1", "--host=10.0.0.2"} <= set(argv)
     assert argv[-3:] == [str(tmp_path / "training/run_pretraining.py"), "--config", str(tmp_path / "c.json")]
+
+
+@pytest.mark.parametrize("line, start_error", [
+    ("RuntimeError: [/paddle/third_party/gloo/gloo/transport/tcp/pair.cc:144] connect [127.0.0.1]:6170: "
+     "Connection refused", True),
+    ("[enforce fail at ../third_party/gloo/gloo/transport/tcp/unbound_buffer.cc:81] Timed out waiting 150000ms "
+     "for recv operation to complete", True),
+    ("RuntimeError: Gloo connectFullMesh failed with ...", True),
+    ("training.paddle.train.InjectedFailure: injected failure on rank 0 at step 3", False),
+    ("ConnectionRefusedError: [Errno 111] Connection refused (a dataset server)", False),
+])
+def test_a_gloo_connect_failure_is_a_start_error_not_a_result(line, start_error):
+    from run_benchmarks.frameworks import get
+
+    for framework in ("paddle", "torch"):
+        assert (get(framework).start_error_in(["Traceback (most recent call last):", line]) is not None) \
+            == start_error

@@ -59,7 +59,7 @@ def test_multi_node_plan_places_nodes_on_hosts_in_order(root, tmp_path):
     ("gpt2_tinny:torch:cpu:1:1", ["unknown case 'gpt2_tinny'", "did you mean 'gpt2_tiny'?"]),
     ("gpt2_tiny:torch:tpu:1:1", ["unknown hardware 'tpu'", "known hardware:"]),
     ("gpt2_tiny:torch:CPU:1:1", ["unknown hardware 'CPU'", "did you mean 'cpu'?"]),
-    ("gpt2_tiny:jax:cpu:1:1", ["unknown framework 'jax'", "known frameworks: torch"]),
+    ("gpt2_tiny:jax:cpu:1:1", ["unknown framework 'jax'", "known frameworks: paddle, torch"]),
     ("gpt2_tiny:torch:cpu:2:1", ["asks for 2 nodes but", "cluster.yaml lists 1 host(s)", "lower nnodes"]),
     ("gpt2_tiny:torch:cpu", ["has 3 field(s)"]),
 ])
