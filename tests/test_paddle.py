@@ -127,7 +127,7 @@ def test_multi_node_paddle_launch_names_master_rank_and_address(root, tmp_path):
     ("[enforce fail at ../third_party/gloo/gloo/transport/tcp/unbound_buffer.cc:81] Timed out waiting 150000ms "
      "for recv operation to complete", True),
     ("RuntimeError: Gloo connectFullMesh failed with ...", True),
-    ("training.paddle.train.InjectedFailure: injected failure on rank 0 at step 3", False),
+    ("training.faults.InjectedFailure: injected failure on rank 0 at step 3", False),
     ("ConnectionRefusedError: [Errno 111] Connection refused (a dataset server)", False),
 ])
 def test_a_gloo_connect_failure_is_a_start_error_not_a_result(line, start_error):

@@ -77,6 +77,13 @@ Record = Union[StartRecord, StepRecord, EndRecord]
 _KINDS = {cls.__dataclass_fields__["kind"].default: cls for cls in (StartRecord, StepRecord, EndRecord)}
 
 
+def share_of(tokens: int | float, ranks: int) -> int | float:
+    """A rank's share of tokens that ``ranks`` ranks process together (tensor/pipeline parallel): an int
+    where it divides evenly, so the sum over ranks counts the global batch once."""
+    per_rank = tokens / ranks
+    return int(per_rank) if per_rank.is_integer() else per_rank
+
+
 def format_record(record: Record) -> str:
     payload = {"v": SCHEMA_VERSION, **asdict(record)}
     return PREFIX + json.dumps(payload, separators=(",", ":"), allow_nan=False)

@@ -26,6 +26,7 @@ from typing import Optional
 import numpy as np
 import torch
 
+from training.data.sampling import GlobalSampler
 from training.data.token_file import DataFormatError, EpochShuffle
 
 PAD, BOS, EOS = 0, 1, 2
@@ -53,7 +54,7 @@ def prompt(instruction: str, input_text: str = "") -> str:
     return template.format(instruction=instruction, input=input_text)
 
 
-class InstructionDataset:
+class InstructionDataset(GlobalSampler):
     """Padded SFT micro-batches of (inputs, targets) from an Alpaca-style jsonl file."""
 
     def __init__(self, path: str | Path | None, vocab_size: int, seq_len: int, micro_batch_size: int, seed: int,
@@ -64,10 +65,8 @@ class InstructionDataset:
         if vocab_size < MIN_VOCAB:
             raise DataFormatError(f"{self.path}: the built-in byte tokenizer needs vocab_size >= {MIN_VOCAB} "
                                   f"(3 specials + 256 bytes), got {vocab_size}; raise model.vocab_size")
-        self.vocab_size, self.seq_len, self.micro_batch_size = vocab_size, seq_len, micro_batch_size
-        self.seed, self.dp_rank, self.dp_size = seed, dp_rank, dp_size
+        super().__init__(vocab_size, seq_len, micro_batch_size, seed, dp_rank, dp_size)
         self.pad_to_multiple_of = pad_to_multiple_of
-        self.micro_batches_taken = 0
         self.last_real_tokens = self.last_padded_tokens = 0
         self.records = [self._tokenize(r) for r in (_read(self.path) if self.path is not None else records)]
         self._order = EpochShuffle(len(self.records), seed)
@@ -87,9 +86,7 @@ class InstructionDataset:
         return self.records[self._order(index)]
 
     def next_batch(self) -> tuple[torch.Tensor, torch.Tensor]:
-        first = (self.micro_batches_taken * self.dp_size + self.dp_rank) * self.micro_batch_size
-        self.micro_batches_taken += 1
-        samples = [self.sample(first + j) for j in range(self.micro_batch_size)]
+        samples = [self.sample(index) for index in self.next_indices()]
         longest = max(len(tokens) - 1 for tokens, _ in samples)
         multiple = self.pad_to_multiple_of
         width = min(-(-longest // multiple) * multiple, self.seq_len)

@@ -10,14 +10,10 @@ from __future__ import annotations
 
 import torch
 
+from training.data.sampling import GlobalSampler
 
-class SyntheticTokens:
-    def __init__(self, vocab_size: int, seq_len: int, micro_batch_size: int, seed: int,
-                 dp_rank: int = 0, dp_size: int = 1):
-        self.vocab_size, self.seq_len, self.micro_batch_size = vocab_size, seq_len, micro_batch_size
-        self.seed, self.dp_rank, self.dp_size = seed, dp_rank, dp_size
-        self.micro_batches_taken = 0
 
+class SyntheticTokens(GlobalSampler):
     @property
     def description(self) -> dict:
         return {"distribution": "uniform token ids"}
@@ -27,7 +23,5 @@ class SyntheticTokens:
         return torch.randint(0, self.vocab_size, (self.seq_len + 1,), generator=generator)
 
     def next_batch(self) -> tuple[torch.Tensor, torch.Tensor]:
-        first = (self.micro_batches_taken * self.dp_size + self.dp_rank) * self.micro_batch_size
-        self.micro_batches_taken += 1
-        tokens = torch.stack([self.sample(first + j) for j in range(self.micro_batch_size)])
+        tokens = torch.stack([self.sample(index) for index in self.next_indices()])
         return tokens[:, :-1], tokens[:, 1:]

@@ -29,6 +29,8 @@ from typing import Sequence
 
 import numpy as np
 
+from training.data.sampling import GlobalSampler
+
 _SCAN_CHUNK = 1 << 24  # tokens per slice when scanning the ids for range, to bound memory
 
 
@@ -90,14 +92,12 @@ def generate_token_dataset(prefix: str | Path, vocab_size: int, n_documents: int
     return write_token_dataset(prefix, [rng.integers(0, vocab_size, size=n) for n in lengths], vocab_size)
 
 
-class TokenFileDataset:
+class TokenFileDataset(GlobalSampler):
     """Micro-batches of (inputs, targets) from a token dataset; NumPy only, so Paddle workers need no torch."""
 
     def __init__(self, prefix: str | Path, vocab_size: int, seq_len: int, micro_batch_size: int, seed: int,
                  dp_rank: int = 0, dp_size: int = 1):
-        self.vocab_size, self.seq_len, self.micro_batch_size = vocab_size, seq_len, micro_batch_size
-        self.seed, self.dp_rank, self.dp_size = seed, dp_rank, dp_size
-        self.micro_batches_taken = 0
+        super().__init__(vocab_size, seq_len, micro_batch_size, seed, dp_rank, dp_size)
         self.prefix = str(prefix)
         self.ids, self.n_documents = _load(Path(self.prefix), vocab_size, seq_len)
         self.samples_per_epoch = (len(self.ids) - 1) // seq_len
@@ -114,9 +114,7 @@ class TokenFileDataset:
 
     def next_batch(self) -> tuple[np.ndarray, np.ndarray]:
         """(inputs, targets) as int64 NumPy arrays: every framework reads the same file the same way."""
-        first = (self.micro_batches_taken * self.dp_size + self.dp_rank) * self.micro_batch_size
-        self.micro_batches_taken += 1
-        tokens = np.stack([self.sample(first + j) for j in range(self.micro_batch_size)])
+        tokens = np.stack([self.sample(index) for index in self.next_indices()])
         return tokens[:, :-1], tokens[:, 1:]
 
 

@@ -9,17 +9,12 @@ from __future__ import annotations
 
 import numpy as np
 
+from training.data.sampling import GlobalSampler
 from training.data.token_file import TokenFileDataset
 from training.spec import WorkloadSpec
 
 
-class SyntheticArrays:
-    def __init__(self, vocab_size: int, seq_len: int, micro_batch_size: int, seed: int,
-                 dp_rank: int = 0, dp_size: int = 1):
-        self.vocab_size, self.seq_len, self.micro_batch_size = vocab_size, seq_len, micro_batch_size
-        self.seed, self.dp_rank, self.dp_size = seed, dp_rank, dp_size
-        self.micro_batches_taken = 0
-
+class SyntheticArrays(GlobalSampler):
     @property
     def description(self) -> dict:
         return {"distribution": "uniform token ids"}
@@ -28,9 +23,7 @@ class SyntheticArrays:
         return np.random.default_rng([self.seed % 2**32, index]).integers(0, self.vocab_size, self.seq_len + 1)
 
     def next_batch(self) -> tuple[np.ndarray, np.ndarray]:
-        first = (self.micro_batches_taken * self.dp_size + self.dp_rank) * self.micro_batch_size
-        self.micro_batches_taken += 1
-        tokens = np.stack([self.sample(first + j) for j in range(self.micro_batch_size)]).astype(np.int64)
+        tokens = np.stack([self.sample(index) for index in self.next_indices()]).astype(np.int64)
         return tokens[:, :-1], tokens[:, 1:]
 
 

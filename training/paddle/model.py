@@ -19,6 +19,7 @@ import paddle
 import paddle.nn.functional as F
 from paddle import nn
 
+from training import positions
 from training.spec import ModelSpec
 
 IGNORE_INDEX = -100
@@ -96,18 +97,6 @@ def apply_rotary(x, cos, sin):
     cos, sin = cos[:t].unsqueeze(1).astype(x.dtype), sin[:t].unsqueeze(1).astype(x.dtype)
     x1, x2 = x[..., 0::2], x[..., 1::2]
     return paddle.stack([x1 * cos - x2 * sin, x1 * sin + x2 * cos], axis=-1).flatten(-2)
-
-
-def alibi_slopes(n_head: int) -> list[float]:
-    def powers(n: int) -> list[float]:
-        start = 2 ** (-(2 ** -(math.log2(n) - 3)))
-        return [start ** (i + 1) for i in range(n)]
-
-    closest = 2 ** math.floor(math.log2(n_head))
-    slopes = powers(closest)
-    if closest < n_head:
-        slopes += powers(2 * closest)[0::2][: n_head - closest]
-    return slopes
 
 
 def attention_bias(t: int, slopes: list[float] | None, dtype) -> paddle.Tensor:
@@ -201,7 +190,7 @@ class PositionContext:
         self.slopes = None
         if spec.position == "alibi":
             local = spec.n_head // mp_degree
-            self.slopes = alibi_slopes(spec.n_head)[mp_rank * local:(mp_rank + 1) * local]
+            self.slopes = positions.alibi_slopes(spec.n_head)[mp_rank * local:(mp_rank + 1) * local]
 
     def bias(self, t: int, dtype, flash: bool):
         if flash and self.slopes is None:

@@ -26,19 +26,13 @@ import paddle
 import paddle.distributed as dist
 
 from training import flops, perflog
+from training.faults import check_faults
 from training.paddle.data import open_pretraining_data
 from training.paddle.model import GPT, Kernels
 from training.paddle.weights import canonical_name, load as load_weights
 from training.spec import WorkerConfig, WorkloadSpec
 from training.sysinfo import node_environment
 from training.unsupported import UnsupportedOnDevice
-
-OOM_REQUEST_BYTES = 2**50
-
-
-class InjectedFailure(RuntimeError):
-    """Raised by ``debug.fail_at_step``."""
-
 
 class Layout:
     """The hybrid degrees of this run and this rank's place in them."""
@@ -191,22 +185,6 @@ def _framework_environment() -> dict:
     return env
 
 
-def _check_faults(spec: WorkloadSpec, rank: int, step: int) -> None:
-    debug = spec.debug
-    if debug.fail_at_step == step and debug.fail_rank == rank:
-        raise InjectedFailure(f"injected failure on rank {rank} at step {step} (debug.fail_at_step)")
-    if debug.hang_at_step == step and debug.fail_rank == rank:
-        while True:
-            time.sleep(60)
-    if debug.oom_at_step == step and debug.fail_rank == rank:
-        paddle.empty([OOM_REQUEST_BYTES], dtype="uint8")
-
-
-def _per_rank(tokens: int, share: int) -> int | float:
-    per_rank = tokens / share
-    return int(per_rank) if per_rank.is_integer() else per_rank
-
-
 def train(cfg: WorkerConfig) -> None:
     rank, world, local_rank, node_rank = _dist_env()
     spec, runtime = cfg.workload, cfg.runtime
@@ -241,7 +219,7 @@ def train(cfg: WorkerConfig) -> None:
     accumulation = spec.train.gradient_accumulation_steps
     share = layout.tp * layout.pp
     tokens_per_micro_batch = spec.train.micro_batch_size * spec.model.seq_len
-    tokens_per_step = _per_rank(tokens_per_micro_batch * accumulation, share)
+    tokens_per_step = perflog.share_of(tokens_per_micro_batch * accumulation, share)
     flops_per_token, flop_formula = flops.flops_per_token(spec.model, spec.train)
 
     environment = {**node_environment(), **_framework_environment()} if local_rank == 0 else None
@@ -255,7 +233,7 @@ def train(cfg: WorkerConfig) -> None:
 
     no_sync = getattr(model, "no_sync", None)  # plain data parallel: sync gradients on the last micro-batch only
     for step in range(spec.train.steps):
-        _check_faults(spec, rank, step)
+        check_faults(spec.debug, rank, step, lambda size: paddle.empty([size], dtype="uint8"))
         _synchronize()
         started = time.perf_counter()
         batches = [data.next_batch() for _ in range(accumulation)]

@@ -12,6 +12,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from training import positions
 from training.data.instruction import IGNORE_INDEX
 from training.spec import ModelSpec
 
@@ -36,16 +37,7 @@ def _apply_rotary(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torc
 
 
 def alibi_slopes(n_head: int) -> torch.Tensor:
-    """Per-head ALiBi slopes (Press et al.), with the paper's interpolation for head counts not a power of 2."""
-    def powers(n: int) -> list[float]:
-        start = 2 ** (-(2 ** -(math.log2(n) - 3)))
-        return [start ** (i + 1) for i in range(n)]
-
-    closest = 2 ** math.floor(math.log2(n_head))
-    slopes = powers(closest)
-    if closest < n_head:
-        slopes += powers(2 * closest)[0::2][: n_head - closest]
-    return torch.tensor(slopes, dtype=torch.float32)
+    return torch.tensor(positions.alibi_slopes(n_head), dtype=torch.float32)
 
 
 def alibi_causal_mask(slopes: torch.Tensor, t: int, dtype: torch.dtype) -> torch.Tensor:

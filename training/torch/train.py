@@ -17,6 +17,7 @@ import torch
 import torch.distributed as dist
 
 from training import flops, perflog
+from training.faults import check_faults
 from training.data import open_dataset
 from training.spec import WorkerConfig
 from training.sysinfo import node_environment
@@ -25,13 +26,6 @@ from training.torch.lora import apply_lora, trainable_parameters
 from training.torch.model import GPT
 from training.torch.parallel import parallelize
 from training.torch.weights import load as load_weights
-
-OOM_REQUEST_BYTES = 2**50  # 1 PiB: more than any device or host has
-
-
-class InjectedFailure(RuntimeError):
-    """Raised by ``debug.fail_at_step``: the orchestrator's crash path, exercised for real."""
-
 
 def _dist_env() -> tuple[int, int, int, int]:
     rank = int(os.environ.get("RANK", 0))
@@ -78,17 +72,6 @@ def _nvidia_driver() -> str | None:
         return None
 
 
-def _check_faults(cfg: WorkerConfig, rank: int, step: int, device: torch.device) -> None:
-    debug = cfg.workload.debug
-    if debug.fail_at_step == step and debug.fail_rank == rank:
-        raise InjectedFailure(f"injected failure on rank {rank} at step {step} (debug.fail_at_step)")
-    if debug.hang_at_step == step and debug.fail_rank == rank:
-        while True:
-            time.sleep(60)
-    if debug.oom_at_step == step and debug.fail_rank == rank:
-        torch.empty(OOM_REQUEST_BYTES, dtype=torch.uint8, device=device)
-
-
 def _global_count(local: int, parallel, device: torch.device, world: int, exact: bool) -> int:
     """Supervised tokens in the global batch: an all-reduce where batches differ (instruction data)."""
     if not exact:  # every position of every sample is supervised: the count is the same on every rank
@@ -97,11 +80,6 @@ def _global_count(local: int, parallel, device: torch.device, world: int, exact:
     if world > 1:
         dist.all_reduce(count)  # ranks that share one replica (tensor parallel) hold the same batch
     return int(count.item()) // parallel.model_parallel_size
-
-
-def _per_rank(tokens: int, share: int) -> int | float:
-    per_rank = tokens / share
-    return int(per_rank) if per_rank.is_integer() else per_rank
 
 
 def train(cfg: WorkerConfig) -> None:
@@ -129,7 +107,7 @@ def train(cfg: WorkerConfig) -> None:
     # Ranks that split one model replica share its tokens: each reports its share, so the sum over
     # ranks is the global batch and tokens/s per device stays honest.
     share = parallel.model_parallel_size
-    tokens_per_step = _per_rank(spec.train.micro_batch_size * spec.model.seq_len * accumulation, share)
+    tokens_per_step = perflog.share_of(spec.train.micro_batch_size * spec.model.seq_len * accumulation, share)
     flops_per_token, flop_formula = flops.flops_per_token(spec.model, spec.train)
 
     @functools.cache
@@ -148,7 +126,7 @@ def train(cfg: WorkerConfig) -> None:
     ))
 
     for step in range(spec.train.steps):
-        _check_faults(cfg, rank, step, device)
+        check_faults(spec.debug, rank, step, lambda size: torch.empty(size, dtype=torch.uint8, device=device))
         _synchronize(device)
         started = time.perf_counter()
         batches = [data.next_batch() for _ in range(accumulation)]
@@ -176,8 +154,8 @@ def train(cfg: WorkerConfig) -> None:
             loss_sum /= parallel.loss_copies
         perflog.emit(perflog.StepRecord(
             rank=rank, step=step, warmup=step < spec.train.warmup_steps,
-            step_time_s=elapsed, tokens=_per_rank(padded, share), loss=float(loss_sum.item()),
-            effective_tokens=_per_rank(real, share) if spec.data.instruction else None,
+            step_time_s=elapsed, tokens=perflog.share_of(padded, share), loss=float(loss_sum.item()),
+            effective_tokens=perflog.share_of(real, share) if spec.data.instruction else None,
             flops=step_flops / share if spec.data.instruction else None, grad_norm=grad_norm,
         ))
 

@@ -1,0 +1,29 @@
+"""Fault injection (``debug:`` in a case): the orchestrator's failure paths, exercised on real workers.
+
+Framework-neutral; each worker passes the allocation that makes a real
+out-of-memory error on its device.
+"""
+from __future__ import annotations
+
+import time
+from typing import Callable
+
+from training.spec import DebugSpec
+
+OOM_REQUEST_BYTES = 2**50  # 1 PiB: more than any device or host has
+
+
+class InjectedFailure(RuntimeError):
+    """Raised by ``debug.fail_at_step``: the orchestrator's crash path, exercised for real."""
+
+
+def check_faults(debug: DebugSpec, rank: int, step: int, allocate: Callable[[int], object]) -> None:
+    if debug.fail_rank != rank:
+        return
+    if debug.fail_at_step == step:
+        raise InjectedFailure(f"injected failure on rank {rank} at step {step} (debug.fail_at_step)")
+    if debug.hang_at_step == step:
+        while True:
+            time.sleep(60)
+    if debug.oom_at_step == step:
+        allocate(OOM_REQUEST_BYTES)
