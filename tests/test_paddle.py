@@ -136,3 +136,13 @@ def test_a_gloo_connect_failure_is_a_start_error_not_a_result(line, start_error)
     for framework in ("paddle", "torch"):
         assert (get(framework).start_error_in(["Traceback (most recent call last):", line]) is not None) \
             == start_error
+
+
+@pytest.mark.parametrize("name, extern, layout", [
+    ("gpt3_tiny:paddle_3.3:cpu:1:2", "config_TP2PP1SH1SP1cpux1x2", (2, "none", 1)),
+    ("gpt3_tiny:paddle_3.3:cpu:1:2", "config_TP1PP1SH1SP2cpux1x2", (1, "stage1", 2)),
+    ("gpt3_tiny:torch:cpu:1:2", "config_TP1PP1SH1SP2cpux1x2", (1, "stage1", 2)),  # one vocabulary, both frameworks
+])
+def test_cpu_vendor_configs_drive_the_tiny_case(root, tmp_path, name, extern, layout):
+    par = build(root, tmp_path, name, extern_config=extern).cases[0].workload.parallel
+    assert (par.tensor_parallel_degree, par.sharding, par.data_degree(2)) == layout
