@@ -146,3 +146,13 @@ def test_a_gloo_connect_failure_is_a_start_error_not_a_result(line, start_error)
 def test_cpu_vendor_configs_drive_the_tiny_case(root, tmp_path, name, extern, layout):
     par = build(root, tmp_path, name, extern_config=extern).cases[0].workload.parallel
     assert (par.tensor_parallel_degree, par.sharding, par.data_degree(2)) == layout
+
+
+def test_two_paddle_nodes_meet_through_the_master_and_match_one_process(shared_start, tmp_path):
+    """Two launchers (two local hosts), each told --master, --rank and --host, as on two machines."""
+    settings, torch_losses = shared_start
+    cluster = tmp_path / "cluster.yaml"
+    cluster.write_text("hosts:\n  - {name: n0, address: 127.0.0.1}\n  - {name: n1, address: 127.0.0.1}\n")
+    got = losses(tmp_path, f"{CASE}:paddle:cpu:2:1", "train.micro_batch_size=4", *settings,
+                 cli_args=("--cluster", str(cluster)))
+    assert got == pytest.approx(torch_losses, abs=TOLERANCE)

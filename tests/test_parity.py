@@ -27,13 +27,14 @@ GRAD_NORM_TOLERANCE = 1e-4  # relative: AdamW hardly reacts to a constant gradie
 COMMON = ("train.steps=4", "train.warmup_steps=1", "train.lr=1e-3")
 
 
-def losses(log_root: Path, case_name: str, *settings: str) -> list[float]:
-    return [loss for loss, _ in trajectory(log_root, case_name, *settings)]
+def losses(log_root: Path, case_name: str, *settings: str, cli_args: tuple[str, ...] = ()) -> list[float]:
+    return [loss for loss, _ in trajectory(log_root, case_name, *settings, cli_args=cli_args)]
 
 
-def trajectory(log_root: Path, case_name: str, *settings: str) -> list[tuple[float, float]]:
+def trajectory(log_root: Path, case_name: str, *settings: str,
+               cli_args: tuple[str, ...] = ()) -> list[tuple[float, float]]:
     """(loss, gradient norm) per step, from rank 0's perf records."""
-    argv = [sys.executable, "-m", "run_benchmarks.cli", "run", case_name, "--log-root", str(log_root)]
+    argv = [sys.executable, "-m", "run_benchmarks.cli", "run", case_name, "--log-root", str(log_root), *cli_args]
     for setting in (*COMMON, *settings):
         argv += ["--set", setting]
     system_tmp = log_root / "system-tmp"
