@@ -14,11 +14,16 @@ Definitions (all over measured steps, i.e. warm-up excluded):
 from __future__ import annotations
 
 import math
+import operator
 import statistics
-from dataclasses import asdict, dataclass
+from array import array
+from dataclasses import asdict, dataclass, fields
+from itertools import repeat
 from typing import Optional, Sequence
 
-from .collect import RankLog
+from training import perflog
+
+from .collect import RankLog, StepSeries
 
 CV_FLAG = 0.05  # rounds whose figures vary more than this are flagged
 
@@ -38,25 +43,36 @@ class Stats:
         values = [float(v) for v in values]
         if not values:
             return None
-        mean = statistics.fmean(values)
-        std = statistics.stdev(values) if len(values) > 1 else 0.0
-        return cls(len(values), mean, statistics.median(values), std, min(values), max(values),
+        n = len(values)
+        mean = math.fsum(values) / n  # fsum, not statistics.stdev: exact enough and fast on 10^6 steps
+        std = math.sqrt(math.fsum((v - mean) ** 2 for v in values) / (n - 1)) if n > 1 else 0.0
+        return cls(n, mean, statistics.median(values), std, min(values), max(values),
                    std / mean if mean else math.nan)
+
+
+STEP_SERIES_POINTS = 512  # step times kept for plots: bucket means beyond this many steps
 
 
 @dataclass(frozen=True)
 class RoundMetrics:
     world_size: int
+    nnodes: int
     warmup_steps: int
     measured_steps: int
     n_params: int
     trainable_params: Optional[int]
     precision: str
     step_time_s: Stats
+    step_time_series: list  # [[step, seconds], ...] of the slowest rank, at most STEP_SERIES_POINTS
+    first_step_time_s: Optional[float]  # step 0, warm-up: compilation, allocator growth, first collectives
+    init_time_s: Optional[float]  # slowest rank: process start -> first step (imports, model, data, groups)
     tokens_per_step: int
+    samples_per_step: Optional[int]
     tokens_per_s_total: float
     tokens_per_s_per_device: float
     tokens_per_s_per_rank: Stats
+    tokens_per_s_per_node: list
+    samples_per_s: Optional[float]
     effective_tokens_per_s_per_device: Optional[float]
     flops_per_token: float
     flop_formula: str
@@ -73,66 +89,181 @@ class RoundMetrics:
     def to_dict(self) -> dict:
         return asdict(self)
 
+    @classmethod
+    def from_dict(cls, data: dict) -> "RoundMetrics":
+        """Back from results.json or the store; fields a newer accelbench added read as missing."""
+        known = {f.name: f for f in fields(cls)}
+        values = {k: v for k, v in data.items() if k in known}
+        for name in ("step_time_s", "tokens_per_s_per_rank", "peak_memory_bytes"):
+            if isinstance(values.get(name), dict):
+                values[name] = Stats(**values[name])
+        for name, f in known.items():
+            values.setdefault(name, [] if name in ("step_time_series", "tokens_per_s_per_node") else None)
+        return cls(**values)
+
 
 class NothingToMeasure(ValueError):
     pass
 
 
-def round_metrics(ranks: list[RankLog], peak_tflops: Optional[float], peak_note: str) -> RoundMetrics:
+@dataclass
+class _RankTotals:
+    rank: int
+    node_rank: int
+    tokens: float  # over its measured steps
+    seconds: float
+    steps: int
+    tokens_per_step: int
+    peak_memory_bytes: int
+
+
+@dataclass(frozen=True)
+class _FirstRank:
+    rank: int
+    start: perflog.StartRecord
+    end: perflog.EndRecord
+    warmup: int
+    first_step_time_s: Optional[float]
+    loss_first: Optional[float]
+    loss_last: Optional[float]
+
+
+class RoundAccumulator:
+    """Folds the ranks of a round in one at a time.
+
+    Per step it keeps the slowest rank's time, how many ranks reported it and their token (and FLOP)
+    sums: memory grows with the step count, never with ranks or log size, so a rank's columns can be
+    dropped as soon as it is folded in.
+    """
+
+    def __init__(self) -> None:
+        self.max_time, self.count = array("d"), array("q")
+        self.tokens, self.effective, self.flops = array("d"), array("d"), array("d")
+        self.has_effective = self.has_flops = True
+        self.ranks: list[_RankTotals] = []
+        self.first: Optional[_FirstRank] = None  # the lowest rank: model facts, loss
+        self.init_times: list[float] = []
+        self.missing: list[int] = []
+
+    def add(self, rank: RankLog) -> None:
+        if rank.start is None or rank.end is None:
+            self.missing.append(rank.rank)
+            return
+        s = rank.series
+        if self.first is None or rank.rank < self.first.rank:  # copied: the caller may drop the columns
+            self.first = _FirstRank(rank.rank, rank.start, rank.end, s.warmup, s.first_step_time_s, s.loss_first,
+                                    s.loss_last)
+        if rank.start.init_time_s is not None:
+            self.init_times.append(rank.start.init_time_s)
+        self.ranks.append(_RankTotals(rank.rank, rank.start.node_rank, math.fsum(s.tokens), math.fsum(s.times),
+                                      len(s.steps), rank.start.tokens_per_step, rank.end.peak_memory_bytes))
+        self.has_effective &= s.has_effective
+        self.has_flops &= s.has_flops
+        if len(s.steps):
+            self._fold(s)
+
+    def _fold(self, s: StepSeries) -> None:
+        first, n = s.steps[0], len(s.steps)
+        end = first + n
+        grow = max(0, max(end, s.steps[-1] + 1) - len(self.count))
+        for column in (self.max_time, self.count, self.tokens, self.effective, self.flops):
+            column.extend(repeat(0, grow))
+        if s.steps == array("q", range(first, end)):  # the usual case: whole columns at C speed
+            self.max_time[first:end] = array("d", map(max, self.max_time[first:end], s.times))
+            self.count[first:end] = array("q", map(operator.add, self.count[first:end], repeat(1, n)))
+            self.tokens[first:end] = array("d", map(operator.add, self.tokens[first:end], s.tokens))
+            if self.has_effective:
+                self.effective[first:end] = array("d", map(operator.add, self.effective[first:end], s.effective))
+            if self.has_flops:
+                self.flops[first:end] = array("d", map(operator.add, self.flops[first:end], s.flops))
+            return
+        for i, step in enumerate(s.steps):
+            self.max_time[step] = max(self.max_time[step], s.times[i])
+            self.count[step] += 1
+            self.tokens[step] += s.tokens[i]
+            if self.has_effective:
+                self.effective[step] += s.effective[i]
+            if self.has_flops:
+                self.flops[step] += s.flops[i]
+
+    def metrics(self, peak_tflops: Optional[float], peak_note: str,
+                samples_per_step: Optional[int] = None) -> RoundMetrics:
+        if self.missing or self.first is None:
+            raise NothingToMeasure("not every rank reported start and end")
+        world = len(self.ranks)
+        common = [step for step, count in enumerate(self.count) if count == world]
+        if not common:
+            raise NothingToMeasure("no measured step is common to all ranks")
+        start, first = self.first.start, self.first
+        step_times = [self.max_time[step] for step in common]
+        seconds = math.fsum(step_times)
+        tokens_per_s_total = math.fsum(self.tokens[step] for step in common) / seconds
+        per_device = tokens_per_s_total / world
+        effective = (math.fsum(self.effective[step] for step in common) / seconds / world
+                     if self.has_effective else None)
+        if self.has_flops:
+            tflops = math.fsum(self.flops[step] for step in common) / seconds / world / 1e12
+        else:
+            tflops = start.flops_per_token * per_device / 1e12
+        mfu = tflops / peak_tflops if peak_tflops else None
+        note = f"MFU = {tflops:.4g} / {peak_tflops:g} TFLOP/s ({start.precision} peak)" if peak_tflops else peak_note
+        nodes: dict[int, float] = {}  # tokens per node over the common steps (exact when all steps are)
+        for r in self.ranks:
+            nodes[r.node_rank] = nodes.get(r.node_rank, 0.0) + r.tokens * len(common) / max(1, r.steps)
+        return RoundMetrics(
+            world_size=world,
+            nnodes=len(nodes),
+            warmup_steps=first.warmup,
+            measured_steps=len(common),
+            n_params=start.n_params,
+            trainable_params=start.trainable_params,
+            precision=start.precision,
+            step_time_s=Stats.of(step_times),
+            step_time_series=_thin(common, step_times),
+            first_step_time_s=first.first_step_time_s,
+            init_time_s=max(self.init_times) if self.init_times else None,
+            tokens_per_step=sum(r.tokens_per_step for r in self.ranks),
+            samples_per_step=samples_per_step,
+            tokens_per_s_total=tokens_per_s_total,
+            tokens_per_s_per_device=per_device,
+            tokens_per_s_per_rank=Stats.of([r.tokens / r.seconds for r in self.ranks if r.seconds > 0]),
+            tokens_per_s_per_node=[nodes[n] / seconds for n in sorted(nodes)],
+            samples_per_s=samples_per_step * len(common) / seconds if samples_per_step else None,
+            effective_tokens_per_s_per_device=effective,
+            flops_per_token=start.flops_per_token,
+            flop_formula=start.flop_formula,
+            tflops_per_device=tflops,
+            peak_tflops=peak_tflops,
+            mfu=mfu,
+            mfu_note=note,
+            peak_memory_bytes=Stats.of([r.peak_memory_bytes for r in self.ranks]),
+            memory_total_bytes=self.first.end.memory_total_bytes,
+            memory_kind=self.first.end.memory_kind,
+            loss_first=first.loss_first,
+            loss_last=first.loss_last,
+        )
+
+
+def _thin(steps: list[int], times: list[float], points: int = STEP_SERIES_POINTS) -> list:
+    if len(steps) <= points:
+        return [[s, t] for s, t in zip(steps, times)]
+    size = len(steps) / points
+    out = []
+    for k in range(points):
+        lo, hi = int(k * size), int((k + 1) * size)
+        out.append([steps[lo], math.fsum(times[lo:hi]) / (hi - lo)])
+    return out
+
+
+def round_metrics(ranks: Sequence[RankLog], peak_tflops: Optional[float], peak_note: str,
+                  samples_per_step: Optional[int] = None) -> RoundMetrics:
     """Figures of one complete round; every rank must have its start, steps and end."""
-    if not ranks or any(r.start is None or r.end is None for r in ranks):
-        raise NothingToMeasure("not every rank reported start and end")
-    first = ranks[0].start
-    measured = [[s for s in r.steps if not s.warmup] for r in ranks]
-    common_steps = set.intersection(*({s.step for s in steps} for steps in measured))
-    if not common_steps:
-        raise NothingToMeasure("no measured step is common to all ranks")
-    times_by_rank = [{s.step: s.step_time_s for s in steps} for steps in measured]
-    tokens_by_rank = [{s.step: s.tokens for s in steps} for steps in measured]
-    step_times = [max(t[step] for t in times_by_rank) for step in sorted(common_steps)]
-    total_tokens = sum(tokens[step] for tokens in tokens_by_rank for step in common_steps)
-    tokens_per_s_total = total_tokens / sum(step_times)
-    per_device = tokens_per_s_total / len(ranks)
-    per_rank = [
-        sum(tokens_by_rank[i][s] for s in common_steps) / sum(times_by_rank[i][s] for s in common_steps)
-        for i in range(len(ranks))
-    ]
-    effective = [s.effective_tokens for steps in measured for s in steps if s.step in common_steps]
-    effective_per_device = (sum(effective) / sum(step_times) / len(ranks)
-                            if effective and None not in effective else None)
-    step_flops = [s.flops for steps in measured for s in steps if s.step in common_steps]
-    if step_flops and None not in step_flops:
-        tflops = sum(step_flops) / sum(step_times) / len(ranks) / 1e12
-    else:
-        tflops = first.flops_per_token * per_device / 1e12
-    mfu = tflops / peak_tflops if peak_tflops else None
-    note = f"MFU = {tflops:.4g} / {peak_tflops:g} TFLOP/s ({first.precision} peak)" if peak_tflops else peak_note
-    rank0_steps = sorted(ranks[0].steps, key=lambda s: s.step)
-    return RoundMetrics(
-        world_size=len(ranks),
-        warmup_steps=sum(1 for s in ranks[0].steps if s.warmup),
-        measured_steps=len(common_steps),
-        n_params=first.n_params,
-        trainable_params=first.trainable_params,
-        precision=first.precision,
-        step_time_s=Stats.of(step_times),
-        tokens_per_step=sum(r.start.tokens_per_step for r in ranks),
-        tokens_per_s_total=tokens_per_s_total,
-        tokens_per_s_per_device=per_device,
-        tokens_per_s_per_rank=Stats.of(per_rank),
-        effective_tokens_per_s_per_device=effective_per_device,
-        flops_per_token=first.flops_per_token,
-        flop_formula=first.flop_formula,
-        tflops_per_device=tflops,
-        peak_tflops=peak_tflops,
-        mfu=mfu,
-        mfu_note=note,
-        peak_memory_bytes=Stats.of([r.end.peak_memory_bytes for r in ranks]),
-        memory_total_bytes=ranks[0].end.memory_total_bytes,
-        memory_kind=ranks[0].end.memory_kind,
-        loss_first=rank0_steps[0].loss,
-        loss_last=rank0_steps[-1].loss,
-    )
+    if not ranks:
+        raise NothingToMeasure("no rank reported")
+    acc = RoundAccumulator()
+    for rank in ranks:
+        acc.add(rank)
+    return acc.metrics(peak_tflops, peak_note, samples_per_step)
 
 
 CASE_FIGURES = ("tokens_per_s_total", "tokens_per_s_per_device", "effective_tokens_per_s_per_device",

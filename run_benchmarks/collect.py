@@ -1,10 +1,11 @@
 """Read what the workers left: perf records from each rank's stdout, error lines from stderr.
 
-Files are streamed line by line, so a long run's logs never sit in memory whole.
+Files are streamed (records.py), so a long run's logs never sit in memory whole.
 """
 from __future__ import annotations
 
 import re
+from array import array
 from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -12,6 +13,7 @@ from typing import Optional
 
 from training import perflog
 
+from . import records
 from .frameworks import RankLogs
 
 ERROR_TAIL_LINES = 12
@@ -24,12 +26,61 @@ _PEER_FAILURE = re.compile(r"Connection reset by peer|Connection closed by peer|
                            re.IGNORECASE)
 
 
+class StepSeries:
+    """One rank's measured steps as columns (8 bytes a field a step), never as record objects, so a long
+    run's analysis needs memory for its step count, not for its logs. Warm-up steps are only counted."""
+
+    def __init__(self) -> None:
+        self.steps = array("q")
+        self.times = array("d")
+        self.tokens = array("d")
+        self.effective = array("d")  # kept only while every step carries it
+        self.flops = array("d")
+        self.has_effective = self.has_flops = True
+        self.warmup = 0
+        self.first_step_time_s: Optional[float] = None  # step 0 (warm-up or not): compile, allocator
+        self.loss_first: Optional[float] = None
+        self.loss_last: Optional[float] = None
+        self.grad_norm_last: Optional[float] = None
+
+    def __len__(self) -> int:  # every step reported, warm-up included
+        return self.warmup + len(self.steps)
+
+    def add(self, step: int, warmup: bool, step_time_s: float, tokens: float, loss: float,
+            effective_tokens: Optional[float] = None, flops: Optional[float] = None,
+            grad_norm: Optional[float] = None) -> None:
+        # Convert before touching any column, so a malformed record leaves the columns aligned.
+        step, step_time_s, tokens, loss = int(step), float(step_time_s), float(tokens), float(loss)
+        if self.loss_first is None:
+            self.loss_first, self.first_step_time_s = loss, step_time_s
+        self.loss_last, self.grad_norm_last = loss, grad_norm
+        if warmup:
+            self.warmup += 1
+            return
+        self.steps.append(step)
+        self.times.append(step_time_s)
+        self.tokens.append(tokens)
+        if self.has_effective:
+            if effective_tokens is None:
+                self.has_effective, self.effective = False, array("d")
+            else:
+                self.effective.append(effective_tokens)
+        if self.has_flops:
+            if flops is None:
+                self.has_flops, self.flops = False, array("d")
+            else:
+                self.flops.append(flops)
+
+    def add_record(self, r: perflog.StepRecord) -> None:
+        self.add(r.step, r.warmup, r.step_time_s, r.tokens, r.loss, r.effective_tokens, r.flops, r.grad_norm)
+
+
 @dataclass
 class RankLog:
     rank: int
     logs: Optional[RankLogs] = None
     start: Optional[perflog.StartRecord] = None
-    steps: list[perflog.StepRecord] = field(default_factory=list)
+    series: StepSeries = field(default_factory=StepSeries)
     end: Optional[perflog.EndRecord] = None
     problems: list[str] = field(default_factory=list)
 
@@ -37,25 +88,41 @@ class RankLog:
     def finished(self) -> bool:
         return self.end is not None
 
+    @property
+    def steps_done(self) -> int:
+        return len(self.series)
+
 
 def read_rank(logs: RankLogs) -> RankLog:
+    """Stream a rank's stdout into its start and end records and its step columns."""
     out = RankLog(logs.rank, logs)
     if not logs.stdout.is_file():
         out.problems.append(f"no output from rank {logs.rank} ({logs.stdout} missing)")
         return out
-    with open(logs.stdout, encoding="utf-8", errors="replace") as f:
-        for number, line in enumerate(f, 1):
-            try:
-                record = perflog.parse_line(line)
-            except perflog.PerfLogError as exc:
-                out.problems.append(f"{logs.stdout}:{number}: {exc}")
+    series, problems = out.series, out.problems
+    for payload in records.read_payloads(logs.stdout, problems):
+        try:
+            if payload["kind"] == "step" and payload["v"] == perflog.SCHEMA_VERSION:  # the hot path
+                series.add(payload["step"], payload["warmup"], payload["step_time_s"], payload["tokens"],
+                           payload["loss"], payload.get("effective_tokens"), payload.get("flops"),
+                           payload.get("grad_norm"))
                 continue
+        except (KeyError, TypeError, ValueError):
+            pass  # the strict parser below says what is wrong
+        try:
+            record = perflog.from_payload(payload)
             if isinstance(record, perflog.StepRecord):
-                out.steps.append(record)
-            elif isinstance(record, perflog.StartRecord):
-                out.start = record
-            elif isinstance(record, perflog.EndRecord):
-                out.end = record
+                series.add_record(record)
+        except perflog.PerfLogError as exc:
+            problems.append(f"{logs.stdout}: {exc}")
+            continue
+        except (TypeError, ValueError) as exc:
+            problems.append(f"{logs.stdout}: step record with a bad value, skipped: {exc}")
+            continue
+        if isinstance(record, perflog.StartRecord):
+            out.start = record
+        elif isinstance(record, perflog.EndRecord):
+            out.end = record
     return out
 
 

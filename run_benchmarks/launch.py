@@ -5,8 +5,10 @@ A failure on one node stops every node of that case; whatever the ending
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import shutil
+import sqlite3
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -26,6 +28,7 @@ from .codesync import sync_code
 from .vendors import FrameworkRuntime
 from .hosts import Host, Job, connect
 from .plan import CasePlan, NodePlan, RoundPlan, RunPlan
+from .store import ResultStore, row_from_document
 
 MIN_FREE_BYTES = 1 << 30  # logs, configs and compile caches of a round fit in far less
 POLL_S = 0.5  # how often the orchestrator looks at its nodes; it shares the cores being measured
@@ -49,6 +52,7 @@ class RoundResult:
     nodes: list[dict] = field(default_factory=list)
     started_at: str = ""
     ended_at: str = ""
+    wall_time_s: Optional[float] = None  # end to end: nodes started -> logs collected and analysed
 
 
 class Reporter(Protocol):
@@ -87,8 +91,9 @@ def parallel_map(fn: Callable, items: list) -> tuple[list, list[Exception]]:
 class Runner:
     def __init__(self, plan: RunPlan, reporter: Reporter, orchestrator_env: dict,
                  allow_version_mismatch: bool = False, clock: Callable[[], float] = time.monotonic,
-                 plan_root: Path | None = None):
+                 plan_root: Path | None = None, store: Optional[ResultStore] = None):
         self.plan, self.reporter, self.orchestrator_env = plan, reporter, orchestrator_env
+        self.store = store  # every attempt becomes a row as soon as it ends
         self.plan_root = plan_root  # the checkout whose training/ goes to ssh hosts
         self.images: dict[str, images.ImageSpec] = {}  # per case name
         self.docker: dict[str, object] = {}  # per host name: its Docker SDK client
@@ -249,19 +254,40 @@ class Runner:
         """A round whose ranks never connected (no step done) is not a result: keep its logs aside, run again."""
         notes: list[str] = []
         for attempt in range(1, START_RETRIES + 2):
-            result = self._run_round(case, rnd, notes)
+            try:
+                result = self._run_round(case, rnd, notes)
+            except KeyboardInterrupt:  # the interrupted attempt is a row too
+                self._store(case, self.results[-1], attempt)
+                raise
             line = case.framework.start_error_in(result.error_lines) if result.steps_completed == 0 \
                 and result.status == "failed" else None
             if line is None or attempt > START_RETRIES:
+                self._store(case, result, attempt)
                 return
             kept = rnd.dir.with_name(f"{rnd.dir.name}.start-error{attempt}")
             shutil.rmtree(kept, ignore_errors=True)
             rnd.dir.rename(kept)
             self.results.remove(result)
+            self._store(case, result, attempt, status="start_error", results_path=kept / "results.json")
             notes.append(f"attempt {attempt} did not start ({line.strip()[:200]}); retried; its logs: {kept}")
+
+    def _store(self, case: CasePlan, result: RoundResult, attempt: int, status: Optional[str] = None,
+               results_path: Optional[Path] = None) -> None:
+        if self.store is None:
+            return
+        document = result_document(case, result, self.orchestrator_env)
+        if status:
+            document["status"] = status
+        if results_path:
+            document["results_path"] = str(results_path)
+        try:
+            self.store.add_attempt(row_from_document(document, attempt))
+        except sqlite3.Error as exc:  # the results.json files stay; the store can be rebuilt from them
+            result.warnings.append(f"could not write the attempt to {self.store.path}: {exc}")
 
     def _run_round(self, case: CasePlan, rnd: RoundPlan, notes: Sequence[str] = ()) -> RoundResult:
         result = RoundResult(str(case.name), rnd.index, rnd.dir, status="failed", started_at=_now())
+        began = time.monotonic()
         result.warnings += self.version_warnings.get(str(case.name), [])
         result.warnings += notes
         self.results.append(result)
@@ -297,7 +323,7 @@ class Runner:
             for node in rnd.nodes:  # a finished container stays until removed: remove every one, by name
                 if node.container is not None and node.host.name in self.docker:
                     containers.remove_container(self.docker[node.host.name], node.container.name)
-        self._finish(case, rnd, result, outcome)
+        self._finish(case, rnd, result, outcome, began)
         self.reporter.round_finished(case, rnd, result)
         if interrupted:
             raise KeyboardInterrupt
@@ -333,17 +359,23 @@ class Runner:
 
     # ------------------------------------------------------------ afterwards
 
-    def _finish(self, case: CasePlan, rnd: RoundPlan, result: RoundResult, outcome: str) -> None:
+    def _finish(self, case: CasePlan, rnd: RoundPlan, result: RoundResult, outcome: str, began: float) -> None:
         ranks: list[collect.RankLog] = []
+        figures = analyze.RoundAccumulator()
+        steps_done = []
         for node in rnd.nodes:
             if node.remote_dir is not None:
                 self._fetch_logs(node, result)
             for logs in case.framework.gather_rank_logs(node.log_dir, node.node_rank, case.name.nprocs_per_node):
-                ranks.append(collect.read_rank(logs))
+                rank = collect.read_rank(logs)
+                figures.add(rank)
+                steps_done.append(rank.steps_done)
+                rank.series = collect.StepSeries()  # folded in: its columns are not needed again
+                ranks.append(rank)
             _remove_empty_tmp(node.log_dir / "tmp")
         for rank in ranks:
             result.warnings += rank.problems
-        result.steps_completed = min((len(r.steps) for r in ranks), default=0)
+        result.steps_completed = min(steps_done, default=0)
         result.nodes = [
             {"node_rank": node.node_rank, "host": node.host.name,
              "exit_code": result.exit_codes.get(node.node_rank), "launcher_log": str(node.launcher_log),
@@ -352,8 +384,9 @@ class Runner:
                                  None)}
             for node in rnd.nodes
         ]
-        self._classify(case, rnd, result, outcome, ranks)
+        self._classify(case, rnd, result, outcome, ranks, figures)
         result.ended_at = _now()
+        result.wall_time_s = time.monotonic() - began
         write_results(rnd.results_path, case, result, self.orchestrator_env)
 
     def _fetch_logs(self, node: NodePlan, result: RoundResult) -> None:
@@ -364,7 +397,7 @@ class Runner:
                                    f"{node.host.name}:{node.remote_dir}: {exc}")
 
     def _classify(self, case: CasePlan, rnd: RoundPlan, result: RoundResult, outcome: str,
-                  ranks: list[collect.RankLog]) -> None:
+                  ranks: list[collect.RankLog], figures: analyze.RoundAccumulator) -> None:
         complete = len(ranks) == case.name.world_size and all(r.finished for r in ranks)
         if complete:
             result.status, result.reason = "ok", ""
@@ -376,7 +409,10 @@ class Runner:
                 result.warnings.append("the launcher outlived the deadline after every rank had finished")
             peak, note = case.hardware.peak_tflops(case.workload.train.precision)
             try:
-                result.metrics = analyze.round_metrics(ranks, peak, note)
+                train = case.workload.train
+                samples = (train.micro_batch_size * train.gradient_accumulation_steps
+                           * case.workload.parallel.data_degree(case.name.world_size))
+                result.metrics = figures.metrics(peak, note, samples)
             except analyze.NothingToMeasure as exc:
                 result.status, result.reason = "failed", f"no figures: {exc}"
             return
@@ -459,6 +495,7 @@ def result_document(case: CasePlan, result: RoundResult, orchestrator_env: dict)
             "vendor": case.hardware.vendor, "nnodes": case.name.nnodes,
             "nprocs_per_node": case.name.nprocs_per_node, "world_size": case.name.world_size,
             "repeat": case.name.repeat, "extern_config": str(case.extern_config) if case.extern_config else None,
+            "extern_config_hash": _file_sha256(case.extern_config),
         },
         "round": result.round,
         "status": result.status,
@@ -467,11 +504,22 @@ def result_document(case: CasePlan, result: RoundResult, orchestrator_env: dict)
         "error_lines": result.error_lines,
         "started_at": result.started_at,
         "ended_at": result.ended_at,
+        "wall_time_s": result.wall_time_s,
+        "results_path": str(result.dir / "results.json"),
         "steps_completed": result.steps_completed,
         "metrics": result.metrics.to_dict() if result.metrics else None,
         "workload": case.workload.model_dump(mode="json"),
         "environment": {"orchestrator": orchestrator_env, "nodes": result.nodes},
     }
+
+
+def _file_sha256(path: Optional[Path]) -> Optional[str]:
+    if path is None:
+        return None
+    try:
+        return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+    except OSError:
+        return None
 
 
 def write_results(path: Path, case: CasePlan, result: RoundResult, orchestrator_env: dict) -> None:

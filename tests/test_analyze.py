@@ -15,7 +15,10 @@ def rank_log(rank, times, warmup=2, tokens=1000, peak=100 * 2**20):
     steps = [StepRecord(rank=rank, step=i, warmup=i < warmup, step_time_s=t, tokens=tokens, loss=10.0 - i)
              for i, t in enumerate(times)]
     end = EndRecord(rank=rank, steps=len(times), peak_memory_bytes=peak, memory_total_bytes=2**30, memory_kind="rss")
-    return RankLog(rank, None, start, steps, end)
+    log = RankLog(rank, None, start, end=end)
+    for record in steps:
+        log.series.add_record(record)
+    return log
 
 
 def test_warm_up_is_excluded_and_the_slowest_rank_sets_each_step():
@@ -90,3 +93,23 @@ def test_error_lines_skip_a_rank_that_only_lost_its_peer(tmp_path):
     assert lines[-1] == "[rank 1] InjectedFailure: injected failure on rank 1 at step 3"
     only_echo = collect.error_lines([echo], [launcher])
     assert "Connection reset by peer" in only_echo[-1]  # with nothing better, the echo is still shown
+
+
+def test_per_node_throughput_samples_and_the_step_series():
+    r0, r1 = rank_log(0, [9, 9, 1.0, 1.0, 2.0]), rank_log(1, [9, 9, 1.0, 1.0, 2.0], tokens=3000)
+    r1.start = r1.start.__class__(**{**r1.start.__dict__, "node_rank": 1, "init_time_s": 4.5})
+    m = analyze.round_metrics([r0, r1], None, "", samples_per_step=12)
+    # node 0 did 3 x 1000 tokens, node 1 3 x 3000, over 4 s of (slowest-rank) steps
+    assert m.tokens_per_s_per_node == [pytest.approx(750), pytest.approx(2250)]
+    assert m.samples_per_s == pytest.approx(12 * 3 / 4)
+    assert m.step_time_series == [[2, 1.0], [3, 1.0], [4, 2.0]]
+    assert (m.first_step_time_s, m.init_time_s, m.nnodes) == (9, 4.5, 2)
+
+
+def test_a_long_run_keeps_a_bounded_step_series():
+    times = [1.0] * 2 + [0.5, 1.5] * 1000
+    m = analyze.round_metrics([rank_log(0, times)], None, "")
+    assert len(m.step_time_series) == analyze.STEP_SERIES_POINTS
+    assert all(0.5 < t < 1.5 for _, t in m.step_time_series)  # bucket means of alternating 0.5 / 1.5 s
+    assert m.step_time_series[0][0] == 2 and m.step_time_series[-1][0] < 2002
+    assert m.step_time_s.n == 2000 and m.step_time_s.mean == pytest.approx(1.0)

@@ -43,6 +43,8 @@ class StartRecord:
     trainable_params: Optional[int] = field(default=None, metadata={"doc": "parameters the optimizer updates "
                                                                            "(fewer than n_params under LoRA)"})
     data: Optional[dict] = field(default=None, metadata={"doc": "what the tokens are (source, file, size)"})
+    init_time_s: Optional[float] = field(default=None, metadata={
+        "doc": "seconds from the process's start to this record: imports, groups, model, data"})
     kind: str = "start"
 
 
@@ -104,6 +106,14 @@ def parse_line(line: str) -> Optional[Record]:
         payload: dict[str, Any] = json.loads(line[start + len(PREFIX):])
     except json.JSONDecodeError as exc:
         raise PerfLogError(f"perf record is not valid JSON: {exc}") from None
+    return from_payload(payload)
+
+
+def from_payload(payload: dict[str, Any]) -> Record:
+    """The record a decoded JSON object stands for (readers that decode many lines at once use this)."""
+    if not isinstance(payload, dict):
+        raise PerfLogError(f"perf record is a JSON {type(payload).__name__}, not an object")
+    payload = dict(payload)
     version = payload.pop("v", None)
     if version != SCHEMA_VERSION:
         raise PerfLogError(f"perf record version {version!r}; this accelbench reads version {SCHEMA_VERSION}")

@@ -50,3 +50,17 @@ def node_environment() -> dict:
         "kernel": platform.release(),
         "python": platform.python_version(),
     }
+
+
+def process_age_s() -> float | None:
+    """Seconds since this process started (Linux /proc), so a worker can say how long it took to get
+    from launch to its first step without the launcher passing a clock in."""
+    try:
+        with open("/proc/self/stat", encoding="utf-8") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        with open("/proc/uptime", encoding="utf-8") as f:
+            uptime = float(f.read().split()[0])
+        started = int(fields[19]) / os.sysconf("SC_CLK_TCK")  # field 22 (starttime), counted after "comm)"
+    except (OSError, ValueError, IndexError):
+        return None
+    return max(0.0, uptime - started)

@@ -20,7 +20,7 @@ from training import flops, perflog
 from training.faults import check_faults
 from training.data import open_dataset
 from training.spec import WorkerConfig
-from training.sysinfo import node_environment
+from training.sysinfo import node_environment, process_age_s
 from training.torch import precision as precisions
 from training.torch.lora import apply_lora, trainable_parameters
 from training.torch.model import GPT
@@ -122,7 +122,7 @@ def train(cfg: WorkerConfig) -> None:
         framework="torch", framework_version=torch.__version__, device=str(device), precision=precision.name,
         n_params=n_params, flops_per_token=float(flops_per_token), flop_formula=flop_formula,
         tokens_per_step=tokens_per_step, environment=environment, trainable_params=trainable,
-        data=data.description,
+        data=data.description, init_time_s=process_age_s(),
     ))
 
     for step in range(spec.train.steps):
