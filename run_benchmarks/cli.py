@@ -6,21 +6,23 @@ import json
 import os
 import secrets
 import sys
-from datetime import datetime
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Optional, Sequence
 
 from rich.console import Console
 from rich.table import Table
 
-from . import __version__, casename, frameworks
+from . import __version__, casename, frameworks, results_cli
 from .cases import CaseCatalog
 from .config import ClusterSpec, HostSpec, TestConf, load_model
 from .environment import orchestrator_environment
 from .errors import UserError
 from .launch import RoundResult, Runner
 from .plan import PlanInputs, Paths, RunPlan, build_run_plan
+from .report.summary import summarize
 from .report.terminal import TerminalReporter, print_plan, print_results
+from .store import ResultStore, store_path
 from .vendors import VendorRegistry
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
@@ -52,6 +54,11 @@ def add_run_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--cluster", type=Path, help="hosts (default: <root>/configs/cluster.yaml)")
     parser.add_argument("--root", type=Path, help="folder with cases/, vendors/, configs/ and training/ "
                                                   "(default: this checkout; or $ACCELBENCH_ROOT)")
+    parser.add_argument("--db", type=Path, help="results store every attempt is written to "
+                                                "(default: <log root>/results.db)")
+    parser.add_argument("--check", action="store_true",
+                        help="after the run, check each figure against the case's and vendor's references.yaml; "
+                             f"exit {results_cli.EXIT_REGRESSION} on a regression")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -68,6 +75,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("case_names", nargs="*", metavar="CASE_NAME",
                      help=f"{casename.FORMAT}; several may be given (default: the cases in test_conf)")
     add_run_options(run)
+    results_cli.add_commands(sub, default_root)
     lst = sub.add_parser("list", help="show known cases, vendors, hardware and frameworks")
     lst.add_argument("--root", type=Path, help="folder with cases/ and vendors/ (default: this checkout)")
     return parser
@@ -120,23 +128,40 @@ def cmd_run(args: argparse.Namespace, console: Console) -> int:
     if args.dry_run:
         print_plan(console, plan)
         return EXIT_OK
-    runner = Runner(plan, TerminalReporter(make_console(stderr=True)), orchestrator_environment(inputs.paths.root),
-                    allow_version_mismatch=args.allow_version_mismatch, plan_root=inputs.paths.root)
+    environment = orchestrator_environment(inputs.paths.root)
+    store = ResultStore(args.db or store_path(log_root))
+    runner = Runner(plan, TerminalReporter(make_console(stderr=True)), environment,
+                    allow_version_mismatch=args.allow_version_mismatch, plan_root=inputs.paths.root, store=store)
     try:
         runner.connect_and_preflight()
     except BaseException:
         runner.close()
+        store.close()
         raise
+    store.begin_run(plan.run_id, datetime.now(timezone.utc).isoformat(timespec="seconds"), environment["argv"],
+                    environment["accelbench_commit"], str(plan.dir))
     interrupted = False
     try:
         runner.run()
     except KeyboardInterrupt:
         interrupted = True
+    finally:
+        store.end_run(plan.run_id, datetime.now(timezone.utc).isoformat(timespec="seconds"),
+                      "interrupted" if interrupted else "done")
     write_summary(plan, runner.results)
     print_results(console, runner.results, plan.cases)
+    console.print(f"stored in {store.path} as run {plan.run_id}: accelbench report {plan.run_id} "
+                  "[--format markdown|html|json|csv]", markup=False, soft_wrap=True)
+    regression = EXIT_OK
+    if args.check:
+        summaries = summarize(store.attempts(run_ids=[plan.run_id]))
+        regression = results_cli.report_checks(console, results_cli.run_checks(summaries, inputs.paths.root), True)
+    store.close()
     if interrupted:
         return EXIT_INTERRUPTED
-    return EXIT_OK if runner.results and all(r.status == "ok" for r in runner.results) else EXIT_FAILED
+    if not (runner.results and all(r.status == "ok" for r in runner.results)):
+        return EXIT_FAILED
+    return regression
 
 
 def write_summary(plan: RunPlan, results: list[RoundResult]) -> None:
@@ -184,6 +209,8 @@ def cmd_list(args: argparse.Namespace, console: Console) -> int:
 
 
 COMMANDS = {"run": cmd_run, "list": cmd_list}
+COMMANDS.update({name: (lambda fn: lambda args, console: fn(args, console, default_root))(fn)
+                 for name, fn in results_cli.COMMANDS.items()})
 
 
 def make_console(stderr: bool = False) -> Console:

@@ -28,6 +28,13 @@ class CliResult:
         (run_dir,) = self.run_dirs()
         return [json.loads(p.read_text()) for p in sorted(run_dir.glob("*/round*/results.json"))]
 
+    def attempts(self) -> list[dict]:
+        """The rows the run wrote to the results store, oldest first."""
+        from run_benchmarks.store import ResultStore
+
+        with ResultStore(self.log_root / "results.db") as store:
+            return [a.row for a in store.attempts()]
+
 
 @pytest.fixture
 def cli(tmp_path):

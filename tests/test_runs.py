@@ -91,6 +91,15 @@ def test_repeat_rounds_and_two_nodes_on_this_machine(cli, root):
         assert_complete_ok(doc, world_size=2, steps=8, warmup=2)
         assert [n["host"] for n in doc["environment"]["nodes"]] == ["n0", "n1"]
     assert "mean of 2" in result.stdout
+    rows = result.attempts()
+    assert [(r["round"], r["status"], r["nnodes"]) for r in rows] == [(1, "ok", 2), (2, "ok", 2)]
+    for row, doc in zip(rows, docs):
+        assert row["tokens_per_s_per_device"] == doc["metrics"]["tokens_per_s_per_device"]
+        assert len(row["metrics"]["tokens_per_s_per_node"]) == 2  # one figure per node
+        assert sum(row["metrics"]["tokens_per_s_per_node"]) == pytest.approx(row["tokens_per_s_total"])
+    report = cli("report", "--db", str(result.log_root / "results.db"), "--format", "markdown")
+    assert report.returncode == 0, report.stderr
+    assert "| gpt2_tiny | torch | 2x1 cpu |" in report.stdout
 
 
 def test_crashing_worker_fails_the_case_and_keeps_the_logs(cli):
@@ -105,6 +114,8 @@ def test_crashing_worker_fails_the_case_and_keeps_the_logs(cli):
     node_dir = result.run_dirs()[0] / "gpt2_tiny-torch-cpu-1x2" / "round1" / "localhost_noderank0"
     assert "Traceback" in (node_dir / "rank1.stderr.log").read_text()
     assert '"step":3' in (node_dir / "rank0.stdout.log").read_text()  # what ran before the crash is kept
+    (row,) = result.attempts()  # the failure is a row too
+    assert row["status"] == "failed" and row["reason"] == doc["reason"] and row["tokens_per_s_per_device"] is None
     assert leftover_processes(result.log_root) == []
 
 
@@ -138,6 +149,11 @@ def test_ctrl_c_stops_the_workers_and_records_interrupted(tmp_path):
     doc = json.loads(doc_path.read_text())
     assert doc["status"] == "interrupted"
     assert doc["steps_completed"] >= 1
+    from run_benchmarks.store import ResultStore
+
+    with ResultStore(log_root / "results.db") as store:
+        assert [a["status"] for a in store.attempts()] == ["interrupted"]
+        assert store.runs()[0]["status"] == "interrupted"
     assert "Traceback" not in stderr
     assert leftover_processes(log_root) == []
 

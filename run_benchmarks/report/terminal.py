@@ -163,3 +163,52 @@ def layout_summary(workload, world_size: int) -> str:
                                     (f"AMP {workload.train.amp_level}", workload.train.precision in ("fp16", "bf16")))
               if on]
     return text + (f"; {', '.join(extras)}" if extras else "")
+
+
+# ---------------------------------------------------------------- from the results store
+
+
+def summary_table(summaries, title: str) -> Table:
+    """One row per case: each figure's mean over ok rounds (± its coefficient of variation)."""
+    from .summary import FIGURE_BY_KEY
+
+    table = Table(title=title)
+    columns = ("tokens_per_s_per_device", "tokens_per_s_total", "tflops_per_device", "mfu", "step_time_median_s")
+    table.add_column("case", no_wrap=True)
+    table.add_column("config")
+    table.add_column("rounds")
+    for key in columns:
+        table.add_column(FIGURE_BY_KEY[key].label, justify="right")
+    table.add_column("memory actual / total", justify="right")
+    for s in summaries:
+        cells = []
+        for key in columns:
+            stats = s.figures.get(key)
+            cells.append("n/a" if stats is None else FIGURE_BY_KEY[key].fmt(stats.mean)
+                         + (f" ±{stats.cv:.1%}" if stats.n > 1 else ""))
+        mem, total = s.figures.get("peak_memory_bytes"), s.figures.get("memory_total_bytes")
+        memory = "n/a" if mem is None else human_bytes(mem.max) + (f" / {human_bytes(total.max)}" if total else "")
+        rounds = ", ".join(f"[{_STATUS_STYLE.get(st, '')}]{n} {st}[/]" for st, n in s.statuses.items())
+        table.add_row(s.label, s.config, rounds, *cells, memory)
+    return table
+
+
+def checks_table(checks) -> Table:
+    from .summary import FIGURE_BY_KEY
+
+    table = Table(title="against the references")
+    for column in ("case", "config", "figure", "measured", "reference (band)", "verdict"):
+        table.add_column(column, justify="right" if column in ("measured", "reference (band)") else "left")
+    for c in checks:
+        fmt = FIGURE_BY_KEY[c.figure].fmt
+        table.add_row(c.case, c.config, c.figure, "n/a" if c.measured is None else fmt(c.measured),
+                      f"{fmt(c.reference.value)} ({fmt(c.low)} – {fmt(c.high)})",
+                      f"[{'green' if c.passed else 'red'}]{c.verdict}[/]")
+    return table
+
+
+def print_summaries(console: Console, summaries, title: str) -> None:
+    console.print(summary_table(summaries, title))
+    for s in summaries:
+        for flag in s.flags:
+            console.print(f"[yellow]⚑[/] {s.label} {s.config}: {flag}", soft_wrap=True)

@@ -1,0 +1,75 @@
+"""Versioned parsers for logs other tools write, so their results can sit beside accelbench's.
+
+A parser is registered under ``<format>/<version>``; ``accelbench import --format paddlenlp`` takes
+the newest version of a format, ``paddlenlp/1`` pins one. Each reads one log file into an
+``Imported``: the same figure names as accelbench's own metrics (so reports and comparisons treat
+both alike), a status, and what the log says about where it ran.
+"""
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Optional
+
+from ..errors import UserError
+
+
+@dataclass
+class Imported:
+    status: str  # ok | failed
+    metrics: dict  # RoundMetrics names: tokens_per_s_per_device, samples_per_s, peak_memory_bytes {max}, ...
+    reason: str = ""
+    started_at: Optional[str] = None
+    ended_at: Optional[str] = None
+    wall_time_s: Optional[float] = None
+    warnings: list[str] = field(default_factory=list)
+    details: dict = field(default_factory=dict)  # whatever else the log states (platform, benchmark, ...)
+
+
+@dataclass(frozen=True)
+class Parser:
+    format: str
+    version: int
+    description: str
+    parse: Callable[..., Imported]  # (path, world_size, skip_intervals) -> Imported
+
+    @property
+    def name(self) -> str:
+        return f"{self.format}/{self.version}"
+
+
+PARSERS: dict[str, Parser] = {}
+
+
+def register(format: str, version: int, description: str):
+    def wrap(fn: Callable[..., Imported]) -> Callable[..., Imported]:
+        parser = Parser(format, version, description, fn)
+        PARSERS[parser.name] = parser
+        return fn
+    return wrap
+
+
+def get(name: str) -> Parser:
+    load_builtin()
+    if name in PARSERS:
+        return PARSERS[name]
+    versions = [p for p in PARSERS.values() if p.format == name]
+    if versions:
+        return max(versions, key=lambda p: p.version)
+    raise UserError(f"no log parser {name!r}",
+                    f"use one of: {', '.join(sorted(PARSERS))} (or the format alone for its newest version)")
+
+
+def read_lines(path: Path):
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            yield from f
+    except OSError as exc:
+        raise UserError(f"{path}: cannot read: {exc.strerror}") from None
+
+
+def load_builtin() -> None:
+    """Import the parser modules shipped here (each registers itself)."""
+    for module in ("mllog", "paddlenlp"):
+        importlib.import_module(f"{__name__}.{module}")

@@ -1,0 +1,130 @@
+"""Stored attempts -> one summary per case: each figure's mean and spread over the ok rounds.
+
+This is the last level of the aggregation (step -> rank -> device -> node -> round -> case); the
+levels below happen in analyze.py when a round ends. Every report format reads these summaries.
+"""
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Optional, Sequence
+
+from ..analyze import CV_FLAG, Stats
+from ..store import Attempt
+
+
+@dataclass(frozen=True)
+class Figure:
+    key: str  # attempts column
+    label: str
+    unit: str
+    higher_is_better: bool
+    fmt: Callable[[float], str]
+
+
+def _num(x: float) -> str:
+    return f"{x:,.4g}" if abs(x) < 1000 else f"{x:,.0f}"
+
+
+def _bytes(n: float) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(n) < 1024 or unit == "TiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n:.1f} TiB"
+
+
+FIGURES = (
+    Figure("tokens_per_s_per_device", "tokens/s/device", "tok/s", True, _num),
+    Figure("tokens_per_s_total", "tokens/s total", "tok/s", True, _num),
+    Figure("effective_tokens_per_s_per_device", "effective tokens/s/device (no padding)", "tok/s", True, _num),
+    Figure("samples_per_s", "samples/s", "samples/s", True, _num),
+    Figure("tflops_per_device", "TFLOP/s/device (model)", "TFLOP/s", True, lambda x: f"{x:.3g}"),
+    Figure("mfu", "MFU", "", True, lambda x: f"{x:.1%}"),
+    Figure("peak_memory_bytes", "peak memory/device", "B", False, _bytes),
+    Figure("step_time_median_s", "step time (median)", "s", False, lambda x: f"{x * 1e3:.1f} ms"),
+    Figure("init_time_s", "init time", "s", False, lambda x: f"{x:.1f} s"),
+    Figure("first_step_time_s", "first step", "s", False, lambda x: f"{x:.2f} s"),
+    Figure("wall_time_s", "end-to-end", "s", False, lambda x: f"{x:.1f} s"),
+    Figure("loss_last", "loss at the end", "", False, lambda x: f"{x:.4f}"),
+)
+FIGURE_BY_KEY = {f.key: f for f in FIGURES}
+KEY_FIELDS = ("case", "framework", "framework_version", "hardware", "vendor", "nnodes", "nprocs_per_node",
+              "extern_config")
+
+
+def config_name(path: Optional[str]) -> str:
+    """``config_TP2PP1SH1SP1cpux1x2`` from a stored extern config path; ``-`` without one."""
+    return Path(path).stem if path else "-"
+
+
+@dataclass
+class CaseSummary:
+    key: dict
+    attempts: list[Attempt]
+    figures: dict[str, Stats] = field(default_factory=dict)
+    flags: list[str] = field(default_factory=list)
+
+    @property
+    def statuses(self) -> Counter:
+        return Counter(a["status"] for a in self.attempts)
+
+    @property
+    def ok(self) -> list[Attempt]:
+        return [a for a in self.attempts if a.ok]
+
+    @property
+    def label(self) -> str:
+        k = self.key
+        version = f"_{k['framework_version']}" if k.get("framework_version") else ""
+        return f"{k['case']}:{k['framework']}{version}:{k['hardware']}:{k['nnodes']}:{k['nprocs_per_node']}"
+
+    @property
+    def config(self) -> str:
+        return config_name(self.key.get("extern_config"))
+
+    def mean(self, key: str) -> Optional[float]:
+        stats = self.figures.get(key)
+        return stats.mean if stats else None
+
+    @property
+    def environment(self) -> dict:
+        """The first ok attempt's environment (every round of a case ran on the same hosts and image)."""
+        for a in self.ok or self.attempts:
+            return a.get("environment") or {}
+        return {}
+
+    @property
+    def batch_size(self) -> Optional[int]:
+        value = self.mean("samples_per_step")
+        return int(value) if value else None
+
+
+def case_key(attempt: Attempt, fields: Sequence[str] = KEY_FIELDS) -> tuple:
+    return tuple(config_name(attempt.get(f)) if f == "extern_config" else attempt.get(f) for f in fields)
+
+
+def summarize(attempts: Sequence[Attempt], fields: Sequence[str] = KEY_FIELDS) -> list[CaseSummary]:
+    """Group by ``fields`` (in first-seen order) and aggregate every figure over the ok attempts."""
+    groups: dict[tuple, list[Attempt]] = {}
+    for attempt in attempts:
+        groups.setdefault(case_key(attempt, fields), []).append(attempt)
+    out = []
+    for key, members in groups.items():
+        summary = CaseSummary(dict(zip(fields, key)), members)
+        for name in [f.key for f in FIGURES] + ["samples_per_step", "memory_total_bytes"]:
+            values = [a.get(name) for a in summary.ok if a.get(name) is not None]
+            stats = Stats.of(values)
+            if stats is None:
+                continue
+            summary.figures[name] = stats
+            figure = FIGURE_BY_KEY.get(name)
+            if figure and stats.n > 1 and stats.cv > CV_FLAG and name in FLAGGED:
+                summary.flags.append(f"{figure.label} varies {stats.cv:.1%} across {stats.n} rounds "
+                                     f"(> {CV_FLAG:.0%})")
+        out.append(summary)
+    return out
+
+
+FLAGGED = ("tokens_per_s_per_device", "tokens_per_s_total", "tflops_per_device", "mfu", "step_time_median_s")

@@ -1,0 +1,286 @@
+"""The commands that read the results store: runs, show, report, compare, import."""
+from __future__ import annotations
+
+import argparse
+import secrets
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Optional, Sequence
+
+from rich.console import Console
+from rich.table import Table
+
+from . import casename, references
+from .config import TestConf, load_model
+from .errors import UserError
+from .report import export, html, markdown
+from .report.compare import Selection, compare
+from .report.summary import FIGURE_BY_KEY, summarize
+from .report.terminal import checks_table, human_bytes, print_summaries
+from .store import FILTER_KEYS, ResultStore, store_path
+
+EXIT_OK, EXIT_REGRESSION = 0, 3
+FORMATS = ("terminal", "markdown", "html", "json", "csv")
+
+
+def add_store_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--db", type=Path, help="results store (default: <log root>/results.db)")
+    parser.add_argument("--log-root", type=Path, help="log root holding results.db (default: test_conf log_root)")
+    parser.add_argument("--root", type=Path, help="folder with cases/, vendors/, configs/ (default: this checkout)")
+
+
+def add_commands(sub, default_root) -> None:
+    """Register the store commands on the ``accelbench`` parser."""
+    runs = sub.add_parser("runs", help="list past runs (newest first)")
+    runs.add_argument("--limit", type=int, default=20, help="how many (default 20; 0 for all)")
+    add_store_options(runs)
+
+    show = sub.add_parser("show", help="print one run: every attempt with its figures, warnings and environment")
+    show.add_argument("run", metavar="RUN", help="run id, a unique prefix of one, or 'last'")
+    add_store_options(show)
+
+    report = sub.add_parser(
+        "report", help="report runs from the store: terminal, Markdown, HTML, JSON or CSV",
+        description="Aggregate stored attempts per case (mean and spread over rounds) and render them.",
+        epilog="SELECT: run ids (or prefixes, or 'last') and/or KEY=VALUE filters on "
+               f"{', '.join(FILTER_KEYS)}; default: the last run")
+    report.add_argument("select", nargs="*", metavar="SELECT")
+    report.add_argument("--format", choices=FORMATS, default="terminal")
+    report.add_argument("-o", "--output", type=Path, help="write to this file instead of stdout")
+    report.add_argument("--check", action="store_true",
+                        help="mark each figure pass/fail against the case's and vendor's references.yaml; "
+                             f"exit {EXIT_REGRESSION} on a regression")
+    add_store_options(report)
+
+    cmp_ = sub.add_parser(
+        "compare", help="A against B per matching case, with B's speedup in percent",
+        description="Each side is a run (id, prefix, 'last') or comma-separated KEY=VALUE filters, e.g. "
+                    "'accelbench compare framework=torch framework=paddle'. Cases match on case, framework, "
+                    "hardware, layout and extern config name, less the keys the two sides filter differently.")
+    cmp_.add_argument("a", metavar="A")
+    cmp_.add_argument("b", metavar="B")
+    cmp_.add_argument("--format", choices=("terminal", "markdown"), default="terminal")
+    add_store_options(cmp_)
+
+    imp = sub.add_parser(
+        "import", help="store results from logs other tools wrote (PaddleNLP trainer, MLPerf MLLOG)",
+        description="Each file becomes one attempt (round 1, 2, ...) of one imported run.")
+    imp.add_argument("files", nargs="+", type=Path, metavar="LOG")
+    imp.add_argument("--format", required=True, metavar="PARSER",
+                     help="paddlenlp or mllog (newest version), or pinned: paddlenlp/1, mllog/1")
+    imp.add_argument("--case-name", required=True, help=f"what ran: {casename.FORMAT}, e.g. "
+                                                        "gpt3_6.7B:paddle_2.5.1:A100:1:8")
+    imp.add_argument("--extern-config", help="the extern config name the run used, if any")
+    imp.add_argument("--vendor", help="the vendor whose references apply (default: none)")
+    imp.add_argument("--skip-intervals", type=int, default=1,
+                     help="leading logged intervals to treat as warm-up and exclude (default 1)")
+    imp.add_argument("--run-id", help="id for the imported run (default: import-<time>-<hex>)")
+    add_store_options(imp)
+
+
+# ---------------------------------------------------------------- helpers
+
+
+def open_store(args: argparse.Namespace, default_root, must_exist: bool = True) -> ResultStore:
+    path = args.db
+    if path is None:
+        log_root = args.log_root
+        if log_root is None:
+            root = (args.root or default_root()).resolve()
+            conf_file = root / "configs" / "test_conf.yaml"
+            conf = load_model(TestConf, conf_file) if conf_file.is_file() else TestConf()
+            log_root = Path(conf.log_root)
+            log_root = log_root if log_root.is_absolute() else root / log_root
+        path = store_path(log_root)
+    if must_exist and not Path(path).is_file():
+        raise UserError(f"no results store at {path}",
+                        "run a case first (accelbench run ...), or point --db / --log-root at one")
+    return ResultStore(path)
+
+
+def parse_selection(store: ResultStore, words: Sequence[str]) -> Selection:
+    run_ids, filters = [], {}
+    for word in (w for text in words for w in text.split(",") if w.strip()):
+        if "=" in word:
+            key, value = (part.strip() for part in word.split("=", 1))
+            if key not in FILTER_KEYS:
+                raise UserError(f"cannot select by {key!r}", f"use one of: {', '.join(FILTER_KEYS)}")
+            filters[key] = value
+        else:
+            run_ids.append(store.resolve_run(word.strip()))
+    if not run_ids and not filters:
+        run_ids.append(store.resolve_run("last"))
+    return Selection(" ".join(words) or "last", tuple(run_ids), filters)
+
+
+def select(store: ResultStore, selection: Selection):
+    attempts = store.attempts(selection.filters, selection.run_ids)
+    if not attempts:
+        raise UserError(f"no attempt matches {selection.text!r} in {store.path}", "list the runs: accelbench runs")
+    return attempts
+
+
+def _write(console: Console, text: str, output: Optional[Path]) -> None:
+    if output is None:
+        console.print(text, markup=False, highlight=False, soft_wrap=True, end="")
+    else:
+        output.write_text(text, encoding="utf-8")
+        console.print(f"wrote {output}", markup=False, soft_wrap=True)
+
+
+def run_checks(summaries, root: Path):
+    return references.check_all(summaries, root / "cases", root / "vendors")
+
+
+# ---------------------------------------------------------------- commands
+
+
+def cmd_runs(args: argparse.Namespace, console: Console, default_root) -> int:
+    with open_store(args, default_root) as store:
+        rows = store.runs(args.limit or None)
+    table = Table(title=f"runs in {store.path}")
+    for column in ("run", "started", "status", "attempts", "ok", "cases", "commit", "source"):
+        table.add_column(column, no_wrap=column in ("run", "started"))
+    for r in rows:
+        commit = (r.get("accelbench_commit") or "")[:10]
+        table.add_row(r["run_id"], r["started_at"], r["status"], str(r["attempts"]), str(r["ok"] or 0),
+                      r.get("case_names") or "", commit, r["source"])
+    console.print(table)
+    return EXIT_OK
+
+
+def cmd_show(args: argparse.Namespace, console: Console, default_root) -> int:
+    with open_store(args, default_root) as store:
+        run_id = store.resolve_run(args.run)
+        run = store.run(run_id)
+        attempts = store.attempts(run_ids=[run_id])
+    console.print(f"[bold]run {run_id}[/] ({run['source']}) {run['status']}: {run['started_at']} -> "
+                  f"{run.get('ended_at') or '(not ended)'}", soft_wrap=True)
+    if run.get("argv"):
+        console.print(f"  command: {' '.join(run['argv'])}", markup=False, soft_wrap=True)
+    console.print(f"  accelbench commit: {run.get('accelbench_commit')}; logs: {run.get('log_dir')}",
+                  markup=False, soft_wrap=True)
+    for a in attempts:
+        console.print(f"\n[bold]{a['case_name']}[/] round {a['round']} attempt {a['attempt']}: {a['status']}"
+                      + (f" — {a['reason']}" if a.get("reason") else ""), soft_wrap=True)
+        if a.get("extern_config"):
+            console.print(f"  extern config: {a['extern_config']} (sha256 {str(a.get('extern_config_hash'))[:12]})",
+                          markup=False, soft_wrap=True)
+        for figure in FIGURE_BY_KEY.values():
+            value = a.get(figure.key)
+            if value is not None:
+                console.print(f"  {figure.label}: {figure.fmt(value)}", markup=False)
+        if a.get("memory_total_bytes"):
+            console.print(f"  device memory total: {human_bytes(a['memory_total_bytes'])}", markup=False)
+        for warning in a.get("warnings") or []:
+            console.print(f"  [yellow]warning[/] {warning}", soft_wrap=True)
+        for line in a.get("error_lines") or []:
+            console.print(f"    {line}", markup=False, soft_wrap=True)
+        for node in (a.get("environment") or {}).get("nodes") or []:
+            env = node.get("environment") or {}
+            facts = ", ".join(f"{k}={env[k]}" for k in sorted(env) if not isinstance(env[k], (dict, list)))
+            console.print(f"  node {node.get('node_rank')} ({node.get('host')}): {facts}", markup=False,
+                          soft_wrap=True)
+        if a.get("results_path"):
+            console.print(f"  results: {a['results_path']}", markup=False, soft_wrap=True)
+    return EXIT_OK
+
+
+def cmd_report(args: argparse.Namespace, console: Console, default_root) -> int:
+    root = (args.root or default_root()).resolve()
+    with open_store(args, default_root) as store:
+        selection = parse_selection(store, args.select)
+        attempts = select(store, selection)
+    summaries = summarize(attempts)
+    checks = run_checks(summaries, root) if args.check else []
+    title = f"accelbench report: {selection.text}"
+    if args.format == "terminal":
+        print_summaries(console, summaries, title)
+    elif args.format == "markdown":
+        _write(console, markdown.report(summaries, title), args.output)
+    elif args.format == "html":
+        _write(console, html.render(title, summaries, attempts, checks), args.output)
+    elif args.format == "json":
+        _write(console, export.to_json(attempts), args.output)
+    else:
+        _write(console, export.to_csv(attempts), args.output)
+    return report_checks(console, checks, args.check)
+
+
+def report_checks(console: Console, checks, asked: bool) -> int:
+    if not asked:
+        return EXIT_OK
+    if not checks:
+        console.print("--check: no reference matches these cases (add references.yaml to the case or vendor)")
+        return EXIT_OK
+    console.print(checks_table(checks))
+    failed = [c for c in checks if not c.passed]
+    if failed:
+        console.print(f"[red]{len(failed)} of {len(checks)} figure(s) outside their reference band[/]")
+        return EXIT_REGRESSION
+    console.print(f"[green]all {len(checks)} figure(s) within their reference band[/]")
+    return EXIT_OK
+
+
+def cmd_compare(args: argparse.Namespace, console: Console, default_root) -> int:
+    with open_store(args, default_root) as store:
+        a, b = parse_selection(store, [args.a]), parse_selection(store, [args.b])
+        rows = compare(a, b, select(store, a), select(store, b))
+    if args.format == "markdown":
+        console.print(markdown.compare_table(a, b, rows), markup=False, highlight=False, soft_wrap=True, end="")
+        return EXIT_OK
+    from .report.compare import COMPARED, format_change, format_value
+
+    table = Table(title=f"A = {a.text}   B = {b.text}   (B vs A: +32% = B does 32% more)")
+    table.add_column("case", no_wrap=True)
+    for figure in COMPARED:
+        label = FIGURE_BY_KEY[figure].label
+        for column in (f"{label} A", f"{label} B", "B vs A"):
+            table.add_column(column, justify="right")
+    for row in rows:
+        table.add_row(row.label, *[cell for figure in COMPARED for cell in
+                                   (format_value(row.a, figure), format_value(row.b, figure),
+                                    format_change(row, figure))])
+    console.print(table)
+    return EXIT_OK
+
+
+def cmd_import(args: argparse.Namespace, console: Console, default_root) -> int:
+    from . import importers
+
+    parser = importers.get(args.format)
+    name = casename.parse(args.case_name)
+    missing = [str(f) for f in args.files if not f.is_file()]
+    if missing:
+        raise UserError(f"{missing[0]}: file not found", "give the path of a log file to import")
+    if args.skip_intervals < 0:
+        raise UserError(f"--skip-intervals {args.skip_intervals} is negative", "give 0 or more")
+    run_id = args.run_id or f"import-{datetime.now().strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(2)}"
+    now = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    with open_store(args, default_root, must_exist=False) as store:
+        store.begin_run(run_id, now, ["accelbench", "import", *map(str, args.files)], None,
+                        str(Path(args.files[0]).resolve().parent), source=f"import:{parser.name}")
+        for index, path in enumerate(args.files, 1):
+            imported = parser.parse(path, name.world_size, args.skip_intervals)
+            store.add_attempt({
+                "run_id": run_id, "case_name": str(name), "case": name.case, "framework": name.framework,
+                "framework_version": name.framework_version, "hardware": name.hardware, "vendor": args.vendor,
+                "nnodes": name.nnodes, "nprocs_per_node": name.nprocs_per_node, "world_size": name.world_size,
+                "repeat": name.repeat, "extern_config": args.extern_config, "round": index, "status": imported.status,
+                "reason": imported.reason, "started_at": imported.started_at, "ended_at": imported.ended_at,
+                "wall_time_s": imported.wall_time_s, "metrics": imported.metrics,
+                "environment": {"imported_from": str(Path(path).resolve()), **imported.details},
+                "warnings": imported.warnings, "error_lines": [], "results_path": str(Path(path).resolve()),
+                "source": f"import:{parser.name}",
+            })
+            tok = imported.metrics.get("tokens_per_s_per_device")
+            console.print(f"{path}: {imported.status}"
+                          + (f", {FIGURE_BY_KEY['tokens_per_s_per_device'].fmt(tok)} tokens/s/device" if tok else "")
+                          + (f" — {imported.reason}" if imported.reason else ""), markup=False, soft_wrap=True)
+        store.end_run(run_id, datetime.now(timezone.utc).isoformat(timespec="seconds"))
+    console.print(f"imported as run {run_id} into {store.path} ({parser.name})", markup=False, soft_wrap=True)
+    return EXIT_OK
+
+
+COMMANDS = {"runs": cmd_runs, "show": cmd_show, "report": cmd_report, "compare": cmd_compare, "import": cmd_import}
+

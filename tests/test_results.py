@@ -1,0 +1,295 @@
+"""The results store and what reads it: reports, compare, references, import, and the record reader.
+
+Rows are made the way a run makes them: metrics computed by analyze.py from perf records, written
+through store.row_from_document; the CLI is run as a user runs it.
+"""
+from __future__ import annotations
+
+import csv
+import io
+import json
+import os
+import signal
+import subprocess
+import sys
+import xml.etree.ElementTree as ET
+
+import pytest
+
+from run_benchmarks import analyze, collect, records
+from run_benchmarks.frameworks import RankLogs
+from run_benchmarks.store import ResultStore, row_from_document
+from training import perflog
+from training.perflog import EndRecord, StartRecord, StepRecord
+
+from .conftest import ROOT, write
+
+
+def metrics_for(step_time: float, tokens: int = 4096, world: int = 2, steps: int = 6) -> dict:
+    """A round's metrics, computed from perf records of ranks that each take ``step_time`` a step."""
+    ranks = []
+    for rank in range(world):
+        log = collect.RankLog(rank, start=StartRecord(
+            rank=rank, local_rank=rank, node_rank=0, world_size=world, framework="torch", framework_version="2.13.0",
+            device="cpu", precision="bf16", n_params=10, flops_per_token=6e6, flop_formula="6N", tokens_per_step=tokens),
+            end=EndRecord(rank=rank, steps=steps, peak_memory_bytes=(100 + rank) * 2**20, memory_total_bytes=2**34,
+                          memory_kind="rss"))
+        for step in range(steps):
+            log.series.add_record(StepRecord(rank=rank, step=step, warmup=step < 2, step_time_s=step_time,
+                                             tokens=tokens, loss=5.0 - step * 0.1))
+        ranks.append(log)
+    return analyze.round_metrics(ranks, 100.0, "", samples_per_step=8).to_dict()
+
+
+def document(run_id: str, case: str, framework: str, step_time: float, round_: int = 1, status: str = "ok",
+             config: str | None = None, hardware: str = "cpu", world: int = 2) -> dict:
+    return {
+        "run_id": run_id, "case_name": f"{case}:{framework}:{hardware}:1:{world}", "round": round_,
+        "status": status, "reason": "" if status == "ok" else "node 0 exited with 1",
+        "case": {"case": case, "framework": framework, "framework_version": "", "hardware": hardware,
+                 "vendor": "cpu", "nnodes": 1, "nprocs_per_node": world, "world_size": world, "repeat": 1,
+                 "extern_config": config, "extern_config_hash": None},
+        "metrics": metrics_for(step_time, world=world) if status == "ok" else None,
+        "workload": {"train": {"precision": "bf16"}},
+        "environment": {"orchestrator": {"accelbench_commit": "abc123"}, "nodes": [{"node_rank": 0, "host": "h"}]},
+        "started_at": f"2026-11-23T10:0{round_}:00+00:00", "ended_at": f"2026-11-23T10:0{round_}:30+00:00",
+        "wall_time_s": 30.0, "warnings": [], "error_lines": [],
+    }
+
+
+def fill(db, docs) -> None:
+    with ResultStore(db) as store:
+        for run_id in dict.fromkeys(d["run_id"] for d in docs):
+            store.begin_run(run_id, f"2026-11-23T10:00:0{len(run_id) % 10}+00:00", ["accelbench"], "abc123", "/logs")
+        for doc in docs:
+            store.add_attempt(row_from_document(doc))
+        for run_id in dict.fromkeys(d["run_id"] for d in docs):
+            store.end_run(run_id, "2026-11-23T11:00:00+00:00")
+
+
+# ---------------------------------------------------------------- reading perf records
+
+
+def test_records_survive_block_boundaries_foreign_lines_and_a_torn_line(tmp_path):
+    path = tmp_path / "rank0.stdout.log"
+    lines = ["loading data...\n"]
+    for step in range(40):
+        lines.append(perflog.format_record(StepRecord(rank=0, step=step, warmup=step < 3, step_time_s=0.5,
+                                                      tokens=100, loss=1.0)) + "\n")
+        if step == 17:
+            lines.append("INFO some framework chatter " + "x" * 300 + "\n")
+    lines.insert(25, perflog.PREFIX + '{"v":1,"kind":"step","rank":0,\n')  # a torn record (killed mid-write)
+    path.write_text("".join(lines))
+    problems: list[str] = []
+    payloads = list(records.read_payloads(path, problems, block_bytes=97))  # blocks smaller than a line
+    assert [p["step"] for p in payloads] == list(range(40))
+    assert problems == [f"{path}:26: perf record is not valid JSON: " + problems[0].split("JSON: ", 1)[1]]
+    log = collect.read_rank(RankLogs(0, path, tmp_path / "err"))
+    assert log.steps_done == 40 and log.series.warmup == 3 and len(log.series.steps) == 37
+    assert any(":26:" in p for p in log.problems)
+
+
+def test_a_step_record_with_a_wrong_type_is_named_and_leaves_the_columns_aligned(tmp_path):
+    path = tmp_path / "rank0.stdout.log"
+    good = perflog.format_record(StepRecord(rank=0, step=0, warmup=False, step_time_s=0.5, tokens=100, loss=1.0))
+    bad = good.replace('"step_time_s":0.5', '"step_time_s":"slow"').replace('"step":0', '"step":1')
+    path.write_text(good + "\n" + bad + "\n")
+    log = collect.read_rank(RankLogs(0, path, tmp_path / "err"))
+    assert list(log.series.steps) == [0] and list(log.series.times) == [0.5]
+    assert any("step record" in p or "slow" in p for p in log.problems), log.problems
+
+
+# ---------------------------------------------------------------- the store
+
+
+def test_every_attempt_is_a_row_and_reads_back(tmp_path):
+    db = tmp_path / "results.db"
+    fill(db, [document("r1", "gpt3_tiny", "torch", 0.5), document("r1", "gpt3_tiny", "torch", 0.5, round_=2,
+                                                                  status="failed")])
+    with ResultStore(db) as store:
+        rows = store.attempts(run_ids=[store.resolve_run("r")])
+        assert [(a["round"], a["status"]) for a in rows] == [(1, "ok"), (2, "failed")]
+        ok = rows[0]
+        assert ok["tokens_per_s_per_device"] == pytest.approx(4096 / 0.5)
+        assert ok["mfu"] == pytest.approx(6e6 * 4096 / 0.5 / 1e12 / 100)
+        assert ok["peak_memory_bytes"] == 101 * 2**20 and ok["samples_per_s"] == pytest.approx(8 / 0.5)
+        assert ok["metrics"]["flop_formula"] == "6N" and ok["accelbench_commit"] == "abc123"
+        assert rows[1]["reason"] == "node 0 exited with 1"
+        assert store.attempts({"status": "failed"})[0]["round"] == 2
+        (run,) = store.runs()
+        assert (run["attempts"], run["ok"], run["status"]) == (2, 1, "done")
+
+
+_WRITER = """
+import sys
+from run_benchmarks.store import ResultStore
+store = ResultStore(sys.argv[1])
+store.begin_run("killed", "2026-11-23T10:00:00+00:00", [], None, None)
+i = 0
+while True:
+    i += 1
+    store.add_attempt({"run_id": "killed", "case_name": "c:torch:cpu:1:1", "case": "c", "framework": "torch",
+                       "hardware": "cpu", "nnodes": 1, "nprocs_per_node": 1, "round": i, "status": "ok",
+                       "metrics": {"tokens_per_s_per_device": float(i)}, "source": "accelbench"})
+    print(i, flush=True)
+"""
+
+
+def test_a_run_killed_with_sigkill_leaves_every_finished_attempt_readable(tmp_path):
+    db = tmp_path / "results.db"
+    proc = subprocess.Popen([sys.executable, "-c", _WRITER, str(db)], stdout=subprocess.PIPE, text=True,
+                            env={**os.environ, "PYTHONPATH": str(ROOT)})
+    committed = 0
+    while committed < 50:
+        committed = int(proc.stdout.readline())
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(timeout=30)
+    with ResultStore(db) as store:
+        assert store.conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+        rows = store.attempts(run_ids=["killed"])
+        assert len(rows) >= committed  # every attempt it said was written is there
+        assert [a["round"] for a in rows] == list(range(1, len(rows) + 1))
+        assert store.run("killed")["status"] == "running"  # never ended: visible as such
+
+
+# ---------------------------------------------------------------- reports
+
+
+def test_report_formats(cli, tmp_path):
+    db = tmp_path / "results.db"
+    fill(db, [document("run-a", "gpt3_tiny", "torch", 0.50), document("run-a", "gpt3_tiny", "torch", 0.60, round_=2),
+              document("run-a", "gpt3_tiny", "paddle", 0.40, config="/v/config_TP2PP1SH1SP1cpux1x2.yaml")])
+    md = cli("report", "run-a", "--db", str(db), "--format", "markdown")
+    assert md.returncode == 0, md.stderr
+    table = [line for line in md.stdout.splitlines() if line.startswith("| gpt3_tiny |")]
+    # torch: mean of 8192 and 6827 tokens/s/device; paddle 10240 -> +36% over the first row
+    torch_mean = (4096 / 0.5 + 4096 / 0.6) / 2
+    assert table[0].split(" | ")[:4] == ["| gpt3_tiny", "torch", "1x2 cpu", "8"]
+    assert table[1].split(" | ")[1] == "paddle TP2PP1SH1SP1cpux1x2"
+    assert table[1].endswith(f"| {4096 / 0.4 / torch_mean - 1:+.0%} |")
+    assert "variation" in md.stdout or "±" in md.stdout
+    assert "tokens/s/device (model) varies" not in md.stdout
+    flagged = [line for line in md.stdout.splitlines() if "varies" in line]
+    assert flagged and "across 2 rounds (> 5%)" in flagged[0]  # 8192 vs 6827 tokens/s: 12.9% apart
+
+    out = tmp_path / "report.html"
+    html = cli("report", "run-a", "--db", str(db), "--format", "html", "-o", str(out))
+    assert html.returncode == 0, html.stderr
+    text = out.read_text()
+    assert "http://" not in text.replace("http://www.w3.org/2000/svg", "")  # self-contained
+    svgs = [ET.fromstring(s[:s.index("</svg>") + 6]) for s in text.split("<svg")[1:] for s in ["<svg" + s]]
+    bars = [r for r in svgs[0].iter("{http://www.w3.org/2000/svg}rect") if r.get("class") == "bar"]
+    assert len(bars) == 2  # tokens/s per device: one bar per case
+    assert any("step time over the run" in (s.get("aria-label") or "") for s in svgs)
+
+    js = cli("report", "run-a", "--db", str(db), "--format", "json")
+    rows = json.loads(js.stdout)
+    assert len(rows) == 3 and rows[2]["framework"] == "paddle" and rows[2]["metrics"]["world_size"] == 2
+    cs = cli("report", "framework=paddle", "--db", str(db), "--format", "csv")
+    (row,) = list(csv.DictReader(io.StringIO(cs.stdout)))
+    assert float(row["tokens_per_s_per_device"]) == pytest.approx(4096 / 0.4)
+
+    term = cli("report", "--db", str(db))
+    assert term.returncode == 0 and "gpt3_tiny:paddle:cpu:1:2" in term.stdout
+
+
+def test_compare_frameworks_gives_the_speedup_per_matching_case(cli, tmp_path):
+    db = tmp_path / "results.db"
+    fill(db, [document("t", "gpt3_tiny", "torch", 0.5, config="/v/torch/config_X.yaml"),
+              document("p", "gpt3_tiny", "paddle", 0.4, config="/v/paddle/config_X.yaml"),
+              document("p", "llama_tiny", "paddle", 0.4)])
+    done = cli("compare", "framework=torch", "framework=paddle", "--db", str(db), "--format", "markdown")
+    assert done.returncode == 0, done.stderr
+    (row,) = [line for line in done.stdout.splitlines() if line.startswith("| gpt3_tiny")]
+    cells = [c.strip() for c in row.strip("|").split("|")]
+    assert cells[1:4] == ["8,192", "10,240", "+25%"]  # 0.5 s vs 0.4 s a step
+    (other,) = [line for line in done.stdout.splitlines() if line.startswith("| llama_tiny")]
+    assert "(no run)" in other
+    runs = cli("compare", "t", "p", "--db", str(db))
+    assert runs.returncode == 0 and "B vs A" in runs.stdout
+
+
+# ---------------------------------------------------------------- references
+
+
+def test_references_pass_and_regress(cli, tmp_path, root):
+    db = tmp_path / "results.db"
+    fill(db, [document("r", "gpt3_tiny", "torch", 0.5)])  # 8192 tokens/s/device
+    write(root / "cases/gpt3_tiny/references.yaml", """
+references:
+  - hardware: cpu
+    nprocs_per_node: 2
+    figures:
+      tokens_per_s_per_device: {value: 8000, lower: 0.05, upper: 0.05, unit: tok/s}
+""")
+    ok = cli("report", "--db", str(db), "--root", str(root), "--check")
+    assert ok.returncode == 0, ok.stdout + ok.stderr
+    assert "pass" in ok.stdout
+    write(root / "vendors/cpu/references.yaml", """
+references:
+  - {case: gpt3_tiny, hardware: cpu, framework: torch, figures: {tokens_per_s_per_device: {value: 10000, lower: 0.1}}}
+""")
+    bad = cli("report", "--db", str(db), "--root", str(root), "--check")
+    assert bad.returncode == 3, bad.stdout + bad.stderr  # the vendor's entry wins: 8192 < 9000
+    assert "FAIL (regression)" in bad.stdout
+    write(root / "vendors/cpu/references.yaml", "references:\n  - {hardware: cpu, figures: {tok: {value: 1}}}\n")
+    wrong = cli("report", "--db", str(db), "--root", str(root), "--check")
+    assert wrong.returncode == 2 and "references.yaml: references[0].figures: unknown figure 'tok'" in wrong.stderr
+    assert "Traceback" not in wrong.stderr
+
+
+# ---------------------------------------------------------------- import
+
+
+PADDLENLP_LINE = ("[2026-11-20 10:{minute:02d}:00,000] [    INFO] - loss: {loss}, learning_rate: 3e-05, global_step: "
+                  "{step}, current_memory_allocated: 20.5, current_memory_reserved: 30.1, max_memory_allocated: "
+                  "{mem}, max_memory_reserved: 31.0, interval_runtime: 10.0, interval_samples_per_second: {sps}, "
+                  "interval_tokens_per_second_per_device: {tps}, interval_steps_per_second: 0.1, "
+                  "progress_or_epoch: 0.01\n")
+
+
+def test_import_paddlenlp_and_mllog_logs_beside_accelbench_runs(cli, tmp_path):
+    db = tmp_path / "results.db"
+    paddle_log = tmp_path / "workerlog.0"
+    text = "[2026-11-20 10:00:00,000] [    INFO] - ***** Running training *****\n"
+    for i, tps in enumerate((100.0, 2600.0, 2700.0)):  # the first interval is warm-up
+        text += PADDLENLP_LINE.format(minute=i + 1, loss=7 - i, step=10 * (i + 1), mem=24.0 + i, sps=2.5 + i,
+                                      tps=tps)
+    paddle_log.write_text(text)
+    done = cli("import", str(paddle_log), "--format", "paddlenlp", "--case-name", "gpt3_6.7B:paddle_2.5.1:A100:1:8",
+               "--extern-config", "config_TP1PP1SH2SP8A10080Gx1x8", "--db", str(db))
+    assert done.returncode == 0, done.stderr
+    assert "2,650 tokens/s/device" in done.stdout
+    with ResultStore(db) as store:
+        (row,) = store.attempts({"framework": "paddle"})
+    assert row["status"] == "ok" and row["tokens_per_s_per_device"] == pytest.approx(2650)
+    assert row["tokens_per_s_total"] == pytest.approx(2650 * 8)
+    assert row["samples_per_s"] == pytest.approx(4.0) and row["peak_memory_bytes"] == 26 * 2**30
+    assert row["step_time_median_s"] == pytest.approx(10.0) and row["loss_last"] == 5
+    assert row["source"] == "import:paddlenlp/1" and row["wall_time_s"] == 180
+
+    mlperf = tmp_path / "mlperf.log"
+    events = [("run_start", None, {}), ("global_batch_size", 1536, {}), ("max_sequence_length", 2048, {}),
+              ("submission_platform", "8xA100", {})]
+    events += [("tracked_stats", {"throughput": value}, {"step": i}) for i, value in enumerate((5.0, 60.0, 64.0))]
+    events += [("run_stop", None, {"status": "success"})]
+    mlperf.write_text("".join(
+        f':::MLLOG {json.dumps({"namespace": "", "time_ms": 1_763_600_000_000 + 60_000 * i, "event_type": "POINT_IN_TIME", "key": k, "value": v, "metadata": md})}\n'
+        for i, (k, v, md) in enumerate(events)))
+    done = cli("import", str(mlperf), "--format", "mllog/1", "--case-name", "gpt3_175B:torch:A100:1:8",
+               "--db", str(db))
+    assert done.returncode == 0, done.stderr
+    with ResultStore(db) as store:
+        (row,) = store.attempts({"case": "gpt3_175B"})
+    assert row["samples_per_s"] == pytest.approx(62.0) and row["tokens_per_s_per_device"] == pytest.approx(62 * 2048 / 8)
+    assert row["samples_per_step"] == 1536 and row["wall_time_s"] == 60 * (len(events) - 1)
+    assert row["environment"]["submission_platform"] == "8xA100"
+
+    broken = tmp_path / "broken.log"
+    broken.write_text(mlperf.read_text().rsplit(":::MLLOG", 1)[0])  # no run_stop
+    done = cli("import", str(broken), "--format", "mllog", "--case-name", "gpt3_175B:torch:A100:1:8", "--db", str(db))
+    assert done.returncode == 0 and "broken.log: failed" in done.stdout and "no run_stop event" in done.stdout
+    bad = cli("import", str(broken), "--format", "nemo", "--case-name", "x:torch:A100:1:8", "--db", str(db))
+    assert bad.returncode == 2 and "no log parser 'nemo'" in bad.stderr and "paddlenlp/1" in bad.stderr
+    runs = cli("runs", "--db", str(db))
+    assert runs.stdout.count("import:") == 3
