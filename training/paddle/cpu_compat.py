@@ -1,10 +1,14 @@
-"""Let fleet's tensor and pipeline parallel layers run on a CPU (gloo), so CI can test them.
+"""Let fleet's tensor, sequence and pipeline parallel layers run on a CPU (gloo), so CI can test them.
 
 Why this exists: fleet's model-parallel layers and pipeline scheduler call the
 process group's ``*_on_calc_stream`` collectives, which only the accelerator
 backends (NCCL, XCCL, custom devices) implement; gloo raises
 ``NotImplementedError``. A CPU has no separate communication stream, so the
-ordinary synchronous collective is the same operation. The ``c_*`` model-parallel
+ordinary synchronous collective is the same operation. Fleet's sequence-parallel
+ops (``sequence_parallel_utils.ReduceScatterOp``) call the process group's
+``reduce_scatter_tensor``, which gloo does not implement either ("ProcessGroupGLOO
+does not support reduce_scatter with sync_op flag"): on a CPU it is an all-reduce
+that keeps this rank's slice of the first axis. The ``c_*`` model-parallel
 ops (identity, split, concat, vocabulary-parallel softmax cross entropy) have
 no CPU kernels, so they get small Python equivalents with their gradients.
 Fleet's tensor-parallel wrapper asserts an accelerator place before
@@ -45,6 +49,14 @@ def _calc_stream_replacements() -> dict:
         "all_gather_partial_on_calc_stream":
             lambda self, out, tensor, num, index: _sync(self.all_gather_partial(out, tensor, num, index)),
     }
+
+
+def _reduce_scatter_tensor(self, out, tensor, op=dist.ReduceOp.SUM, sync_op=True):
+    """Reduce across the group, keep this rank's block of the first axis (``out`` is written in place)."""
+    total = tensor.clone()
+    task = _sync(self.all_reduce(total, op, True))
+    paddle.assign(paddle.split(total, self.size(), axis=0)[self.rank()], output=out)
+    return task
 
 
 def _group(ring_id: int):
@@ -158,6 +170,7 @@ def install() -> None:
 
     for name, replacement in _calc_stream_replacements().items():
         setattr(ProcessGroupGloo, name, replacement)
+    ProcessGroupGloo.reduce_scatter_tensor = _reduce_scatter_tensor
     tensor_parallel.broadcast_input_data = _broadcast_input_data
     # ParallelEnv sets _device_id only for accelerator places; PipelineLayer reads it (a CPU is device 0).
     if not hasattr(dist.ParallelEnv(), "_device_id"):
