@@ -9,6 +9,17 @@ With a model-parallel group (``mp_degree > 1``), q/k/v, fc/gate are fleet
 ``ColumnParallelLinear``, the projections ``RowParallelLinear``, the token
 embedding ``VocabParallelEmbedding`` and the loss ``ParallelCrossEntropy``,
 as in Megatron and PaddleNLP; without one they are plain layers.
+
+With sequence parallelism as well (``parallel.sequence_parallel``), fleet's
+``sequence_parallel_utils`` carry the activations between blocks as this
+rank's ``[seq/tp, batch, hidden]`` slice: the embeddings are scattered
+(``ScatterOp``), each block's input is all-gathered once before its column-split
+projections (``AllGatherOp``; backward: reduce-scatter), the projections are
+``RowSequenceParallelLinear`` (reduce-scatter instead of all-reduce), the norms
+run on the slices, and the final norm's output is gathered (``GatherOp``) for
+the head. Parameters used on slices only (norms, row biases) are marked
+sequence-parallel; ``train.py`` registers fleet's hooks that all-reduce their
+gradients across the tensor-parallel group.
 """
 from __future__ import annotations
 
@@ -54,25 +65,66 @@ class RMSNorm(nn.Layer):
         return (x.astype("float32") * paddle.rsqrt(variance + self.eps)).astype(x.dtype) * self.weight
 
 
-def _norm(spec: ModelSpec, kernels: Kernels) -> nn.Layer:
-    if spec.norm == "rmsnorm":
-        return RMSNorm(spec.d_model, 1e-5, kernels.fused_rms_norm)
-    return nn.LayerNorm(spec.d_model, epsilon=1e-5, bias_attr=None if spec.bias else False)
+def _norm(spec: ModelSpec, kernels: Kernels, on_slices: bool = False) -> nn.Layer:
+    """LayerNorm or RMSNorm; ``on_slices``: it sees this rank's sequence slice only, so its gradients are partial."""
+    norm = RMSNorm(spec.d_model, 1e-5, kernels.fused_rms_norm) if spec.norm == "rmsnorm" else \
+        nn.LayerNorm(spec.d_model, epsilon=1e-5, bias_attr=None if spec.bias else False)
+    if on_slices:
+        from paddle.distributed.fleet.utils.sequence_parallel_utils import mark_as_sequence_parallel_parameter
+        for param in norm.parameters():
+            mark_as_sequence_parallel_parameter(param)
+    return norm
+
+
+def scatter_sequence(x):
+    """[b, s, h], the same on every tensor-parallel rank -> this rank's [s/tp, b, h] slice (backward: all-gather)."""
+    from paddle.distributed.fleet.utils.sequence_parallel_utils import ScatterOp
+    return ScatterOp.apply(x.transpose([1, 0, 2]))
+
+
+def gather_sequence(x):
+    """This rank's [s/tp, b, h] slice -> the whole [b, s, h] (backward: this rank's slice of the gradient)."""
+    from paddle.distributed.fleet.utils.sequence_parallel_utils import GatherOp
+    return GatherOp.apply(x).transpose([1, 0, 2])
+
+
+def column_projections(x, layers, sequence_parallel: bool) -> list:
+    """The column-split projections of one input.
+
+    Under sequence parallelism ``x`` is a [s/tp, b, h] slice: it is all-gathered
+    once for all of the layers (fleet's ``AllGatherOp``, whose backward
+    reduce-scatters the summed gradient), as Megatron does, rather than once in
+    each ``ColumnSequenceParallelLinear``; the outputs are [s, b, out/tp].
+    """
+    if not sequence_parallel:
+        return [layer(x) for layer in layers]
+    from paddle.distributed.fleet.utils.sequence_parallel_utils import AllGatherOp
+    whole = AllGatherOp.apply(x)
+    return [F.linear(whole, layer.weight, layer.bias) for layer in layers]
 
 
 class Linears:
     """Builds each linear for the layout: plain, column-split or row-split across the model-parallel group."""
 
-    def __init__(self, mp_degree: int):
+    def __init__(self, mp_degree: int, sequence_parallel: bool = False):
         self.mp_degree = mp_degree
+        self.sequence_parallel = sequence_parallel and mp_degree > 1
 
     def column(self, n_in: int, n_out: int, bias: bool, std: float) -> nn.Layer:
+        if self.sequence_parallel:
+            from paddle.distributed.fleet.utils.sequence_parallel_utils import ColumnSequenceParallelLinear
+            return ColumnSequenceParallelLinear(n_in, n_out, weight_attr=_normal(std), has_bias=bias,
+                                                gather_output=False)
         if self.mp_degree > 1:
             from paddle.distributed.fleet.meta_parallel import ColumnParallelLinear
             return ColumnParallelLinear(n_in, n_out, weight_attr=_normal(std), has_bias=bias, gather_output=False)
         return nn.Linear(n_in, n_out, weight_attr=_normal(std), bias_attr=_ZERO if bias else False)
 
     def row(self, n_in: int, n_out: int, bias: bool, std: float) -> nn.Layer:
+        if self.sequence_parallel:  # reduce-scatters its output into sequence slices; marks its bias
+            from paddle.distributed.fleet.utils.sequence_parallel_utils import RowSequenceParallelLinear
+            return RowSequenceParallelLinear(n_in, n_out, weight_attr=_normal(std), has_bias=bias,
+                                             input_is_parallel=True)
         if self.mp_degree > 1:
             from paddle.distributed.fleet.meta_parallel import RowParallelLinear
             return RowParallelLinear(n_in, n_out, weight_attr=_normal(std), has_bias=bias, input_is_parallel=True)
@@ -117,6 +169,7 @@ class Attention(nn.Layer):
     def __init__(self, spec: ModelSpec, linears: Linears, kernels: Kernels):
         super().__init__()
         self.head_dim, self.kernels = spec.head_dim, kernels
+        self.sequence_parallel = linears.sequence_parallel
         self.local_heads = spec.n_head // linears.mp_degree
         self.local_kv_heads = spec.kv_heads // linears.mp_degree
         kv_width = spec.kv_heads * spec.head_dim
@@ -127,10 +180,14 @@ class Attention(nn.Layer):
         self.proj = linears.row(spec.d_model, spec.d_model, spec.bias, out_std)
 
     def forward(self, x, rotary=None, bias=None):
-        b, t = x.shape[0], x.shape[1]
-        q = self.q(x).reshape([b, t, self.local_heads, self.head_dim])
-        k = self.k(x).reshape([b, t, self.local_kv_heads, self.head_dim])
-        v = self.v(x).reshape([b, t, self.local_kv_heads, self.head_dim])
+        """x: [b, t, d_model], or under sequence parallelism this rank's [t/tp, b, d_model] slice."""
+        q, k, v = column_projections(x, (self.q, self.k, self.v), self.sequence_parallel)
+        if self.sequence_parallel:  # [t, b, ...] after the all-gather: attention runs batch-major
+            q, k, v = (a.transpose([1, 0, 2]) for a in (q, k, v))
+        b, t = q.shape[0], q.shape[1]
+        q = q.reshape([b, t, self.local_heads, self.head_dim])
+        k = k.reshape([b, t, self.local_kv_heads, self.head_dim])
+        v = v.reshape([b, t, self.local_kv_heads, self.head_dim])
         if rotary is not None:
             q, k = apply_rotary(q, *rotary), apply_rotary(k, *rotary)
         if self.local_kv_heads != self.local_heads:
@@ -141,7 +198,8 @@ class Attention(nn.Layer):
             y = flash_attention(q, k, v, causal=True)[0]
         else:
             y = _attention(q, k, v, bias)
-        return self.proj(y.reshape([b, t, -1]))
+        y = y.reshape([b, t, -1])
+        return self.proj(y.transpose([1, 0, 2]) if self.sequence_parallel else y)
 
 
 def _attention(q, k, v, bias):
@@ -156,7 +214,7 @@ def _attention(q, k, v, bias):
 class MLP(nn.Layer):
     def __init__(self, spec: ModelSpec, linears: Linears):
         super().__init__()
-        self.activation = spec.activation
+        self.activation, self.sequence_parallel = spec.activation, linears.sequence_parallel
         hidden = spec.ffn_hidden
         self.fc = linears.column(spec.d_model, hidden, spec.bias, 0.02)
         self.gate = linears.column(spec.d_model, hidden, spec.bias, 0.02) if spec.activation == "swiglu" else None
@@ -164,8 +222,9 @@ class MLP(nn.Layer):
 
     def forward(self, x):
         if self.gate is not None:
-            return self.proj(F.silu(self.gate(x)) * self.fc(x))
-        h = self.fc(x)
+            gate, fc = column_projections(x, (self.gate, self.fc), self.sequence_parallel)
+            return self.proj(F.silu(gate) * fc)
+        h, = column_projections(x, (self.fc,), self.sequence_parallel)
         h = F.gelu(h, approximate=True) if self.activation == "gelu" else F.relu(h)
         return self.proj(h)
 
@@ -173,8 +232,9 @@ class MLP(nn.Layer):
 class Block(nn.Layer):
     def __init__(self, spec: ModelSpec, linears: Linears, kernels: Kernels):
         super().__init__()
-        self.ln_1, self.attn = _norm(spec, kernels), Attention(spec, linears, kernels)
-        self.ln_2, self.mlp = _norm(spec, kernels), MLP(spec, linears)
+        on_slices = linears.sequence_parallel
+        self.ln_1, self.attn = _norm(spec, kernels, on_slices), Attention(spec, linears, kernels)
+        self.ln_2, self.mlp = _norm(spec, kernels, on_slices), MLP(spec, linears)
 
     def forward(self, x, rotary=None, bias=None):
         x = x + self.attn(self.ln_1(x), rotary, bias)
@@ -245,28 +305,36 @@ def replicated_input(x, mp_degree: int):
 
 
 class LMHead(nn.Layer):
-    """Final norm, logits (this rank's vocabulary slice under tensor parallelism) and the loss."""
+    """Final norm, logits (this rank's vocabulary slice under tensor parallelism) and the loss.
+
+    Under sequence parallelism the final norm runs on this rank's slice, which is
+    then gathered: the LM head sees the whole sequence, as without it.
+    """
 
     def __init__(self, spec: ModelSpec, linears: Linears, kernels: Kernels, tied_embedding=None):
         super().__init__()
-        self.mp_degree = linears.mp_degree
-        self.ln_f = _norm(spec, kernels)
+        self.mp_degree, self.sequence_parallel = linears.mp_degree, linears.sequence_parallel
+        self.ln_f = _norm(spec, kernels, self.sequence_parallel)
         self._tied = (tied_embedding,)  # a tuple: held, not registered a second time as a sublayer
         self.lm_head = None if tied_embedding is not None else \
-            linears.column(spec.d_model, spec.vocab_size, False, 0.02)
+            Linears(linears.mp_degree).column(spec.d_model, spec.vocab_size, False, 0.02)
 
     def logits(self, x):
         x = self.ln_f(x)
+        if self.sequence_parallel:
+            x = gather_sequence(x)
         if self.lm_head is not None:
             return self.lm_head(x)
         return paddle.matmul(replicated_input(x, self.mp_degree), self._tied[0].weight, transpose_y=True)
 
 
 class GPT(nn.Layer):
-    def __init__(self, spec: ModelSpec, mp_degree: int = 1, mp_rank: int = 0, kernels: Kernels = Kernels()):
+    def __init__(self, spec: ModelSpec, mp_degree: int = 1, mp_rank: int = 0, kernels: Kernels = Kernels(),
+                 sequence_parallel: bool = False):
         super().__init__()
         self.spec, self.kernels = spec, kernels
-        linears = Linears(mp_degree)
+        linears = Linears(mp_degree, sequence_parallel)
+        self.sequence_parallel = linears.sequence_parallel
         self.embedding = Embedding(spec, linears, kernels)
         self.blocks = nn.LayerList([Block(spec, linears, kernels) for _ in range(spec.n_layer)])
         self.head = LMHead(spec, linears, kernels, self.embedding.wte if spec.tie_embeddings else None)
@@ -275,7 +343,10 @@ class GPT(nn.Layer):
         self.recompute_every = 0  # set by the trainer: recompute every k-th block's activations
 
     def run_blocks(self, x):
+        """[b, t, d_model] in; out the same, or under sequence parallelism this rank's [t/tp, b, d_model] slice."""
         bias = self.position.bias(x.shape[1], x.dtype, self.kernels.flash_attention)
+        if self.sequence_parallel:
+            x = scatter_sequence(x)
         for number, block in enumerate(self.blocks):
             if self.recompute_every and number % self.recompute_every == 0 and self.training:
                 from paddle.distributed.fleet.utils import recompute

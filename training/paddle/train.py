@@ -5,6 +5,8 @@ layout vocabulary is the PyTorch side's (``training/spec.py``); it maps onto
 ``fleet.DistributedStrategy().hybrid_configs``:
 
   tensor_parallel_degree              mp_degree (ColumnParallelLinear / RowParallelLinear / VocabParallelEmbedding)
+  sequence_parallel                   fleet's sequence_parallel_utils: [seq/tp, batch, hidden] activations between
+                                      the tensor-parallel layers, norm gradients all-reduced by fleet's hooks
   pipeline_parallel_degree            pp_degree (PipelineLayer; micro-batches = gradient_accumulation_steps)
   sharding + sharding_parallel_degree sharding_degree; stage1 through fleet's sharding optimizer,
                                       stage2/3 through group_sharded_parallel (accelerators only)
@@ -121,12 +123,21 @@ def build_model(spec: WorkloadSpec, layout: Layout):
         from training.paddle.pipeline import pipeline_model
         model, named = pipeline_model(spec, layout, kernels)
     else:
-        model = GPT(spec.model, layout.tp, layout.tp_rank, kernels)
+        model = GPT(spec.model, layout.tp, layout.tp_rank, kernels, spec.parallel.sequence_parallel)
         named = [(canonical_name(name), p) for name, p in model.named_parameters()]
         if spec.train.recompute != "none":
             model.recompute_every = 1 if spec.train.recompute == "full" else spec.train.recompute_every
     if spec.train.init_weights:
         load_weights(named, spec.train.init_weights, layout.tp_rank, layout.tp)
+    if spec.parallel.sequence_parallel and layout.tp > 1:
+        # Norms and row biases see this rank's sequence slice only: fleet's hooks all-reduce their
+        # gradients across the tensor-parallel group once per step (after the last micro-batch). Not the
+        # fused variant: its hook takes the gradient as an argument, but `_register_backward_hook` calls
+        # hooks without one, so backward fails (Paddle 3.3: "GradNodePyLayer_ReduceScatterOp:Get backward
+        # function failed").
+        from paddle.distributed.fleet.utils.sequence_parallel_utils import register_sequence_parallel_allreduce_hooks
+        register_sequence_parallel_allreduce_hooks(model, spec.train.gradient_accumulation_steps,
+                                                   fuse_sequence_parallel_allreduce=False)
     return model
 
 
