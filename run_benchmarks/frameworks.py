@@ -199,8 +199,9 @@ class Paddle(Framework):
             missing.append("LoRA is not implemented in training/paddle")
         if train.compile:
             missing.append("train.compile is torch.compile; Paddle runs eagerly here (unset it)")
-        if par.sequence_parallel:
-            missing.append("sequence_parallel is not implemented in training/paddle yet")
+        if par.sequence_parallel and par.pipeline_parallel_degree > 1:
+            missing.append("sequence_parallel with pipeline parallelism is not implemented in training/paddle "
+                           "(its PipelineLayer stages pass whole sequences); use it with tensor parallelism alone")
         if par.pipeline_schedule != "1f1b" and par.pipeline_parallel_degree > 1:
             missing.append(f"pipeline_schedule {par.pipeline_schedule}: fleet's PipelineLayer runs 1f1b here")
         if par.offload and par.sharding != "stage3":
