@@ -157,34 +157,45 @@ class RoundAccumulator:
             self.init_times.append(rank.start.init_time_s)
         self.ranks.append(_RankTotals(rank.rank, rank.start.node_rank, math.fsum(s.tokens), math.fsum(s.times),
                                       len(s.steps), rank.start.tokens_per_step, rank.end.peak_memory_bytes))
-        self.has_effective &= s.has_effective
-        self.has_flops &= s.has_flops
+        if self.has_effective and not s.has_effective:
+            self.has_effective, self.effective = False, array("d")
+        if self.has_flops and not s.has_flops:
+            self.has_flops, self.flops = False, array("d")
         if len(s.steps):
             self._fold(s)
+
+    def _columns(self) -> list[tuple[array, str]]:
+        """(accumulated column, the StepSeries column added into it) for the columns still kept."""
+        out = [(self.tokens, "tokens")]
+        if self.has_effective:
+            out.append((self.effective, "effective"))
+        if self.has_flops:
+            out.append((self.flops, "flops"))
+        return out
 
     def _fold(self, s: StepSeries) -> None:
         first, n = s.steps[0], len(s.steps)
         end = first + n
         grow = max(0, max(end, s.steps[-1] + 1) - len(self.count))
-        for column in (self.max_time, self.count, self.tokens, self.effective, self.flops):
-            column.extend(repeat(0, grow))
+        for column in (self.max_time, self.count, *(c for c, _ in self._columns())):
+            column.frombytes(bytes(column.itemsize * grow))  # zeros, at memcpy speed
         if s.steps == array("q", range(first, end)):  # the usual case: whole columns at C speed
+            if self.count[first:end].count(0) == n:  # no rank here yet: copy
+                self.max_time[first:end] = s.times
+                for column, name in self._columns():
+                    column[first:end] = getattr(s, name)
+                self.count[first:end] = array("q", repeat(1, n))
+                return
             self.max_time[first:end] = array("d", map(max, self.max_time[first:end], s.times))
             self.count[first:end] = array("q", map(operator.add, self.count[first:end], repeat(1, n)))
-            self.tokens[first:end] = array("d", map(operator.add, self.tokens[first:end], s.tokens))
-            if self.has_effective:
-                self.effective[first:end] = array("d", map(operator.add, self.effective[first:end], s.effective))
-            if self.has_flops:
-                self.flops[first:end] = array("d", map(operator.add, self.flops[first:end], s.flops))
+            for column, name in self._columns():
+                column[first:end] = array("d", map(operator.add, column[first:end], getattr(s, name)))
             return
         for i, step in enumerate(s.steps):
             self.max_time[step] = max(self.max_time[step], s.times[i])
             self.count[step] += 1
-            self.tokens[step] += s.tokens[i]
-            if self.has_effective:
-                self.effective[step] += s.effective[i]
-            if self.has_flops:
-                self.flops[step] += s.flops[i]
+            for column, name in self._columns():
+                column[step] += getattr(s, name)[i]
 
     def metrics(self, peak_tflops: Optional[float], peak_note: str,
                 samples_per_step: Optional[int] = None) -> RoundMetrics:

@@ -4,12 +4,15 @@ Files are streamed (records.py), so a long run's logs never sit in memory whole.
 """
 from __future__ import annotations
 
+import multiprocessing
+import os
 import re
 from array import array
 from collections import deque
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Optional
+from typing import Iterator, Optional
 
 from training import perflog
 
@@ -74,6 +77,36 @@ class StepSeries:
     def add_record(self, r: perflog.StepRecord) -> None:
         self.add(r.step, r.warmup, r.step_time_s, r.tokens, r.loss, r.effective_tokens, r.flops, r.grad_norm)
 
+    def extend(self, records: list[dict]) -> None:
+        """Decoded step records, many at once: each column is built whole (at C speed, and atomically: a
+        bad value raises before any column changes). KeyError/TypeError/ValueError: add them one by one."""
+        measured = [r for r in records if not r["warmup"]]
+        steps = array("q", [r["step"] for r in measured])
+        times = array("d", [r["step_time_s"] for r in measured])
+        tokens = array("d", [r["tokens"] for r in measured])
+        losses = [float(records[0]["loss"]), float(records[-1]["loss"])] if records else []
+        effective = [r.get("effective_tokens") for r in measured] if self.has_effective else []
+        flops = [r.get("flops") for r in measured] if self.has_flops else []
+        effective = array("d", effective) if None not in effective else None
+        flops = array("d", flops) if None not in flops else None
+        if not records:
+            return
+        if self.loss_first is None:
+            self.loss_first, self.first_step_time_s = losses[0], float(records[0]["step_time_s"])
+        self.loss_last, self.grad_norm_last = losses[1], records[-1].get("grad_norm")
+        self.warmup += len(records) - len(measured)
+        self.steps.extend(steps)
+        self.times.extend(times)
+        self.tokens.extend(tokens)
+        if effective is None:
+            self.has_effective, self.effective = False, array("d")
+        elif self.has_effective:
+            self.effective.extend(effective)
+        if flops is None:
+            self.has_flops, self.flops = False, array("d")
+        elif self.has_flops:
+            self.flops.extend(flops)
+
 
 @dataclass
 class RankLog:
@@ -100,30 +133,56 @@ def read_rank(logs: RankLogs) -> RankLog:
         out.problems.append(f"no output from rank {logs.rank} ({logs.stdout} missing)")
         return out
     series, problems = out.series, out.problems
-    for payload in records.read_payloads(logs.stdout, problems):
-        try:
-            if payload["kind"] == "step" and payload["v"] == perflog.SCHEMA_VERSION:  # the hot path
-                series.add(payload["step"], payload["warmup"], payload["step_time_s"], payload["tokens"],
-                           payload["loss"], payload.get("effective_tokens"), payload.get("flops"),
-                           payload.get("grad_norm"))
-                continue
+    for batch in records.read_batches(logs.stdout, problems):
+        try:  # the hot path: a block of well-formed step records, with the odd start or end among them
+            steps = [r for r in batch if r["kind"] == "step" and r["v"] == perflog.SCHEMA_VERSION]
+            series.extend(steps)
+            rest = [r for r in batch if r["kind"] != "step" or r["v"] != perflog.SCHEMA_VERSION] \
+                if len(steps) < len(batch) else []
         except (KeyError, TypeError, ValueError):
-            pass  # the strict parser below says what is wrong
-        try:
-            record = perflog.from_payload(payload)
-            if isinstance(record, perflog.StepRecord):
-                series.add_record(record)
-        except perflog.PerfLogError as exc:
-            problems.append(f"{logs.stdout}: {exc}")
-            continue
-        except (TypeError, ValueError) as exc:
-            problems.append(f"{logs.stdout}: step record with a bad value, skipped: {exc}")
-            continue
-        if isinstance(record, perflog.StartRecord):
-            out.start = record
-        elif isinstance(record, perflog.EndRecord):
-            out.end = record
+            rest = batch  # one by one, so each bad record is named and the good ones kept
+        for payload in rest:
+            _add_one(out, payload)
     return out
+
+
+PARALLEL_BYTES = 256 << 20  # below this, starting worker processes costs more than it saves
+
+
+def read_ranks(all_logs: list[RankLogs]) -> Iterator[RankLog]:
+    """``read_rank`` of each, in order. Large logs are decoded on every core, at most one rank per core in
+    flight, so memory stays a few ranks' step columns whatever the number of ranks."""
+    total = sum(logs.stdout.stat().st_size for logs in all_logs if logs.stdout.is_file())
+    workers = min(len(all_logs), os.cpu_count() or 1)
+    if total < PARALLEL_BYTES or workers < 2:
+        yield from map(read_rank, all_logs)
+        return
+    # spawn, not fork: the orchestrator holds SSH and Docker client threads that a fork would copy mid-call
+    with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn")) as pool:
+        pending: deque = deque()
+        for logs in all_logs:
+            pending.append(pool.submit(read_rank, logs))
+            if len(pending) > workers:
+                yield pending.popleft().result()
+        while pending:
+            yield pending.popleft().result()
+
+
+def _add_one(out: RankLog, payload) -> None:
+    try:
+        record = perflog.from_payload(payload)
+        if isinstance(record, perflog.StepRecord):
+            out.series.add_record(record)
+    except perflog.PerfLogError as exc:
+        out.problems.append(f"{out.logs.stdout}: {exc}")
+        return
+    except (TypeError, ValueError) as exc:
+        out.problems.append(f"{out.logs.stdout}: step record with a bad value, skipped: {exc}")
+        return
+    if isinstance(record, perflog.StartRecord):
+        out.start = record
+    elif isinstance(record, perflog.EndRecord):
+        out.end = record
 
 
 def tail(path: Path, lines: int) -> list[str]:

@@ -28,6 +28,7 @@ from .codesync import sync_code
 from .vendors import FrameworkRuntime
 from .hosts import Host, Job, connect
 from .plan import CasePlan, NodePlan, RoundPlan, RunPlan
+from .probes import run_probes
 from .store import ResultStore, row_from_document
 
 MIN_FREE_BYTES = 1 << 30  # logs, configs and compile caches of a round fit in far less
@@ -102,6 +103,8 @@ class Runner:
         self.hosts: dict[str, Host] = {}
         self.results: list[RoundResult] = []
         self.version_warnings: dict[str, list[str]] = {}
+        self.probed: dict[tuple[str, str], dict] = {}  # (host, vendor) -> probe results
+        self.image_ids: dict[tuple[str, str], str] = {}  # (host, tag) -> image id
 
     # ------------------------------------------------------------ preflight
 
@@ -123,6 +126,14 @@ class Runner:
         self._ensure_images()
         for case in self.plan.cases:
             self.version_warnings[str(case.name)] = self._check_framework(case)
+        self._probe_hosts()
+
+    def _probe_hosts(self) -> None:
+        """The vendor's environment probes, once per host and vendor, all hosts at once."""
+        wanted = {(node.host.name, case.hardware.vendor): case.hardware.vendor_spec.all_probes()
+                  for case in self.plan.cases for node in case.rounds[0].nodes}
+        found, _ = parallel_map(lambda item: run_probes(self.hosts[item[0][0]], item[1]), list(wanted.items()))
+        self.probed.update({key: probes or {} for key, probes in zip(wanted, found)})
 
     def _resource_needs(self) -> dict[str, tuple[str, int, bool]]:
         """Per host: the folder it writes to, the most processes any case starts there, and whether they
@@ -180,6 +191,7 @@ class Runner:
     def _ensure_image(self, host_name: str, image: images.ImageSpec) -> None:
         try:
             images.ensure_image(self.docker[host_name], image, host_name)
+            self.image_ids[(host_name, image.tag)] = self.docker[host_name].images.get(image.tag).id
         except docker_errors() as exc:
             raise PreflightError(f"host {host_name}: its Docker engine ({self.hosts[host_name].spec.docker_host}) "
                                  f"does not answer: {exc}", "start dockerd there, or fix docker_host in the "
@@ -363,22 +375,27 @@ class Runner:
         ranks: list[collect.RankLog] = []
         figures = analyze.RoundAccumulator()
         steps_done = []
+        all_logs = []
         for node in rnd.nodes:
             if node.remote_dir is not None:
                 self._fetch_logs(node, result)
-            for logs in case.framework.gather_rank_logs(node.log_dir, node.node_rank, case.name.nprocs_per_node):
-                rank = collect.read_rank(logs)
-                figures.add(rank)
-                steps_done.append(rank.steps_done)
-                rank.series = collect.StepSeries()  # folded in: its columns are not needed again
-                ranks.append(rank)
+            all_logs += case.framework.gather_rank_logs(node.log_dir, node.node_rank, case.name.nprocs_per_node)
             _remove_empty_tmp(node.log_dir / "tmp")
+        for rank in collect.read_ranks(all_logs):
+            figures.add(rank)
+            steps_done.append(rank.steps_done)
+            rank.series = collect.StepSeries()  # folded in: its columns are not needed again
+            ranks.append(rank)
         for rank in ranks:
             result.warnings += rank.problems
         result.steps_completed = min(steps_done, default=0)
+        image = self.images.get(str(case.name))
         result.nodes = [
             {"node_rank": node.node_rank, "host": node.host.name,
              "exit_code": result.exit_codes.get(node.node_rank), "launcher_log": str(node.launcher_log),
+             "image": image.tag if image and node.container else None,
+             "image_id": self.image_ids.get((node.host.name, image.tag)) if image and node.container else None,
+             "probes": self.probed.get((node.host.name, case.hardware.vendor), {}),
              "environment": next((r.start.environment for r in ranks
                                   if r.start and r.start.node_rank == node.node_rank and r.start.environment),
                                  None)}

@@ -51,17 +51,17 @@ def _payloads(block: bytes) -> bytes:
     return b"[" + b",".join(parts) + b"]"
 
 
-def read_payloads(path: Path, problems: list[str], block_bytes: int = BLOCK_BYTES) -> Iterator[dict]:
-    """Every perf record in ``path`` as its decoded JSON object (version not yet checked); a line that
-    carries the prefix but does not decode is reported in ``problems`` as ``path:line: why``."""
+def read_batches(path: Path, problems: list[str], block_bytes: int = BLOCK_BYTES) -> Iterator[list]:
+    """The perf records of ``path``, a block's worth at a time, each as its decoded JSON value (version
+    not yet checked); a line that carries the prefix but does not decode is reported in ``problems`` as
+    ``path:line: why`` and left out."""
     for first_line, block in blocks(path, block_bytes):
         if PREFIX not in block:
             continue
         try:
-            decoded = orjson.loads(_payloads(block))
+            yield orjson.loads(_payloads(block))
         except orjson.JSONDecodeError:
-            decoded = list(_line_by_line(path, first_line, block, problems))
-        yield from decoded
+            yield list(_line_by_line(path, first_line, block, problems))
 
 
 def _line_by_line(path: Path, first_line: int, block: bytes, problems: list[str]) -> Iterator[dict]:

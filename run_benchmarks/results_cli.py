@@ -181,6 +181,11 @@ def cmd_show(args: argparse.Namespace, console: Console, default_root) -> int:
             facts = ", ".join(f"{k}={env[k]}" for k in sorted(env) if not isinstance(env[k], (dict, list)))
             console.print(f"  node {node.get('node_rank')} ({node.get('host')}): {facts}", markup=False,
                           soft_wrap=True)
+            if node.get("image"):
+                console.print(f"    image: {node['image']} ({node.get('image_id')})", markup=False, soft_wrap=True)
+            for key, value in sorted((node.get("probes") or {}).items()):
+                first = str(value).splitlines()[0] if value else ""
+                console.print(f"    {key}: {first}", markup=False, soft_wrap=True)
         if a.get("results_path"):
             console.print(f"  results: {a['results_path']}", markup=False, soft_wrap=True)
     return EXIT_OK

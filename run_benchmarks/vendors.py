@@ -7,11 +7,12 @@ dense TFLOP/s per dtype, which MFU is measured against.
 from __future__ import annotations
 
 import difflib
+import shlex
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal, Optional
 
-from pydantic import ConfigDict, Field, PositiveFloat
+from pydantic import ConfigDict, Field, PositiveFloat, field_validator
 
 from .config import Strict, load_model
 from .errors import UserError
@@ -47,11 +48,37 @@ class FrameworkRuntime(Strict):
     container: ContainerOptions = ContainerOptions()
 
 
+# Environment probes every vendor gets unless it names the field itself: facts about a host that change a
+# result and that the workers inside a container cannot see.
+DEFAULT_PROBES = {
+    "host_kernel": "uname -r",
+    "cpu_governor": "cat /sys/devices/system/cpu/cpu0/cpufreq/scaling_governor",
+}
+
+
 class VendorSpec(Strict):
     description: str = ""
     visible_devices_env: Optional[str] = None
     accelerators: dict[str, AcceleratorSpec] = Field(min_length=1)
     frameworks: dict[str, FrameworkRuntime] = Field(default_factory=dict)
+    probes: dict[str, str] = Field(default_factory=dict, description=(
+        "environment field -> command run once per host before the run (split like a shell would, "
+        "never run by one); its trimmed output is recorded with every result"))
+
+    @field_validator("probes")
+    @classmethod
+    def _commands_split(cls, probes: dict[str, str]) -> dict[str, str]:
+        for field, command in probes.items():
+            try:
+                if not shlex.split(command):
+                    raise ValueError("empty command")
+            except ValueError as exc:
+                raise ValueError(f"probes.{field}: {exc}: write one command with its arguments, e.g. "
+                                 "'nvidia-smi --query-gpu=name --format=csv,noheader'") from None
+        return probes
+
+    def all_probes(self) -> dict[str, str]:
+        return {**DEFAULT_PROBES, **self.probes}
 
 
 @dataclass(frozen=True)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import platform
 import signal
 import socket
 import subprocess
@@ -69,6 +70,9 @@ def test_two_ssh_hosts_run_each_node_in_the_vendor_image(cli, cluster_file, engi
     assert_complete_ok(doc, world_size=2 * nprocs, steps=8, warmup=2)
     node_env = doc["environment"]["nodes"][0]["environment"]
     assert "bookworm" in node_env["os"]  # measured inside the image, not on this machine
+    for node in doc["environment"]["nodes"]:  # which image, exactly, and the host facts probed over SSH
+        assert node["image"].startswith("accelbench/cpu-torch_2.13:") and node["image_id"].startswith("sha256:")
+        assert node["probes"]["host_kernel"] == platform.release()
     assert accelbench_containers(engine) == []  # removed by name after the round
 
 

@@ -81,7 +81,7 @@ def test_records_survive_block_boundaries_foreign_lines_and_a_torn_line(tmp_path
     lines.insert(25, perflog.PREFIX + '{"v":1,"kind":"step","rank":0,\n')  # a torn record (killed mid-write)
     path.write_text("".join(lines))
     problems: list[str] = []
-    payloads = list(records.read_payloads(path, problems, block_bytes=97))  # blocks smaller than a line
+    payloads = [p for batch in records.read_batches(path, problems, block_bytes=97) for p in batch]  # blocks smaller than a line
     assert [p["step"] for p in payloads] == list(range(40))
     assert problems == [f"{path}:26: perf record is not valid JSON: " + problems[0].split("JSON: ", 1)[1]]
     log = collect.read_rank(RankLogs(0, path, tmp_path / "err"))
@@ -293,3 +293,25 @@ def test_import_paddlenlp_and_mllog_logs_beside_accelbench_runs(cli, tmp_path):
     assert bad.returncode == 2 and "no log parser 'nemo'" in bad.stderr and "paddlenlp/1" in bad.stderr
     runs = cli("runs", "--db", str(db))
     assert runs.stdout.count("import:") == 3
+
+
+def test_large_logs_are_read_by_worker_processes_with_the_same_figures(tmp_path, monkeypatch):
+    all_logs = []
+    for rank in range(3):
+        path = tmp_path / f"rank{rank}.stdout.log"
+        start = StartRecord(rank=rank, local_rank=rank, node_rank=0, world_size=3, framework="torch",
+                            framework_version="2.13.0", device="cpu", precision="fp32", n_params=10,
+                            flops_per_token=6e6, flop_formula="6N", tokens_per_step=100)
+        lines = [perflog.format_record(start)]
+        lines += [perflog.format_record(StepRecord(rank=rank, step=s, warmup=s < 2, step_time_s=0.1 + 0.01 * rank + s * 1e-4,
+                                                   tokens=100, loss=3.0)) for s in range(500)]
+        lines.append(perflog.format_record(EndRecord(rank=rank, steps=500, peak_memory_bytes=1, memory_total_bytes=2,
+                                                     memory_kind="rss")))
+        path.write_text("\n".join(lines) + "\n")
+        all_logs.append(RankLogs(rank, path, tmp_path / "err"))
+    serial = analyze.round_metrics(list(collect.read_ranks(all_logs)), None, "")
+    monkeypatch.setattr(collect, "PARALLEL_BYTES", 0)  # every log counts as large
+    parallel = list(collect.read_ranks(all_logs))
+    assert [r.rank for r in parallel] == [0, 1, 2]
+    assert analyze.round_metrics(parallel, None, "") == serial
+    assert serial.step_time_s.max == pytest.approx(0.1 + 0.02 + 499e-4)  # the slowest rank sets each step

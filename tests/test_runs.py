@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 import os
+import platform
 import signal
 import subprocess
 import sys
@@ -76,6 +77,13 @@ def test_one_process_run(cli):
     assert_complete_ok(doc, world_size=1, steps=8, warmup=2)
     summary = json.loads((result.run_dirs()[0] / "summary.json").read_text())
     assert summary["rounds"][0]["status"] == "ok"
+    (node,) = doc["environment"]["nodes"]
+    assert node["probes"]["host_kernel"] == platform.release()  # the vendor's probes, run before the round
+    assert "Model name" in node["probes"]["cpu_model"] or node["probes"]["cpu_model"].startswith("unavailable")
+    assert "cpu_governor" in node["probes"] and node["image"] is None  # no container here
+    m = doc["metrics"]
+    assert m["init_time_s"] > 0 and m["first_step_time_s"] > 0 and doc["wall_time_s"] > m["init_time_s"]
+    assert m["samples_per_s"] == pytest.approx(m["tokens_per_s_total"] / 128)  # gpt2_tiny: seq_len 128
 
 
 def test_repeat_rounds_and_two_nodes_on_this_machine(cli, root):
