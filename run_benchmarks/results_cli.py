@@ -234,18 +234,16 @@ def cmd_compare(args: argparse.Namespace, console: Console, default_root) -> int
     if args.format == "markdown":
         console.print(markdown.compare_table(a, b, rows), markup=False, highlight=False, soft_wrap=True, end="")
         return EXIT_OK
-    from .report.compare import COMPARED, format_change, format_value
+    from .report.compare import COMPARED, SHORT, format_change, format_value
 
     table = Table(title=f"A = {a.text}   B = {b.text}   (B vs A: +32% = B does 32% more)")
-    table.add_column("case", no_wrap=True)
-    for figure in COMPARED:
-        label = FIGURE_BY_KEY[figure].label
-        for column in (f"{label} A", f"{label} B", "B vs A"):
-            table.add_column(column, justify="right")
+    for column, justify in (("case", "left"), ("figure", "left"), ("A", "right"), ("B", "right"),
+                            ("B vs A", "right")):
+        table.add_column(column, justify=justify)
     for row in rows:
-        table.add_row(row.label, *[cell for figure in COMPARED for cell in
-                                   (format_value(row.a, figure), format_value(row.b, figure),
-                                    format_change(row, figure))])
+        for i, figure in enumerate(COMPARED):
+            table.add_row(row.label if i == 0 else "", SHORT[figure], format_value(row.a, figure),
+                          format_value(row.b, figure), format_change(row, figure), end_section=i == len(COMPARED) - 1)
     console.print(table)
     return EXIT_OK
 

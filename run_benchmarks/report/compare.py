@@ -16,6 +16,8 @@ from .summary import FIGURE_BY_KEY, CaseSummary, summarize
 
 MATCH_FIELDS = ("case", "framework", "hardware", "nnodes", "nprocs_per_node", "extern_config")
 COMPARED = ("tokens_per_s_per_device", "tflops_per_device", "mfu", "peak_memory_bytes")
+SHORT = {"tokens_per_s_per_device": "tok/s/dev", "tflops_per_device": "TFLOP/s/dev", "mfu": "MFU",
+         "peak_memory_bytes": "peak mem"}
 
 
 @dataclass(frozen=True)
@@ -76,7 +78,8 @@ def format_value(summary: Optional[CaseSummary], figure: str) -> str:
     if summary is None:
         return "(no run)"
     value = summary.mean(figure)
+    if value is None and not summary.ok:  # say why there is no figure
+        return "n/a (" + ", ".join(f"{n} {s}" for s, n in summary.statuses.items()) + ")"
     if value is None:
-        statuses = ", ".join(f"{n} {s}" for s, n in summary.statuses.items())
-        return f"n/a ({statuses})"
+        return "n/a"
     return FIGURE_BY_KEY[figure].fmt(value)

@@ -33,7 +33,7 @@ from training.paddle.data import open_pretraining_data
 from training.paddle.model import GPT, Kernels
 from training.paddle.weights import canonical_name, load as load_weights
 from training.spec import WorkerConfig, WorkloadSpec
-from training.sysinfo import node_environment
+from training.sysinfo import node_environment, process_age_s
 from training.unsupported import UnsupportedOnDevice
 
 class Layout:
@@ -240,6 +240,7 @@ def train(cfg: WorkerConfig) -> None:
         precision=precision.name, n_params=n_params, flops_per_token=float(flops_per_token),
         flop_formula=flop_formula, tokens_per_step=tokens_per_step, environment=environment,
         trainable_params=n_params, data={"source": spec.data.source, **data.description},
+        init_time_s=process_age_s(),
     ))
 
     no_sync = getattr(model, "no_sync", None)  # plain data parallel: sync gradients on the last micro-batch only
