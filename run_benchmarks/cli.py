@@ -11,9 +11,10 @@ from pathlib import Path
 from typing import Optional, Sequence
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
-from . import __version__, casename, frameworks, results_cli
+from . import __version__, casename, frameworks, results_cli, vendor_tools
 from .cases import CaseCatalog
 from .config import ClusterSpec, HostSpec, TestConf, load_model
 from .environment import orchestrator_environment
@@ -76,6 +77,16 @@ def build_parser() -> argparse.ArgumentParser:
                      help=f"{casename.FORMAT}; several may be given (default: the cases in test_conf)")
     add_run_options(run)
     results_cli.add_commands(sub, default_root)
+    vendor = sub.add_parser("vendor", help="onboard a vendor: scaffold one from the template, check one",
+                            description="See docs/vendor-onboarding.md for the whole path.")
+    vendor_sub = vendor.add_subparsers(dest="vendor_command", metavar="ACTION", required=True)
+    new = vendor_sub.add_parser("new", help="copy vendors/template to vendors/NAME")
+    new.add_argument("name", metavar="NAME")
+    new.add_argument("--root", type=Path, help="checkout holding vendors/ (default: this one)")
+    chk = vendor_sub.add_parser("check", help="validate vendors/NAME: schema, peaks, images, monitor, every "
+                                              "extern config planned on its layout")
+    chk.add_argument("names", nargs="*", metavar="NAME", help="vendors to check (default: all)")
+    chk.add_argument("--root", type=Path, help="checkout holding cases/ and vendors/ (default: this one)")
     lst = sub.add_parser("list", help="show known cases, vendors, hardware and frameworks")
     lst.add_argument("--root", type=Path, help="folder with cases/ and vendors/ (default: this checkout)")
     return parser
@@ -208,7 +219,38 @@ def cmd_list(args: argparse.Namespace, console: Console) -> int:
     return EXIT_OK
 
 
-COMMANDS = {"run": cmd_run, "list": cmd_list}
+def cmd_vendor(args: argparse.Namespace, console: Console) -> int:
+    root = (args.root or default_root()).resolve()
+    vendors_dir = Paths(root).vendors_dir
+    if args.vendor_command == "new":
+        target = vendor_tools.scaffold(vendors_dir, args.name)
+        console.print(f"created {target} from vendors/{vendor_tools.TEMPLATE}; fill in the TODOs, then run: "
+                      f"accelbench vendor check {args.name}", markup=False, soft_wrap=True)
+        return EXIT_OK
+    names = args.names or sorted(p.parent.name for p in vendors_dir.glob("*/vendor.yaml")
+                                 if p.parent.name != vendor_tools.TEMPLATE)
+    failed = False
+    for name in names:
+        findings = vendor_tools.check(root, name)
+        errors = [f for f in findings if f.severity == "error"]
+        failed |= bool(errors)
+        verdict = "[green]ok[/]" if not errors else f"[red]{len(errors)} problem(s)[/]"
+        console.print(f"[bold]vendor {name}[/]: {verdict}" + (f", {len(findings) - len(errors)} warning(s)"
+                                                                  if len(findings) > len(errors) else ""))
+        by_file: dict = {}
+        for f in findings:
+            by_file.setdefault(f.path, []).append(f)
+        for path, items in by_file.items():
+            console.print(f"  {path}", markup=False, soft_wrap=True)
+            for f in items:
+                mark = "[red]error[/]" if f.severity == "error" else "[yellow]warning[/]"
+                console.print(f"    {mark} {escape(f.problem)}", soft_wrap=True)
+                if f.fix:
+                    console.print(f"      fix: {escape(f.fix)}", soft_wrap=True)
+    return EXIT_FAILED if failed else EXIT_OK
+
+
+COMMANDS = {"run": cmd_run, "list": cmd_list, "vendor": cmd_vendor}
 COMMANDS.update({name: (lambda fn: lambda args, console: fn(args, console, default_root))(fn)
                  for name, fn in results_cli.COMMANDS.items()})
 

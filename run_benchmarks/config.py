@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, Literal, Optional, Type, TypeVar, Union
 
 import yaml
-from pydantic import (BaseModel, ConfigDict, Field, PositiveFloat, ValidationError, conint, field_validator,
+from pydantic import (BaseModel, ConfigDict, Field, NonNegativeFloat, PositiveFloat, ValidationError, conint, field_validator,
                       model_validator)
 
 from .errors import UserError
@@ -197,6 +197,8 @@ class TestConf(Strict):
     cases: list[str] = Field(default_factory=list, description="case names run when none is given")
     log_root: str = "logs"
     timeout_s: PositiveFloat = Field(3600, description="deadline for one round of one case")
+    monitor_interval_s: NonNegativeFloat = Field(1.0, description="seconds between host and accelerator "
+                                                                  "samples beside every node; 0 turns monitors off")
     overrides: dict[str, Any] = Field(default_factory=dict, description="workload keys applied to every case")
 
 
@@ -268,6 +270,14 @@ class CaseFile(Strict):
         return {**layer, "task": self.task} if self.task else layer
 
 
+# What a vendor may not change (docs/vendor-onboarding.md, "Fair comparison"): the measured steps, the
+# optimizer, the starting point and the adapters the task defines belong to the case.
+CASE_OWNED_TRAIN_KEYS = {"steps": "the step count", "warmup_steps": "the warm-up steps", "lr": "the optimizer",
+                         "weight_decay": "the optimizer", "seed": "the initialisation",
+                         "init_weights": "the initial weights", "lora_rank": "the task's adapters",
+                         "lora_alpha": "the task's adapters", "lora_targets": "the task's adapters"}
+
+
 class ExternConfig(Strict):
     """``vendors/<vendor>/<case>/<framework>/config_<name>.yaml``: a vendor's tuning.
 
@@ -281,9 +291,10 @@ class ExternConfig(Strict):
 
     @field_validator("train")
     @classmethod
-    def _no_step_count(cls, train: dict) -> dict:
-        if "steps" in train:
-            raise ValueError("a vendor config may not change the step count (fair comparison); remove 'steps'")
+    def _no_case_owned_keys(cls, train: dict) -> dict:
+        for key, what in CASE_OWNED_TRAIN_KEYS.items():
+            if key in train:
+                raise ValueError(f"a vendor config may not change {what} (fair comparison); remove '{key}'")
         return train
 
     def workload_layer(self) -> dict:

@@ -154,10 +154,22 @@ def run_node(client, image: str, name: str, argv: list[str], env: dict, workdir:
         image, argv, name=name, detach=True, network_mode="host", environment=env, working_dir=workdir,
         volumes={path: {"bind": path, "mode": mode} for path, mode in mounts.items()},
         shm_size=options.shm_size, ipc_mode=options.ipc_mode, devices=options.devices or None,
-        device_requests=requests, labels={"accelbench": "node"},
+        device_requests=requests, labels={"accelbench": "node"}, **privileges(options),
     )
     output.parent.mkdir(parents=True, exist_ok=True)
     return ContainerJob(client, container, output)
+
+
+def privileges(options) -> dict:
+    """Least privilege unless the vendor asks otherwise: no capabilities but those it names, no
+    privilege escalation; ``privileged`` only when set explicitly in its vendor.yaml."""
+    import docker
+
+    ulimits = [docker.types.Ulimit(name=name, soft=value, hard=value) for name, value in options.ulimits.items()]
+    if options.privileged:
+        return {"privileged": True, "ulimits": ulimits or None}
+    return {"cap_drop": ["ALL"], "cap_add": list(options.cap_add) or None, "security_opt": ["no-new-privileges"],
+            "ulimits": ulimits or None}
 
 
 def mounts_for(code_root: PurePosixPath | Path, round_dir: PurePosixPath | Path, cache_dir, data_root) -> dict:

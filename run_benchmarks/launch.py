@@ -21,7 +21,7 @@ import yaml
 from training import perflog
 from training.run_pretraining import UNSUPPORTED_MARKER
 
-from . import analyze, collect, casename
+from . import analyze, collect, casename, monitoring
 from .errors import PreflightError
 from . import containers, images
 from .codesync import sync_code
@@ -31,6 +31,7 @@ from .plan import CasePlan, NodePlan, RoundPlan, RunPlan
 from .probes import run_probes
 from .store import ResultStore, row_from_document
 
+MONITOR_GRACE_S = 5.0
 MIN_FREE_BYTES = 1 << 30  # logs, configs and compile caches of a round fit in far less
 POLL_S = 0.5  # how often the orchestrator looks at its nodes; it shares the cores being measured
 STOP_GRACE_S = 10.0
@@ -54,6 +55,7 @@ class RoundResult:
     started_at: str = ""
     ended_at: str = ""
     wall_time_s: Optional[float] = None  # end to end: nodes started -> logs collected and analysed
+    monitor: Optional[dict] = None  # monitoring.summarize_round: utilisation, power, energy per device
 
 
 class Reporter(Protocol):
@@ -104,7 +106,6 @@ class Runner:
         self.results: list[RoundResult] = []
         self.version_warnings: dict[str, list[str]] = {}
         self.probed: dict[tuple[str, str], dict] = {}  # (host, vendor) -> probe results
-        self.image_ids: dict[tuple[str, str], str] = {}  # (host, tag) -> image id
 
     # ------------------------------------------------------------ preflight
 
@@ -191,7 +192,6 @@ class Runner:
     def _ensure_image(self, host_name: str, image: images.ImageSpec) -> None:
         try:
             images.ensure_image(self.docker[host_name], image, host_name)
-            self.image_ids[(host_name, image.tag)] = self.docker[host_name].images.get(image.tag).id
         except docker_errors() as exc:
             raise PreflightError(f"host {host_name}: its Docker engine ({self.hosts[host_name].spec.docker_host}) "
                                  f"does not answer: {exc}", "start dockerd there, or fix docker_host in the "
@@ -297,6 +297,22 @@ class Runner:
         except sqlite3.Error as exc:  # the results.json files stay; the store can be rebuilt from them
             result.warnings.append(f"could not write the attempt to {self.store.path}: {exc}")
 
+    def _start_monitor(self, case: CasePlan, node: NodePlan, result: RoundResult) -> Optional[Job]:
+        """The node's host and accelerator sampler; one that cannot start is a warning, not a failure."""
+        if node.monitor_argv is None:
+            return None
+        output = node.log_dir / "monitor.log"
+        try:
+            if node.container is not None:
+                return containers.run_node(
+                    self.docker[node.host.name], self.images[str(case.name)].tag, monitor_container(node),
+                    node.monitor_argv, node.env, str(node.cwd), node.container.mounts,
+                    self._container_options(case), output)
+            return self.hosts[node.host.name].start(node.monitor_argv, node.env, node.cwd, output)
+        except Exception as exc:  # noqa: BLE001 - the benchmark runs without its monitor
+            result.warnings.append(f"the monitor of node {node.node_rank} did not start: {type(exc).__name__}: {exc}")
+            return None
+
     def _run_round(self, case: CasePlan, rnd: RoundPlan, notes: Sequence[str] = ()) -> RoundResult:
         result = RoundResult(str(case.name), rnd.index, rnd.dir, status="failed", started_at=_now())
         began = time.monotonic()
@@ -306,6 +322,7 @@ class Runner:
         self._write_inputs(case, rnd)
         self.reporter.round_started(case, rnd)
         jobs: dict[int, Job] = {}
+        monitors: dict[int, Job] = {}
         interrupted = False
         try:
             for node in rnd.nodes:
@@ -314,6 +331,9 @@ class Runner:
                 if node.remote_dir is not None:  # the host writes its logs there; they are fetched after
                     host.makedirs(node.remote_dir / "tmp")
                     host.put(rnd.config_path, node.remote_dir.parent / "config.json")
+                monitor = self._start_monitor(case, node, result)
+                if monitor is not None:
+                    monitors[node.node_rank] = monitor
                 if node.container is not None:
                     jobs[node.node_rank] = containers.run_node(
                         self.docker[node.host.name], self.images[str(case.name)].tag, node.container.name,
@@ -332,9 +352,13 @@ class Runner:
                 if job.poll() is None:
                     job.stop(STOP_GRACE_S)
             result.exit_codes.update({rank: job.poll() for rank, job in jobs.items()})
+            for monitor in monitors.values():  # SIGTERM: it finishes its line and exits
+                if monitor.poll() is None:
+                    monitor.stop(MONITOR_GRACE_S)
             for node in rnd.nodes:  # a finished container stays until removed: remove every one, by name
                 if node.container is not None and node.host.name in self.docker:
                     containers.remove_container(self.docker[node.host.name], node.container.name)
+                    containers.remove_container(self.docker[node.host.name], monitor_container(node))
         self._finish(case, rnd, result, outcome, began)
         self.reporter.round_finished(case, rnd, result)
         if interrupted:
@@ -389,12 +413,18 @@ class Runner:
         for rank in ranks:
             result.warnings += rank.problems
         result.steps_completed = min(steps_done, default=0)
+        monitored = []
+        for node in rnd.nodes:
+            if node.monitor_argv is not None:
+                figures_of_node, warnings = monitoring.summarize_node(node.monitor_dir)
+                monitored.append({"node_rank": node.node_rank, "host": node.host.name, **figures_of_node})
+                result.warnings += [f"node {node.node_rank}: {w}" for w in warnings]
         image = self.images.get(str(case.name))
         result.nodes = [
             {"node_rank": node.node_rank, "host": node.host.name,
              "exit_code": result.exit_codes.get(node.node_rank), "launcher_log": str(node.launcher_log),
              "image": image.tag if image and node.container else None,
-             "image_id": self.image_ids.get((node.host.name, image.tag)) if image and node.container else None,
+             "image_id": self._image_id(node.host.name, image.tag) if image and node.container else None,
              "probes": self.probed.get((node.host.name, case.hardware.vendor), {}),
              "environment": next((r.start.environment for r in ranks
                                   if r.start and r.start.node_rank == node.node_rank and r.start.environment),
@@ -402,9 +432,19 @@ class Runner:
             for node in rnd.nodes
         ]
         self._classify(case, rnd, result, outcome, ranks, figures)
+        if monitored:
+            result.monitor = monitoring.summarize_round(
+                monitored, result.metrics.tokens_per_s_total if result.metrics else None)
         result.ended_at = _now()
         result.wall_time_s = time.monotonic() - began
         write_results(rnd.results_path, case, result, self.orchestrator_env)
+
+    def _image_id(self, host_name: str, tag: str) -> Optional[str]:
+        """The id of the image a node ran (hosts sharing an engine share it; each engine is asked)."""
+        try:
+            return self.docker[host_name].images.get(tag).id
+        except (KeyError, *docker_errors()):
+            return None
 
     def _fetch_logs(self, node: NodePlan, result: RoundResult) -> None:
         try:
@@ -525,9 +565,14 @@ def result_document(case: CasePlan, result: RoundResult, orchestrator_env: dict)
         "results_path": str(result.dir / "results.json"),
         "steps_completed": result.steps_completed,
         "metrics": result.metrics.to_dict() if result.metrics else None,
+        "monitor": result.monitor,
         "workload": case.workload.model_dump(mode="json"),
         "environment": {"orchestrator": orchestrator_env, "nodes": result.nodes},
     }
+
+
+def monitor_container(node: NodePlan) -> str:
+    return f"{node.container.name}-monitor"
 
 
 def _file_sha256(path: Optional[Path]) -> Optional[str]:

@@ -59,10 +59,15 @@ class NodePlan:
     log_dir: Path  # here: where the node's logs end up
     remote_dir: Optional[PurePosixPath] = None  # ssh hosts: the node's folder on the host, collected after
     container: Optional["ContainerPlan"] = None  # runtime container: how the node's container is made
+    monitor_argv: Optional[list[str]] = None  # host and accelerator sampler started beside the launcher
 
     @property
     def launcher_log(self) -> Path:
         return self.log_dir / "launcher.log"
+
+    @property
+    def monitor_dir(self) -> Path:
+        return self.log_dir / "monitor"
 
     @property
     def host_dir(self) -> Path | PurePosixPath:
@@ -212,7 +217,8 @@ def _case_plan(inputs: PlanInputs, name: casename.CaseName, run_id: str, case_di
             device=hardware.spec.device, dist_backend=framework.backend_for(hardware.spec.device)))
         port = next(ports)
         nodes = [
-            _node_plan(inputs, framework, name, hosts, node_rank, round_dir, port, runtime_env)
+            _node_plan(inputs, framework, name, hosts, node_rank, round_dir, port, runtime_env,
+                       hardware.vendor_spec.monitor if inputs.test_conf.monitor_interval_s else None)
             for node_rank in range(name.nnodes)
         ]
         rounds.append(RoundPlan(index, round_dir, worker_config, nodes))
@@ -262,7 +268,7 @@ def _check_data_files(workload: WorkloadSpec, hosts: list[HostSpec], layered: La
 
 def _node_plan(inputs: PlanInputs, framework: frameworks.Framework, name: casename.CaseName,
                hosts: list[HostSpec], node_rank: int, round_dir: Path, port: int,
-               vendor_env: dict[str, str]) -> NodePlan:
+               vendor_env: dict[str, str], monitor: Optional[str] = None) -> NodePlan:
     host = hosts[node_rank]
     node_dir = round_dir / f"{host.name}_noderank{node_rank}"
     in_container = host.runtime == "container"
@@ -297,4 +303,8 @@ def _node_plan(inputs: PlanInputs, framework: frameworks.Framework, name: casena
         container = ContainerPlan(
             container_name(run_dir.name, round_dir.parent.name, int(round_dir.name.removeprefix("round")), node_rank),
             mounts_for(code_root, host_round, cache, host.data_root))
-    return NodePlan(node_rank, host, python, argv, env, code_root, node_dir, remote_dir, container)
+    monitor_argv = None
+    if monitor is not None:
+        monitor_argv = [python, "-m", "training.monitor", "--accelerator", monitor,
+                        "--interval", f"{inputs.test_conf.monitor_interval_s:g}", "--out", str(host_node_dir / "monitor")]
+    return NodePlan(node_rank, host, python, argv, env, code_root, node_dir, remote_dir, container, monitor_argv)

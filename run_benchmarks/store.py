@@ -36,6 +36,7 @@ METRIC_COLUMNS = (
     ("loss_last", "loss_last", None),
     ("samples_per_step", "samples_per_step", None),
 )
+MONITOR_COLUMNS = ("accel_util_mean", "power_w_mean", "energy_j", "tokens_per_joule")  # from the monitors
 CASE_COLUMNS = ("case_name", "case", "framework", "framework_version", "hardware", "vendor", "nnodes",
                 "nprocs_per_node", "world_size", "repeat", "extern_config", "extern_config_hash")
 FILTER_KEYS = CASE_COLUMNS + ("run_id", "status", "precision", "source")
@@ -65,7 +66,9 @@ CREATE TABLE IF NOT EXISTS attempts (
     ended_at TEXT,
     wall_time_s REAL,
     {", ".join(f"{c} REAL" for c, _, _ in METRIC_COLUMNS)},
+    {", ".join(f"{c} REAL" for c in MONITOR_COLUMNS)},
     metrics TEXT,                    -- JSON: RoundMetrics.to_dict()
+    monitor TEXT,                    -- JSON: monitoring.summarize_round()
     workload TEXT,                   -- JSON: the resolved workload
     environment TEXT,                -- JSON: orchestrator + per node
     warnings TEXT,                   -- JSON list
@@ -78,7 +81,9 @@ CREATE INDEX IF NOT EXISTS attempts_run ON attempts(run_id);
 CREATE INDEX IF NOT EXISTS attempts_case ON attempts("case", framework, hardware);
 """
 
-_JSON_COLUMNS = ("metrics", "workload", "environment", "warnings", "error_lines", "argv")
+_JSON_COLUMNS = ("metrics", "monitor", "workload", "environment", "warnings", "error_lines", "argv")
+# Columns added after schema version 1 was first written: (name, type), added to older files on open.
+_ADDED_COLUMNS = tuple((c, "REAL") for c in MONITOR_COLUMNS) + (("monitor", "TEXT"),)
 
 
 @dataclass(frozen=True)
@@ -120,6 +125,7 @@ class ResultStore:
             self.conn.execute("PRAGMA synchronous=FULL")
             self.conn.executescript(_SCHEMA)
             self._check_version()
+            self._add_missing_columns()
         except sqlite3.DatabaseError as exc:
             self.conn.close()
             raise UserError(f"{self.path} is not an accelbench results store: {exc}",
@@ -133,6 +139,12 @@ class ResultStore:
         elif int(row[0]) > SCHEMA_VERSION:
             raise sqlite3.DatabaseError(f"schema version {row[0]} is newer than this accelbench reads "
                                         f"({SCHEMA_VERSION})")
+
+    def _add_missing_columns(self) -> None:
+        have = {row[1] for row in self.conn.execute("PRAGMA table_info(attempts)")}
+        for name, kind in _ADDED_COLUMNS:
+            if name not in have:
+                self.conn.execute(f"ALTER TABLE attempts ADD COLUMN {name} {kind}")
 
     def close(self) -> None:
         self.conn.close()
@@ -173,6 +185,9 @@ class ResultStore:
             value = metrics.get(key)
             row[column] = value.get(sub) if sub and isinstance(value, dict) else value
         row["precision"] = row.get("precision") or metrics.get("precision")
+        monitor = row.get("monitor") or {}
+        for column in MONITOR_COLUMNS:
+            row[column] = monitor.get(column)
         for key in _JSON_COLUMNS:
             if key in row and row[key] is not None:
                 row[key] = json.dumps(row[key], default=str)
@@ -244,7 +259,8 @@ def row_from_document(doc: dict, attempt: int = 1, source: str = "accelbench") -
         "run_id": doc["run_id"], **{k: case.get(k) for k in CASE_COLUMNS if k != "case_name"},
         "case_name": doc["case_name"], "round": doc["round"], "attempt": attempt, "status": doc["status"],
         "reason": doc.get("reason"), "started_at": doc.get("started_at"), "ended_at": doc.get("ended_at"),
-        "wall_time_s": doc.get("wall_time_s"), "metrics": doc.get("metrics"), "workload": doc.get("workload"),
+        "wall_time_s": doc.get("wall_time_s"), "metrics": doc.get("metrics"), "monitor": doc.get("monitor"),
+        "workload": doc.get("workload"),
         "environment": env, "warnings": doc.get("warnings") or [], "error_lines": doc.get("error_lines") or [],
         "accelbench_commit": (env.get("orchestrator") or {}).get("accelbench_commit"),
         "results_path": doc.get("results_path"), "source": source,

@@ -22,12 +22,25 @@ Dtype = Literal["fp32", "tf32", "fp16", "bf16", "fp8"]
 PEAK_KEY_FOR_PRECISION = {"fp32": "fp32", "bf16": "bf16", "fp16": "fp16", "fp8": "fp8"}
 
 
+DTYPES: tuple[str, ...] = ("fp32", "tf32", "fp16", "bf16", "fp8")
+MONITORS = ("nvml", "rocm-smi", "cpu", "none")
+
+
 class AcceleratorSpec(Strict):
-    device: Literal["cpu", "cuda"] = Field(description="how the frameworks address it")
+    device: Literal["cpu", "cuda"] = Field(description="how the frameworks address it (ROCm builds use cuda)")
     memory_gib: Optional[PositiveFloat] = None
     peak_tflops: dict[Dtype, PositiveFloat] = Field(default_factory=dict,
                                                     description="dense peak per dtype, no sparsity")
+    unsupported_dtypes: list[Dtype] = Field(default_factory=list, description="dtypes the part has no units for "
+                                                                             "(A100: fp8), so no peak is missing")
+    peak_note: str = Field("", description="why peaks are not declared at all (e.g. a CPU whose peak depends "
+                                           "on the model); MFU is then n/a with this reason")
     interconnect: str = ""
+
+    def missing_peaks(self) -> list[str]:
+        if self.peak_note:
+            return []
+        return [d for d in DTYPES if d not in self.peak_tflops and d not in self.unsupported_dtypes]
 
 
 class ContainerOptions(Strict):
@@ -37,6 +50,12 @@ class ContainerOptions(Strict):
     ipc_mode: Optional[str] = Field(None, description="e.g. host")
     devices: list[str] = Field(default_factory=list, description="host devices to pass, e.g. /dev/infiniband")
     gpus: bool = Field(False, description="request every GPU of the host (NVIDIA container runtime)")
+    ulimits: dict[str, int] = Field(default_factory=dict, description="soft = hard limit per name, -1 for "
+                                                                      "unlimited, e.g. {memlock: -1, stack: 67108864}")
+    cap_add: list[str] = Field(default_factory=list, description="capabilities to grant on top of none, e.g. "
+                                                                 "IPC_LOCK for RDMA, SYS_PTRACE for profilers")
+    privileged: bool = Field(False, description="--privileged: every device and capability; only when a "
+                                                "vendor's runtime cannot work otherwise, and said here explicitly")
     build_args: dict[str, str] = Field(default_factory=dict, description="--build-arg values for the Dockerfile")
 
 
@@ -61,6 +80,8 @@ class VendorSpec(Strict):
     visible_devices_env: Optional[str] = None
     accelerators: dict[str, AcceleratorSpec] = Field(min_length=1)
     frameworks: dict[str, FrameworkRuntime] = Field(default_factory=dict)
+    monitor: Literal["nvml", "rocm-smi", "cpu", "none"] = Field(
+        "cpu", description="accelerator monitor sampled beside every node (training/monitor.py)")
     probes: dict[str, str] = Field(default_factory=dict, description=(
         "environment field -> command run once per host before the run (split like a shell would, "
         "never run by one); its trimmed output is recorded with every result"))

@@ -62,7 +62,7 @@ def test_cross_field_rule_names_its_section(root, tmp_path):
 
 def test_layers_apply_case_then_extern_then_test_conf_then_command_line(root, tmp_path):
     extern = write(root / "vendors/cpu/gpt2_tiny/torch/config_mb4.yaml",
-                   "train:\n  micro_batch_size: 4\n  gradient_accumulation_steps: 2\n  lr: 1.0e-3\n")
+                   "train:\n  micro_batch_size: 4\n  gradient_accumulation_steps: 2\n")
     write(root / "configs/test_conf.yaml", "overrides:\n  train:\n    gradient_accumulation_steps: 3\n    lr: 2.0e-3\n")
     case = plan(root, tmp_path, extern_config="config_mb4", assignments=("train.lr=5e-3",)).cases[0]
     train = case.workload.train
@@ -77,6 +77,9 @@ def test_extern_config_may_not_change_model_or_step_count(root, tmp_path):
     assert "unknown key 'model'" in error(root, tmp_path, extern_config="config_big")
     write(root / "vendors/cpu/gpt2_tiny/torch/config_short.yaml", "train:\n  steps: 3\n")
     assert "may not change the step count" in error(root, tmp_path, extern_config="config_short")
+    write(root / "vendors/cpu/gpt2_tiny/torch/config_fast.yaml", "train:\n  lr: 1.0e-2\n")
+    assert "may not change the optimizer (fair comparison); remove 'lr'" in error(root, tmp_path,
+                                                                                  extern_config="config_fast")
 
 
 def test_unknown_extern_config_lists_the_available_ones(root, tmp_path):

@@ -6,10 +6,10 @@ import io
 import json
 from typing import Sequence
 
-from ..store import CASE_COLUMNS, METRIC_COLUMNS, Attempt
+from ..store import CASE_COLUMNS, METRIC_COLUMNS, MONITOR_COLUMNS, Attempt
 
 CSV_COLUMNS = ("run_id",) + CASE_COLUMNS + ("round", "attempt", "status", "reason", "precision", "started_at",
-                                             "ended_at", "wall_time_s") + tuple(c for c, _, _ in METRIC_COLUMNS) + (
+                                             "ended_at", "wall_time_s") + tuple(c for c, _, _ in METRIC_COLUMNS) + MONITOR_COLUMNS + (
     "accelbench_commit", "source", "results_path")
 
 

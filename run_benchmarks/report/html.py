@@ -18,7 +18,8 @@ from . import svg
 from .summary import FIGURE_BY_KEY, CaseSummary
 
 TABLE_FIGURES = ("tokens_per_s_per_device", "tokens_per_s_total", "samples_per_s", "tflops_per_device", "mfu",
-                 "step_time_median_s", "init_time_s", "first_step_time_s", "wall_time_s", "loss_last")
+                 "step_time_median_s", "init_time_s", "first_step_time_s", "wall_time_s", "loss_last",
+                 "accel_util_mean", "power_w_mean", "energy_j", "tokens_per_joule")
 
 
 def _fmt(figure: str, value: Optional[float]) -> str:
@@ -65,8 +66,30 @@ def charts(summaries: Sequence[CaseSummary]) -> list[str]:
     if steps:
         out.append(svg.line_chart("step time over the run (slowest rank, first ok round)", steps, "step",
                                   "ms", lambda v: f"{v:.1f} ms"))
+    out += _monitor_charts(summaries)
     out += _scaling(summaries, "samples_per_step", "throughput against global batch size", "batch size (samples)")
     out += _scaling(summaries, "world_size", "throughput against device count", "devices")
+    return out
+
+
+def _monitor_charts(summaries: Sequence[CaseSummary]) -> list[str]:
+    """Utilisation and power of every device over the first ok round of each case (the monitors' samples)."""
+    util, power = {}, {}
+    for s in summaries:
+        for a in s.ok[:1]:
+            for node in (a.get("monitor") or {}).get("nodes", []):
+                for d in node.get("devices", []):
+                    name = f"{_label(s)} node {node.get('node_rank')} dev {d.get('index')}"
+                    if d.get("util_series"):
+                        util[name] = d["util_series"]
+                    if d.get("power_series"):
+                        power[name] = d["power_series"]
+    out = []
+    if util:
+        out.append(svg.line_chart("accelerator utilisation over the round", util, "seconds", "%",
+                                  lambda v: f"{v:.0f}%"))
+    if power:
+        out.append(svg.line_chart("power per device over the round", power, "seconds", "W", lambda v: f"{v:.0f} W"))
     return out
 
 

@@ -48,6 +48,10 @@ FIGURES = (
     Figure("first_step_time_s", "first step", "s", False, lambda x: f"{x:.2f} s"),
     Figure("wall_time_s", "end-to-end", "s", False, lambda x: f"{x:.1f} s"),
     Figure("loss_last", "loss at the end", "", False, lambda x: f"{x:.4f}"),
+    Figure("accel_util_mean", "accelerator utilisation", "%", True, lambda x: f"{x:.0f}%"),
+    Figure("power_w_mean", "power (all devices)", "W", False, lambda x: f"{x:,.0f} W"),
+    Figure("energy_j", "energy (all devices)", "J", False, lambda x: f"{x:,.0f} J"),
+    Figure("tokens_per_joule", "tokens/J", "tok/J", True, lambda x: f"{x:,.4g}"),
 )
 FIGURE_BY_KEY = {f.key: f for f in FIGURES}
 KEY_FIELDS = ("case", "framework", "framework_version", "hardware", "vendor", "nnodes", "nprocs_per_node",

@@ -143,6 +143,8 @@ def print_plan(console: Console, plan: RunPlan) -> None:
                 for key, value in sorted(node.env.items()):
                     say(f"      env {key}={value}")
                 say(f"      cwd: {node.cwd}")
+                if node.monitor_argv:
+                    say(f"      monitor: {shlex.join(node.monitor_argv)}")
                 say(f"      logs: {node.log_dir}/launcher.log, "
                     + ", ".join(f"{node.log_dir}/{name}" for name in case.framework.rank_log_names))
 

@@ -1,0 +1,224 @@
+"""Vendor plugins: the shipped vendors check clean, a scaffold lists what is left, bad configs are
+named file by file, containers get least privilege, and the monitors sample and summarise.
+
+The NVML sampler is the one place with a stand-in: no NVIDIA GPU exists here, so it reads a small
+object with NVML's call names; rocm-smi's parser reads output in rocm-smi's JSON format. Both run
+against real devices where a machine has them (docs/benchmarks.md).
+"""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from types import SimpleNamespace
+
+import pytest
+
+from run_benchmarks import containers, monitoring, vendor_tools
+from run_benchmarks.vendors import ContainerOptions, VendorRegistry
+from training.monitor import Unavailable, nvml, rocm_smi
+
+from .conftest import ROOT, write
+
+
+# ---------------------------------------------------------------- vendor folders
+
+
+def test_shipped_vendors_check_clean_and_declare_their_peaks(cli):
+    done = cli("vendor", "check")
+    assert done.returncode == 0, done.stdout + done.stderr
+    for name in ("amd", "cpu", "nvidia"):
+        assert f"vendor {name}: ok" in done.stdout
+    hardware = VendorRegistry(ROOT / "vendors").hardware
+    assert hardware["H100"].spec.peak_tflops["bf16"] == 989.5 and hardware["MI300X"].spec.peak_tflops["fp8"] == 2614.9
+    assert "fp8" in hardware["A100"].spec.unsupported_dtypes and "template" not in VendorRegistry(ROOT / "vendors").vendors
+
+
+def test_a_new_vendor_starts_from_the_template_and_check_lists_what_is_left(cli, root):
+    done = cli("vendor", "new", "acme", "--root", str(root))
+    assert done.returncode == 0, done.stderr
+    folder = root / "vendors/acme"
+    assert (folder / "docker/torch_2.13/Dockerfile").is_file()
+    assert (folder / "gpt3_tiny/torch/config_acme_accx1x2.yaml").is_file()  # placeholder renamed in paths too
+    check = cli("vendor", "check", "acme", "--root", str(root))
+    assert check.returncode == 1
+    assert f"{folder / 'vendor.yaml'}" in check.stdout and "still says TODO" in check.stdout
+    # Fill in the placeholders as a vendor engineer would: the check passes.
+    text = (folder / "vendor.yaml").read_text()
+    lines = [line.split("#")[0].rstrip() if "TODO" in line and "#" in line.split("TODO")[0] else line
+             for line in text.splitlines()]
+    text = "\n".join(lines).replace("description: TODO one line on the accelerators and how frameworks reach them",
+                                    "description: Acme X1").replace("TODO_VISIBLE_DEVICES", "ACME_VISIBLE_DEVICES")
+    text = text.replace("interconnect: TODO e.g. 8-way mesh, 400 GB/s per device", "interconnect: mesh")
+    text = text.replace("TODO_SMI_TOOL --version", "uname -r")
+    (folder / "vendor.yaml").write_text(text)
+    check = cli("vendor", "check", "acme", "--root", str(root))
+    assert check.returncode == 0, check.stdout
+    again = cli("vendor", "new", "acme", "--root", str(root))
+    assert again.returncode == 2 and "already exists" in again.stderr
+
+
+def test_check_names_each_bad_file_and_its_fix(cli, root):
+    nvidia = root / "vendors/nvidia"
+    good = nvidia / "gpt3_6.7B/paddle/config_TP2PP4SH1SP1A10080Gx1x8.yaml"
+    (nvidia / "gpt3_6.7B/paddle/config_TP2PP4SH1SP1A10080Gx1x4.yaml").write_text(good.read_text())
+    write(nvidia / "gpt3_6.7B/paddle/config_unnamed.yaml", "train: {micro_batch_size: 1}\n")
+    write(nvidia / "gpt3_6.7B/paddle/config_FASTA100x1x8.yaml", "train: {lr: 1.0}\n")
+    vendor = nvidia / "vendor.yaml"
+    vendor.write_text(vendor.read_text().replace("    unsupported_dtypes: [fp8]\n", "", 1))
+    done = cli("vendor", "check", "nvidia", "--root", str(root))
+    assert done.returncode == 1
+    out = done.stdout
+    assert "config_TP2PP4SH1SP1A10080Gx1x4.yaml" in out and "runs 1 node(s) x 4 process(es) = 4" in out
+    assert "config_unnamed.yaml" in out and "<accelerator>x<nnodes>x<nprocs>" in out
+    assert "config_FASTA100x1x8.yaml" in out and "may not change the optimizer" in out
+    assert "accelerators.A100_40G.peak_tflops: no dense peak for fp8" in out
+    assert "Traceback" not in done.stderr
+
+
+def test_containers_get_least_privilege_unless_the_vendor_asks():
+    plain = containers.privileges(ContainerOptions(cap_add=["IPC_LOCK"], ulimits={"memlock": -1}))
+    assert plain["cap_drop"] == ["ALL"] and plain["cap_add"] == ["IPC_LOCK"]
+    assert plain["security_opt"] == ["no-new-privileges"] and "privileged" not in plain
+    assert (plain["ulimits"][0]["Name"], plain["ulimits"][0]["Soft"], plain["ulimits"][0]["Hard"]) == ("memlock", -1, -1)
+    assert containers.privileges(ContainerOptions(privileged=True))["privileged"] is True
+
+
+# ---------------------------------------------------------------- monitors
+
+
+def test_the_monitor_process_samples_host_and_cpu(tmp_path):
+    out = tmp_path / "monitor"
+    subprocess.run([sys.executable, "-m", "training.monitor", "--accelerator", "cpu", "--interval", "0.2",
+                    "--duration", "1.5", "--out", str(out)], cwd=ROOT, check=True, timeout=60)
+    summary, warnings = monitoring.summarize_node(out)
+    assert warnings == []
+    assert summary["status"]["host"] == "ok (host)" and summary["status"]["accelerator"] == "ok (cpu)"
+    assert 0 <= summary["host"]["cpu_percent"]["mean"] <= 100 and summary["host"]["mem_total_bytes"] > 2**30
+    (cpu,) = summary["devices"]
+    assert cpu["name"] == "cpu" and 0 <= cpu["util_percent"]["max"] <= 100
+    assert summary["duration_s"] >= 1.0
+
+
+def test_a_monitor_that_cannot_start_is_a_warning(tmp_path):
+    out = tmp_path / "monitor"
+    subprocess.run([sys.executable, "-m", "training.monitor", "--accelerator", "rocm-smi", "--interval", "0.2",
+                    "--duration", "0.5", "--out", str(out)], cwd=ROOT, check=True, timeout=60)
+    summary, warnings = monitoring.summarize_node(out)
+    assert summary["host"]  # the host monitor still ran
+    assert warnings and warnings[0].startswith("accelerator monitor unavailable (rocm-smi): rocm-smi is not on PATH")
+    _, warnings = monitoring.summarize_node(tmp_path / "never-started")
+    assert "the monitor left nothing" in warnings[0]
+
+
+class _Nvml:
+    """NVML's Python binding's call names, answering for two GPUs (no NVIDIA GPU in CI)."""
+    NVML_TEMPERATURE_GPU, NVML_CLOCK_SM, NVML_CLOCK_MEM = 0, 1, 2
+
+    class NVMLError(Exception):
+        pass
+
+    def __init__(self, fail_init=False):
+        self.fail_init = fail_init
+
+    def nvmlInit(self):
+        if self.fail_init:
+            raise self.NVMLError("Driver Not Loaded")
+
+    def nvmlDeviceGetCount(self):
+        return 2
+
+    def nvmlDeviceGetHandleByIndex(self, i):
+        return i
+
+    def nvmlDeviceGetName(self, h):
+        return b"NVIDIA H100 80GB HBM3"
+
+    def nvmlDeviceGetUtilizationRates(self, h):
+        return SimpleNamespace(gpu=90 + h, memory=40)
+
+    def nvmlDeviceGetMemoryInfo(self, h):
+        return SimpleNamespace(used=(10 + h) * 2**30, total=80 * 2**30, free=0)
+
+    def nvmlDeviceGetPowerUsage(self, h):
+        return 650_000 + 1000 * h  # mW
+
+    def nvmlDeviceGetTemperature(self, h, sensor):
+        return 60 + h
+
+    def nvmlDeviceGetClockInfo(self, h, clock):
+        if clock == self.NVML_CLOCK_MEM:
+            raise self.NVMLError("Not Supported")
+        return 1980
+
+
+def test_nvml_sampler_reads_every_field_and_tolerates_unsupported_ones():
+    sample = nvml.open(_Nvml()).sample()
+    first, second = sample["devices"]
+    assert first == {"index": 0, "name": "NVIDIA H100 80GB HBM3", "util_percent": 90, "mem_used_bytes": 10 * 2**30,
+                     "mem_total_bytes": 80 * 2**30, "power_w": 650.0, "temp_c": 60, "sm_clock_mhz": 1980,
+                     "mem_clock_mhz": None}
+    assert second["power_w"] == 651.0
+    with pytest.raises(Unavailable, match="NVML did not start: Driver Not Loaded"):
+        nvml.open(_Nvml(fail_init=True))
+
+
+ROCM_SMI_JSON = json.dumps({
+    "card0": {"GPU use (%)": "97", "Current Socket Graphics Package Power (W)": "512.0",
+              "Temperature (Sensor edge) (C)": "55.0", "Temperature (Sensor junction) (C)": "71.0",
+              "VRAM Total Memory (B)": str(192 * 2**30), "VRAM Total Used Memory (B)": str(150 * 2**30)},
+    "card1": {"GPU use (%)": "95", "Average Graphics Package Power (W)": "498.5",
+              "Temperature (Sensor edge) (C)": "53.0"},
+    "system": {"Driver version": "6.8.5"},
+})
+
+
+def test_rocm_smi_output_parses_across_key_spellings():
+    first, second = rocm_smi.parse(ROCM_SMI_JSON)["devices"]
+    assert first == {"index": 0, "util_percent": 97.0, "power_w": 512.0, "temp_c": 55.0,
+                     "mem_used_bytes": 150 * 2**30, "mem_total_bytes": 192 * 2**30}
+    assert (second["power_w"], second["mem_total_bytes"]) == (498.5, None)
+    with pytest.raises(Unavailable):
+        rocm_smi.parse("ERROR: No AMD GPUs specified")
+
+
+def test_samples_become_per_device_figures_energy_and_tokens_per_joule(tmp_path):
+    """Two GPUs sampled at t = 0, 1, 2 s: 100 -> 200 -> 200 W and a constant 300 W."""
+    folder = tmp_path / "monitor"
+    folder.mkdir()
+    (folder / "status.json").write_text('{"interval_s": 1, "host": "ok (host)", "accelerator": "ok (nvml)"}')
+    lines = [{"t": 1000.0 + t, "devices": [{"index": 0, "util_percent": u, "power_w": p, "temp_c": 50 + t},
+                                           {"index": 1, "util_percent": 100, "power_w": 300.0, "temp_c": 70}]}
+             for t, u, p in ((0, 50, 100.0), (1, 100, 200.0), (2, 90, 200.0))]
+    (folder / "accelerator.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines) + '{"t": 10')
+    node, warnings = monitoring.summarize_node(folder)
+    assert warnings == []
+    first, second = node["devices"]
+    assert first["energy_j"] == pytest.approx(150 + 200) and second["energy_j"] == pytest.approx(600)
+    assert first["util_percent"] == {"mean": 80, "max": 100} and first["temp_c"]["max"] == 52
+    assert first["power_series"] == [[0.0, 100.0], [1.0, 200.0], [2.0, 200.0]]
+    rnd = monitoring.summarize_round([node], tokens_per_s_total=10_000)
+    assert rnd["energy_j"] == pytest.approx(950)
+    assert rnd["power_w_mean"] == pytest.approx(500 / 3 + 300)
+    assert rnd["tokens_per_joule"] == pytest.approx(10_000 / (500 / 3 + 300))
+    assert rnd["accel_util_mean"] == pytest.approx((80 + 100) / 2)
+
+
+def test_monitor_figures_join_the_stored_results(cli, root):
+    """A real run with the cpu monitor, then one whose vendor names a monitor this machine lacks."""
+    done = cli("run", "gpt2_tiny:torch:cpu:1:1", "--set", "train.steps=6", "--set", "train.warmup_steps=1",
+               "--root", str(root))
+    assert done.returncode == 0, done.stderr
+    (doc,) = done.results()
+    (node,) = doc["monitor"]["nodes"]
+    assert node["status"]["accelerator"] == "ok (cpu)" and node["devices"][0]["util_percent"]["max"] > 0
+    (row,) = done.attempts()
+    assert row["accel_util_mean"] == doc["monitor"]["accel_util_mean"] > 0
+    vendor = root / "vendors/cpu/vendor.yaml"
+    vendor.write_text(vendor.read_text().replace("monitor: cpu", "monitor: rocm-smi"))
+    done = cli("run", "gpt2_tiny:torch:cpu:1:1", "--set", "train.steps=6", "--set", "train.warmup_steps=1",
+               "--root", str(root), log_root=root / "logs2")
+    assert done.returncode == 0, done.stderr
+    (doc,) = done.results()
+    assert doc["status"] == "ok"
+    assert any("accelerator monitor unavailable (rocm-smi)" in w for w in doc["warnings"])

@@ -1,0 +1,32 @@
+"""Samplers of a node's host and accelerators, run beside the workers (``python -m training.monitor``).
+
+One interface: ``open()`` returns a sampler or raises ``Unavailable`` (library missing, no device);
+``sample()`` returns one JSON-able dict. The loop writes one line per sample and interval to
+``host.jsonl`` and ``accelerator.jsonl``, and ``status.json`` saying which samplers run, so the
+orchestrator can turn a monitor that could not start into a warning, never into a failed run.
+Standard library plus psutil (host) and the vendor's library (NVML) where present.
+"""
+from __future__ import annotations
+
+import importlib
+from typing import Callable, Protocol
+
+
+class Unavailable(RuntimeError):
+    """This sampler cannot run here; the message says why (shown as a warning with the results)."""
+
+
+class Sampler(Protocol):
+    def sample(self) -> dict: ...
+
+
+# accelerator monitor name (vendor.yaml ``monitor``) -> module whose ``open()`` makes its sampler
+ACCELERATOR_MODULES = {"nvml": "nvml", "rocm-smi": "rocm_smi", "cpu": "cpu"}
+
+
+def opener(kind: str) -> Callable[[], Sampler]:
+    if kind == "host":
+        return importlib.import_module(f"{__name__}.host").open
+    if kind not in ACCELERATOR_MODULES:
+        raise Unavailable(f"no accelerator monitor {kind!r} (known: {', '.join(ACCELERATOR_MODULES)})")
+    return importlib.import_module(f"{__name__}.{ACCELERATOR_MODULES[kind]}").open

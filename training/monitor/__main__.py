@@ -1,0 +1,55 @@
+"""``python -m training.monitor --accelerator nvml --out DIR``: sample until SIGTERM (or --duration)."""
+from __future__ import annotations
+
+import argparse
+import json
+import signal
+import sys
+import time
+from pathlib import Path
+
+from . import Unavailable, opener
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m training.monitor")
+    parser.add_argument("--accelerator", default="none", help="nvml, rocm-smi, cpu or none")
+    parser.add_argument("--interval", type=float, default=1.0, help="seconds between samples")
+    parser.add_argument("--duration", type=float, help="stop after this many seconds (default: at SIGTERM)")
+    parser.add_argument("--out", type=Path, required=True, help="folder for host.jsonl, accelerator.jsonl")
+    args = parser.parse_args(argv)
+    args.out.mkdir(parents=True, exist_ok=True)
+    stopping = []
+    signal.signal(signal.SIGTERM, lambda *_: stopping.append(True))
+    samplers, status = {}, {}
+    for name, kind in (("host", "host"), ("accelerator", args.accelerator)):
+        if kind == "none":
+            status[name] = "off"
+            continue
+        try:
+            samplers[name] = opener(kind)()
+            status[name] = f"ok ({kind})"
+        except Unavailable as exc:
+            status[name] = f"unavailable ({kind}): {exc}"
+    (args.out / "status.json").write_text(json.dumps({"interval_s": args.interval, **status}) + "\n")
+    files = {name: open(args.out / f"{name}.jsonl", "a", encoding="utf-8", buffering=1) for name in samplers}
+    started = time.monotonic()
+    next_at = started
+    while not stopping and samplers and (args.duration is None or time.monotonic() - started < args.duration):
+        now = time.time()
+        for name, sampler in list(samplers.items()):
+            try:
+                files[name].write(json.dumps({"t": round(now, 3), **sampler.sample()}) + "\n")
+            except Unavailable as exc:  # e.g. the device went away: stop this sampler, keep the others
+                status[name] = f"stopped: {exc}"
+                del samplers[name]
+                (args.out / "status.json").write_text(json.dumps({"interval_s": args.interval, **status}) + "\n")
+        next_at += args.interval
+        time.sleep(max(0.0, next_at - time.monotonic()))
+    for f in files.values():
+        f.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
