@@ -207,10 +207,10 @@ def cmd_list(args: argparse.Namespace, console: Console) -> int:
         memory = f"{hw.spec.memory_gib:g} GiB" if hw.spec.memory_gib else "host memory"
         hardware.add_row(name, hw.vendor, hw.spec.device, memory, peaks)
     vendor_table = Table(title="vendors")
-    for col in ("vendor", "hardware", "description"):
+    for col in ("vendor", "hardware", "monitor", "description"):
         vendor_table.add_column(col)
     for name, spec in sorted(vendors.vendors.items()):
-        vendor_table.add_row(name, ", ".join(spec.accelerators), spec.description)
+        vendor_table.add_row(name, ", ".join(spec.accelerators), spec.monitor, spec.description)
     console.print(cases)
     console.print(vendor_table)
     console.print(hardware)
