@@ -73,6 +73,8 @@ def test_two_ssh_hosts_run_each_node_in_the_vendor_image(cli, cluster_file, engi
     for node in doc["environment"]["nodes"]:  # which image, exactly, and the host facts probed over SSH
         assert node["image"].startswith("accelbench/cpu-torch_2.13:") and node["image_id"].startswith("sha256:")
         assert node["probes"]["host_kernel"] == platform.release()
+    for node in doc["monitor"]["nodes"]:  # each node's monitor ran in a sibling container from the image
+        assert node["status"]["host"] == "ok (host)" and node["host"]["cpu_percent"]["max"] > 0
     assert accelbench_containers(engine) == []  # removed by name after the round
 
 

@@ -14,7 +14,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from run_benchmarks import containers, monitoring, vendor_tools
+from run_benchmarks import containers, monitoring
 from run_benchmarks.vendors import ContainerOptions, VendorRegistry
 from training.monitor import Unavailable, nvml, rocm_smi
 

@@ -27,7 +27,9 @@ def _num(x: float) -> str:
     return f"{x:,.4g}" if abs(x) < 1000 else f"{x:,.0f}"
 
 
-def _bytes(n: float) -> str:
+def human_bytes(n: Optional[float]) -> str:
+    if n is None:
+        return "n/a"
     for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
         if abs(n) < 1024 or unit == "TiB":
             return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
@@ -42,7 +44,7 @@ FIGURES = (
     Figure("samples_per_s", "samples/s", "samples/s", True, _num),
     Figure("tflops_per_device", "TFLOP/s/device (model)", "TFLOP/s", True, lambda x: f"{x:.3g}"),
     Figure("mfu", "MFU", "", True, lambda x: f"{x:.1%}"),
-    Figure("peak_memory_bytes", "peak memory/device", "B", False, _bytes),
+    Figure("peak_memory_bytes", "peak memory/device", "B", False, human_bytes),
     Figure("step_time_median_s", "step time (median)", "s", False, lambda x: f"{x * 1e3:.1f} ms"),
     Figure("init_time_s", "init time", "s", False, lambda x: f"{x:.1f} s"),
     Figure("first_step_time_s", "first step", "s", False, lambda x: f"{x:.2f} s"),
