@@ -140,14 +140,14 @@ def cmd_run(args: argparse.Namespace, console: Console) -> int:
         print_plan(console, plan)
         return EXIT_OK
     environment = orchestrator_environment(inputs.paths.root)
-    store = ResultStore(args.db or store_path(log_root))
     runner = Runner(plan, TerminalReporter(make_console(stderr=True)), environment,
-                    allow_version_mismatch=args.allow_version_mismatch, plan_root=inputs.paths.root, store=store)
+                    allow_version_mismatch=args.allow_version_mismatch, plan_root=inputs.paths.root)
     try:
         runner.connect_and_preflight()
+        # Only now is anything written: a run refused at preflight leaves no trace.
+        store = runner.store = ResultStore(args.db or store_path(log_root))
     except BaseException:
         runner.close()
-        store.close()
         raise
     store.begin_run(plan.run_id, datetime.now(timezone.utc).isoformat(timespec="seconds"), environment["argv"],
                     environment["accelbench_commit"], str(plan.dir))
