@@ -222,6 +222,9 @@ class HostSpec(Strict):
     docker_host: str = Field("unix:///var/run/docker.sock", description="the host's Docker engine socket")
     runtime: Literal["process", "container"] = Field(
         "process", description="container: each node runs in the vendor's image for the framework")
+    devices: Optional[list[conint(ge=0)]] = Field(None, description=(
+        "accelerator indices a node on this host may use, exported through the vendor's visible_devices_env "
+        "(CUDA_VISIBLE_DEVICES, HIP_VISIBLE_DEVICES, ...); default: all of them"))
 
 
 class ClusterSpec(Strict):

@@ -209,6 +209,7 @@ def _case_plan(inputs: PlanInputs, name: casename.CaseName, run_id: str, case_di
 
     vendor_runtime = hardware.vendor_spec.frameworks.get(name.framework)
     runtime_env = dict(vendor_runtime.env) if vendor_runtime else {}
+    device_envs = [_visible_devices(host, hardware, name, inputs.cluster_path) for host in hosts[:name.nnodes]]
     rounds = []
     for index in range(1, name.repeat + 1):
         round_dir = case_dir / f"round{index}"
@@ -217,7 +218,8 @@ def _case_plan(inputs: PlanInputs, name: casename.CaseName, run_id: str, case_di
             device=hardware.spec.device, dist_backend=framework.backend_for(hardware.spec.device)))
         port = next(ports)
         nodes = [
-            _node_plan(inputs, framework, name, hosts, node_rank, round_dir, port, runtime_env,
+            _node_plan(inputs, framework, name, hosts, node_rank, round_dir, port,
+                       {**runtime_env, **device_envs[node_rank]},
                        hardware.vendor_spec.monitor if inputs.test_conf.monitor_interval_s else None)
             for node_rank in range(name.nnodes)
         ]
@@ -264,6 +266,21 @@ def _check_data_files(workload: WorkloadSpec, hosts: list[HostSpec], layered: La
         raise UserError(f"data.path (set in {source}): {', '.join(missing)} not found",
                         "point data.path at an existing file (tokens: the prefix of <prefix>_ids.npy and "
                         "<prefix>_idx.npz); make a sample with `python -m training.data.make_dataset --help`")
+
+
+def _visible_devices(host: HostSpec, hardware, name: casename.CaseName, cluster_path: Path) -> dict[str, str]:
+    """The node's devices, through the vendor's visibility variable, when the host pins them."""
+    if host.devices is None or hardware.spec.device == "cpu":
+        return {}
+    variable = hardware.vendor_spec.visible_devices_env
+    if not variable:
+        raise UserError(f"{cluster_path}: host {host.name} pins devices, but vendor {hardware.vendor} declares no "
+                        "visible_devices_env", f"set visible_devices_env in {hardware.vendor_dir / 'vendor.yaml'}, "
+                                               f"or remove devices from host {host.name}")
+    if len(host.devices) < name.nprocs_per_node:
+        raise UserError(f"{cluster_path}: host {host.name} offers devices {host.devices}, but {name} starts "
+                        f"{name.nprocs_per_node} process(es) per node", "list at least one device per process")
+    return {variable: ",".join(str(d) for d in host.devices[:name.nprocs_per_node])}
 
 
 def _node_plan(inputs: PlanInputs, framework: frameworks.Framework, name: casename.CaseName,

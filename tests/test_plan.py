@@ -152,3 +152,15 @@ def test_no_case_at_all(root, tmp_path):
 def test_building_a_plan_writes_nothing(root, tmp_path):
     build(root, tmp_path, "gpt2_tiny:torch:cpu:1:2")
     assert not (tmp_path / "logs").exists()
+
+
+def test_a_host_that_pins_devices_exports_the_vendors_visibility_variable(root, tmp_path):
+    write(root / "configs/cluster.yaml", "hosts:\n  - {name: g0, devices: [2, 3, 5]}\n")
+    (node,) = build(root, tmp_path, "gpt2_tiny:torch:H100:1:2").cases[0].rounds[0].nodes
+    assert node.env["CUDA_VISIBLE_DEVICES"] == "2,3"
+    (node,) = build(root, tmp_path, "gpt2_tiny:torch:MI300X:1:2").cases[0].rounds[0].nodes
+    assert node.env["HIP_VISIBLE_DEVICES"] == "2,3"
+    (node,) = build(root, tmp_path, "gpt2_tiny:torch:cpu:1:2").cases[0].rounds[0].nodes
+    assert not any(k.endswith("VISIBLE_DEVICES") for k in node.env)  # a CPU has no devices to pin
+    with pytest.raises(UserError, match=r"host g0 offers devices \[2, 3, 5\], but .* starts 4 process"):
+        build(root, tmp_path, "gpt2_tiny:torch:H100:1:4")
