@@ -191,6 +191,20 @@ def test_report_formats(cli, tmp_path):
 
     term = cli("report", "--db", str(db))
     assert term.returncode == 0 and "gpt3_tiny:paddle:cpu:1:2" in term.stdout
+    show = cli("show", "run-", "--db", str(db))  # a unique prefix is enough
+    assert show.returncode == 0 and "round 2 attempt 1: ok" in show.stdout
+    assert "tokens/s/device: 6,827" in show.stdout and "samples/s: 16" in show.stdout
+
+
+def test_html_plots_throughput_against_device_count_when_a_run_has_several(cli, tmp_path):
+    db = tmp_path / "results.db"
+    fill(db, [document("s", "gpt3_tiny", "torch", 0.5, world=1), document("s", "gpt3_tiny", "torch", 0.55, world=2),
+              document("s", "gpt3_tiny", "torch", 0.6, world=4)])
+    out = tmp_path / "scale.html"
+    assert cli("report", "s", "--db", str(db), "--format", "html", "-o", str(out)).returncode == 0
+    (chart,) = [c for c in out.read_text().split("<svg")[1:] if "throughput against device count" in c]
+    points = chart.split('class="series" points="')[1].split('"')[0].split()
+    assert len(points) == 3  # 1, 2 and 4 devices, one line
 
 
 def test_compare_frameworks_gives_the_speedup_per_matching_case(cli, tmp_path):
