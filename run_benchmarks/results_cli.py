@@ -200,7 +200,12 @@ def cmd_report(args: argparse.Namespace, console: Console, default_root) -> int:
     checks = run_checks(summaries, root) if args.check else []
     title = f"accelbench report: {selection.text}"
     if args.format == "terminal":
-        print_summaries(console, summaries, title)
+        if args.output:
+            with open(args.output, "w", encoding="utf-8") as f:
+                print_summaries(Console(file=f, width=160, highlight=False), summaries, title)
+            console.print(f"wrote {args.output}", markup=False, soft_wrap=True)
+        else:
+            print_summaries(console, summaries, title)
     elif args.format == "markdown":
         _write(console, markdown.report(summaries, title), args.output)
     elif args.format == "html":

@@ -17,8 +17,8 @@ from ..store import Attempt
 from . import svg
 from .summary import FIGURE_BY_KEY, CaseSummary
 
-TABLE_FIGURES = ("tokens_per_s_per_device", "tokens_per_s_total", "samples_per_s", "tflops_per_device", "mfu",
-                 "step_time_median_s", "init_time_s", "first_step_time_s", "wall_time_s", "loss_last",
+TABLE_FIGURES = ("tokens_per_s_per_device", "effective_tokens_per_s_per_device", "tokens_per_s_total",
+                 "samples_per_s", "tflops_per_device", "mfu", "step_time_median_s", "init_time_s", "first_step_time_s", "wall_time_s", "loss_last",
                  "accel_util_mean", "power_w_mean", "energy_j", "tokens_per_joule")
 
 
