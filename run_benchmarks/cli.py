@@ -129,11 +129,7 @@ def split_case_names(values: Sequence[str]) -> list[str]:
 def cmd_run(args: argparse.Namespace, console: Console) -> int:
     inputs = load_inputs(args.root or default_root(), args.test_conf, args.cluster)
     names = split_case_names(args.case_names) or list(inputs.test_conf.cases)
-    if args.log_root:
-        log_root = args.log_root.resolve()
-    else:
-        log_root = Path(inputs.test_conf.log_root)
-        log_root = log_root if log_root.is_absolute() else inputs.paths.root / log_root
+    log_root = args.log_root.resolve() if args.log_root else inputs.test_conf.log_root_in(inputs.paths.root)
     plan = build_run_plan(inputs, names, new_run_id(), log_root, args.extern_config,
                           tuple(args.assignments), args.timeout)
     if args.dry_run:

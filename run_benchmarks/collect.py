@@ -44,7 +44,6 @@ class StepSeries:
         self.first_step_time_s: Optional[float] = None  # step 0 (warm-up or not): compile, allocator
         self.loss_first: Optional[float] = None
         self.loss_last: Optional[float] = None
-        self.grad_norm_last: Optional[float] = None
 
     def __len__(self) -> int:  # every step reported, warm-up included
         return self.warmup + len(self.steps)
@@ -56,7 +55,7 @@ class StepSeries:
         step, step_time_s, tokens, loss = int(step), float(step_time_s), float(tokens), float(loss)
         if self.loss_first is None:
             self.loss_first, self.first_step_time_s = loss, step_time_s
-        self.loss_last, self.grad_norm_last = loss, grad_norm
+        self.loss_last = loss
         if warmup:
             self.warmup += 1
             return
@@ -93,7 +92,7 @@ class StepSeries:
             return
         if self.loss_first is None:
             self.loss_first, self.first_step_time_s = losses[0], float(records[0]["step_time_s"])
-        self.loss_last, self.grad_norm_last = losses[1], records[-1].get("grad_norm")
+        self.loss_last = losses[1]
         self.warmup += len(records) - len(measured)
         self.steps.extend(steps)
         self.times.extend(times)

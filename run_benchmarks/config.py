@@ -201,6 +201,11 @@ class TestConf(Strict):
                                                                   "samples beside every node; 0 turns monitors off")
     overrides: dict[str, Any] = Field(default_factory=dict, description="workload keys applied to every case")
 
+    def log_root_in(self, root: Path) -> Path:
+        """``log_root``, relative to the checkout ``root`` unless absolute."""
+        path = Path(self.log_root)
+        return path if path.is_absolute() else root / path
+
 
 class HostSpec(Strict):
     """One machine. ``local``: this one, with plain processes. ``ssh``: reached over SSH (paramiko), host

@@ -89,8 +89,7 @@ def open_store(args: argparse.Namespace, default_root, must_exist: bool = True) 
             root = (args.root or default_root()).resolve()
             conf_file = root / "configs" / "test_conf.yaml"
             conf = load_model(TestConf, conf_file) if conf_file.is_file() else TestConf()
-            log_root = Path(conf.log_root)
-            log_root = log_root if log_root.is_absolute() else root / log_root
+            log_root = conf.log_root_in(root)
         path = store_path(log_root)
     if must_exist and not Path(path).is_file():
         raise UserError(f"no results store at {path}",

@@ -101,10 +101,6 @@ class Attempt:
     def ok(self) -> bool:
         return self.row["status"] == "ok"
 
-    @property
-    def layout(self) -> str:
-        return f"{self.row['nnodes']}x{self.row['nprocs_per_node']}"
-
 
 def _decode(row: sqlite3.Row) -> dict:
     out = dict(row)

@@ -26,20 +26,6 @@ def _fmt(figure: str, value: Optional[float]) -> str:
     return "n/a" if value is None else FIGURE_BY_KEY[figure].fmt(value)
 
 
-def _cell(summary: CaseSummary, figure: str) -> str:
-    stats = summary.figures.get(figure)
-    if stats is None:
-        return "n/a"
-    return _fmt(figure, stats.mean) + (f" ±{stats.cv:.1%}" if stats.n > 1 else "")
-
-
-def _memory(summary: CaseSummary) -> str:
-    mem, total = summary.figures.get("peak_memory_bytes"), summary.figures.get("memory_total_bytes")
-    if mem is None:
-        return "n/a"
-    return _fmt("peak_memory_bytes", mem.max) + (f" / {_fmt('peak_memory_bytes', total.max)}" if total else "")
-
-
 def _label(s: CaseSummary) -> str:
     return f"{s.label} {s.config}" if s.config != "-" else s.label
 
@@ -116,6 +102,6 @@ def render(title: str, summaries: Sequence[CaseSummary], attempts: Sequence[Atte
     return env.get_template("report.html.j2").render(
         title=title, generated=datetime.now(timezone.utc).isoformat(timespec="seconds"), version=__version__,
         cv_flag=f"{CV_FLAG:.0%}", summaries=summaries, figures=[FIGURE_BY_KEY[f] for f in TABLE_FIGURES],
-        cell=_cell, memory=_memory, fmt=_fmt, formulas=formulas, checks=list(checks), charts=charts(summaries),
+        fmt=_fmt, formulas=formulas, checks=list(checks), charts=charts(summaries),
         attempts=[a.row for a in attempts],
         environment=lambda s: json.dumps(s.environment, indent=2, default=str, sort_keys=True))

@@ -17,14 +17,6 @@ def _table(header: Sequence[str], rows: Sequence[Sequence[str]], right: Sequence
     return "\n".join(lines)
 
 
-def _value(summary: CaseSummary, key: str) -> str:
-    stats = summary.figures.get(key)
-    if stats is None:
-        return STATUS_NOTE
-    text = FIGURE_BY_KEY[key].fmt(stats.mean)
-    return text + (f" ±{stats.cv:.1%}" if stats.n > 1 else "")
-
-
 def _method(summary: CaseSummary) -> str:
     version = f" {summary.key['framework_version']}" if summary.key.get("framework_version") else ""
     config = summary.config
@@ -46,7 +38,7 @@ def published_table(summaries: Sequence[CaseSummary]) -> str:
             speedup = f"{tok / base - 1:+.0%}" if tok and base else STATUS_NOTE
         precision = next((a.get("precision") for a in s.attempts if a.get("precision")), "")
         rows.append([s.key["case"], _method(s), f"{s.key['nnodes']}x{s.key['nprocs_per_node']} {s.key['hardware']}",
-                     str(s.batch_size or STATUS_NOTE), precision, _value(s, "tokens_per_s_per_device"), speedup])
+                     str(s.batch_size or STATUS_NOTE), precision, s.cell("tokens_per_s_per_device"), speedup])
     return _table(("model", "method", "devices", "batch size", "setup", "tokens/s/device", "speedup"), rows,
                   (False, False, False, True, False, True, True))
 
@@ -55,13 +47,9 @@ def figures_table(summaries: Sequence[CaseSummary]) -> str:
     """Every headline figure, with memory as actual / total per device (the FlagPerf GPT-3 tables)."""
     rows = []
     for s in summaries:
-        mem = s.figures.get("peak_memory_bytes")
-        total = s.figures.get("memory_total_bytes")
-        memory = STATUS_NOTE if mem is None else FIGURE_BY_KEY["peak_memory_bytes"].fmt(mem.max) + (
-            f" / {FIGURE_BY_KEY['peak_memory_bytes'].fmt(total.max)}" if total else "")
         statuses = ", ".join(f"{n} {st}" for st, n in s.statuses.items())
-        rows.append([s.label, s.config, statuses, _value(s, "tokens_per_s_per_device"), _value(s, "tokens_per_s_total"),
-                     _value(s, "tflops_per_device"), _value(s, "mfu"), memory, _value(s, "step_time_median_s")])
+        rows.append([s.label, s.config, statuses, s.cell("tokens_per_s_per_device"), s.cell("tokens_per_s_total"),
+                     s.cell("tflops_per_device"), s.cell("mfu"), s.memory(), s.cell("step_time_median_s")])
     return _table(("case", "config", "rounds", "tokens/s/device", "tokens/s total", "TFLOP/s/device", "MFU",
                    "memory actual / total", "step time"), rows, (False, False, False) + (True,) * 6)
 

@@ -23,8 +23,8 @@ class Figure:
     fmt: Callable[[float], str]
 
 
-def _num(x: float) -> str:
-    return f"{x:,.4g}" if abs(x) < 1000 else f"{x:,.0f}"
+def number(x: Optional[float], digits: int = 4) -> str:
+    return "n/a" if x is None else f"{x:,.{digits}g}" if abs(x) < 1000 else f"{x:,.0f}"
 
 
 def human_bytes(n: Optional[float]) -> str:
@@ -38,10 +38,10 @@ def human_bytes(n: Optional[float]) -> str:
 
 
 FIGURES = (
-    Figure("tokens_per_s_per_device", "tokens/s/device", "tok/s", True, _num),
-    Figure("tokens_per_s_total", "tokens/s total", "tok/s", True, _num),
-    Figure("effective_tokens_per_s_per_device", "effective tokens/s/device (no padding)", "tok/s", True, _num),
-    Figure("samples_per_s", "samples/s", "samples/s", True, _num),
+    Figure("tokens_per_s_per_device", "tokens/s/device", "tok/s", True, number),
+    Figure("tokens_per_s_total", "tokens/s total", "tok/s", True, number),
+    Figure("effective_tokens_per_s_per_device", "effective tokens/s/device (no padding)", "tok/s", True, number),
+    Figure("samples_per_s", "samples/s", "samples/s", True, number),
     Figure("tflops_per_device", "TFLOP/s/device (model)", "TFLOP/s", True, lambda x: f"{x:.3g}"),
     Figure("mfu", "MFU", "", True, lambda x: f"{x:.1%}"),
     Figure("peak_memory_bytes", "peak memory/device", "B", False, human_bytes),
@@ -93,6 +93,20 @@ class CaseSummary:
     def mean(self, key: str) -> Optional[float]:
         stats = self.figures.get(key)
         return stats.mean if stats else None
+
+    def cell(self, key: str) -> str:
+        """The figure's mean over ok rounds, with its coefficient of variation when there are several."""
+        stats = self.figures.get(key)
+        if stats is None:
+            return "n/a"
+        return FIGURE_BY_KEY[key].fmt(stats.mean) + (f" ±{stats.cv:.1%}" if stats.n > 1 else "")
+
+    def memory(self) -> str:
+        """Peak memory per device as actual / total, as the FlagPerf GPT-3 tables print it."""
+        peak, total = self.figures.get("peak_memory_bytes"), self.figures.get("memory_total_bytes")
+        if peak is None:
+            return "n/a"
+        return human_bytes(peak.max) + (f" / {human_bytes(total.max)}" if total else "")
 
     @property
     def environment(self) -> dict:

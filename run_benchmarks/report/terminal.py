@@ -10,14 +10,10 @@ from rich.table import Table
 from ..analyze import across_rounds
 from ..launch import RoundResult
 from ..plan import CasePlan, RoundPlan, RunPlan
-from .summary import human_bytes
+from .summary import human_bytes, number as _num
 
 _STATUS_STYLE = {"ok": "green", "failed": "red", "oom": "red", "unsupported": "magenta", "timeout": "yellow",
                  "interrupted": "yellow"}
-
-
-def _num(x: Optional[float], digits: int = 4) -> str:
-    return "n/a" if x is None else f"{x:,.{digits}g}" if abs(x) < 1000 else f"{x:,.0f}"
 
 
 class TerminalReporter:
@@ -174,15 +170,8 @@ def summary_table(summaries, title: str) -> Table:
         table.add_column(FIGURE_BY_KEY[key].label, justify="right")
     table.add_column("memory actual / total", justify="right")
     for s in summaries:
-        cells = []
-        for key in columns:
-            stats = s.figures.get(key)
-            cells.append("n/a" if stats is None else FIGURE_BY_KEY[key].fmt(stats.mean)
-                         + (f" ±{stats.cv:.1%}" if stats.n > 1 else ""))
-        mem, total = s.figures.get("peak_memory_bytes"), s.figures.get("memory_total_bytes")
-        memory = "n/a" if mem is None else human_bytes(mem.max) + (f" / {human_bytes(total.max)}" if total else "")
         rounds = ", ".join(f"[{_STATUS_STYLE.get(st, '')}]{n} {st}[/]" for st, n in s.statuses.items())
-        table.add_row(s.label, s.config, rounds, *cells, memory)
+        table.add_row(s.label, s.config, rounds, *[s.cell(key) for key in columns], s.memory())
     return table
 
 
