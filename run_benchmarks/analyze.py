@@ -17,7 +17,7 @@ import math
 import operator
 import statistics
 from array import array
-from dataclasses import asdict, dataclass, fields
+from dataclasses import MISSING, asdict, dataclass, fields
 from itertools import repeat
 from typing import Optional, Sequence
 
@@ -80,11 +80,13 @@ class RoundMetrics:
     peak_tflops: Optional[float]
     mfu: Optional[float]
     mfu_note: str
-    peak_memory_bytes: Stats
-    memory_total_bytes: Optional[int]
+    peak_memory_bytes: Stats  # the allocator's peak (memory_kind allocated), or the process's peak RSS (rss)
+    memory_total_bytes: Optional[int]  # the vendor's declared device memory, else what the worker read
     memory_kind: str
     loss_first: float
     loss_last: float
+    peak_memory_reserved_bytes: Optional[Stats] = None  # the allocator's reserved peak: device memory in use
+    memory_total_source: str = "worker"  # declared (vendor.yaml memory_gib) or worker (the device/host's reading)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -94,11 +96,12 @@ class RoundMetrics:
         """Back from results.json or the store; fields a newer accelbench added read as missing."""
         known = {f.name: f for f in fields(cls)}
         values = {k: v for k, v in data.items() if k in known}
-        for name in ("step_time_s", "tokens_per_s_per_rank", "peak_memory_bytes"):
+        for name in ("step_time_s", "tokens_per_s_per_rank", "peak_memory_bytes", "peak_memory_reserved_bytes"):
             if isinstance(values.get(name), dict):
                 values[name] = Stats(**values[name])
         for name, f in known.items():
-            values.setdefault(name, [] if name in ("step_time_series", "tokens_per_s_per_node") else None)
+            if f.default is MISSING:
+                values.setdefault(name, [] if name in ("step_time_series", "tokens_per_s_per_node") else None)
         return cls(**values)
 
 
@@ -115,6 +118,7 @@ class _RankTotals:
     steps: int
     tokens_per_step: int
     peak_memory_bytes: int
+    peak_memory_reserved_bytes: Optional[int]
 
 
 @dataclass(frozen=True)
@@ -156,7 +160,8 @@ class RoundAccumulator:
         if rank.start.init_time_s is not None:
             self.init_times.append(rank.start.init_time_s)
         self.ranks.append(_RankTotals(rank.rank, rank.start.node_rank, math.fsum(s.tokens), math.fsum(s.times),
-                                      len(s.steps), rank.start.tokens_per_step, rank.end.peak_memory_bytes))
+                                      len(s.steps), rank.start.tokens_per_step, rank.end.peak_memory_bytes,
+                                      rank.end.peak_memory_reserved_bytes))
         if self.has_effective and not s.has_effective:
             self.has_effective, self.effective = False, array("d")
         if self.has_flops and not s.has_flops:
@@ -198,9 +203,12 @@ class RoundAccumulator:
                 column[step] += getattr(s, name)[i]
 
     def metrics(self, peak_tflops: Optional[float], peak_note: str,
-                samples_per_step: Optional[int] = None) -> RoundMetrics:
+                samples_per_step: Optional[int] = None, memory_total_bytes: Optional[int] = None) -> RoundMetrics:
+        """``memory_total_bytes``: the device memory the vendor declares, which wins over the worker's reading
+        (a CPU-backed kind would otherwise report the host's RAM)."""
         if self.missing or self.first is None:
             raise NothingToMeasure("not every rank reported start and end")
+        reserved = [r.peak_memory_reserved_bytes for r in self.ranks if r.peak_memory_reserved_bytes is not None]
         world = len(self.ranks)
         common = [step for step, count in enumerate(self.count) if count == world]
         if not common:
@@ -248,10 +256,12 @@ class RoundAccumulator:
             mfu=mfu,
             mfu_note=note,
             peak_memory_bytes=Stats.of([r.peak_memory_bytes for r in self.ranks]),
-            memory_total_bytes=self.first.end.memory_total_bytes,
+            memory_total_bytes=memory_total_bytes or self.first.end.memory_total_bytes,
+            memory_total_source="declared" if memory_total_bytes else "worker",
             memory_kind=self.first.end.memory_kind,
             loss_first=first.loss_first,
             loss_last=first.loss_last,
+            peak_memory_reserved_bytes=Stats.of(reserved) if reserved and len(reserved) == len(self.ranks) else None,
         )
 
 

@@ -1,6 +1,7 @@
-"""The workload code a remote host needs (``training/``), copied once per content version.
+"""The workload code a remote host needs, copied once per content version: ``training/`` and the
+vendors' own code (worker plugins and tool stand-ins an accelerator kind names, ``vendors/*/**.py``).
 
-Remote hosts get ``<work_root>/code/<digest>/training``: a changed file makes a new
+Remote hosts get ``<work_root>/code/<digest>/``: a changed file makes a new
 digest, so runs of different checkouts never mix code, and an unchanged tree is
 not copied again.
 """
@@ -9,14 +10,14 @@ from __future__ import annotations
 import hashlib
 from pathlib import Path, PurePosixPath
 
-PACKAGES = ("training",)
+PACKAGES = ("training", "vendors")
 
 
 def code_files(root: Path) -> list[Path]:
     """Source files of the workload packages, relative to ``root``, in a stable order."""
     files = []
     for package in PACKAGES:
-        files += [p.relative_to(root) for p in sorted((root / package).rglob("*.py"))]
+        files += [p.relative_to(root) for p in sorted((root / package).rglob("*.py")) if "wheels" not in p.parts]
     return files
 
 

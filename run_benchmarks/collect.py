@@ -114,6 +114,7 @@ class RankLog:
     start: Optional[perflog.StartRecord] = None
     series: StepSeries = field(default_factory=StepSeries)
     end: Optional[perflog.EndRecord] = None
+    unsupported: Optional[perflog.UnsupportedRecord] = None  # the device cannot run the case
     problems: list[str] = field(default_factory=list)
 
     @property
@@ -182,6 +183,8 @@ def _add_one(out: RankLog, payload) -> None:
         out.start = record
     elif isinstance(record, perflog.EndRecord):
         out.end = record
+    elif isinstance(record, perflog.UnsupportedRecord):
+        out.unsupported = record
 
 
 def tail(path: Path, lines: int) -> list[str]:

@@ -1,9 +1,10 @@
 """The framework registry: how each framework's own distributed launcher is started.
 
-A framework plugs in with ``@register``: it names the Python distribution whose
-version the case name's ``<framework>_<version>`` must match, the collective
-backend per device type, the launcher argv for one node, and where that
-launcher leaves each rank's output.
+A framework plugs in with ``@register`` (the project's one registry style,
+``registry.py``): it names the Python distribution whose version the case name's
+``<framework>_<version>`` must match, the launcher argv for one node, and where
+that launcher leaves each rank's output. The collective backend is the
+accelerator kind's (``kinds.py``).
 """
 from __future__ import annotations
 
@@ -14,13 +15,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Optional
 
-from .errors import UserError
+from training.contract import WORKER_MODULE, WORKER_SCRIPT
+
+from .registry import Registry
 
 if TYPE_CHECKING:
     from training.spec import WorkloadSpec
 
-WORKER_MODULE = "training.run_pretraining"
-WORKER_SCRIPT = "training/run_pretraining.py"
 
 
 @dataclass(frozen=True)
@@ -49,7 +50,6 @@ class RankLogs:
 class Framework(ABC):
     name: str
     distributions: tuple[str, ...]  # the pip distribution(s) whose version the case name pins, first found wins
-    backends: dict[str, str]  # device type -> collective backend
     rank_log_names: tuple[str, ...] = ("rank<N>.stdout.log", "rank<N>.stderr.log")  # what gather_rank_logs leaves
 
     # A rank that could not connect its collective backend at start-up did not run the benchmark: the round
@@ -61,9 +61,6 @@ class Framework(ABC):
     def start_error_in(self, lines: list[str]) -> Optional[str]:
         """The first line that says the ranks never connected, or None."""
         return next((line for line in lines if self.start_error.search(line)), None)
-
-    def backend_for(self, device: str) -> str:
-        return self.backends[device]
 
     def unsupported(self, workload: "WorkloadSpec", world_size: int) -> list[str]:
         """Parts of a (consistent) layout this framework's workload cannot run; empty when it can."""
@@ -82,29 +79,25 @@ class Framework(ABC):
         """Move the launcher's per-rank output to ``rank<N>.stdout.log``/``.stderr.log``."""
 
 
-_REGISTRY: dict[str, Framework] = {}
+FRAMEWORKS: Registry[Framework] = Registry("framework", instantiate=True)
 
 
 def register(cls: type[Framework]) -> type[Framework]:
-    _REGISTRY[cls.name] = cls()
-    return cls
+    return FRAMEWORKS.register(cls.name)(cls)
 
 
 def get(name: str) -> Framework:
-    if name not in _REGISTRY:
-        raise UserError(f"unknown framework {name!r}", f"known frameworks: {', '.join(sorted(_REGISTRY))}")
-    return _REGISTRY[name]
+    return FRAMEWORKS.get(name)
 
 
 def names() -> list[str]:
-    return sorted(_REGISTRY)
+    return list(FRAMEWORKS)
 
 
 @register
 class Torch(Framework):
     name = "torch"
     distributions = ("torch",)
-    backends = {"cpu": "gloo", "cuda": "nccl"}
 
     def unsupported(self, workload: "WorkloadSpec", world_size: int) -> list[str]:
         par = workload.parallel
@@ -186,7 +179,6 @@ class Paddle(Framework):
     name = "paddle"
     distributions = ("paddlepaddle-gpu", "paddlepaddle")
     rank_log_names = ("rank<N>.log (stdout and stderr)", "paddle-launcher.log")
-    backends = {"cpu": "gloo", "cuda": "nccl"}
 
     def unsupported(self, workload: "WorkloadSpec", world_size: int) -> list[str]:
         par, train = workload.parallel, workload.train

@@ -19,7 +19,7 @@ from typing import Callable, Optional, Protocol, Sequence
 import yaml
 
 from training import perflog
-from training.run_pretraining import UNSUPPORTED_MARKER
+from training.contract import expand_placeholders
 
 from . import analyze, collect, casename, monitoring
 from .errors import PreflightError
@@ -106,6 +106,7 @@ class Runner:
         self.results: list[RoundResult] = []
         self.version_warnings: dict[str, list[str]] = {}
         self.probed: dict[tuple[str, str], dict] = {}  # (host, vendor) -> probe results
+        self.device_counts: dict[str, dict] = {}  # host -> devices counted at preflight, and how
 
     # ------------------------------------------------------------ preflight
 
@@ -131,37 +132,59 @@ class Runner:
 
     def _probe_hosts(self) -> None:
         """The vendor's environment probes, once per host and vendor, all hosts at once."""
-        wanted = {(node.host.name, case.hardware.vendor): case.hardware.vendor_spec.all_probes()
+        wanted = {(node.host.name, case.hardware.vendor): case.hardware.vendor_spec.all_probes(case.hardware.kind)
                   for case in self.plan.cases for node in case.rounds[0].nodes}
         found, _ = parallel_map(lambda item: run_probes(self.hosts[item[0][0]], item[1]), list(wanted.items()))
         self.probed.update({key: probes or {} for key, probes in zip(wanted, found)})
 
-    def _resource_needs(self) -> dict[str, tuple[str, int, bool]]:
-        """Per host: the folder it writes to, the most processes any case starts there, and whether they
-        need NVIDIA GPUs."""
-        needs: dict[str, tuple[str, int, bool]] = {}
+    def _resource_needs(self) -> dict[str, tuple[str, int, Optional[NodePlan], Optional[CasePlan]]]:
+        """Per host: the folder it writes to, the most processes any case starts there, and a node (and its
+        case) whose accelerator kind counts devices, to count them with."""
+        needs: dict[str, tuple[str, int, Optional[NodePlan], Optional[CasePlan]]] = {}
         for case in self.plan.cases:
             for node in case.rounds[0].nodes:
                 folder = node.host.work_root if node.remote_dir is not None else str(self.plan.dir.parent)
-                _, procs, gpus = needs.get(node.host.name, (folder, 0, False))
-                needs[node.host.name] = (folder, max(procs, case.name.nprocs_per_node),
-                                         gpus or case.hardware.spec.device == "cuda")
+                _, procs, counted, counted_case = needs.get(node.host.name, (folder, 0, None, None))
+                if case.hardware.kind.counted and case.name.nprocs_per_node >= procs:
+                    counted, counted_case = node, case
+                needs[node.host.name] = (folder, max(procs, case.name.nprocs_per_node), counted, counted_case)
         return needs
 
-    def _check_resources(self, item: tuple[str, tuple[str, int, bool]]) -> None:
-        name, (folder, procs, gpus) = item
+    def _check_resources(self, item) -> None:
+        name, (folder, procs, node, case) = item
         host = self.hosts[name]
         free = host.free_bytes(folder)
         if free is not None and free < MIN_FREE_BYTES:
             raise PreflightError(f"host {name}: only {free / 2**30:.1f} GiB free under {folder}; a run needs "
                                  f"{MIN_FREE_BYTES / 2**30:.0f} GiB for logs and compile caches",
                                  "free space there, or point the log root (work_root for ssh hosts) elsewhere")
-        if gpus:
-            count = host.device_count()
-            if count is None or count < procs:
-                raise PreflightError(f"host {name}: {procs} process(es) per node need as many NVIDIA GPUs; "
-                                     f"nvidia-smi -L lists {count if count is not None else 'none (not found)'}",
-                                     "lower nprocs_per_node in the case name, or run on hosts with more GPUs")
+        if node is None:
+            return
+        count, source = self._count_devices(host, node, case)
+        self.device_counts[name] = {"count": count, "command": source}
+        if count < procs:
+            raise PreflightError(f"host {name}: {procs} process(es) per node need as many {case.hardware.spec.kind} "
+                                 f"devices; `{source}` lists {count}",
+                                 "lower nprocs_per_node in the case name, or run on hosts with more devices")
+
+    @staticmethod
+    def _count_devices(host: Host, node: NodePlan, case: CasePlan) -> tuple[int, str]:
+        """The first of the kind's device-count commands that runs on the host answers."""
+        tried = []
+        for counter in case.hardware.kind.device_count:
+            argv = expand_placeholders(counter.command, node.python, str(node.cwd))
+            try:
+                result = host.run(argv)
+            except OSError as exc:
+                tried.append(f"{' '.join(argv)}: {exc.strerror or exc}")
+                continue
+            if result.returncode == 0:
+                return counter.count(result.stdout), " ".join(argv)
+            tried.append(f"{' '.join(argv)}: exit {result.returncode} {result.stderr.strip()[-120:]}".strip())
+        raise PreflightError(f"host {host.name}: no device-count command of accelerator kind "
+                             f"{case.hardware.spec.kind!r} ran: " + "; ".join(tried),
+                             "install the vendor's tool there (on the PATH of a non-interactive SSH session), or "
+                             "fix device_count of the kind")
 
     def _ensure_images(self) -> None:
         """The vendor's image on every host that runs a node in a container, built there if missing."""
@@ -426,6 +449,7 @@ class Runner:
              "image": image.tag if image and node.container else None,
              "image_id": self._image_id(node.host.name, image.tag) if image and node.container else None,
              "probes": self.probed.get((node.host.name, case.hardware.vendor), {}),
+             "devices": self.device_counts.get(node.host.name),
              "environment": next((r.start.environment for r in ranks
                                   if r.start and r.start.node_rank == node.node_rank and r.start.environment),
                                  None)}
@@ -469,7 +493,7 @@ class Runner:
                 train = case.workload.train
                 samples = (train.micro_batch_size * train.gradient_accumulation_steps
                            * case.workload.parallel.data_degree(case.name.world_size))
-                result.metrics = figures.metrics(peak, note, samples)
+                result.metrics = figures.metrics(peak, note, samples, case.hardware.memory_total_bytes)
             except analyze.NothingToMeasure as exc:
                 result.status, result.reason = "failed", f"no figures: {exc}"
             return
@@ -481,8 +505,7 @@ class Runner:
             result.reason += "; every node was stopped"
         else:
             text = "\n".join(result.error_lines)
-            unsupported = [line.split(UNSUPPORTED_MARKER, 1)[1].strip()
-                           for line in result.error_lines if UNSUPPORTED_MARKER in line]
+            unsupported = [rank.unsupported.reason for rank in ranks if rank.unsupported is not None]
             if unsupported:
                 result.status, result.reason = "unsupported", f"not supported on this device: {unsupported[0]}"
                 return

@@ -13,6 +13,8 @@ import math
 from pathlib import Path
 from typing import Iterator, Optional
 
+from training.contract import MONITOR_ACCELERATOR_FILE, MONITOR_HOST_FILE, MONITOR_SCHEMA, MONITOR_STATUS_FILE
+
 SERIES_POINTS = 200  # samples kept per device for plots
 
 
@@ -50,21 +52,24 @@ def _thin(points: list, n: int = SERIES_POINTS) -> list:
 def summarize_node(folder: Path) -> tuple[dict, list[str]]:
     """(figures, warnings) of one node's monitor folder."""
     warnings: list[str] = []
-    status_file = folder / "status.json"
+    status_file = folder / MONITOR_STATUS_FILE
     if not status_file.is_file():
         return {}, [f"the monitor left nothing in {folder} (did it start? see monitor.log beside it)"]
     status = json.loads(status_file.read_text(encoding="utf-8"))
+    if status.get("schema", MONITOR_SCHEMA) != MONITOR_SCHEMA:
+        return {"status": status}, [f"the monitor in {folder} wrote {status['schema']}; this accelbench reads "
+                                    f"{MONITOR_SCHEMA} (a different training/ on the node?)"]
     for name in ("host", "accelerator"):
         if str(status.get(name, "")).startswith(("unavailable", "stopped")):
             warnings.append(f"{name} monitor {status[name]}")
     out: dict = {"status": status}
-    host = list(_lines(folder / "host.jsonl"))
+    host = list(_lines(folder / MONITOR_HOST_FILE))
     if host:
         out["host"] = {key: _stats([s.get(key) for s in host]) for key in
                        ("cpu_percent", "mem_used_bytes", "net_rx_bps", "net_tx_bps", "disk_read_bps", "disk_write_bps")}
         out["host"]["mem_total_bytes"] = host[-1].get("mem_total_bytes")
         out["duration_s"] = host[-1]["t"] - host[0]["t"]
-    samples = list(_lines(folder / "accelerator.jsonl"))
+    samples = list(_lines(folder / MONITOR_ACCELERATOR_FILE))
     devices: dict[int, list[tuple[float, dict]]] = {}
     for sample in samples:
         for device in sample.get("devices") or []:

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Optional
 
+from training.contract import ENV_NODE_RANK, MONITOR_MODULE
 from training.spec import RuntimeSpec, WorkerConfig, WorkloadSpec
 
 from . import casename, frameworks
@@ -215,12 +216,11 @@ def _case_plan(inputs: PlanInputs, name: casename.CaseName, run_id: str, case_di
         round_dir = case_dir / f"round{index}"
         worker_config = WorkerConfig(workload=workload, runtime=RuntimeSpec(
             case_name=str(name), run_id=run_id, round=index, framework=name.framework,
-            device=hardware.spec.device, dist_backend=framework.backend_for(hardware.spec.device)))
+            device=hardware.device_spec(name.framework)))
         port = next(ports)
         nodes = [
             _node_plan(inputs, framework, name, hosts, node_rank, round_dir, port,
-                       {**runtime_env, **device_envs[node_rank]},
-                       hardware.vendor_spec.monitor if inputs.test_conf.monitor_interval_s else None)
+                       {**runtime_env, **device_envs[node_rank]}, monitored=bool(inputs.test_conf.monitor_interval_s))
             for node_rank in range(name.nnodes)
         ]
         rounds.append(RoundPlan(index, round_dir, worker_config, nodes))
@@ -270,13 +270,15 @@ def _check_data_files(workload: WorkloadSpec, hosts: list[HostSpec], layered: La
 
 def _visible_devices(host: HostSpec, hardware, name: casename.CaseName, cluster_path: Path) -> dict[str, str]:
     """The node's devices, through the vendor's visibility variable, when the host pins them."""
-    if host.devices is None or hardware.spec.device == "cpu":
+    if host.devices is None:
         return {}
-    variable = hardware.vendor_spec.visible_devices_env
+    variable = hardware.kind.visible_devices_env
     if not variable:
-        raise UserError(f"{cluster_path}: host {host.name} pins devices, but vendor {hardware.vendor} declares no "
-                        "visible_devices_env", f"set visible_devices_env in {hardware.vendor_dir / 'vendor.yaml'}, "
-                                               f"or remove devices from host {host.name}")
+        if hardware.on_cpu:
+            return {}
+        raise UserError(f"{cluster_path}: host {host.name} pins devices, but accelerator kind {hardware.spec.kind!r} "
+                        "declares no visible_devices_env", f"set kinds.{hardware.spec.kind}.visible_devices_env, or "
+                                                           f"remove devices from host {host.name}")
     if len(host.devices) < name.nprocs_per_node:
         raise UserError(f"{cluster_path}: host {host.name} offers devices {host.devices}, but {name} starts "
                         f"{name.nprocs_per_node} process(es) per node", "list at least one device per process")
@@ -285,7 +287,7 @@ def _visible_devices(host: HostSpec, hardware, name: casename.CaseName, cluster_
 
 def _node_plan(inputs: PlanInputs, framework: frameworks.Framework, name: casename.CaseName,
                hosts: list[HostSpec], node_rank: int, round_dir: Path, port: int,
-               vendor_env: dict[str, str], monitor: Optional[str] = None) -> NodePlan:
+               vendor_env: dict[str, str], monitored: bool = True) -> NodePlan:
     host = hosts[node_rank]
     node_dir = round_dir / f"{host.name}_noderank{node_rank}"
     in_container = host.runtime == "container"
@@ -312,7 +314,7 @@ def _node_plan(inputs: PlanInputs, framework: frameworks.Framework, name: casena
         # Launchers and compilers write to the temp dir; keep that inside the run so runs share nothing.
         "TMPDIR": str(host_node_dir / "tmp"),
         "TORCHINDUCTOR_CACHE_DIR": str(cache / "torchinductor"),
-        "ACCELBENCH_NODE_RANK": str(node_rank),
+        ENV_NODE_RANK: str(node_rank),
     }
     container = None
     if in_container:
@@ -321,7 +323,7 @@ def _node_plan(inputs: PlanInputs, framework: frameworks.Framework, name: casena
             container_name(run_dir.name, round_dir.parent.name, int(round_dir.name.removeprefix("round")), node_rank),
             mounts_for(code_root, host_round, cache, host.data_root))
     monitor_argv = None
-    if monitor is not None:
-        monitor_argv = [python, "-m", "training.monitor", "--accelerator", monitor,
+    if monitored:  # the accelerator monitor to run is the kind's, in the worker config
+        monitor_argv = [python, "-m", MONITOR_MODULE, "--config", str(host_round / "config.json"),
                         "--interval", f"{inputs.test_conf.monitor_interval_s:g}", "--out", str(host_node_dir / "monitor")]
     return NodePlan(node_rank, host, python, argv, env, code_root, node_dir, remote_dir, container, monitor_argv)

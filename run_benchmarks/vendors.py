@@ -10,12 +10,16 @@ import difflib
 import shlex
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal, Optional
+from typing import Literal, Optional, Union
 
-from pydantic import ConfigDict, Field, PositiveFloat, field_validator
+from pydantic import ConfigDict, Field, PositiveFloat, field_validator, model_validator
+
+from training.spec import CommandMonitorSpec, DeviceSpec, MonitorName
 
 from .config import Strict, load_model
 from .errors import UserError
+from .kinds import KINDS, KindSpec
+from .registry import Registry
 
 Dtype = Literal["fp32", "tf32", "fp16", "bf16", "fp8"]
 # The peak a precision setting is measured against: fp32 training runs fp32 matmuls.
@@ -23,12 +27,12 @@ PEAK_KEY_FOR_PRECISION = {"fp32": "fp32", "bf16": "bf16", "fp16": "fp16", "fp8":
 
 
 DTYPES: tuple[str, ...] = ("fp32", "tf32", "fp16", "bf16", "fp8")
-MONITORS = ("nvml", "rocm-smi", "cpu", "none")
 
 
 class AcceleratorSpec(Strict):
-    device: Literal["cpu", "cuda"] = Field(description="how the frameworks address it (ROCm builds use cuda)")
-    memory_gib: Optional[PositiveFloat] = None
+    kind: str = Field(description="the accelerator kind: cpu, nvidia, rocm, or one declared under kinds:")
+    memory_gib: Optional[PositiveFloat] = Field(None, description="device memory: the total reports show "
+                                                                  "memory against")
     peak_tflops: dict[Dtype, PositiveFloat] = Field(default_factory=dict,
                                                     description="dense peak per dtype, no sparsity")
     unsupported_dtypes: list[Dtype] = Field(default_factory=list, description="dtypes the part has no units for "
@@ -36,6 +40,16 @@ class AcceleratorSpec(Strict):
     peak_note: str = Field("", description="why peaks are not declared at all (e.g. a CPU whose peak depends "
                                            "on the model); MFU is then n/a with this reason")
     interconnect: str = ""
+    config_names: list[str] = Field(default_factory=list, description=(
+        "other spellings of this accelerator at the end of extern config names (FlagPerf's A10080G)"))
+
+    @model_validator(mode="before")
+    @classmethod
+    def _device_became_kind(cls, data):
+        if isinstance(data, dict) and "device" in data:
+            raise ValueError("'device' is now 'kind': name the accelerator kind (cpu, nvidia, rocm, or one "
+                             "declared under kinds: in this file; see docs/vendor-onboarding.md)")
+        return data
 
     def missing_peaks(self) -> list[str]:
         if self.peak_note:
@@ -77,14 +91,24 @@ DEFAULT_PROBES = {
 
 class VendorSpec(Strict):
     description: str = ""
-    visible_devices_env: Optional[str] = None
+    kinds: dict[str, KindSpec] = Field(default_factory=dict, description=(
+        "accelerator kinds this vendor brings (npu, mlu, ...), as run_benchmarks/kinds.py declares cpu, "
+        "nvidia and rocm"))
     accelerators: dict[str, AcceleratorSpec] = Field(min_length=1)
     frameworks: dict[str, FrameworkRuntime] = Field(default_factory=dict)
-    monitor: Literal["nvml", "rocm-smi", "cpu", "none"] = Field(
-        "cpu", description="accelerator monitor sampled beside every node (training/monitor.py)")
+    monitor: Optional[Union[MonitorName, CommandMonitorSpec]] = Field(
+        None, description="accelerator monitor beside every node; default: the accelerator kind's")
     probes: dict[str, str] = Field(default_factory=dict, description=(
         "environment field -> command run once per host before the run (split like a shell would, "
-        "never run by one); its trimmed output is recorded with every result"))
+        "never run by one); its trimmed output is recorded with every result; adds to the kind's probes"))
+
+    @model_validator(mode="before")
+    @classmethod
+    def _moved_keys(cls, data):
+        if isinstance(data, dict) and "visible_devices_env" in data:
+            raise ValueError("'visible_devices_env' belongs to the accelerator kind now: move it under "
+                             "kinds.<kind> (or drop it: the nvidia and rocm kinds declare theirs)")
+        return data
 
     @field_validator("probes")
     @classmethod
@@ -98,8 +122,8 @@ class VendorSpec(Strict):
                                  "'nvidia-smi --query-gpu=name --format=csv,noheader'") from None
         return probes
 
-    def all_probes(self) -> dict[str, str]:
-        return {**DEFAULT_PROBES, **self.probes}
+    def all_probes(self, kind: KindSpec) -> dict[str, str]:
+        return {**DEFAULT_PROBES, **kind.probes, **self.probes}
 
 
 @dataclass(frozen=True)
@@ -109,6 +133,26 @@ class Hardware:
     vendor_dir: Path
     vendor_spec: VendorSpec
     spec: AcceleratorSpec
+    kind: KindSpec
+
+    @property
+    def on_cpu(self) -> bool:
+        return self.kind.torch_device == "cpu"
+
+    @property
+    def monitor(self) -> Union[MonitorName, CommandMonitorSpec]:
+        return self.vendor_spec.monitor or self.kind.monitor
+
+    def device_spec(self, framework: str) -> DeviceSpec:
+        """The worker's part of the kind; a vendor's worker plugin is named relative to the code root."""
+        plugin = f"vendors/{self.vendor}/{self.kind.worker_plugin}" if self.kind.worker_plugin else None
+        spec = self.kind.device_spec(self.spec.kind, framework, plugin)
+        return spec.model_copy(update={"monitor": self.monitor})
+
+    @property
+    def memory_total_bytes(self) -> Optional[int]:
+        """The declared device memory, which reports show memory against (None: the worker's reading)."""
+        return int(self.spec.memory_gib * 2**30) if self.spec.memory_gib else None
 
     def peak_tflops(self, precision: str) -> tuple[Optional[float], str]:
         """The peak for ``precision`` and, when there is none, why not."""
@@ -127,18 +171,28 @@ class VendorRegistry:
         self.vendors_dir = vendors_dir
         self.vendors: dict[str, VendorSpec] = {}
         self.hardware: dict[str, Hardware] = {}
-        for path in sorted(vendors_dir.glob("*/vendor.yaml")):
+        self.kinds: Registry[KindSpec] = KINDS.copy()  # the shipped kinds and every vendor's own
+        self.kind_sources: dict[str, Path] = {}
+        specs = {path: load_model(VendorSpec, path) for path in sorted(vendors_dir.glob("*/vendor.yaml"))
+                 if path.parent.name != "template"}
+        for path, spec in specs.items():
+            for kind_name, kind in spec.kinds.items():
+                self.kinds.register(kind_name, kind, where=f"{path}: kinds")
+                self.kind_sources[kind_name] = path
+        for path, spec in specs.items():
             name = path.parent.name
-            if name == "template":
-                continue
-            spec = load_model(VendorSpec, path)
             self.vendors[name] = spec
             for hw_name, accel in spec.accelerators.items():
                 if hw_name in self.hardware:
                     other = self.hardware[hw_name].vendor_dir / "vendor.yaml"
                     raise UserError(f"{path}: accelerators.{hw_name} is also declared in {other}",
                                     "hardware names must be unique across vendors; rename one")
-                self.hardware[hw_name] = Hardware(hw_name, name, path.parent, spec, accel)
+                if accel.kind not in self.kinds:
+                    known = ", ".join(self.kinds)
+                    raise UserError(f"{path}: accelerators.{hw_name}.kind: unknown accelerator kind {accel.kind!r}",
+                                    f"use one of {known}, or declare it under kinds: in {path} "
+                                    "(docs/vendor-onboarding.md, 'Your accelerator kind')")
+                self.hardware[hw_name] = Hardware(hw_name, name, path.parent, spec, accel, self.kinds.get(accel.kind))
 
     def find_hardware(self, name: str) -> Hardware:
         if name in self.hardware:

@@ -4,11 +4,13 @@ A record is one line on a worker's stdout: ``ACCELBENCH_PERF <json>``. The JSON
 carries ``v`` (this schema's version) and ``kind``. Standard library only, so the
 orchestrator can read it without torch or paddle installed.
 
-Kinds (version 1):
-  start  once per rank, before the first step: layout, model size, FLOPs/token,
-         and (local rank 0 only) the node's environment
-  step   once per optimizer step: wall time after device synchronisation
-  end    once per rank, after the last step: peak memory
+Kinds (version 2; version 1 lacked ``unsupported`` and the reserved-memory peak):
+  start        once per rank, before the first step: layout, model size, FLOPs/token,
+               and (local rank 0 only) the node's environment
+  step         once per optimizer step: wall time after device synchronisation
+  end          once per rank, after the last step: peak memory (allocator and reserved)
+  unsupported  instead of steps, when the device cannot run what the case asks (the round is
+               ``unsupported``, not ``failed``)
 """
 from __future__ import annotations
 
@@ -18,7 +20,8 @@ from dataclasses import asdict, dataclass, field, fields
 from typing import IO, Any, Optional, Union
 
 PREFIX = "ACCELBENCH_PERF "
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+READABLE_VERSIONS = (1, 2)
 
 
 class PerfLogError(ValueError):
@@ -69,14 +72,27 @@ class StepRecord:
 class EndRecord:
     rank: int
     steps: int
-    peak_memory_bytes: int
+    peak_memory_bytes: int = field(metadata={"doc": "the allocator's peak of memory handed to tensors, or the "
+                                                    "process's peak RSS on a CPU"})
     memory_total_bytes: Optional[int]
-    memory_kind: str = field(metadata={"doc": "rss (process peak RSS), cuda_allocated or gpu_allocated (torch or paddle allocator peak)"})
+    memory_kind: str = field(metadata={"doc": "rss (process peak RSS) or allocated (the framework allocator's "
+                                              "peak on the device)"})
+    peak_memory_reserved_bytes: Optional[int] = field(default=None, metadata={
+        "doc": "the allocator's peak of device memory held (cached blocks included): the device memory in use "
+               "as the driver sees it, which published actual/total tables show"})
     kind: str = "end"
 
 
-Record = Union[StartRecord, StepRecord, EndRecord]
-_KINDS = {cls.__dataclass_fields__["kind"].default: cls for cls in (StartRecord, StepRecord, EndRecord)}
+@dataclass(frozen=True)
+class UnsupportedRecord:
+    rank: int
+    reason: str = field(metadata={"doc": "what the device cannot run, e.g. fp8 on a CPU"})
+    kind: str = "unsupported"
+
+
+Record = Union[StartRecord, StepRecord, EndRecord, UnsupportedRecord]
+_KINDS = {cls.__dataclass_fields__["kind"].default: cls
+          for cls in (StartRecord, StepRecord, EndRecord, UnsupportedRecord)}
 
 
 def share_of(tokens: int | float, ranks: int) -> int | float:
@@ -115,8 +131,9 @@ def from_payload(payload: dict[str, Any]) -> Record:
         raise PerfLogError(f"perf record is a JSON {type(payload).__name__}, not an object")
     payload = dict(payload)
     version = payload.pop("v", None)
-    if version != SCHEMA_VERSION:
-        raise PerfLogError(f"perf record version {version!r}; this accelbench reads version {SCHEMA_VERSION}")
+    if version not in READABLE_VERSIONS:
+        raise PerfLogError(f"perf record version {version!r}; this accelbench reads versions "
+                           f"{', '.join(map(str, READABLE_VERSIONS))}")
     cls = _KINDS.get(payload.get("kind"))
     if cls is None:
         raise PerfLogError(f"unknown perf record kind {payload.get('kind')!r}")

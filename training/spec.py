@@ -7,11 +7,13 @@ loudly instead of training something else.
 """
 from __future__ import annotations
 
-from typing import Literal, Optional
+from typing import Literal, Optional, Union
 
 from pydantic import BaseModel, ConfigDict, Field, PositiveFloat, PositiveInt, NonNegativeInt, model_validator
 
-SPEC_VERSION = 1
+from training.contract import DEVICE_FIELDS
+
+SPEC_VERSION = 2
 
 Precision = Literal["fp32", "bf16", "fp16", "fp8"]
 Task = Literal["pretrain", "finetune", "lora"]
@@ -207,6 +209,64 @@ class WorkloadSpec(_Strict):
         return self
 
 
+MonitorName = Literal["nvml", "rocm-smi", "cpu", "none"]
+
+
+class CommandMonitorSpec(_Strict):
+    """A vendor's smi tool as the accelerator monitor, declared in YAML: run ``command`` every interval and
+    read one reading per device from its output. ``{python}`` and ``{code_root}`` in the command are the
+    node's interpreter and the folder holding ``training/`` (and the vendors' code) on the node."""
+
+    command: tuple[str, ...] = Field(min_length=1, description="argv, never a shell line")
+    format: Literal["csv", "regex"] = Field(description="csv: one line per device, fields in `columns` order; "
+                                                        "regex: every match of `pattern` is one device")
+    columns: tuple[str, ...] = Field((), description=f"csv: the field of each column ({', '.join(DEVICE_FIELDS)}), "
+                                                     "'-' for a column to skip")
+    pattern: Optional[str] = Field(None, description="regex: named groups are fields, e.g. (?P<power_w>[0-9.]+)")
+    scale: dict[str, float] = Field(default_factory=dict, description="multiply a field, e.g. "
+                                                                      "{mem_used_bytes: 1048576} for MiB")
+    timeout_s: PositiveFloat = 10.0
+
+    @model_validator(mode="after")
+    def _fields_known(self) -> "CommandMonitorSpec":
+        import re
+
+        if self.format == "csv" and not self.columns:
+            raise ValueError("format csv needs columns: the device field of each column, in order")
+        if self.format == "regex":
+            if not self.pattern:
+                raise ValueError("format regex needs pattern, with named groups for the fields")
+            try:
+                named = set(re.compile(self.pattern).groupindex)
+            except re.error as exc:
+                raise ValueError(f"pattern is not a regular expression: {exc}") from None
+        else:
+            named = {c for c in self.columns if c != "-"}
+        unknown = sorted((named | set(self.scale)) - set(DEVICE_FIELDS))
+        if unknown:
+            raise ValueError(f"unknown device field(s) {', '.join(unknown)}; known: {', '.join(DEVICE_FIELDS)}")
+        return self
+
+
+class DeviceSpec(_Strict):
+    """The worker's part of an accelerator kind: how the frameworks address the device of this round."""
+
+    kind: str = Field(description="the accelerator kind's name (cpu, nvidia, rocm, or one a vendor declares)")
+    torch_device: str = Field("cpu", description="torch device type: cpu, cuda (also ROCm), xpu, npu, mlu, musa, ...")
+    torch_module: Optional[str] = Field(None, description="imported before torch uses the device (torch_npu, ...)")
+    paddle_device: str = Field("cpu", description="paddle.set_device name: cpu, gpu, xpu, or a custom device")
+    backend: Optional[str] = Field(None, description="collective backend of this round's framework; unset: the "
+                                                     "framework's default for the device")
+    visible_devices_env: Optional[str] = None
+    worker_plugin: Optional[str] = Field(None, description="a vendor module with worker hooks, relative to the "
+                                                           "code root (vendors/<vendor>/<file>.py)")
+    monitor: Union[MonitorName, CommandMonitorSpec] = "none"
+
+    @property
+    def is_cpu(self) -> bool:
+        return self.torch_device == "cpu"
+
+
 class RuntimeSpec(_Strict):
     """Where and as what the workload runs; filled in by the orchestrator's plan."""
 
@@ -214,13 +274,12 @@ class RuntimeSpec(_Strict):
     run_id: str
     round: PositiveInt
     framework: str
-    device: Literal["cpu", "cuda"]
-    dist_backend: str
+    device: DeviceSpec
 
 
 class WorkerConfig(_Strict):
     """The one file a worker is handed (``--config``)."""
 
-    spec_version: Literal[1] = SPEC_VERSION
+    spec_version: Literal[2] = SPEC_VERSION
     workload: WorkloadSpec
     runtime: RuntimeSpec

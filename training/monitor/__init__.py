@@ -3,8 +3,10 @@
 One interface: ``open()`` returns a sampler or raises ``Unavailable`` (library missing, no device);
 ``sample()`` returns one JSON-able dict. The loop writes one line per sample and interval to
 ``host.jsonl`` and ``accelerator.jsonl``, and ``status.json`` saying which samplers run, so the
-orchestrator can turn a monitor that could not start into a warning, never into a failed run.
-Standard library plus psutil (host) and the vendor's library (NVML) where present.
+orchestrator can turn a monitor that could not start into a warning, never into a failed run
+(file schema ``training.contract.MONITOR_SCHEMA``). The accelerator monitor is the accelerator kind's:
+a built-in sampler by name, or a vendor's command with a parser (``command.py``), read from the
+worker config. Standard library plus psutil (host) and the vendor's library (NVML) where present.
 """
 from __future__ import annotations
 
@@ -24,9 +26,17 @@ class Sampler(Protocol):
 ACCELERATOR_MODULES = {"nvml": "nvml", "rocm-smi": "rocm_smi", "cpu": "cpu"}
 
 
-def opener(kind: str) -> Callable[[], Sampler]:
+def opener(kind) -> Callable[[], Sampler]:
+    """The opener of a sampler: ``host``, a built-in accelerator monitor's name, or a ``CommandMonitorSpec``."""
+    if not isinstance(kind, str):
+        command = importlib.import_module(f"{__name__}.command")
+        return lambda: command.open(kind)
     if kind == "host":
         return importlib.import_module(f"{__name__}.host").open
     if kind not in ACCELERATOR_MODULES:
         raise Unavailable(f"no accelerator monitor {kind!r} (known: {', '.join(ACCELERATOR_MODULES)})")
     return importlib.import_module(f"{__name__}.{ACCELERATOR_MODULES[kind]}").open
+
+
+def describe(kind) -> str:
+    return kind if isinstance(kind, str) else f"command: {kind.command[0]}"

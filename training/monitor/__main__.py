@@ -1,4 +1,8 @@
-"""``python -m training.monitor --accelerator nvml --out DIR``: sample until SIGTERM (or --duration)."""
+"""``python -m training.monitor --config CONFIG --out DIR``: sample until SIGTERM (or --duration).
+
+The accelerator monitor is the one the worker config's accelerator kind names (``--accelerator NAME``
+picks a built-in one by hand instead).
+"""
 from __future__ import annotations
 
 import argparse
@@ -8,12 +12,17 @@ import sys
 import time
 from pathlib import Path
 
-from . import Unavailable, opener
+from training.contract import MONITOR_ACCELERATOR_FILE, MONITOR_HOST_FILE, MONITOR_SCHEMA, MONITOR_STATUS_FILE
+
+from . import Unavailable, describe, opener
+
+FILES = {"host": MONITOR_HOST_FILE, "accelerator": MONITOR_ACCELERATOR_FILE}
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m training.monitor")
-    parser.add_argument("--accelerator", default="none", help="nvml, rocm-smi, cpu or none")
+    parser.add_argument("--config", type=Path, help="the round's worker config: its accelerator kind's monitor runs")
+    parser.add_argument("--accelerator", default="none", help="without --config: nvml, rocm-smi, cpu or none")
     parser.add_argument("--interval", type=float, default=1.0, help="seconds between samples")
     parser.add_argument("--duration", type=float, help="stop after this many seconds (default: at SIGTERM)")
     parser.add_argument("--out", type=Path, required=True, help="folder for host.jsonl, accelerator.jsonl")
@@ -21,18 +30,24 @@ def main(argv: list[str] | None = None) -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     stopping = []
     signal.signal(signal.SIGTERM, lambda *_: stopping.append(True))
-    samplers, status = {}, {}
-    for name, kind in (("host", "host"), ("accelerator", args.accelerator)):
+    accelerator = args.accelerator
+    if args.config is not None:
+        from training.spec import WorkerConfig
+
+        accelerator = WorkerConfig.model_validate_json(args.config.read_text(encoding="utf-8")).runtime.device.monitor
+    samplers, status = {}, {"schema": MONITOR_SCHEMA, "interval_s": args.interval}
+    for name, kind in (("host", "host"), ("accelerator", accelerator)):
         if kind == "none":
             status[name] = "off"
             continue
         try:
             samplers[name] = opener(kind)()
-            status[name] = f"ok ({kind})"
+            status[name] = f"ok ({describe(kind)})"
         except Unavailable as exc:
-            status[name] = f"unavailable ({kind}): {exc}"
-    (args.out / "status.json").write_text(json.dumps({"interval_s": args.interval, **status}) + "\n")
-    files = {name: open(args.out / f"{name}.jsonl", "a", encoding="utf-8", buffering=1) for name in samplers}
+            status[name] = f"unavailable ({describe(kind)}): {exc}"
+    status_file = args.out / MONITOR_STATUS_FILE
+    status_file.write_text(json.dumps(status) + "\n")
+    files = {name: open(args.out / FILES[name], "a", encoding="utf-8", buffering=1) for name in samplers}
     started = time.monotonic()
     next_at = started
     while not stopping and samplers and (args.duration is None or time.monotonic() - started < args.duration):
@@ -43,7 +58,7 @@ def main(argv: list[str] | None = None) -> int:
             except Unavailable as exc:  # e.g. the device went away: stop this sampler, keep the others
                 status[name] = f"stopped: {exc}"
                 del samplers[name]
-                (args.out / "status.json").write_text(json.dumps({"interval_s": args.interval, **status}) + "\n")
+                status_file.write_text(json.dumps(status) + "\n")
         next_at += args.interval
         time.sleep(max(0.0, next_at - time.monotonic()))
     for f in files.values():
