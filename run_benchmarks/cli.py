@@ -29,12 +29,23 @@ from .vendors import VendorRegistry
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 
 
+def is_root(folder: Path) -> bool:
+    return (folder / "cases").is_dir() and (folder / "vendors").is_dir()
+
+
 def default_root() -> Path:
+    """The tree holding cases/ and vendors/: $ACCELBENCH_ROOT, else the current directory or the nearest parent
+    that holds them (as git finds its repository), else the checkout accelbench is installed from. So
+    `accelbench vendor new` inside a copy of the checkout writes into that copy."""
     env = os.environ.get("ACCELBENCH_ROOT")
     if env:
         return Path(env).resolve()
-    here = Path(__file__).resolve().parent.parent
-    return here if (here / "cases").is_dir() else Path.cwd()
+    here = Path.cwd().resolve()
+    found = next((folder for folder in (here, *here.parents) if is_root(folder)), None)
+    if found is not None:
+        return found
+    installed = Path(__file__).resolve().parent.parent
+    return installed if is_root(installed) else here
 
 
 def add_run_options(parser: argparse.ArgumentParser) -> None:
@@ -109,6 +120,12 @@ def load_inputs(root: Path, test_conf_path: Optional[Path] = None,
     cluster_path = cluster_path or default_cluster
     if cluster_path == default_cluster and not cluster_path.is_file():
         cluster = ClusterSpec(hosts=[HostSpec(name="localhost")])  # no cluster file: this machine alone
+    elif not cluster_path.is_file():
+        raise UserError(f"--cluster {cluster_path}: file not found",
+                        f"write it (YAML): `hosts:` as a list, one entry per node in order, e.g. "
+                        f"`hosts: [{{name: node0, backend: ssh, address: 10.0.0.10, user: bench, identity_file: "
+                        f"~/.ssh/id_ed25519, known_hosts: ~/.ssh/known_hosts}}]`; every key is in README.md, "
+                        f"'Hosts over SSH', and {default_cluster} is an example")
     else:
         cluster = load_model(ClusterSpec, cluster_path)
     return PlanInputs(paths, test_conf, test_conf_path, cluster, cluster_path, VendorRegistry(paths.vendors_dir),
@@ -196,19 +213,28 @@ def cmd_list(args: argparse.Namespace, console: Console) -> int:
         case = catalog.resolve(name)
         cases.add_row(name, case.task, ", ".join(case.frameworks), case.description)
     hardware = Table(title="hardware")
-    for col in ("hardware", "vendor", "device", "memory", "peak TFLOP/s (dense)"):
+    for col in ("hardware", "vendor", "kind", "memory", "peak TFLOP/s (dense)"):
         hardware.add_column(col)
     for name, hw in sorted(vendors.hardware.items()):
         peaks = ", ".join(f"{k} {v:g}" for k, v in hw.spec.peak_tflops.items()) or "unknown (MFU n/a)"
         memory = f"{hw.spec.memory_gib:g} GiB" if hw.spec.memory_gib else "host memory"
-        hardware.add_row(name, hw.vendor, hw.spec.device, memory, peaks)
+        hardware.add_row(name, hw.vendor, hw.spec.kind, memory, peaks)
     vendor_table = Table(title="vendors")
-    for col in ("vendor", "hardware", "monitor", "description"):
+    for col in ("vendor", "hardware", "description"):
         vendor_table.add_column(col)
     for name, spec in sorted(vendors.vendors.items()):
-        vendor_table.add_row(name, ", ".join(spec.accelerators), spec.monitor, spec.description)
+        vendor_table.add_row(name, ", ".join(spec.accelerators), spec.description)
+    kinds = Table(title="accelerator kinds")
+    for col in ("kind", "declared in", "torch / paddle device", "visible devices", "backends", "monitor"):
+        kinds.add_column(col)
+    for name, kind in vendors.kinds.items():
+        source = vendors.kind_sources.get(name)
+        kinds.add_row(name, str(source.parent.name) if source else "accelbench", f"{kind.torch_device} / {kind.paddle_device}",
+                      kind.visible_devices_env or "-", ", ".join(f"{k} {v}" for k, v in kind.backends.items()) or "-",
+                      kind.monitor if isinstance(kind.monitor, str) else f"command: {kind.monitor.command[0]}")
     console.print(cases)
     console.print(vendor_table)
+    console.print(kinds)
     console.print(hardware)
     console.print(f"frameworks: {', '.join(frameworks.names())}")
     console.print(f"case names: {casename.FORMAT}, e.g. {casename.EXAMPLE}")

@@ -36,7 +36,8 @@ def load_yaml(path: Path) -> dict:
     try:
         text = Path(path).read_text(encoding="utf-8")
     except FileNotFoundError:
-        raise UserError(f"{path}: file not found") from None
+        raise UserError(f"{path}: file not found", "check the path (a relative one is read from the current "
+                        "directory)") from None
     except OSError as exc:
         raise UserError(f"{path}: cannot read: {exc.strerror}") from None
     try:

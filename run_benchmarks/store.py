@@ -29,6 +29,7 @@ METRIC_COLUMNS = (
     ("tflops_per_device", "tflops_per_device", None),
     ("mfu", "mfu", None),
     ("peak_memory_bytes", "peak_memory_bytes", "max"),
+    ("peak_memory_reserved_bytes", "peak_memory_reserved_bytes", "max"),
     ("memory_total_bytes", "memory_total_bytes", None),
     ("step_time_median_s", "step_time_s", "median"),
     ("init_time_s", "init_time_s", None),
@@ -83,7 +84,8 @@ CREATE INDEX IF NOT EXISTS attempts_case ON attempts("case", framework, hardware
 
 _JSON_COLUMNS = ("metrics", "monitor", "workload", "environment", "warnings", "error_lines", "argv")
 # Columns added after schema version 1 was first written: (name, type), added to older files on open.
-_ADDED_COLUMNS = tuple((c, "REAL") for c in MONITOR_COLUMNS) + (("monitor", "TEXT"),)
+_ADDED_COLUMNS = tuple((c, "REAL") for c in MONITOR_COLUMNS) + (("monitor", "TEXT"),
+                                                                  ("peak_memory_reserved_bytes", "REAL"))
 
 
 @dataclass(frozen=True)

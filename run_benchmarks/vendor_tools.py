@@ -19,7 +19,7 @@ from .cases import CaseCatalog
 from .config import ClusterSpec, HostSpec, TestConf, load_model
 from .errors import UserError
 from .plan import Paths, PlanInputs, build_run_plan
-from .vendors import MONITORS, VendorRegistry, VendorSpec
+from .vendors import VendorRegistry, VendorSpec
 
 TEMPLATE = "template"
 PLACEHOLDER = "__VENDOR__"
@@ -71,12 +71,21 @@ def _todos(folder: Path) -> list[Finding]:
     return out
 
 
+def _normalized(name: str) -> str:
+    return re.sub(r"[^a-z0-9]", "", name.lower())
+
+
 def _accelerator_for(config: Path, spec: VendorSpec) -> Optional[str]:
-    """The accelerator a config name states (``...A10040Gx1x8`` -> A100_40G): the longest declared
-    name, letters and digits only, found in the config's name."""
-    stem = re.sub(r"[^a-z0-9]", "", config.stem.lower())
-    names = sorted(spec.accelerators, key=lambda n: len(re.sub(r"[^a-z0-9]", "", n.lower())), reverse=True)
-    return next((n for n in names if re.sub(r"[^a-z0-9]", "", n.lower()) in stem), None)
+    """The accelerator a config name states: the part right before ``x<nnodes>x<nprocs>`` must end with a
+    declared accelerator's name or one of its ``config_names`` (letters and digits only), so
+    ``...A10040Gx1x8`` is A100_40G and ``config_fastx1x2`` is none. The longest name that fits wins."""
+    layout = LAYOUT_SUFFIX.search(config.stem)
+    if layout is None:
+        return None
+    head = _normalized(config.stem[:layout.start()].removeprefix("config_"))
+    spellings = sorted(((_normalized(alias), hw) for hw, accel in spec.accelerators.items()
+                        for alias in (hw, *accel.config_names)), key=lambda item: len(item[0]), reverse=True)
+    return next((hw for spelling, hw in spellings if spelling and head.endswith(spelling)), None)
 
 
 def check(root: Path, name: str) -> list[Finding]:
@@ -93,14 +102,41 @@ def check(root: Path, name: str) -> list[Finding]:
     findings: list[Finding] = _todos(folder) if name != TEMPLATE else []
     findings += _check_peaks(vendor_file, spec)
     findings += _check_images(folder, vendor_file, spec)
-    findings += _check_monitor(vendor_file, spec)
+    findings += _check_kinds(vendor_file, spec)
     if name != TEMPLATE:
         try:
-            VendorRegistry(paths.vendors_dir)  # hardware names unique across vendors
+            registry = VendorRegistry(paths.vendors_dir)  # hardware and kind names unique, kinds known
         except UserError as exc:
-            findings.append(Finding(vendor_file, exc.message, exc.fix or ""))
+            return findings + [Finding(vendor_file, exc.message, exc.fix or "")]
+        monitors = {hw.monitor if isinstance(hw.monitor, str) else "command"
+                    for hw in registry.hardware.values() if hw.vendor == name}
+        findings += [f for monitor in sorted(monitors) for f in _check_monitor(vendor_file, monitor)]
         findings += _check_extern_configs(paths, folder, name, spec)
     return findings
+
+
+def _check_kinds(vendor_file: Path, spec: VendorSpec) -> list[Finding]:
+    """A kind a vendor declares is checked for the parts a run relies on; gaps are warnings with their cost."""
+    out = []
+    for name, kind in spec.kinds.items():
+        where = f"kinds.{name}"
+        if kind.torch_device != "cpu" and not kind.device_count:
+            out.append(Finding(vendor_file, f"{where}.device_count is not set: preflight cannot tell whether a "
+                                            "host has a device per process", "add the smi tool's list command and "
+                                                                              "a pattern", "warning"))
+        if kind.torch_device != "cpu" and not kind.visible_devices_env:
+            out.append(Finding(vendor_file, f"{where}.visible_devices_env is not set: hosts cannot pin devices",
+                               "name the variable the runtime reads (ASCEND_RT_VISIBLE_DEVICES, ...)", "warning"))
+        for framework in spec.frameworks:
+            if framework not in kind.backends:
+                out.append(Finding(vendor_file, f"{where}.backends has no {framework} backend: the framework's "
+                                                "default for the device is used", f"set backends.{framework} "
+                                                                                  "(hccl, cncl, xccl, ...)",
+                                   "warning"))
+        if kind.worker_plugin and not (vendor_file.parent / kind.worker_plugin).is_file():
+            out.append(Finding(vendor_file, f"{where}.worker_plugin: {vendor_file.parent / kind.worker_plugin} "
+                                            "does not exist", "add the file, or remove worker_plugin"))
+    return out
 
 
 def _check_peaks(vendor_file: Path, spec: VendorSpec) -> list[Finding]:
@@ -111,7 +147,7 @@ def _check_peaks(vendor_file: Path, spec: VendorSpec) -> list[Finding]:
             out.append(Finding(vendor_file, f"accelerators.{hw}.peak_tflops: no dense peak for {', '.join(missing)}",
                                "add them from the datasheet (dense, no sparsity), list the ones the part lacks "
                                "under unsupported_dtypes, or explain under peak_note why there are none"))
-        if accel.device != "cpu" and not accel.memory_gib:
+        if accel.kind != "cpu" and not accel.memory_gib:
             out.append(Finding(vendor_file, f"accelerators.{hw}.memory_gib is not set",
                                "set the device memory in GiB (reports show memory as actual / total)", "warning"))
     return out
@@ -137,16 +173,14 @@ def _check_images(folder: Path, vendor_file: Path, spec: VendorSpec) -> list[Fin
     return out
 
 
-def _check_monitor(vendor_file: Path, spec: VendorSpec) -> list[Finding]:
-    if spec.monitor not in MONITORS:  # the schema already refuses; kept for a clear message if it grows
-        return [Finding(vendor_file, f"monitor {spec.monitor!r} is unknown", f"use one of {', '.join(MONITORS)}")]
+def _check_monitor(vendor_file: Path, monitor: str) -> list[Finding]:
     importlib.import_module("training.monitor")
-    module = MONITOR_MODULES.get(spec.monitor)
+    module = MONITOR_MODULES.get(monitor)
     if module:
         try:
             importlib.import_module(module)
         except ImportError:
-            return [Finding(vendor_file, f"monitor {spec.monitor}: {module} is not importable on this machine",
+            return [Finding(vendor_file, f"monitor {monitor}: {module} is not importable on this machine",
                             f"install it where the nodes run (pip install {'nvidia-ml-py' if module == 'pynvml' else module}); "
                             "without it the monitor records a warning, never a failure", "warning")]
     return []
@@ -161,10 +195,19 @@ def _check_extern_configs(paths: Paths, folder: Path, vendor: str, spec: VendorS
             out.append(Finding(config, f"case {case!r} does not exist under cases/",
                                f"name the folder after a case ({', '.join(catalog.names()[:5])}, ...)"))
             continue
+        if framework not in spec.frameworks:
+            out.append(Finding(config, f"framework {framework!r} is not declared in {folder / 'vendor.yaml'} "
+                                       f"(frameworks: {', '.join(spec.frameworks) or 'none'})",
+                               f"declare frameworks.{framework} there, or move the config under a declared "
+                               "framework's folder"))
+            continue
         layout = LAYOUT_SUFFIX.search(config.stem)
         hardware = _accelerator_for(config, spec)
         if not layout or hardware is None:
-            out.append(Finding(config, "the name does not end in <accelerator>x<nnodes>x<nprocs>",
+            names = ", ".join(f"{hw}" + (f" (or {', '.join(a.config_names)})" if a.config_names else "")
+                              for hw, a in spec.accelerators.items())
+            out.append(Finding(config, "the name does not end in <accelerator>x<nnodes>x<nprocs> with one of this "
+                                       f"vendor's accelerators: {names}",
                                f"name it like config_TP1PP1SH1SP8{next(iter(spec.accelerators))}x1x8"))
             continue
         nnodes, nprocs = int(layout.group(1)), int(layout.group(2))

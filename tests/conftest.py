@@ -43,7 +43,7 @@ def cli(tmp_path):
     system_tmp.mkdir()
 
     def run(*args: str, entry: str = "accelbench", timeout: float = 300, log_root: Path | None = None,
-            extra_env: dict | None = None) -> CliResult:
+            extra_env: dict | None = None, cwd: Path | None = None) -> CliResult:
         log_root = log_root or tmp_path / "logs"
         if entry == "start_task":
             argv = [sys.executable, str(ROOT / "start_task.py"), *args]
@@ -52,7 +52,7 @@ def cli(tmp_path):
         if args and args[0] == "run" or entry == "start_task":
             argv += ["--log-root", str(log_root)]
         env = {**os.environ, "TMPDIR": str(system_tmp), "PYTHONPATH": str(ROOT), **(extra_env or {})}
-        done = subprocess.run(argv, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=timeout)
+        done = subprocess.run(argv, cwd=cwd or tmp_path, env=env, capture_output=True, text=True, timeout=timeout)
         return CliResult(done.returncode, done.stdout, done.stderr, log_root)
 
     run.system_tmp = system_tmp

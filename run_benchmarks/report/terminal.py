@@ -12,6 +12,16 @@ from ..launch import RoundResult
 from ..plan import CasePlan, RoundPlan, RunPlan
 from .summary import human_bytes, number as _num
 
+
+def _memory_cell(m) -> str:
+    """Allocator (or RSS) peak, the reserved peak where the framework reports one, against the declared total."""
+    text = f"{human_bytes(m.peak_memory_bytes.max)} ({m.memory_kind})"
+    if m.peak_memory_reserved_bytes is not None:
+        text += f", {human_bytes(m.peak_memory_reserved_bytes.max)} (reserved)"
+    if m.memory_total_bytes and m.memory_total_source == "declared":
+        text += f" / {human_bytes(m.memory_total_bytes)}"
+    return text
+
 _STATUS_STYLE = {"ok": "green", "failed": "red", "oom": "red", "unsupported": "magenta", "timeout": "yellow",
                  "interrupted": "yellow"}
 
@@ -68,7 +78,7 @@ def results_table(results: list[RoundResult], cases: list[CasePlan]) -> Table:
             table.add_row(
                 label, status, tokens, _num(m.tokens_per_s_total),
                 _num(m.tflops_per_device, 3), mfu,
-                f"{human_bytes(m.peak_memory_bytes.max)} ({m.memory_kind})",
+                _memory_cell(m),
                 f"{st.median * 1e3:.1f} ms (±{st.std * 1e3:.1f}, {st.min * 1e3:.1f}–{st.max * 1e3:.1f})",
             )
         if len(rounds) > 1:
@@ -111,7 +121,7 @@ def print_plan(console: Console, plan: RunPlan) -> None:
     for case in plan.cases:
         w = case.workload
         say(f"\n[bold]{case.name}[/]  vendor {case.hardware.vendor}, hardware {case.hardware.name} "
-            f"({case.hardware.spec.device}), framework {case.framework.name}", markup=True)
+            f"(kind {case.hardware.spec.kind}), framework {case.framework.name}", markup=True)
         say(f"  case file: {case.case_file}")
         say(f"  extern config: {case.extern_config or '(none)'}")
         say(f"  model: {w.model.family} L={w.model.n_layer} d={w.model.d_model} heads={w.model.n_head} "
