@@ -70,7 +70,9 @@ def _wait_listening(address: str, port: int, timeout_s: float = 10.0) -> None:
 
 
 def start_sshd_cluster(root: Path, count: int, port: int = 2222, first_octet: int = 2,
-                       user: str = "root") -> SshdCluster:
+                       user: str = "root", extra_config: tuple[str, ...] = ()) -> SshdCluster:
+    """``extra_config``: more sshd_config lines for every host (e.g. ``SetEnv PATH=...`` to put stand-in tools
+    on a host's PATH, as a vendor's tools are on a real host's)."""
     root.mkdir(parents=True, exist_ok=True)
     Path("/run/sshd").mkdir(parents=True, exist_ok=True)  # sshd's privilege-separation directory
     client_key = root / "client_ed25519"
@@ -96,7 +98,8 @@ def start_sshd_cluster(root: Path, count: int, port: int = 2222, first_octet: in
             "AuthenticationMethods publickey", "PubkeyAuthentication yes", "PasswordAuthentication no",
             "KbdInteractiveAuthentication no", "PermitRootLogin prohibit-password", "UsePAM no",
             "StrictModes no",  # the test's temp dirs are not root-owned 0755 all the way up
-            "Subsystem sftp internal-sftp", "MaxSessions 64", "MaxStartups 64:30:128", "LogLevel ERROR", "",
+            "Subsystem sftp internal-sftp", "MaxSessions 64", "MaxStartups 64:30:128", "LogLevel ERROR",
+            *extra_config, "",
         ]))
         processes.append(subprocess.Popen([SSHD, "-D", "-e", "-f", str(config)], stdout=subprocess.DEVNULL,
                                           stderr=open(host_dir / "sshd.log", "ab")))

@@ -1,0 +1,190 @@
+"""Accelerator kinds end to end: the test kind (declared only in tests/vendors/testkind) run locally, over SSH
+and in containers, with every seam asserted; Paddle inside containers; AMD preflight against stand-in
+``amd-smi`` / ``rocm-smi`` tools on the PATH of a real SSH host."""
+from __future__ import annotations
+
+import shutil
+import socket
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.infra.docker_engine import ensure_base_image, start_engine
+from tests.infra.sshd import SSHD, start_sshd_cluster
+
+from .conftest import ROOT, write
+from .test_containers import accelbench_containers
+from .test_runs import SHORT, leftover_processes
+
+pytestmark = pytest.mark.skipif(not Path(SSHD).exists(), reason="no sshd (./dev test installs openssh-server)")
+
+TESTKIND = ROOT / "tests" / "vendors" / "testkind"
+GIB = 2**30
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.2", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture
+def kind_root(root):
+    """A checkout copy with the test kind's vendor folder added, as a vendor would add theirs."""
+    shutil.copytree(TESTKIND, root / "vendors" / "testkind")
+    (root / "training").symlink_to(ROOT / "training")
+    return root
+
+
+@pytest.fixture(scope="module")
+def sshd(tmp_path_factory):
+    cluster = start_sshd_cluster(tmp_path_factory.mktemp("sshd"), count=2, port=_free_port())
+    yield cluster
+    cluster.stop()
+
+
+def assert_every_seam_used(doc: dict, visible: str, nodes: int) -> None:
+    """The kind's variable reached the ranks, its count came from its command, its monitor rows from its
+    tool, its worker hooks ran, and reports use its declared memory and peak."""
+    assert doc["status"] == "ok", doc["reason"] + "\n" + "\n".join(doc["error_lines"])
+    assert len(doc["environment"]["nodes"]) == nodes
+    for node in doc["environment"]["nodes"]:
+        assert node["devices"]["count"] == 3 and node["devices"]["command"].endswith("testkind/smi.py list")
+        env = node["environment"]
+        assert env["accelerator_kind"] == "testkind"
+        assert env["visible_devices"] == {"TESTKIND_VISIBLE_DEVICES": visible}
+        assert env["testkind_plugin"] == {"setup_kind": "testkind", "visible_at_setup": visible}
+        assert node["probes"]["testkind_devices"] == "three test devices"
+    assert len(doc["monitor"]["nodes"]) == nodes
+    for node in doc["monitor"]["nodes"]:
+        assert node["status"]["accelerator"] == "ok (command: python3)"
+        assert [d["name"] for d in node["devices"]] == ["tk-0", "tk-1", "tk-2"]
+        assert node["devices"][1]["mem_used_bytes"]["max"] == 2048 * 2**20
+        assert node["devices"][0]["power_w"]["mean"] == pytest.approx(70.5)
+    metrics = doc["metrics"]
+    assert metrics["memory_total_bytes"] == 16 * GIB and metrics["memory_total_source"] == "declared"
+    assert metrics["peak_tflops"] == 2.0 and metrics["mfu"] == pytest.approx(metrics["tflops_per_device"] / 2.0)
+
+
+@pytest.mark.parametrize("case", ["gpt2_tiny:torch:TK1:1:2", "gpt3_tiny:paddle:TK1:1:2"])
+def test_the_test_kind_runs_locally_through_every_seam(cli, kind_root, tmp_path, case):
+    cluster = write(tmp_path / "cluster.yaml", "hosts:\n  - {name: localhost, devices: [1, 2]}\n")
+    result = cli("run", case, *SHORT, "--root", str(kind_root), "--cluster", str(cluster))
+    assert result.returncode == 0, result.stderr + result.stdout
+    (doc,) = result.results()
+    assert_every_seam_used(doc, "1,2", nodes=1)
+    assert "MFU n/a" not in result.stdout and "/ 16.0 GiB" in result.stdout
+
+
+def test_more_processes_than_the_kind_counts_is_refused_before_anything_runs(cli, kind_root, tmp_path):
+    cluster = write(tmp_path / "cluster.yaml", "hosts:\n  - {name: localhost, devices: [0, 1, 2, 3]}\n")
+    result = cli("run", "gpt2_tiny:torch:TK1:1:4", *SHORT, "--root", str(kind_root), "--cluster", str(cluster))
+    assert result.returncode == 2, result.stderr
+    assert "host localhost: 4 process(es) per node need as many testkind devices" in result.stderr
+    assert "smi.py list` lists 3" in result.stderr and "Traceback" not in result.stderr
+    assert result.run_dirs() == []
+
+
+def test_the_test_kind_runs_over_ssh_through_every_seam(cli, kind_root, sshd, tmp_path):
+    cluster = write(tmp_path / "cluster.yaml", sshd.cluster_yaml(
+        python=sys.executable, work_root=str(tmp_path / "hosts-work"), devices="[0, 1]"))
+    result = cli("run", "gpt2_tiny:torch:TK1:2:1", *SHORT, "--root", str(kind_root), "--cluster", str(cluster))
+    assert result.returncode == 0, result.stderr + result.stdout
+    (doc,) = result.results()
+    assert_every_seam_used(doc, "0", nodes=2)
+    assert leftover_processes(tmp_path / "hosts-work") == []
+
+
+# ---------------------------------------------------------------- containers
+
+
+@pytest.fixture(scope="module")
+def engine():
+    started = start_engine()
+    if started is None:
+        pytest.skip("no Docker engine and none can be started here (./dev test installs docker.io)")
+    try:
+        ensure_base_image(started.docker_host)
+        yield started
+    finally:
+        started.stop()
+
+
+@pytest.fixture
+def container_cluster(sshd, engine, tmp_path):
+    def make(**extra):
+        settings = {"work_root": str(tmp_path / "hosts-work"), "runtime": "container",
+                    "docker_host": engine.docker_host, **extra}
+        return write(tmp_path / "cluster.yaml", sshd.cluster_yaml(**settings))
+    return make
+
+
+def test_the_test_kind_runs_in_containers_through_every_seam(cli, kind_root, container_cluster, engine):
+    # The vendor's image: the cpu vendor's Dockerfile and wheels, as a vendor would start from one.
+    shutil.copytree(ROOT / "vendors/cpu/docker/torch_2.13", kind_root / "vendors/testkind/docker/torch_2.13")
+    result = cli("run", "gpt2_tiny:torch_2.13:TK1:2:1", *SHORT, "--root", str(kind_root), "--cluster",
+                 str(container_cluster(devices="[2]")), timeout=900)
+    assert result.returncode == 0, result.stderr + result.stdout
+    (doc,) = result.results()
+    assert_every_seam_used(doc, "2", nodes=2)
+    assert all(n["image"].startswith("accelbench/testkind-torch_2.13:") for n in doc["environment"]["nodes"])
+    assert accelbench_containers(engine) == []
+
+
+@pytest.mark.parametrize("layout", ["1:2", "2:1"])
+def test_paddle_runs_in_the_vendor_paddle_image(cli, container_cluster, engine, layout):
+    """The cpu vendor's Paddle image has no torch: the Paddle worker must not need it."""
+    result = cli("run", f"gpt3_tiny:paddle_3.3:cpu:{layout}", *SHORT, "--cluster", str(container_cluster()),
+                 timeout=1500)
+    assert result.returncode == 0, result.stderr + result.stdout
+    (doc,) = result.results()
+    assert doc["status"] == "ok", doc["reason"]
+    assert doc["metrics"]["world_size"] == 2 and doc["metrics"]["measured_steps"] == 6
+    for node in doc["environment"]["nodes"]:
+        assert node["image"].startswith("accelbench/cpu-paddle_3.3:")
+        assert node["environment"]["paddle"].startswith("3.3") and "torch" not in node["environment"]
+    assert accelbench_containers(engine) == []
+
+
+# ---------------------------------------------------------------- AMD preflight
+
+
+@pytest.fixture(scope="module")
+def amd_host(tmp_path_factory):
+    """One SSH host whose PATH starts with a folder of stand-in AMD tools (filled per test)."""
+    tools = tmp_path_factory.mktemp("amd-tools")
+    cluster = start_sshd_cluster(tmp_path_factory.mktemp("sshd-amd"), count=1, port=_free_port(), first_octet=20,
+                                 extra_config=(f"SetEnv PATH={tools}:/usr/local/bin:/usr/bin:/bin",))
+    yield cluster, tools
+    cluster.stop()
+
+
+def _stand_in(tools: Path, name: str, output: str) -> None:
+    for old in tools.iterdir():
+        old.unlink()
+    if name:
+        tool = write(tools / name, "#!/bin/sh\ncat <<'EOF'\n" + output + "EOF\n")
+        tool.chmod(0o755)
+
+
+AMD_SMI = "GPU: 0\n    BDF: 0000:0c:00.0\n\nGPU: 1\n    BDF: 0000:22:00.0\n"
+ROCM_SMI = ("=== ROCm System Management Interface ===\nGPU[0]\t\t: Device Name: \t\tMI300X\nGPU[0]\t\t: Device ID: "
+            "\t\t0x74a1\nGPU[1]\t\t: Device Name: \t\tMI300X\nGPU[1]\t\t: Device ID: \t\t0x74a1\n")
+
+
+@pytest.mark.parametrize("tool, output, counted", [
+    ("amd-smi", AMD_SMI, "`amd-smi list` lists 2"),
+    ("rocm-smi", ROCM_SMI, "`rocm-smi --showid` lists 2"),  # no amd-smi: the older tool answers
+    ("", "", "no device-count command of accelerator kind 'rocm' ran: amd-smi list"),
+])
+def test_amd_hosts_count_their_gpus_with_amd_smi_or_rocm_smi(cli, amd_host, tmp_path, tool, output, counted):
+    cluster, tools = amd_host
+    _stand_in(tools, tool, output)
+    path = write(tmp_path / "cluster.yaml", cluster.cluster_yaml(python=sys.executable,
+                                                                 work_root=str(tmp_path / "work")))
+    result = cli("run", "gpt2_tiny:torch:MI300X:1:4", *SHORT, "--cluster", str(path), timeout=120)
+    assert result.returncode == 2, result.stderr + result.stdout
+    assert counted in result.stderr and "Traceback" not in result.stderr
+    assert "nvidia-smi" not in result.stderr
+    assert result.run_dirs() == []
