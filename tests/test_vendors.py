@@ -50,7 +50,9 @@ def test_a_new_vendor_starts_from_the_template_and_check_lists_what_is_left(cli,
     text = "\n".join(lines).replace("description: TODO one line on the accelerators and how frameworks reach them",
                                     "description: Acme X1").replace("TODO_VISIBLE_DEVICES", "ACME_VISIBLE_DEVICES")
     text = text.replace("interconnect: TODO e.g. 8-way mesh, 400 GB/s per device", "interconnect: mesh")
-    text = text.replace("TODO_SMI_TOOL --version", "uname -r")
+    for placeholder, value in (("TODO_TORCH_DEVICE", "xpu"), ("TODO_PADDLE_DEVICE", "xpu"),
+                               ("TODO_SMI_TOOL", "xpu-smi"), ("TODO_BACKEND", "xccl"), ("'^TODO (", "'^Device (")):
+        text = text.replace(placeholder, value)
     (folder / "vendor.yaml").write_text(text)
     check = cli("vendor", "check", "acme", "--root", str(root))
     assert check.returncode == 0, check.stdout
@@ -215,7 +217,7 @@ def test_monitor_figures_join_the_stored_results(cli, root):
     (row,) = done.attempts()
     assert row["accel_util_mean"] == doc["monitor"]["accel_util_mean"] > 0
     vendor = root / "vendors/cpu/vendor.yaml"
-    vendor.write_text(vendor.read_text().replace("monitor: cpu", "monitor: rocm-smi"))
+    vendor.write_text(vendor.read_text() + "\nmonitor: rocm-smi   # overrides the cpu kind's monitor\n")
     done = cli("run", "gpt2_tiny:torch:cpu:1:1", "--set", "train.steps=6", "--set", "train.warmup_steps=1",
                "--root", str(root), log_root=root / "logs2")
     assert done.returncode == 0, done.stderr
