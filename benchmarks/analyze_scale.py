@@ -76,7 +76,7 @@ acc = analyze.RoundAccumulator()
 for log in collect.read_ranks([RankLogs(rank, path, path.with_suffix(".err")) for rank, path in enumerate(paths)]):
     acc.add(log)
     assert not log.problems, log.problems[:3]
-    log.series = None  # what launch.py does: the folded columns go
+    log.series = None  # what outcome.py does: the folded columns go
 m = acc.metrics(989.5, "", samples_per_step=8 * len(paths))
 elapsed = time.perf_counter() - t0
 print(json.dumps({"seconds": elapsed, "rss_kib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,

@@ -53,7 +53,7 @@ class Framework(ABC):
     rank_log_names: tuple[str, ...] = ("rank<N>.stdout.log", "rank<N>.stderr.log")  # what gather_rank_logs leaves
 
     # A rank that could not connect its collective backend at start-up did not run the benchmark: the round
-    # is retried (launch.START_RETRIES) instead of recorded. Gloo's full-mesh connect sometimes meets a peer
+    # is retried (rounds.START_RETRIES) instead of recorded. Gloo's full-mesh connect sometimes meets a peer
     # that is not listening yet (seen with 4 Paddle ranks on 2 cores: "Connection refused", or a timeout).
     start_error = re.compile(r"(?i)gloo.*(connection refused|connectfullmesh|timed? ?out)"
                              r"|connectfullmesh failed|gloo.*connect.*(refused|reset)")

@@ -16,11 +16,12 @@ from training.spec import RuntimeSpec, WorkerConfig, WorkloadSpec
 from . import casename, frameworks
 from .cases import CaseCatalog
 from .codesync import code_digest, remote_code_root
-from .containers import container_name, mounts_for
 from .config import ClusterSpec, HostSpec, Layer, Layered, TestConf, merge, parse_assignment, validate_layered
 from .errors import UserError
 from .frameworks import NodeLaunch
 from .layout import layout_problems
+from .runtimes import NodeSite, get as get_runtime
+from .runtimes.container import ContainerPlan
 from .vendors import Hardware, VendorRegistry
 
 
@@ -44,12 +45,6 @@ class Paths:
 
 
 @dataclass(frozen=True)
-class ContainerPlan:
-    name: str  # unique per run, case, round and node: what cleanup removes
-    mounts: dict[str, str]  # host path -> ro/rw, mounted at the same path inside
-
-
-@dataclass(frozen=True)
 class NodePlan:
     node_rank: int
     host: HostSpec
@@ -59,12 +54,16 @@ class NodePlan:
     cwd: Path  # on the host
     log_dir: Path  # here: where the node's logs end up
     remote_dir: Optional[PurePosixPath] = None  # ssh hosts: the node's folder on the host, collected after
-    container: Optional["ContainerPlan"] = None  # runtime container: how the node's container is made
+    container: Optional[ContainerPlan] = None  # the node runtime's part (container: name and mounts)
     monitor_argv: Optional[list[str]] = None  # host and accelerator sampler started beside the launcher
 
     @property
     def launcher_log(self) -> Path:
         return self.log_dir / "launcher.log"
+
+    @property
+    def monitor_log(self) -> Path:
+        return self.log_dir / "monitor.log"
 
     @property
     def monitor_dir(self) -> Path:
@@ -290,8 +289,8 @@ def _node_plan(inputs: PlanInputs, framework: frameworks.Framework, name: casena
                vendor_env: dict[str, str], monitored: bool = True) -> NodePlan:
     host = hosts[node_rank]
     node_dir = round_dir / f"{host.name}_noderank{node_rank}"
-    in_container = host.runtime == "container"
-    python = host.python or ("python" if in_container else inputs.default_python)  # the image's PATH has it
+    runtime = get_runtime(host.runtime)
+    python = host.python or runtime.default_python(inputs.default_python)
     if host.backend == "ssh":
         # The same layout under the host's work_root; code is copied to code/ (see hosts.ssh.sync_code).
         run_dir = round_dir.parent.parent
@@ -316,12 +315,9 @@ def _node_plan(inputs: PlanInputs, framework: frameworks.Framework, name: casena
         "TORCHINDUCTOR_CACHE_DIR": str(cache / "torchinductor"),
         ENV_NODE_RANK: str(node_rank),
     }
-    container = None
-    if in_container:
-        run_dir = round_dir.parent.parent
-        container = ContainerPlan(
-            container_name(run_dir.name, round_dir.parent.name, int(round_dir.name.removeprefix("round")), node_rank),
-            mounts_for(code_root, host_round, cache, host.data_root))
+    container = runtime.plan_node(NodeSite(
+        host, round_dir.parent.parent.name, round_dir.parent.name, int(round_dir.name.removeprefix("round")),
+        node_rank, code_root, host_round, cache))
     monitor_argv = None
     if monitored:  # the accelerator monitor to run is the kind's, in the worker config
         monitor_argv = [python, "-m", MONITOR_MODULE, "--config", str(host_round / "config.json"),

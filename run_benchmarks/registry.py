@@ -36,7 +36,8 @@ class Registry(Generic[T]):
         close = difflib.get_close_matches(name, list(self._items), n=1)
         hint = f"did you mean {close[0]!r}? " if close else ""
         raise UserError(f"unknown {self.what} {name!r}",
-                        f"{hint}known: {', '.join(sorted(self._items)) or '(none)'}" + (f"; {fix}" if fix else ""))
+                        f"{hint}known {self.what}s: {', '.join(sorted(self._items)) or '(none)'}"
+                        + (f"; {fix}" if fix else ""))
 
     def __contains__(self, name: str) -> bool:
         return name in self._items

@@ -28,7 +28,8 @@ def test_single_node_plan_has_launcher_env_and_log_paths(root, tmp_path):
     assert node.env["TMPDIR"] == str(node.log_dir / "tmp")
     assert node.env["TORCHINDUCTOR_CACHE_DIR"].startswith(str(plan.dir))
     runtime = rnd.worker_config.runtime
-    assert (runtime.device, runtime.dist_backend, runtime.round) == ("cpu", "gloo", 1)
+    assert (runtime.device.kind, runtime.device.torch_device, runtime.device.backend, runtime.round) == (
+        "cpu", "cpu", "gloo", 1)
 
 
 def test_repeat_makes_rounds_with_their_own_ports_and_folders(root, tmp_path):
@@ -164,3 +165,42 @@ def test_a_host_that_pins_devices_exports_the_vendors_visibility_variable(root, 
     assert not any(k.endswith("VISIBLE_DEVICES") for k in node.env)  # a CPU has no devices to pin
     with pytest.raises(UserError, match=r"host g0 offers devices \[2, 3, 5\], but .* starts 4 process"):
         build(root, tmp_path, "gpt2_tiny:torch:H100:1:4")
+
+
+def test_node_runtimes_are_registered_peers_and_the_container_one_plans_its_part(root, tmp_path):
+    from run_benchmarks import runtimes
+    from run_benchmarks.runtimes.container import ContainerRuntime
+    from run_benchmarks.runtimes.process import ProcessRuntime
+
+    assert list(runtimes.RUNTIMES) == ["container", "process"]
+    assert runtimes.get("process") is ProcessRuntime and runtimes.get("container") is ContainerRuntime
+    with pytest.raises(UserError, match="unknown node runtime 'vm'"):
+        runtimes.get("vm")
+    (node,) = build(root, tmp_path, "gpt2_tiny:torch:cpu:1:1").cases[0].rounds[0].nodes
+    assert node.container is None and node.python == load_inputs(root).default_python
+
+    write(root / "configs/cluster.yaml", "hosts:\n  - {name: box, runtime: container, data_root: /srv/data}\n")
+    plan = build(root, tmp_path, "gpt2_tiny:torch:cpu:1:1")
+    (rnd,) = plan.cases[0].rounds
+    (node,) = rnd.nodes
+    assert node.python == "python"  # the image's interpreter, not the orchestrator's
+    assert node.container.name == "accelbench-run-1-gpt2_tiny-torch-cpu-1x1-r1-n0"
+    assert node.container.monitor_name == node.container.name + "-monitor"
+    assert node.container.mounts == {str(node.cwd): "ro",
+                                     str(rnd.dir): "rw", str(plan.dir / "cache"): "rw", "/srv/data": "ro"}
+    assert not (tmp_path / "logs").exists()  # planning touched nothing
+
+
+def test_host_backends_are_registered_and_local_hosts_stage_files(tmp_path):
+    from run_benchmarks.config import HostSpec
+    from run_benchmarks.hosts import BACKENDS, LocalHost, connect
+
+    assert list(BACKENDS) == ["local", "ssh"]
+    host = connect(HostSpec(name="here"))
+    assert isinstance(host, LocalHost)
+    target = tmp_path / "a" / "b"
+    assert not host.exists(target)
+    host.makedirs(target)
+    host.makedirs(target)  # twice is fine
+    host.write_text(target / "c" / "marker", "done\n")
+    assert host.exists(target / "c" / "marker") and (target / "c" / "marker").read_text() == "done\n"

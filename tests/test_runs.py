@@ -196,7 +196,8 @@ def test_list_shows_cases_vendors_and_hardware(cli):
     (("gpt2_tiny:torch:cpu:1:1", "--cluster", "/nonexistent/cluster.yaml"), ["cluster.yaml: file not found"]),
     (("gpt2_tiny:torch:cpu:1:1", "--set", "data.source=tokens", "--set", "data.path=missing/corpus"),
      ["data.path (set in --set data.path=missing/corpus)", "missing/corpus_ids.npy", "not found"]),
-    (("gpt2_tiny:torch:A100:1:64",), ["host localhost: 64 process(es) per node need as many NVIDIA GPUs"]),
+    (("gpt2_tiny:torch:A100:1:64",), ["host localhost: no device-count command of accelerator kind 'nvidia' ran: "
+                                      "nvidia-smi -L"]),
     (("llama_tiny_lora:torch:cpu:1:2", "--set", "parallel.tensor_parallel_degree=2"),
      ["LoRA adapters are not split by tensor parallelism"]),
 ])

@@ -1,19 +1,29 @@
-"""Hosts: one interface (start, run, put, get, close) over each way of reaching a machine."""
+"""Hosts: one interface (start, run, put, get, staging, close) over each way of reaching a machine.
+
+Backends register in ``BACKENDS`` under the name ``HostSpec.backend`` gives; ``connect`` picks one.
+"""
 from __future__ import annotations
 
+from typing import Callable
+
 from ..config import HostSpec
+from ..registry import Registry
 from .base import Host, Job
 from .local import LocalHost
 
+BACKENDS: Registry[Callable[[HostSpec], Host]] = Registry("host backend")
+BACKENDS.register("local", LocalHost)
+
+
+@BACKENDS.register("ssh")
+def _ssh(spec: HostSpec) -> Host:
+    from .ssh import SshHost  # paramiko is needed only for remote hosts
+
+    return SshHost(spec)
+
 
 def connect(spec: HostSpec) -> Host:
-    if spec.backend == "local":
-        return LocalHost(spec)
-    if spec.backend == "ssh":
-        from .ssh import SshHost  # paramiko is needed only for remote hosts
-
-        return SshHost(spec)
-    raise ValueError(f"no host backend {spec.backend!r}")  # unreachable: the schema allows only known ones
+    return BACKENDS.get(spec.backend)(spec)
 
 
-__all__ = ["Host", "Job", "LocalHost", "connect"]
+__all__ = ["BACKENDS", "Host", "Job", "LocalHost", "connect"]

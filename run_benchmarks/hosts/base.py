@@ -64,11 +64,25 @@ class Host(ABC):
 
     @abstractmethod
     def put(self, local: Path, remote: Path) -> None:
-        ...
+        """Copy a local file to the host, its folders made as needed."""
 
     @abstractmethod
     def get(self, remote: Path, local: Path) -> None:
+        """Copy a file, or a folder with everything under it, from the host."""
+
+    # Staging: what code sync and a round's inputs need on the host before a node starts.
+
+    @abstractmethod
+    def makedirs(self, remote: Path | PurePosixPath) -> None:
+        """Make the folder and its missing parents; one that exists already is fine."""
+
+    @abstractmethod
+    def exists(self, remote: Path | PurePosixPath) -> bool:
         ...
+
+    @abstractmethod
+    def write_text(self, remote: Path | PurePosixPath, text: str) -> None:
+        """Write ``text`` to a file on the host, its folders made as needed."""
 
     def free_bytes(self, path: str) -> Optional[int]:
         """Free space of the file system holding ``path`` (its nearest existing parent), or None if unknown."""

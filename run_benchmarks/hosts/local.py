@@ -6,13 +6,12 @@ import os
 import shutil
 import subprocess
 import sys
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Mapping, Optional, Sequence
 
 import psutil
 
 from .base import VERSION_PROBE, CommandResult, Host, Job
-
 
 
 class LocalJob(Job):
@@ -80,3 +79,13 @@ class LocalHost(Host):
 
     def get(self, remote: Path, local: Path) -> None:
         self.put(remote, local)
+
+    def makedirs(self, remote: Path | PurePosixPath) -> None:
+        Path(remote).mkdir(parents=True, exist_ok=True)
+
+    def exists(self, remote: Path | PurePosixPath) -> bool:
+        return Path(remote).exists()
+
+    def write_text(self, remote: Path | PurePosixPath, text: str) -> None:
+        Path(remote).parent.mkdir(parents=True, exist_ok=True)
+        Path(remote).write_text(text, encoding="utf-8")

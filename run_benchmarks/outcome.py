@@ -1,0 +1,204 @@
+"""A round's outcome: its logs read and analysed, its status classified, its result document written.
+
+The document (``results.json``) is the round's record; the results store gets one row per attempt.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+import sqlite3
+import time
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Callable, Optional
+
+from . import analyze, collect, monitoring
+from .plan import CasePlan, NodePlan, RoundPlan
+from .store import ResultStore, row_from_document
+
+_OOM_MARKERS = ("OutOfMemoryError", "CUDA out of memory", "out of memory", "can't allocate memory")
+
+
+@dataclass
+class RoundResult:
+    case_name: str
+    round: int
+    dir: Path
+    status: str  # ok | failed | oom | unsupported | timeout | interrupted
+    reason: str = ""
+    warnings: list[str] = field(default_factory=list)
+    error_lines: list[str] = field(default_factory=list)
+    metrics: Optional[analyze.RoundMetrics] = None
+    exit_codes: dict[int, Optional[int]] = field(default_factory=dict)
+    steps_completed: int = 0
+    nodes: list[dict] = field(default_factory=list)
+    started_at: str = ""
+    ended_at: str = ""
+    wall_time_s: Optional[float] = None  # end to end: nodes started -> logs collected and analysed
+    monitor: Optional[dict] = None  # monitoring.summarize_round: utilisation, power, energy per device
+
+
+def now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+def finish(case: CasePlan, rnd: RoundPlan, result: RoundResult, outcome: str, began: float,
+           node_facts: Callable[[NodePlan], dict], orchestrator_env: dict) -> None:
+    """Read the (collected) logs of every node, fill in ``result`` and write the round's results.json.
+    ``outcome``: how the round ended (done, node_failed, timeout, interrupted, start_failed);
+    ``node_facts``: per node what preflight and its runtime know (probes, devices, image)."""
+    ranks: list[collect.RankLog] = []
+    figures = analyze.RoundAccumulator()
+    steps_done = []
+    all_logs = []
+    for node in rnd.nodes:
+        all_logs += case.framework.gather_rank_logs(node.log_dir, node.node_rank, case.name.nprocs_per_node)
+        _remove_empty_tmp(node.log_dir / "tmp")
+    for rank in collect.read_ranks(all_logs):
+        figures.add(rank)
+        steps_done.append(rank.steps_done)
+        rank.series = collect.StepSeries()  # folded in: its columns are not needed again
+        ranks.append(rank)
+    for rank in ranks:
+        result.warnings += rank.problems
+    result.steps_completed = min(steps_done, default=0)
+    monitored = []
+    for node in rnd.nodes:
+        if node.monitor_argv is not None:
+            figures_of_node, warnings = monitoring.summarize_node(node.monitor_dir)
+            monitored.append({"node_rank": node.node_rank, "host": node.host.name, **figures_of_node})
+            result.warnings += [f"node {node.node_rank}: {w}" for w in warnings]
+    result.nodes = [
+        {"node_rank": node.node_rank, "host": node.host.name,
+         "exit_code": result.exit_codes.get(node.node_rank), "launcher_log": str(node.launcher_log),
+         **node_facts(node),
+         "environment": next((r.start.environment for r in ranks
+                              if r.start and r.start.node_rank == node.node_rank and r.start.environment),
+                             None)}
+        for node in rnd.nodes
+    ]
+    classify(case, rnd, result, outcome, ranks, figures)
+    if monitored:
+        result.monitor = monitoring.summarize_round(
+            monitored, result.metrics.tokens_per_s_total if result.metrics else None)
+    result.ended_at = now()
+    result.wall_time_s = time.monotonic() - began
+    write_results(rnd.results_path, case, result, orchestrator_env)
+
+
+def classify(case: CasePlan, rnd: RoundPlan, result: RoundResult, outcome: str,
+             ranks: list[collect.RankLog], figures: analyze.RoundAccumulator) -> None:
+    complete = len(ranks) == case.name.world_size and all(r.finished for r in ranks)
+    if complete:
+        result.status, result.reason = "ok", ""
+        for rank, code in sorted(result.exit_codes.items()):
+            if code not in (0, None):
+                result.warnings.append(f"node {rank} launcher exited with {code} after every rank had "
+                                       "finished and reported; the figures are complete")
+        if outcome == "timeout":
+            result.warnings.append("the launcher outlived the deadline after every rank had finished")
+        peak, note = case.hardware.peak_tflops(case.workload.train.precision)
+        try:
+            train = case.workload.train
+            samples = (train.micro_batch_size * train.gradient_accumulation_steps
+                       * case.workload.parallel.data_degree(case.name.world_size))
+            result.metrics = figures.metrics(peak, note, samples, case.hardware.memory_total_bytes)
+        except analyze.NothingToMeasure as exc:
+            result.status, result.reason = "failed", f"no figures: {exc}"
+        return
+    result.error_lines = collect.error_lines(ranks, [n.launcher_log for n in rnd.nodes])
+    if outcome == "interrupted":
+        result.status, result.reason = "interrupted", "stopped by Ctrl-C; every node was stopped"
+    elif outcome == "timeout":
+        result.status = "timeout"
+        result.reason += "; every node was stopped"
+    else:
+        text = "\n".join(result.error_lines)
+        unsupported = [rank.unsupported.reason for rank in ranks if rank.unsupported is not None]
+        if unsupported:
+            result.status, result.reason = "unsupported", f"not supported on this device: {unsupported[0]}"
+            return
+        oom = any(m in text for m in _OOM_MARKERS)
+        result.status = "oom" if oom else "failed"
+        if outcome != "start_failed":
+            result.reason = ("out of memory: " if oom else "") + _failure_reason(rnd.nodes, result.exit_codes, ranks)
+
+
+def _failure_reason(nodes: list[NodePlan], codes: dict[int, Optional[int]], ranks: list[collect.RankLog]) -> str:
+    unfinished = [r.rank for r in ranks if not r.finished]
+    bad = [f"node {n.node_rank} ({n.host.name}) exited with {codes.get(n.node_rank)}"
+           for n in nodes if codes.get(n.node_rank) not in (0, None)]
+    parts = bad + ([f"rank(s) {', '.join(map(str, unfinished))} did not finish"] if unfinished else [])
+    return "; ".join(parts) or "the workers ended without reporting"
+
+
+def _remove_empty_tmp(path: Path) -> None:
+    """The per-node TMPDIR goes once the launcher is gone; anything left there is kept for a look."""
+    if path.is_dir():
+        leftovers = [p for p in path.rglob("*") if p.is_file()]
+        if not leftovers:
+            shutil.rmtree(path, ignore_errors=True)
+
+
+def result_document(case: CasePlan, result: RoundResult, orchestrator_env: dict) -> dict:
+    return {
+        "schema": "accelbench.results/1",
+        "run_id": case.rounds[0].worker_config.runtime.run_id,
+        "case_name": result.case_name,
+        "case": {
+            "case": case.name.case, "framework": case.name.framework,
+            "framework_version": case.name.framework_version, "hardware": case.name.hardware,
+            "vendor": case.hardware.vendor, "nnodes": case.name.nnodes,
+            "nprocs_per_node": case.name.nprocs_per_node, "world_size": case.name.world_size,
+            "repeat": case.name.repeat, "extern_config": str(case.extern_config) if case.extern_config else None,
+            "extern_config_hash": _file_sha256(case.extern_config),
+        },
+        "round": result.round,
+        "status": result.status,
+        "reason": result.reason,
+        "warnings": result.warnings,
+        "error_lines": result.error_lines,
+        "started_at": result.started_at,
+        "ended_at": result.ended_at,
+        "wall_time_s": result.wall_time_s,
+        "results_path": str(result.dir / "results.json"),
+        "steps_completed": result.steps_completed,
+        "metrics": result.metrics.to_dict() if result.metrics else None,
+        "monitor": result.monitor,
+        "workload": case.workload.model_dump(mode="json"),
+        "environment": {"orchestrator": orchestrator_env, "nodes": result.nodes},
+    }
+
+
+def _file_sha256(path: Optional[Path]) -> Optional[str]:
+    if path is None:
+        return None
+    try:
+        return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+    except OSError:
+        return None
+
+
+def write_results(path: Path, case: CasePlan, result: RoundResult, orchestrator_env: dict) -> None:
+    document = result_document(case, result, orchestrator_env)
+    tmp = path.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps(document, indent=2, default=str) + "\n", encoding="utf-8")
+    tmp.replace(path)  # a reader never sees half a file
+
+
+def store_attempt(store: Optional[ResultStore], case: CasePlan, result: RoundResult, attempt: int,
+                  orchestrator_env: dict, status: Optional[str] = None, results_path: Optional[Path] = None) -> None:
+    """The attempt as a row of the results store (when there is one)."""
+    if store is None:
+        return
+    document = result_document(case, result, orchestrator_env)
+    if status:
+        document["status"] = status
+    if results_path:
+        document["results_path"] = str(results_path)
+    try:
+        store.add_attempt(row_from_document(document, attempt))
+    except sqlite3.Error as exc:  # the results.json files stay; the store can be rebuilt from them
+        result.warnings.append(f"could not write the attempt to {store.path}: {exc}")

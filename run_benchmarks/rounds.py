@@ -1,0 +1,206 @@
+"""Round execution: start monitors and nodes, wait with a deadline while showing progress, stop every
+node when one fails, collect the logs, and run again a round whose ranks never connected.
+
+A failure on one node stops every node of that case; whatever the ending (success, crash, deadline,
+Ctrl-C) the logs stay, the runtimes clean up, and the round gets a result.
+"""
+from __future__ import annotations
+
+import shutil
+import time
+from pathlib import Path
+from typing import Callable, Optional, Protocol, Sequence
+
+import yaml
+
+from training import perflog
+
+from . import outcome
+from .hosts import Host, Job
+from .outcome import RoundResult
+from .plan import CasePlan, NodePlan, RoundPlan
+from .preflight import Preflight
+from .runtimes import RunRuntimes
+from .store import ResultStore
+
+MONITOR_GRACE_S = 5.0
+POLL_S = 0.5  # how often the orchestrator looks at its nodes; it shares the cores being measured
+STOP_GRACE_S = 10.0
+START_RETRIES = 2  # extra attempts for a round whose ranks never connected (Framework.start_error)
+
+
+class Reporter(Protocol):
+    def round_started(self, case: CasePlan, rnd: RoundPlan) -> None: ...
+    def progress(self, case: CasePlan, rnd: RoundPlan, step: int) -> None: ...
+    def round_finished(self, case: CasePlan, rnd: RoundPlan, result: RoundResult) -> None: ...
+
+
+class RoundExecutor:
+    def __init__(self, hosts: dict[str, Host], runtimes: RunRuntimes, preflight: Preflight, reporter: Reporter,
+                 orchestrator_env: dict, results: list[RoundResult], store: Optional[ResultStore],
+                 clock: Callable[[], float] = time.monotonic):
+        self.hosts, self.runtimes, self.preflight, self.reporter = hosts, runtimes, preflight, reporter
+        self.orchestrator_env, self.results, self.store, self.clock = orchestrator_env, results, store, clock
+
+    def run(self, case: CasePlan, rnd: RoundPlan) -> None:
+        """A round whose ranks never connected (no step done) is not a result: keep its logs aside, run again."""
+        notes: list[str] = []
+        for attempt in range(1, START_RETRIES + 2):
+            try:
+                result = self._run_round(case, rnd, notes)
+            except KeyboardInterrupt:  # the interrupted attempt is a row too
+                self._store(case, self.results[-1], attempt)
+                raise
+            line = case.framework.start_error_in(result.error_lines) if result.steps_completed == 0 \
+                and result.status == "failed" else None
+            if line is None or attempt > START_RETRIES:
+                self._store(case, result, attempt)
+                return
+            kept = rnd.dir.with_name(f"{rnd.dir.name}.start-error{attempt}")
+            shutil.rmtree(kept, ignore_errors=True)
+            rnd.dir.rename(kept)
+            self.results.remove(result)
+            self._store(case, result, attempt, status="start_error", results_path=kept / "results.json")
+            notes.append(f"attempt {attempt} did not start ({line.strip()[:200]}); retried; its logs: {kept}")
+
+    def _store(self, case: CasePlan, result: RoundResult, attempt: int, **kwargs) -> None:
+        outcome.store_attempt(self.store, case, result, attempt, self.orchestrator_env, **kwargs)
+
+    def _run_round(self, case: CasePlan, rnd: RoundPlan, notes: Sequence[str] = ()) -> RoundResult:
+        result = RoundResult(str(case.name), rnd.index, rnd.dir, status="failed", started_at=outcome.now())
+        began = time.monotonic()
+        result.warnings += self.preflight.version_warnings.get(str(case.name), [])
+        result.warnings += notes
+        self.results.append(result)
+        write_inputs(case, rnd)
+        self.reporter.round_started(case, rnd)
+        jobs: dict[int, Job] = {}
+        monitors: dict[int, Job] = {}
+        interrupted = False
+        try:
+            self._start_nodes(case, rnd, result, jobs, monitors)
+            ending = self._wait(case, rnd, jobs, result)
+        except KeyboardInterrupt:
+            ending, interrupted = "interrupted", True
+        except Exception as exc:  # noqa: BLE001 - a node that cannot start fails its case, not the run
+            ending = "start_failed"
+            result.reason = f"a node could not start: {type(exc).__name__}: {exc}"
+        finally:
+            self._stop(rnd, jobs, monitors, result)
+        for node in rnd.nodes:
+            if node.remote_dir is not None:
+                self._fetch_logs(node, result)
+        outcome.finish(case, rnd, result, ending, began, lambda node: self._node_facts(case, node),
+                       self.orchestrator_env)
+        self.reporter.round_finished(case, rnd, result)
+        if interrupted:
+            raise KeyboardInterrupt
+        return result
+
+    def _start_nodes(self, case: CasePlan, rnd: RoundPlan, result: RoundResult, jobs: dict[int, Job],
+                     monitors: dict[int, Job]) -> None:
+        """Each node's monitor, then its launcher; ``jobs`` and ``monitors`` hold what started, for the stop."""
+        for node in rnd.nodes:
+            (node.log_dir / "tmp").mkdir(parents=True, exist_ok=True)
+            host = self.hosts[node.host.name]
+            if node.remote_dir is not None:  # the host writes its logs there; they are fetched after
+                host.makedirs(node.remote_dir / "tmp")
+                host.put(rnd.config_path, node.remote_dir.parent / "config.json")
+            monitor = self._start_monitor(case, node, result)
+            if monitor is not None:
+                monitors[node.node_rank] = monitor
+            jobs[node.node_rank] = self.runtimes.of(node).start_launcher(case, node)
+
+    def _start_monitor(self, case: CasePlan, node: NodePlan, result: RoundResult) -> Optional[Job]:
+        """The node's host and accelerator sampler; one that cannot start is a warning, not a failure."""
+        if node.monitor_argv is None:
+            return None
+        try:
+            return self.runtimes.of(node).start_monitor(case, node)
+        except Exception as exc:  # noqa: BLE001 - the benchmark runs without its monitor
+            result.warnings.append(f"the monitor of node {node.node_rank} did not start: {type(exc).__name__}: {exc}")
+            return None
+
+    def _wait(self, case: CasePlan, rnd: RoundPlan, jobs: dict[int, Job], result: RoundResult) -> str:
+        deadline = self.clock() + case.timeout_s
+        watcher = StepWatcher(case, rnd)
+        while True:
+            codes = {rank: job.poll() for rank, job in jobs.items()}
+            failed = [rank for rank, code in codes.items() if code not in (None, 0)]
+            if failed or all(code is not None for code in codes.values()):
+                return "node_failed" if failed else "done"
+            if self.clock() > deadline:
+                result.reason = f"deadline of {case.timeout_s:g} s passed"
+                return "timeout"
+            step = watcher.latest_step()
+            if step is not None:
+                self.reporter.progress(case, rnd, step)
+            time.sleep(POLL_S)
+
+    def _stop(self, rnd: RoundPlan, jobs: dict[int, Job], monitors: dict[int, Job], result: RoundResult) -> None:
+        for job in jobs.values():
+            if job.poll() is None:
+                job.stop(STOP_GRACE_S)
+        result.exit_codes.update({rank: job.poll() for rank, job in jobs.items()})
+        for monitor in monitors.values():  # SIGTERM: it finishes its line and exits
+            if monitor.poll() is None:
+                monitor.stop(MONITOR_GRACE_S)
+        for node in rnd.nodes:
+            self.runtimes.of(node).cleanup(node)
+
+    def _fetch_logs(self, node: NodePlan, result: RoundResult) -> None:
+        try:
+            self.hosts[node.host.name].get(node.remote_dir, node.log_dir)
+        except OSError as exc:
+            result.warnings.append(f"could not fetch the logs of node {node.node_rank} from "
+                                   f"{node.host.name}:{node.remote_dir}: {exc}")
+
+    def _node_facts(self, case: CasePlan, node: NodePlan) -> dict:
+        return {**self.runtimes.of(node).describe(case, node),
+                "probes": self.preflight.probed.get((node.host.name, case.hardware.vendor), {}),
+                "devices": self.preflight.device_counts.get(node.host.name)}
+
+
+def write_inputs(case: CasePlan, rnd: RoundPlan) -> None:
+    rnd.dir.mkdir(parents=True, exist_ok=True)
+    rnd.config_path.write_text(rnd.worker_config.model_dump_json(indent=2) + "\n", encoding="utf-8")
+    resolved = {
+        "case_name": str(case.name),
+        "case_file": str(case.case_file),
+        "extern_config": str(case.extern_config) if case.extern_config else None,
+        "workload": case.workload.model_dump(mode="json"),
+        "set_by": {".".join(k): v for k, v in sorted(case.provenance.items())},
+    }
+    (rnd.dir / "resolved.yaml").write_text(yaml.safe_dump(resolved, sort_keys=False), encoding="utf-8")
+
+
+class StepWatcher:
+    """Follows rank 0's live stdout for the latest step, to show progress."""
+
+    def __init__(self, case: CasePlan, rnd: RoundPlan):
+        self.framework, self.node_dir = case.framework, rnd.nodes[0].log_dir
+        self.path: Optional[Path] = None
+        self.offset = 0
+        self.step: Optional[int] = None
+
+    def latest_step(self) -> Optional[int]:
+        if self.path is None:
+            self.path = self.framework.live_stdout(self.node_dir, local_rank=0)
+            if self.path is None:
+                return self.step
+        try:
+            with open(self.path, encoding="utf-8", errors="replace") as f:
+                f.seek(self.offset)
+                chunk = f.read()
+        except OSError:
+            return self.step
+        complete = chunk.rfind("\n") + 1
+        self.offset += len(chunk[:complete].encode("utf-8", errors="replace"))
+        for line in chunk[:complete].splitlines():
+            try:
+                record = perflog.parse_line(line)
+            except perflog.PerfLogError:
+                continue
+            if isinstance(record, perflog.StepRecord):
+                self.step = record.step
+        return self.step

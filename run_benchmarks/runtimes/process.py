@@ -1,0 +1,25 @@
+"""A node as a process on its host: the launcher and the monitor started by the host backend."""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Optional
+
+from ..hosts import Job
+from . import RUNTIMES
+from .base import NodeRuntime
+
+if TYPE_CHECKING:
+    from ..plan import CasePlan, NodePlan
+
+
+@RUNTIMES.register("process")
+class ProcessRuntime(NodeRuntime):
+    name = "process"
+
+    def installed_version(self, case: "CasePlan", node: "NodePlan") -> Optional[str]:
+        return self.hosts[node.host.name].distribution_version(node.python, case.framework.distributions)
+
+    def start_launcher(self, case: "CasePlan", node: "NodePlan") -> Job:
+        return self.hosts[node.host.name].start(node.argv, node.env, node.cwd, node.launcher_log)
+
+    def start_monitor(self, case: "CasePlan", node: "NodePlan") -> Job:
+        return self.hosts[node.host.name].start(node.monitor_argv, node.env, node.cwd, node.monitor_log)
