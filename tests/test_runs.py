@@ -264,7 +264,7 @@ def test_fp8_where_the_device_cannot_is_recorded_as_unsupported(cli):
     assert result.returncode == 1
     (doc,) = result.results()
     assert doc["status"] == "unsupported"
-    assert doc["reason"] == ("not supported on this device: fp8 training needs a CUDA GPU of compute "
+    assert doc["reason"] == ("not supported on this device: fp8 training needs an accelerator of compute "
                              "capability 8.9+; this run is on cpu")
     assert "unsupported" in result.stdout and "Traceback" not in result.stderr
 

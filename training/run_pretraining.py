@@ -2,7 +2,8 @@
 
 Started by the framework's own launcher (torchrun, paddle.distributed.launch),
 one process per device, with the resolved ``WorkerConfig`` the orchestrator
-wrote for this round.
+wrote for this round; ``training/contract.py`` names this module and its exit
+codes for the orchestrator.
 """
 from __future__ import annotations
 
@@ -11,17 +12,15 @@ import os
 import sys
 
 if not __package__:  # run as a file: training/ on sys.path would shadow the real torch with training/torch
+    # Python puts the script's real folder on sys.path (symlinks resolved), so compare real paths; the
+    # code root is the one the path names (a symlinked training/ in a checkout copy stays that copy's).
     here = os.path.dirname(os.path.abspath(__file__))
-    sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != here]
+    sys.path[:] = [p for p in sys.path if os.path.realpath(p or ".") != os.path.realpath(here)]
     sys.path.insert(0, os.path.dirname(here))
 
+from training import contract, perflog  # noqa: E402
 from training.spec import WorkerConfig  # noqa: E402
 from training.unsupported import UnsupportedOnDevice  # noqa: E402
-
-# A worker that cannot run the case on its device says so on one stderr line and exits with this code;
-# the orchestrator records the round as ``unsupported`` rather than ``failed``.
-UNSUPPORTED_MARKER = "accelbench: not supported on this device:"
-EXIT_UNSUPPORTED = 3
 
 
 def load_config(path: str) -> WorkerConfig:
@@ -48,14 +47,17 @@ def main(argv: list[str] | None = None) -> None:
         else:
             raise SystemExit(f"framework {cfg.runtime.framework!r} has no workload in this accelbench")
     except UnsupportedOnDevice as exc:
-        print(f"{UNSUPPORTED_MARKER} {exc}", file=sys.stderr, flush=True)
-        raise SystemExit(EXIT_UNSUPPORTED) from None
+        # The record is what the orchestrator reads (the round is ``unsupported``, not ``failed``); the line
+        # on stderr is for whoever reads the log.
+        perflog.emit(perflog.UnsupportedRecord(rank=exc.rank or 0, reason=str(exc)))
+        print(f"accelbench: not supported on this device: {exc}", file=sys.stderr, flush=True)
+        raise SystemExit(contract.EXIT_UNSUPPORTED) from None
 
 
 def _set_cpu_threads(cfg: WorkerConfig) -> None:
     """Paddle's launcher pins OMP_NUM_THREADS to 1 on import. On a CPU give each rank its share of the cores,
     which is what torchrun's default amounts to here (all cores for one process, 1 each when ranks fill them)."""
-    if cfg.runtime.device != "cpu":
+    if not cfg.runtime.device.is_cpu:
         return
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
     ranks_here = int(os.environ.get("PADDLE_LOCAL_SIZE", 1))

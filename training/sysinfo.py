@@ -32,7 +32,7 @@ def _os_name() -> str:
     return platform.platform()
 
 
-def _memory_total_bytes() -> int | None:
+def memory_total_bytes() -> int | None:
     try:
         return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
     except (ValueError, OSError):
@@ -45,7 +45,7 @@ def node_environment() -> dict:
         "cpu_model": _cpu_model(),
         "cpu_count": os.cpu_count(),
         "cpu_affinity": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None,
-        "memory_total_bytes": _memory_total_bytes(),
+        "memory_total_bytes": memory_total_bytes(),
         "os": _os_name(),
         "kernel": platform.release(),
         "python": platform.python_version(),

@@ -56,6 +56,8 @@ def main(argv: list[str] | None = None) -> int:
             try:
                 files[name].write(json.dumps({"t": round(now, 3), **sampler.sample()}) + "\n")
             except Unavailable as exc:  # e.g. the device went away: stop this sampler, keep the others
+                if stopping:  # the stop reached the sampler's tool too (the node's whole tree is signalled)
+                    break
                 status[name] = f"stopped: {exc}"
                 del samplers[name]
                 status_file.write_text(json.dumps(status) + "\n")

@@ -12,29 +12,30 @@ layout vocabulary is the PyTorch side's (``training/spec.py``); it maps onto
                                       stage2/3 through group_sharded_parallel (accelerators only)
   data ranks left over                dp_degree
 
-Each step is timed between two device synchronisations; warm-up steps are
-recorded but flagged. The loss of a micro-batch is its summed cross entropy
-over the global token count of the step, so any layout reports the loss one
-process with the whole batch would.
+The timed loop is ``training/harness.py``'s; this module brings Paddle's
+operations. The loss of a micro-batch is its summed cross entropy over the
+global token count of the step, so any layout reports the loss one process with
+the whole batch would.
 """
 from __future__ import annotations
 
 import contextlib
-import os
-import resource
-import time
+from typing import Optional
 
 import paddle
 import paddle.distributed as dist
 
-from training import flops, perflog
-from training.faults import check_faults
+from training import flops, harness
+from training.paddle import device as devices
 from training.paddle.data import open_pretraining_data
 from training.paddle.model import GPT, Kernels
 from training.paddle.weights import canonical_name, load as load_weights
 from training.spec import WorkerConfig, WorkloadSpec
-from training.sysinfo import node_environment, process_age_s
 from training.unsupported import UnsupportedOnDevice
+
+PADDLE_LAUNCH = harness.RankVariables(rank="PADDLE_TRAINER_ID", world_size="PADDLE_TRAINERS_NUM",
+                                      local_rank="PADDLE_LOCAL_RANK")
+
 
 class Layout:
     """The hybrid degrees of this run and this rank's place in them."""
@@ -63,32 +64,8 @@ class Layout:
         self.data_rank = hcg.get_data_parallel_rank() * self.sharding + hcg.get_sharding_parallel_rank()
 
 
-def _dist_env() -> tuple[int, int, int, int]:
-    rank = int(os.environ.get("PADDLE_TRAINER_ID", 0))
-    world = int(os.environ.get("PADDLE_TRAINERS_NUM", 1))
-    local_rank = int(os.environ.get("PADDLE_LOCAL_RANK", 0))
-    return rank, world, local_rank, int(os.environ.get("ACCELBENCH_NODE_RANK", 0))
-
-
-def _set_device(kind: str) -> str:
-    if kind == "cuda":
-        if not paddle.device.is_compiled_with_cuda():
-            raise UnsupportedOnDevice("this Paddle build has no CUDA (install paddlepaddle-gpu)")
-        return paddle.set_device("gpu")  # the launcher's FLAGS_selected_gpus picks this rank's device
-    return paddle.set_device("cpu")
-
-
-def _on_gpu() -> bool:
-    return paddle.get_device().startswith("gpu")
-
-
-def _synchronize() -> None:
-    if _on_gpu():
-        paddle.device.synchronize()
-
-
-def _check_supported(spec: WorkloadSpec, layout: Layout) -> None:
-    if _on_gpu():
+def _check_supported(spec: WorkloadSpec, layout: Layout, on_cpu: bool) -> None:
+    if not on_cpu:
         return
     precision = spec.train.precision
     if precision != "fp32":
@@ -110,15 +87,16 @@ def _strategy(spec: WorkloadSpec, layout: Layout):
     return strategy
 
 
-def _kernels(spec: WorkloadSpec) -> Kernels:
-    gpu = _on_gpu()
-    return Kernels(flash_attention=gpu and spec.train.fused_attention and spec.train.precision in ("fp16", "bf16"),
-                   fused_rms_norm=gpu and spec.train.fused_norm)
+def _kernels(spec: WorkloadSpec, on_cpu: bool) -> Kernels:
+    """Flash attention and the fused norm where Paddle has them: on an accelerator."""
+    fused = not on_cpu
+    return Kernels(flash_attention=fused and spec.train.fused_attention and spec.train.precision in ("fp16", "bf16"),
+                   fused_rms_norm=fused and spec.train.fused_norm)
 
 
-def build_model(spec: WorkloadSpec, layout: Layout):
+def build_model(spec: WorkloadSpec, layout: Layout, on_cpu: bool):
     """The model of this rank (a pipeline stage under pipeline parallelism), with the case's initial weights."""
-    kernels = _kernels(spec)
+    kernels = _kernels(spec, on_cpu)
     if layout.pp > 1:
         from training.paddle.pipeline import pipeline_model
         model, named = pipeline_model(spec, layout, kernels)
@@ -178,109 +156,94 @@ def _sharded_stage23(model, optimizer, spec: WorkloadSpec, hcg):
     return model, optimizer
 
 
-def _peak_memory() -> tuple[int, int | None, str]:
-    if _on_gpu():
-        device = paddle.device.get_device()
-        total = paddle.device.cuda.get_device_properties(device).total_memory
-        return paddle.device.cuda.max_memory_allocated(device), total, "gpu_allocated"
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024, node_environment()["memory_total_bytes"], "rss"
-
-
-def _framework_environment() -> dict:
-    env = {"paddle": paddle.__version__, "paddle_commit": paddle.version.commit,
-           "paddle_cuda": paddle.version.cuda() if paddle.device.is_compiled_with_cuda() else None,
-           "omp_num_threads": os.environ.get("OMP_NUM_THREADS")}
-    if _on_gpu():
-        env["accelerator"] = paddle.device.cuda.get_device_name()
-        env["accelerator_count"] = paddle.device.cuda.device_count()
-    return env
-
-
 def train(cfg: WorkerConfig) -> None:
-    rank, world, local_rank, node_rank = _dist_env()
-    spec, runtime = cfg.workload, cfg.runtime
-    _set_device(runtime.device)
-    layout = Layout(spec, world)
-    _check_supported(spec, layout)
-    hcg = None
-    if layout.hybrid:
-        from paddle.distributed import fleet
-        fleet.init(is_collective=True, strategy=_strategy(spec, layout))
-        hcg = fleet.get_hybrid_communicate_group()
-        layout.locate(hcg)
-        if not _on_gpu():
-            from training.paddle import cpu_compat
-            cpu_compat.install()
-    # Model-parallel shards draw their own values; replicated parameters are broadcast by fleet.
-    paddle.seed(spec.train.seed + 1009 * layout.tp_rank)
-    model = build_model(spec, layout)
-    n_params = flops.total_params(spec.model)
-    optimizer = paddle.optimizer.AdamW(learning_rate=spec.train.lr, parameters=model.parameters(),
-                                       weight_decay=spec.train.weight_decay, beta1=0.9, beta2=0.999, epsilon=1e-8)
-    precision = Precision(spec)
-    model, optimizer = precision.decorate(model, optimizer, layout.hybrid)
-    if layout.hybrid:
-        from paddle.distributed import fleet
-        if spec.parallel.sharding in ("stage2", "stage3") and layout.sharding > 1:
-            model, optimizer = _sharded_stage23(model, optimizer, spec, hcg)
-        else:
-            model = fleet.distributed_model(model)
-            optimizer = fleet.distributed_optimizer(optimizer)
-    data = open_pretraining_data(spec, layout.data_rank, layout.data)
-    accumulation = spec.train.gradient_accumulation_steps
-    share = layout.tp * layout.pp
-    tokens_per_micro_batch = spec.train.micro_batch_size * spec.model.seq_len
-    tokens_per_step = perflog.share_of(tokens_per_micro_batch * accumulation, share)
-    flops_per_token, flop_formula = flops.flops_per_token(spec.model, spec.train)
+    harness.run(cfg, PADDLE_LAUNCH, PaddleWorker)
 
-    environment = {**node_environment(), **_framework_environment()} if local_rank == 0 else None
-    perflog.emit(perflog.StartRecord(
-        rank=rank, local_rank=local_rank, node_rank=node_rank, world_size=world,
-        framework="paddle", framework_version=paddle.__version__, device=paddle.get_device(),
-        precision=precision.name, n_params=n_params, flops_per_token=float(flops_per_token),
-        flop_formula=flop_formula, tokens_per_step=tokens_per_step, environment=environment,
-        trainable_params=n_params, data={"source": spec.data.source, **data.description},
-        init_time_s=process_age_s(),
-    ))
 
-    no_sync = getattr(model, "no_sync", None)  # plain data parallel: sync gradients on the last micro-batch only
-    for step in range(spec.train.steps):
-        check_faults(spec.debug, rank, step, lambda size: paddle.empty([size], dtype="uint8"))
-        _synchronize()
-        started = time.perf_counter()
-        batches = [data.next_batch() for _ in range(accumulation)]
-        if layout.pp > 1:
-            loss = _pipeline_step(model, optimizer, batches, precision)
-        else:
-            loss = paddle.zeros([], dtype="float32")
-            for index, (inputs, targets) in enumerate(batches):
-                last = index == accumulation - 1
-                sync = contextlib.nullcontext() if last or no_sync is None else no_sync()
-                with sync:
-                    with precision.autocast():
-                        micro = model(paddle.to_tensor(inputs), paddle.to_tensor(targets))
-                        micro = micro / (tokens_per_micro_batch * accumulation)
-                    (precision.scaler.scale(micro) if precision.scaler else micro).backward()
-                loss += micro.detach()
-            if precision.scaler:
-                precision.scaler.step(optimizer)
-                precision.scaler.update()
+class PaddleWorker(harness.FrameworkWorker):
+    framework = "paddle"
+    version = paddle.__version__
+
+    def __init__(self, cfg: WorkerConfig, ranks: harness.Ranks):
+        spec = self.spec = cfg.workload
+        self.device_spec, self.world = cfg.runtime.device, ranks.world_size
+        self.device = devices.open_device(self.device_spec)
+        self.on_cpu = self.device_spec.paddle_device == "cpu"
+        layout = self.layout = Layout(spec, self.world)
+        _check_supported(spec, layout, self.on_cpu)
+        hcg = None
+        if layout.hybrid:
+            from paddle.distributed import fleet
+            fleet.init(is_collective=True, strategy=_strategy(spec, layout))
+            hcg = fleet.get_hybrid_communicate_group()
+            layout.locate(hcg)
+            if self.on_cpu:
+                from training.paddle import cpu_compat
+                cpu_compat.install()
+        # Model-parallel shards draw their own values; replicated parameters are broadcast by fleet.
+        paddle.seed(spec.train.seed + 1009 * layout.tp_rank)
+        model = build_model(spec, layout, self.on_cpu)
+        self.n_params = self.trainable_params = flops.total_params(spec.model)
+        optimizer = paddle.optimizer.AdamW(learning_rate=spec.train.lr, parameters=model.parameters(),
+                                           weight_decay=spec.train.weight_decay, beta1=0.9, beta2=0.999, epsilon=1e-8)
+        self.precision = Precision(spec)
+        model, optimizer = self.precision.decorate(model, optimizer, layout.hybrid)
+        if layout.hybrid:
+            from paddle.distributed import fleet
+            if spec.parallel.sharding in ("stage2", "stage3") and layout.sharding > 1:
+                model, optimizer = _sharded_stage23(model, optimizer, spec, hcg)
             else:
-                optimizer.step()
-        _synchronize()
-        elapsed = time.perf_counter() - started
-        optimizer.clear_grad()
-        if world > 1:  # every rank holds its replica's loss: average over the data replicas
-            dist.all_reduce(loss)
-            loss = loss / world
-        perflog.emit(perflog.StepRecord(
-            rank=rank, step=step, warmup=step < spec.train.warmup_steps, step_time_s=elapsed,
-            tokens=tokens_per_step, loss=float(loss.item()),
-        ))
+                model = fleet.distributed_model(model)
+                optimizer = fleet.distributed_optimizer(optimizer)
+        self.model, self.optimizer = model, optimizer
+        self.no_sync = getattr(model, "no_sync", None)  # plain data parallel: sync on the last micro-batch only
+        self.data = open_pretraining_data(spec, layout.data_rank, layout.data)
+        self.data_description = {"source": spec.data.source, **self.data.description}
+        self.model_parallel_size = layout.tp * layout.pp
 
-    peak, total, kind = _peak_memory()
-    perflog.emit(perflog.EndRecord(rank=rank, steps=spec.train.steps, peak_memory_bytes=peak,
-                                   memory_total_bytes=total, memory_kind=kind))
+    def train_step(self) -> harness.StepWork:
+        accumulation = self.spec.train.gradient_accumulation_steps
+        tokens = self.spec.train.micro_batch_size * self.spec.model.seq_len * accumulation
+        batches = [self.data.next_batch() for _ in range(accumulation)]
+        precision = self.precision
+        if self.layout.pp > 1:
+            return harness.StepWork(loss=_pipeline_step(self.model, self.optimizer, batches, precision),
+                                    tokens=tokens)
+        loss = paddle.zeros([], dtype="float32")
+        for index, (inputs, targets) in enumerate(batches):
+            last = index == accumulation - 1
+            sync = contextlib.nullcontext() if last or self.no_sync is None else self.no_sync()
+            with sync:
+                with precision.autocast():
+                    micro = self.model(paddle.to_tensor(inputs), paddle.to_tensor(targets)) / tokens
+                (precision.scaler.scale(micro) if precision.scaler else micro).backward()
+            loss += micro.detach()
+        if precision.scaler:
+            precision.scaler.step(self.optimizer)
+            precision.scaler.update()
+        else:
+            self.optimizer.step()
+        return harness.StepWork(loss=loss, tokens=tokens)
+
+    def after_step(self, work: harness.StepWork) -> tuple[float, Optional[float]]:
+        self.optimizer.clear_grad()
+        loss = work.loss
+        if self.world > 1:  # every rank holds its replica's loss: average over the data replicas
+            dist.all_reduce(loss)
+            loss = loss / self.world
+        return float(loss.item()), None  # no gradient norm on the Paddle side
+
+    def synchronize(self) -> None:
+        devices.synchronize()
+
+    def memory(self) -> harness.DeviceMemory:
+        return devices.memory(self.device_spec)
+
+    def environment(self) -> dict:
+        return devices.environment(self.device_spec)
+
+    def allocate(self, nbytes: int) -> object:
+        return paddle.empty([nbytes], dtype="uint8")
 
 
 def _pipeline_step(model, optimizer, batches, precision):

@@ -28,9 +28,10 @@ from typing import Callable, ContextManager, Optional
 
 import torch
 from torch import nn
+from torch.utils._foreach_utils import _get_fused_kernels_supported_devices
 from torch.utils.checkpoint import checkpoint
 
-from training.data import Batch
+from training.torch.data import Batch
 from training.spec import TrainSpec, WorkloadSpec
 from training.torch.lora import trainable_parameters
 from training.torch.pipeline import Pipeline, squared_norm
@@ -107,6 +108,11 @@ def apply_recompute(blocks: nn.ModuleList, train: TrainSpec) -> None:
             blocks[index] = CheckpointedBlock(blocks[index])
 
 
+def fused_adamw(device: torch.device) -> bool:
+    """AdamW's fused kernel where the device has one; not on a CPU, so the parity tests' numerics stay put."""
+    return device.type != "cpu" and device.type in _get_fused_kernels_supported_devices()
+
+
 def _no_sync_never(enabled: bool) -> ContextManager:
     return contextlib.nullcontext()
 
@@ -134,7 +140,8 @@ def parallelize(model: nn.Module, spec: WorkloadSpec, world_size: int, rank: int
                       **({"foreach": False} if tp > 1 and device.type == "cpu" else {})}
     layout = {"dp_rank": rank // tp, "dp_size": dp, "model_parallel_size": tp, "shards_gradients": tp > 1}
     if dp == 1:
-        optimizer = torch.optim.AdamW(trainable_parameters(model), fused=device.type == "cuda" and tp == 1, **optimizer_args)
+        optimizer = torch.optim.AdamW(trainable_parameters(model), fused=fused_adamw(device) and tp == 1,
+                                      **optimizer_args)
         return Parallelized(model, optimizer, _no_sync_never, **layout)
     if par.sharding in ("stage2", "stage3"):
         return _fsdp(model, par.sharding == "stage3", par.offload, dp_mesh, dp, device, optimizer_args, layout)
@@ -177,11 +184,11 @@ def _ddp(model: nn.Module, zero1: bool, device: torch.device, optimizer_args: di
     from torch.distributed.optim import ZeroRedundancyOptimizer
     from torch.nn.parallel import DistributedDataParallel
 
-    ddp = DistributedDataParallel(model, device_ids=[device.index] if device.type == "cuda" else None)
+    ddp = DistributedDataParallel(model, device_ids=None if device.type == "cpu" else [device.index])
     if zero1:
         optimizer = ZeroRedundancyOptimizer(trainable_parameters(ddp), optimizer_class=torch.optim.AdamW, **optimizer_args)
     else:
-        optimizer = torch.optim.AdamW(trainable_parameters(ddp), fused=device.type == "cuda", **optimizer_args)
+        optimizer = torch.optim.AdamW(trainable_parameters(ddp), fused=fused_adamw(device), **optimizer_args)
 
     def gradient_sync(enabled: bool) -> ContextManager:
         return contextlib.nullcontext() if enabled else ddp.no_sync()
@@ -193,8 +200,8 @@ def _shard(module: nn.Module, mesh, reshard: bool, offload: bool, device: torch.
     """FSDP2 on each block, then on the rest (embeddings, norms, head) at the root."""
     from torch.distributed.fsdp import CPUOffloadPolicy, OffloadPolicy, fully_shard
 
-    # Pinned host memory speeds copies to a GPU, and needs one to exist.
-    policy = CPUOffloadPolicy(pin_memory=device.type == "cuda") if offload else OffloadPolicy()
+    # Pinned host memory speeds copies to an accelerator, and needs one to exist.
+    policy = CPUOffloadPolicy(pin_memory=device.type != "cpu") if offload else OffloadPolicy()
     for block in module.blocks:
         fully_shard(block, mesh=mesh, reshard_after_forward=reshard, offload_policy=policy)
     fully_shard(module, mesh=mesh, reshard_after_forward=reshard, offload_policy=policy)
@@ -216,7 +223,7 @@ def _pipeline(model: nn.Module, spec: WorkloadSpec, dp: int, rank: int, device: 
     pipeline = Pipeline(model, spec, mesh["pp"].get_group(), pp_rank, dp_rank, dp, device, wrap)
     params = [p for p in pipeline.parameters() if p.requires_grad]
     optimizer = torch.optim.AdamW(params, lr=train.lr, weight_decay=train.weight_decay,
-                                  fused=device.type == "cuda" and dp == 1)
+                                  fused=fused_adamw(device) and dp == 1)
     return Parallelized(model, optimizer, _no_sync_never, dp_rank=dp_rank, dp_size=dp, model_parallel_size=pp,
                         shards_gradients=True, pipeline=pipeline)
 

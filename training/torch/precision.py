@@ -6,7 +6,7 @@
         (FSDP, tensor parallel) the scaler agrees on overflow across ranks, so
         every rank skips the same steps
   fp8   torchao float8 training for the transformer's linears, bf16 autocast
-        elsewhere; needs compute capability 8.9+ (Ada, Hopper) and torchao
+        elsewhere; needs an accelerator of compute capability 8.9+ (Ada, Hopper) and torchao
 """
 from __future__ import annotations
 
@@ -66,14 +66,17 @@ def resolve(name: str, device: torch.device) -> Precision:
 
 
 def _require_fp8(device: torch.device) -> None:
-    if device.type != "cuda":
-        raise UnsupportedOnDevice(f"fp8 training needs a CUDA GPU of compute capability "
-                                  f"{'.'.join(map(str, FP8_MIN_CAPABILITY))}+; this run is on {device.type}")
-    capability = torch.cuda.get_device_capability(device)
+    needs = f"fp8 training needs an accelerator of compute capability {'.'.join(map(str, FP8_MIN_CAPABILITY))}+"
+    if device.type == "cpu":
+        raise UnsupportedOnDevice(f"{needs}; this run is on cpu")
+    module = torch.get_device_module(device.type)
+    read_capability = getattr(module, "get_device_capability", None)
+    capability = read_capability(device) if read_capability is not None else None
+    if not isinstance(capability, tuple):  # a device that does not speak in compute capabilities
+        raise UnsupportedOnDevice(f"{needs}; {device.type} reports no compute capability")
     if capability < FP8_MIN_CAPABILITY:
-        raise UnsupportedOnDevice(f"fp8 training needs compute capability "
-                                  f"{'.'.join(map(str, FP8_MIN_CAPABILITY))}+; "
-                                  f"{torch.cuda.get_device_name(device)} has {capability[0]}.{capability[1]}")
+        name = module.get_device_name(device) if hasattr(module, "get_device_name") else device.type
+        raise UnsupportedOnDevice(f"{needs}; {name} has {capability[0]}.{capability[1]}")
     if importlib.util.find_spec("torchao") is None:
         raise UnsupportedOnDevice("fp8 training uses torchao's float8, which is not installed on this host "
                                   "(pip install torchao)")

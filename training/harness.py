@@ -1,0 +1,191 @@
+"""The one timed loop every worker runs, whatever the framework and the device.
+
+Each step is timed on the wall clock between two device synchronisations;
+warm-up steps are run and recorded but flagged, and the orchestrator leaves them
+out of every figure. Perf records are written after the second clock read, so
+writing them costs nothing inside a measured step. Framework-neutral (no torch,
+no paddle): a framework brings only its operations, as a ``FrameworkWorker``, so
+ranks, records, fault injection and the node's environment mean the same for all.
+"""
+from __future__ import annotations
+
+import math
+import os
+import resource
+import time
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from typing import Any, Callable, Mapping, Optional
+
+from training import flops, perflog, plugins
+from training.contract import ENV_NODE_RANK
+from training.faults import check_faults
+from training.spec import DeviceSpec, WorkerConfig
+from training.sysinfo import memory_total_bytes, node_environment, process_age_s
+from training.unsupported import UnsupportedOnDevice
+
+
+@dataclass(frozen=True)
+class RankVariables:
+    """The environment variables a framework's launcher sets in each process it starts."""
+
+    rank: str
+    world_size: str
+    local_rank: str
+    node_rank: Optional[str] = None  # unset, or a launcher that does not say: contract.ENV_NODE_RANK
+
+
+@dataclass(frozen=True)
+class Ranks:
+    rank: int
+    world_size: int
+    local_rank: int
+    node_rank: int
+
+
+def read_ranks(variables: RankVariables, environ: Mapping[str, str] = os.environ) -> Ranks:
+    node_rank = environ.get(variables.node_rank) if variables.node_rank else None
+    return Ranks(rank=int(environ.get(variables.rank, 0)), world_size=int(environ.get(variables.world_size, 1)),
+                 local_rank=int(environ.get(variables.local_rank, 0)),
+                 node_rank=int(node_rank if node_rank is not None else environ.get(ENV_NODE_RANK, 0)))
+
+
+@dataclass(frozen=True)
+class StepWork:
+    """What one optimizer step did on this rank's model replica; the harness takes this rank's share."""
+
+    loss: Any  # the framework's tensor: read only after the clock stops
+    tokens: int  # input tokens of the step, padding included
+    effective_tokens: Optional[int] = None  # instruction data: those that are not padding
+    flops: Optional[float] = None  # instruction data: model FLOPs at each batch's own width
+
+
+@dataclass(frozen=True)
+class DeviceMemory:
+    peak_allocated: int  # the allocator's peak of memory handed to tensors
+    peak_reserved: Optional[int]  # its peak of memory held, cached blocks included
+    total: Optional[int]  # the device's memory
+
+
+class FrameworkWorker(ABC):
+    """A framework's operations on one rank, set up (device, groups, model, data) by its constructor.
+
+    Attributes the constructor sets: ``framework`` and ``version`` (its name and version), ``device``
+    (how it names this rank's device), ``on_cpu``, ``n_params`` and ``trainable_params``,
+    ``model_parallel_size`` (ranks that share one replica's tokens: tensor x pipeline), ``data_description``.
+    """
+
+    framework: str
+    version: str
+    device: str
+    on_cpu: bool
+    n_params: int
+    trainable_params: int
+    model_parallel_size: int = 1
+    data_description: dict
+
+    @abstractmethod
+    def synchronize(self) -> None:
+        """Wait for the device's queued work (never called on a CPU)."""
+
+    @abstractmethod
+    def train_step(self) -> StepWork:
+        """Forward, backward and optimizer step over one step's micro-batches: the timed region."""
+
+    @abstractmethod
+    def after_step(self, work: StepWork) -> tuple[float, Optional[float]]:
+        """Untimed: the loss over the global batch and the gradient norm (None where not computed); zero
+        the gradients."""
+
+    @abstractmethod
+    def memory(self) -> DeviceMemory:
+        """The device allocator's peaks (never called on a CPU: the harness reads the process's RSS)."""
+
+    @abstractmethod
+    def environment(self) -> dict:
+        """Facts about the framework and the device, for the node's environment."""
+
+    @abstractmethod
+    def allocate(self, nbytes: int) -> object:
+        """Ask the device's allocator for ``nbytes`` (``debug.oom_at_step``: a real out-of-memory)."""
+
+    def close(self) -> None:
+        """After the end record: tear down process groups."""
+
+
+def run(cfg: WorkerConfig, variables: RankVariables,
+        open_worker: Callable[[WorkerConfig, Ranks], FrameworkWorker]) -> None:
+    """Load the kind's plugin, set up the framework's worker, and train: start, step, ..., end records."""
+    ranks = read_ranks(variables)
+    try:
+        plugin = plugins.load(cfg.runtime.device)
+        if plugin is not None:
+            plugin.setup(cfg.runtime.device)  # before the framework touches the device
+        worker = open_worker(cfg, ranks)
+        _train(cfg, ranks, worker, plugin)
+    except UnsupportedOnDevice as exc:
+        exc.rank = ranks.rank  # the entry point reports which rank found out
+        raise
+    worker.close()
+
+
+def _train(cfg: WorkerConfig, ranks: Ranks, worker: FrameworkWorker, plugin) -> None:
+    spec = cfg.workload
+    share = worker.model_parallel_size
+    # Ranks that split one model replica share its tokens: each reports its share, so the sum over
+    # ranks is the global batch and tokens/s per device stays honest.
+    tokens_per_step = perflog.share_of(spec.train.micro_batch_size * spec.model.seq_len
+                                       * spec.train.gradient_accumulation_steps, share)
+    flops_per_token, flop_formula = flops.flops_per_token(spec.model, spec.train)
+    perflog.emit(perflog.StartRecord(
+        rank=ranks.rank, local_rank=ranks.local_rank, node_rank=ranks.node_rank, world_size=ranks.world_size,
+        framework=worker.framework, framework_version=worker.version, device=worker.device,
+        precision=spec.train.precision, n_params=worker.n_params, flops_per_token=float(flops_per_token),
+        flop_formula=flop_formula, tokens_per_step=tokens_per_step,
+        environment=node_facts(cfg.runtime.device, worker, plugin) if ranks.local_rank == 0 else None,
+        trainable_params=worker.trainable_params, data=worker.data_description, init_time_s=process_age_s(),
+    ))
+
+    for step in range(spec.train.steps):
+        check_faults(spec.debug, ranks.rank, step, worker.allocate)
+        _synchronize(worker)
+        started = time.perf_counter()
+        work = worker.train_step()
+        _synchronize(worker)
+        elapsed = time.perf_counter() - started
+        loss, grad_norm = worker.after_step(work)
+        perflog.emit(perflog.StepRecord(
+            rank=ranks.rank, step=step, warmup=step < spec.train.warmup_steps, step_time_s=elapsed,
+            tokens=perflog.share_of(work.tokens, share), loss=loss,
+            effective_tokens=None if work.effective_tokens is None else perflog.share_of(work.effective_tokens, share),
+            flops=None if work.flops is None else work.flops / share,
+            grad_norm=grad_norm if grad_norm is not None and math.isfinite(grad_norm) else None,  # fp16 overflow
+        ))
+
+    peak, reserved, total, kind = _peak_memory(worker)
+    perflog.emit(perflog.EndRecord(rank=ranks.rank, steps=spec.train.steps, peak_memory_bytes=peak,
+                                   memory_total_bytes=total, memory_kind=kind, peak_memory_reserved_bytes=reserved))
+
+
+def _synchronize(worker: FrameworkWorker) -> None:
+    if not worker.on_cpu:  # a CPU runs each operation before returning
+        worker.synchronize()
+
+
+def _peak_memory(worker: FrameworkWorker) -> tuple[int, Optional[int], Optional[int], str]:
+    """(peak, reserved peak, total, kind): the allocator's figures on a device, the process's on a CPU."""
+    if worker.on_cpu:
+        peak_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # Linux reports KiB
+        return peak_rss, None, memory_total_bytes(), "rss"
+    memory = worker.memory()
+    return memory.peak_allocated, memory.peak_reserved, memory.total, "allocated"
+
+
+def node_facts(device: DeviceSpec, worker: FrameworkWorker, plugin: Optional[plugins.WorkerPlugin]) -> dict:
+    """The node's environment as local rank 0 reports it: host, framework, accelerator kind, vendor facts."""
+    facts = {**node_environment(), **worker.environment(), "accelerator_kind": device.kind}
+    if device.visible_devices_env:
+        facts["visible_devices"] = {device.visible_devices_env: os.environ.get(device.visible_devices_env)}
+    if plugin is not None:
+        facts.update(plugin.environment())
+    return facts

@@ -1,0 +1,69 @@
+"""This rank's torch device, whatever the accelerator: through ``torch.accelerator``, never a vendor's module.
+
+A kind names its torch device type (``DeviceSpec.torch_device``) and, where the
+device comes from an out-of-tree backend (torch_npu, torch_mlu, ...), the module
+that registers it; everything below then works the same for each.
+"""
+from __future__ import annotations
+
+import importlib
+from typing import Optional
+
+import torch
+import torch.distributed as dist
+
+from training.harness import DeviceMemory
+from training.spec import DeviceSpec
+from training.unsupported import UnsupportedOnDevice
+
+
+def open_device(spec: DeviceSpec, local_rank: int) -> torch.device:
+    """Make this rank's device current (one process per device, picked by its local rank)."""
+    if spec.torch_module:
+        importlib.import_module(spec.torch_module)  # registers the device type with torch
+    if spec.is_cpu:
+        return torch.device("cpu")
+    built_for = torch.accelerator.current_accelerator()  # the build's device type, visible devices or not
+    if built_for is None or built_for.type != spec.torch_device:
+        raise UnsupportedOnDevice(f"this torch build ({torch.__version__}) has no {spec.torch_device} device "
+                                  f"(accelerator kind {spec.kind}); its accelerator: "
+                                  f"{built_for.type if built_for is not None else 'none'}")
+    torch.accelerator.set_device_index(local_rank)
+    return torch.device(spec.torch_device, local_rank)
+
+
+def init_process_group(spec: DeviceSpec, device: torch.device) -> None:
+    backend = spec.backend or dist.get_default_backend_for_device(device)
+    dist.init_process_group(backend, device_id=None if device.type == "cpu" else device)
+
+
+def synchronize(device: torch.device) -> None:
+    torch.accelerator.synchronize(device)
+
+
+def memory(device: torch.device) -> DeviceMemory:
+    _, total = torch.accelerator.get_memory_info(device)
+    return DeviceMemory(peak_allocated=torch.accelerator.max_memory_allocated(device),
+                        peak_reserved=torch.accelerator.max_memory_reserved(device), total=total)
+
+
+def environment(device: torch.device) -> dict:
+    env = {"torch": torch.__version__, "torch_cuda": torch.version.cuda,
+           "torch_hip": getattr(torch.version, "hip", None), "torch_threads": torch.get_num_threads()}
+    if device.type != "cpu":
+        name = getattr(torch.get_device_module(device.type), "get_device_name", None)
+        env["accelerator"] = name(device) if name is not None else None
+        env["accelerator_count"] = torch.accelerator.device_count()
+        driver = _nvidia_driver()
+        if driver is not None:
+            env["nvidia_driver"] = driver
+    return env
+
+
+def _nvidia_driver() -> Optional[str]:
+    """The kernel driver's version line, where the host has NVIDIA's driver loaded."""
+    try:
+        with open("/proc/driver/nvidia/version", encoding="utf-8") as f:
+            return f.readline().strip()
+    except OSError:
+        return None
