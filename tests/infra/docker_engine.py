@@ -19,6 +19,10 @@ from typing import Optional
 BASE_IMAGE = "accelbench-base/bookworm-python:latest"
 PRIVATE_ROOT = Path("/var/tmp/accelbench-dockerd")
 MIRROR = "http://deb.debian.org/debian"
+# Debian packages in the base: Python for the workers, and the OpenMP runtime Paddle's CPU wheel links
+# (torch's wheel carries its own). A changed list makes a new base (the image's label says which it has).
+PACKAGES = ("python3", "python3-venv", "libgomp1")
+BASE_LABEL = "accelbench.base.packages"
 
 
 @dataclass
@@ -78,21 +82,23 @@ def ensure_base_image(docker_host: str, cache: Path = Path("/var/tmp/accelbench-
     import docker
 
     client = docker.DockerClient(base_url=docker_host, timeout=600)
+    wanted = ",".join(PACKAGES)
     try:
-        client.images.get(BASE_IMAGE)
-        return BASE_IMAGE
+        if (client.images.get(BASE_IMAGE).labels or {}).get(BASE_LABEL) == wanted:
+            return BASE_IMAGE
     except docker.errors.ImageNotFound:
         pass
-    rootfs = cache / "bookworm"
+    rootfs = cache / f"bookworm-{'-'.join(PACKAGES)}"
     if not (rootfs / "usr/bin/python3").exists():
         shutil.rmtree(rootfs, ignore_errors=True)
         cache.mkdir(parents=True, exist_ok=True)
-        subprocess.run(["debootstrap", "--variant=minbase", "--include=python3,python3-venv", "bookworm",
+        subprocess.run(["debootstrap", "--variant=minbase", f"--include={wanted}", "bookworm",
                         str(rootfs), MIRROR], check=True, stdout=subprocess.DEVNULL)
     archive = cache / "bookworm.tar"
     subprocess.run(["tar", "-C", str(rootfs), "-cf", str(archive), "."], check=True)
     repository, tag = BASE_IMAGE.split(":")
-    client.api.import_image_from_file(str(archive), repository=repository, tag=tag)
+    client.api.import_image_from_file(str(archive), repository=repository, tag=tag,
+                                      changes=[f"LABEL {BASE_LABEL}={wanted}"])
     archive.unlink()
     client.images.get(BASE_IMAGE)  # raises if the import did not make it
     client.close()
