@@ -29,6 +29,14 @@ PEAK_KEY_FOR_PRECISION = {"fp32": "fp32", "bf16": "bf16", "fp16": "fp16", "fp8":
 DTYPES: tuple[str, ...] = ("fp32", "tf32", "fp16", "bf16", "fp8")
 
 
+def _refuse_moved(data, moved: dict[str, str]):
+    """Keys of an older vendor.yaml: an error that says where the setting went, not just 'extra key'."""
+    for key, message in moved.items():
+        if isinstance(data, dict) and key in data:
+            raise ValueError(message)
+    return data
+
+
 class AcceleratorSpec(Strict):
     kind: str = Field(description="the accelerator kind: cpu, nvidia, rocm, or one declared under kinds:")
     memory_gib: Optional[PositiveFloat] = Field(None, description="device memory: the total reports show "
@@ -43,13 +51,9 @@ class AcceleratorSpec(Strict):
     config_names: list[str] = Field(default_factory=list, description=(
         "other spellings of this accelerator at the end of extern config names (FlagPerf's A10080G)"))
 
-    @model_validator(mode="before")
-    @classmethod
-    def _device_became_kind(cls, data):
-        if isinstance(data, dict) and "device" in data:
-            raise ValueError("'device' is now 'kind': name the accelerator kind (cpu, nvidia, rocm, or one "
-                             "declared under kinds: in this file; see docs/vendor-onboarding.md)")
-        return data
+    _moved = model_validator(mode="before")(lambda data: _refuse_moved(data, {
+        "device": "'device' is now 'kind': name the accelerator kind (cpu, nvidia, rocm, or one declared under "
+                  "kinds: in this file; see docs/vendor-onboarding.md)"}))
 
     def missing_peaks(self) -> list[str]:
         if self.peak_note:
@@ -102,13 +106,9 @@ class VendorSpec(Strict):
         "environment field -> command run once per host before the run (split like a shell would, "
         "never run by one); its trimmed output is recorded with every result; adds to the kind's probes"))
 
-    @model_validator(mode="before")
-    @classmethod
-    def _moved_keys(cls, data):
-        if isinstance(data, dict) and "visible_devices_env" in data:
-            raise ValueError("'visible_devices_env' belongs to the accelerator kind now: move it under "
-                             "kinds.<kind> (or drop it: the nvidia and rocm kinds declare theirs)")
-        return data
+    _moved = model_validator(mode="before")(lambda data: _refuse_moved(data, {
+        "visible_devices_env": "'visible_devices_env' belongs to the accelerator kind now: move it under "
+                               "kinds.<kind> (or drop it: the nvidia and rocm kinds declare theirs)"}))
 
     @field_validator("probes")
     @classmethod

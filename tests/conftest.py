@@ -74,3 +74,18 @@ def root(tmp_path) -> Path:
     for folder in ("cases", "vendors", "configs"):
         shutil.copytree(ROOT / folder, copy / folder)
     return copy
+
+
+@pytest.fixture(scope="module")
+def engine():
+    """A Docker engine (started here if none answers) with the base image the vendors' images build on."""
+    from tests.infra.docker_engine import ensure_base_image, start_engine
+
+    started = start_engine()
+    if started is None:
+        pytest.skip("no Docker engine and none can be started here (./dev test installs docker.io)")
+    try:
+        ensure_base_image(started.docker_host)
+        yield started
+    finally:
+        started.stop()

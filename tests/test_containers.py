@@ -13,23 +13,10 @@ import time
 
 import pytest
 
-from tests.infra.docker_engine import ensure_base_image, start_engine
 from tests.infra.sshd import start_sshd_cluster
 
 from .conftest import ROOT, write
 from .test_runs import SHORT, assert_complete_ok
-
-
-@pytest.fixture(scope="module")
-def engine():
-    started = start_engine()
-    if started is None:
-        pytest.skip("no Docker engine and none can be started here (./dev test installs docker.io)")
-    try:
-        ensure_base_image(started.docker_host)
-        yield started
-    finally:
-        started.stop()
 
 
 @pytest.fixture(scope="module")

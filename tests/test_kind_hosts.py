@@ -10,7 +10,6 @@ from pathlib import Path
 
 import pytest
 
-from tests.infra.docker_engine import ensure_base_image, start_engine
 from tests.infra.sshd import SSHD, start_sshd_cluster
 
 from .conftest import ROOT, write
@@ -97,18 +96,6 @@ def test_the_test_kind_runs_over_ssh_through_every_seam(cli, kind_root, sshd, tm
 
 
 # ---------------------------------------------------------------- containers
-
-
-@pytest.fixture(scope="module")
-def engine():
-    started = start_engine()
-    if started is None:
-        pytest.skip("no Docker engine and none can be started here (./dev test installs docker.io)")
-    try:
-        ensure_base_image(started.docker_host)
-        yield started
-    finally:
-        started.stop()
 
 
 @pytest.fixture
