@@ -97,7 +97,7 @@ def test_cluster_file_errors(root, tmp_path):
 
 def test_vendor_file_wrong_type(root, tmp_path):
     vendor = root / "vendors/cpu/vendor.yaml"
-    vendor.write_text("accelerators:\n  cpu:\n    device: cpu\n    peak_tflops: {fp32: lots}\n")
+    vendor.write_text("accelerators:\n  cpu:\n    kind: cpu\n    peak_tflops: {fp32: lots}\n")
     message = error(root, tmp_path)
     assert message.startswith(f"{vendor}: accelerators.cpu.peak_tflops.fp32:")
 
