@@ -13,6 +13,16 @@ from ..plan import CasePlan, RoundPlan, RunPlan
 from .summary import human_bytes, number as _num
 
 
+def _device_summary(case) -> str:
+    """What the accelerator kind resolves to for this case: how the worker addresses the device and how the
+    hosts are checked and watched."""
+    device, kind = case.rounds[0].worker_config.runtime.device, case.hardware.kind
+    monitor = device.monitor if isinstance(device.monitor, str) else f"command {device.monitor.command[0]}"
+    counted = " or ".join(" ".join(c.command) for c in kind.device_count) or "not counted"
+    return (f"torch {device.torch_device} / paddle {device.paddle_device}, backend {device.backend or 'default'}, "
+            f"visible {device.visible_devices_env or '-'}, counted by {counted}, monitor {monitor}")
+
+
 def _memory_cell(m) -> str:
     """Allocator (or RSS) peak, the reserved peak where the framework reports one, against the declared total."""
     text = f"{human_bytes(m.peak_memory_bytes.max)} ({m.memory_kind})"
@@ -130,6 +140,7 @@ def print_plan(console: Console, plan: RunPlan) -> None:
             f"{w.train.steps} steps ({w.train.warmup_steps} warm-up), {w.train.precision}; "
             f"deadline {case.timeout_s:g} s")
         say(f"  layout: {layout_summary(w, case.name.world_size)}")
+        say(f"  device: {_device_summary(case)}")
         for rnd in case.rounds:
             say(f"  round {rnd.index}: {rnd.dir}")
             say(f"    worker config: {rnd.config_path}")
