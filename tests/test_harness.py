@@ -78,6 +78,9 @@ class FakeWorker(harness.FrameworkWorker):
     def memory(self) -> harness.DeviceMemory:
         return harness.DeviceMemory(peak_allocated=10, peak_reserved=20, total=30)
 
+    def reset_peak_memory(self) -> None:
+        self.calls.append("reset peaks")
+
     def environment(self) -> dict:
         return {"fake": "yes"}
 
@@ -150,7 +153,8 @@ def test_harness_records_on_an_accelerator(acme_root, capsys):
     assert "hostname" in env
     assert [s.warmup for s in steps] == [True, False, False]
     assert {(s.tokens, s.effective_tokens, s.flops, s.loss, s.grad_norm) for s in steps} == {(32, 16.5, 5e5, 2.5, None)}
-    assert worker.calls == ["sync", "step", "sync", "after"] * 3  # the clock runs between synchronisations
+    step = ["sync", "step", "sync", "after"]  # the clock runs between synchronisations
+    assert worker.calls == step + ["reset peaks"] + step * 2  # peaks of the measured steps only
     assert (end.peak_memory_bytes, end.peak_memory_reserved_bytes, end.memory_total_bytes, end.memory_kind) == (
         10, 20, 30, "allocated")
 
@@ -230,3 +234,16 @@ def test_no_device_type_is_spelled_out_in_the_workload():
     spelled = [f"{path.relative_to(ROOT)}:{n}" for path in (ROOT / "training").rglob("*.py")
                for n, line in enumerate(path.read_text().splitlines(), 1) if re.search(r"""["']cuda["']""", line)]
     assert spelled == []
+
+
+def test_a_cpu_peak_is_reset_at_the_first_measured_step():
+    """A warm-up that touched 300 MiB more than the steady state leaves no trace in the measured peak."""
+    class CpuWorker:
+        on_cpu = True
+
+    warm_up = b"x" * (300 * 2**20)  # resident: every page written
+    del warm_up
+    before = harness._peak_rss()
+    harness._reset_peak_memory(CpuWorker())
+    after = harness._peak_rss()
+    assert before - after > 250 * 2**20

@@ -102,6 +102,11 @@ class FrameworkWorker(ABC):
         """The device allocator's peaks (never called on a CPU: the harness reads the process's RSS)."""
 
     @abstractmethod
+    def reset_peak_memory(self) -> None:
+        """Forget the allocator's peaks so far (at the first measured step: warm-up peaks are not the
+        steady state's); never called on a CPU."""
+
+    @abstractmethod
     def environment(self) -> dict:
         """Facts about the framework and the device, for the node's environment."""
 
@@ -147,6 +152,8 @@ def _train(cfg: WorkerConfig, ranks: Ranks, worker: FrameworkWorker, plugin) -> 
     ))
 
     for step in range(spec.train.steps):
+        if step == spec.train.warmup_steps:  # memory peaks, like times, are the measured steps'
+            _reset_peak_memory(worker)
         check_faults(spec.debug, ranks.rank, step, worker.allocate)
         _synchronize(worker)
         started = time.perf_counter()
@@ -172,11 +179,33 @@ def _synchronize(worker: FrameworkWorker) -> None:
         worker.synchronize()
 
 
+def _reset_peak_memory(worker: FrameworkWorker) -> None:
+    if not worker.on_cpu:
+        worker.reset_peak_memory()
+        return
+    try:  # Linux: "5" resets the process's peak resident set (VmHWM) to its current size
+        with open("/proc/self/clear_refs", "w", encoding="ascii") as f:
+            f.write("5")
+    except OSError:
+        pass  # then the peak includes the warm-up (ru_maxrss cannot be reset)
+
+
+def _peak_rss() -> int:
+    """The process's peak resident set since the last reset (VmHWM), else since it started (ru_maxrss)."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # Linux reports KiB
+
+
 def _peak_memory(worker: FrameworkWorker) -> tuple[int, Optional[int], Optional[int], str]:
     """(peak, reserved peak, total, kind): the allocator's figures on a device, the process's on a CPU."""
     if worker.on_cpu:
-        peak_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # Linux reports KiB
-        return peak_rss, None, memory_total_bytes(), "rss"
+        return _peak_rss(), None, memory_total_bytes(), "rss"
     memory = worker.memory()
     return memory.peak_allocated, memory.peak_reserved, memory.total, "allocated"
 

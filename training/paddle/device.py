@@ -46,6 +46,11 @@ def memory(spec: DeviceSpec) -> DeviceMemory:
                         peak_reserved=paddle.device.max_memory_reserved(), total=total)
 
 
+def reset_peak_memory() -> None:
+    paddle.device.reset_max_memory_allocated()
+    paddle.device.reset_max_memory_reserved()
+
+
 def environment(spec: DeviceSpec) -> dict:
     env = {"paddle": paddle.__version__, "paddle_commit": paddle.version.commit,
            "paddle_cuda": paddle.version.cuda() if paddle.device.is_compiled_with_cuda() else None,

@@ -239,6 +239,9 @@ class PaddleWorker(harness.FrameworkWorker):
     def memory(self) -> harness.DeviceMemory:
         return devices.memory(self.device_spec)
 
+    def reset_peak_memory(self) -> None:
+        devices.reset_peak_memory()
+
     def environment(self) -> dict:
         return devices.environment(self.device_spec)
 

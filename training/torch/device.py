@@ -47,6 +47,10 @@ def memory(device: torch.device) -> DeviceMemory:
                         peak_reserved=torch.accelerator.max_memory_reserved(device), total=total)
 
 
+def reset_peak_memory(device: torch.device) -> None:
+    torch.accelerator.reset_peak_memory_stats(device)
+
+
 def environment(device: torch.device) -> dict:
     env = {"torch": torch.__version__, "torch_cuda": torch.version.cuda,
            "torch_hip": getattr(torch.version, "hip", None), "torch_threads": torch.get_num_threads()}

@@ -107,6 +107,9 @@ class TorchWorker(harness.FrameworkWorker):
     def memory(self) -> harness.DeviceMemory:
         return devices.memory(self.torch_device)
 
+    def reset_peak_memory(self) -> None:
+        devices.reset_peak_memory(self.torch_device)
+
     def environment(self) -> dict:
         return devices.environment(self.torch_device)
 
