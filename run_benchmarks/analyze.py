@@ -225,7 +225,8 @@ class RoundAccumulator:
         else:
             tflops = start.flops_per_token * per_device / 1e12
         mfu = tflops / peak_tflops if peak_tflops else None
-        note = f"MFU = {tflops:.4g} / {peak_tflops:g} TFLOP/s ({start.precision} peak)" if peak_tflops else peak_note
+        note = (f"MFU = {tflops:.4g} / {peak_tflops:g} TFLOP/s ({start.precision} peak)"
+                + (f"; {peak_note}" if peak_note else "")) if peak_tflops else peak_note
         nodes: dict[int, float] = {}  # tokens per node over the common steps (exact when all steps are)
         for r in self.ranks:
             nodes[r.node_rank] = nodes.get(r.node_rank, 0.0) + r.tokens * len(common) / max(1, r.steps)

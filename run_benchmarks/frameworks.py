@@ -111,6 +111,9 @@ class Torch(Framework):
                            f"{par.data_degree(world_size)} data-parallel ranks (leave it unset)")
         if workload.train.amp_level == "O2":
             missing.append("train.amp_level O2 is Paddle's; torch runs O1 (autocast over fp32 weights)")
+        if workload.train.precision == "fp8" and not workload.train.compile:
+            missing.append("precision fp8 (torchao float8) pays off only compiled: its casts run eagerly "
+                           "otherwise and the figure would measure them; set train.compile (e.g. default)")
         if workload.train.fused_norm:
             missing.append("train.fused_norm is Paddle's fused RMSNorm; unset it for torch")
         if workload.train.precision == "fp16" and par.tensor_parallel_degree > 1:

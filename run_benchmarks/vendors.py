@@ -27,6 +27,12 @@ PEAK_KEY_FOR_PRECISION = {"fp32": "fp32", "bf16": "bf16", "fp16": "fp16", "fp8":
 
 
 DTYPES: tuple[str, ...] = ("fp32", "tf32", "fp16", "bf16", "fp8")
+# What a peak means for the runs measured against it (printed with every MFU).
+PEAK_BASIS = {
+    "fp32": "fp32 matmuls in IEEE fp32: TF32 off (torch's default; the Paddle worker turns it off)",
+    "fp8": "only the transformer's linears run in fp8 (torchao float8 under torch.compile); attention and the "
+           "LM head run in bf16, so MFU against the fp8 peak understates the fp8 units' own use",
+}
 
 
 def _refuse_moved(data, moved: dict[str, str]):
@@ -161,7 +167,7 @@ class Hardware:
         if peak is None:
             return None, (f"no {key} peak for {self.name}: set accelerators.{self.name}.peak_tflops.{key} "
                           f"in {self.vendor_dir / 'vendor.yaml'}")
-        return peak, ""
+        return peak, PEAK_BASIS.get(key, "")
 
 
 class VendorRegistry:

@@ -260,7 +260,10 @@ def test_lora_finetune_trains_adapters_and_reports_tokens_without_padding(cli):
 
 
 def test_fp8_where_the_device_cannot_is_recorded_as_unsupported(cli):
-    result = cli("run", "gpt2_tiny:torch:cpu:1:2", *SHORT, "--set", "train.precision=fp8")
+    refused = cli("run", "gpt2_tiny:torch:cpu:1:2", *SHORT, "--set", "train.precision=fp8")
+    assert refused.returncode == 2 and "set train.compile" in refused.stderr  # fp8 is measured compiled only
+    result = cli("run", "gpt2_tiny:torch:cpu:1:2", *SHORT, "--set", "train.precision=fp8",
+                 "--set", "train.compile=default")
     assert result.returncode == 1
     (doc,) = result.results()
     assert doc["status"] == "unsupported"

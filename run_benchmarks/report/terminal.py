@@ -105,6 +105,8 @@ def print_results(console: Console, results: list[RoundResult], cases: list[Case
     notes = {r.metrics.mfu_note for r in results if r.metrics and r.metrics.mfu is None}
     for note in sorted(notes):
         console.print(f"¹ MFU n/a: {note}")
+    for note in sorted({r.metrics.mfu_note for r in results if r.metrics and r.metrics.mfu is not None}):
+        console.print(note, markup=False, soft_wrap=True)  # which peak, and what it means
     formulas = {r.metrics.flop_formula for r in results if r.metrics}
     for formula in sorted(formulas):
         console.print(f"FLOPs: {formula}")
