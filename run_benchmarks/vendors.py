@@ -72,7 +72,9 @@ class ContainerOptions(Strict):
 
     shm_size: Optional[str] = Field("2g", description="/dev/shm size; data loaders and NCCL need more than 64m")
     ipc_mode: Optional[str] = Field(None, description="e.g. host")
-    devices: list[str] = Field(default_factory=list, description="host devices to pass, e.g. /dev/infiniband")
+    devices: list[str] = Field(default_factory=list, description="host devices to pass, e.g. /dev/kfd")
+    devices_if_present: list[str] = Field(default_factory=list, description=(
+        "host devices passed where the host has them, e.g. /dev/infiniband on multi-node hosts"))
     gpus: bool = Field(False, description="request every GPU of the host (NVIDIA container runtime)")
     ulimits: dict[str, int] = Field(default_factory=dict, description="soft = hard limit per name, -1 for "
                                                                       "unlimited, e.g. {memlock: -1, stack: 67108864}")

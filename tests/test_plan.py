@@ -191,6 +191,23 @@ def test_node_runtimes_are_registered_peers_and_the_container_one_plans_its_part
     assert not (tmp_path / "logs").exists()  # planning touched nothing
 
 
+def test_devices_if_present_reach_only_containers_on_hosts_that_have_them(root, tmp_path):
+    """InfiniBand for multi-node NCCL: passed where the host has it, not a failed start where it has none."""
+    from run_benchmarks.config import HostSpec
+    from run_benchmarks.hosts import connect
+    from run_benchmarks.runtimes.container import ContainerRuntime
+
+    present = write(tmp_path / "dev" / "infiniband" / "uverbs0", "")
+    vendor = root / "vendors/cpu/vendor.yaml"
+    vendor.write_text(vendor.read_text().replace("  torch:\n    env: {}\n", "  torch:\n    env: {}\n    container:\n"
+        f"      devices: [/dev/null]\n      devices_if_present: [{present.parent}, {tmp_path / 'dev/absent'}]\n", 1))
+    write(root / "configs/cluster.yaml", "hosts:\n  - {name: box, runtime: container}\n")
+    case = build(root, tmp_path, "gpt2_tiny:torch:cpu:1:1").cases[0]
+    (node,) = case.rounds[0].nodes
+    runtime = ContainerRuntime({"box": connect(HostSpec(name="box"))}, root)
+    assert runtime._options(case, node).devices == ["/dev/null", str(present.parent)]
+
+
 def test_host_backends_are_registered_and_local_hosts_stage_files(tmp_path):
     from run_benchmarks.config import HostSpec
     from run_benchmarks.hosts import BACKENDS, LocalHost, connect

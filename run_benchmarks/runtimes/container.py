@@ -112,8 +112,16 @@ class ContainerRuntime(NodeRuntime):
 
     def _run(self, case: "CasePlan", node: "NodePlan", name: str, argv: list[str], output) -> Job:
         return containers.run_node(self.docker[node.host.name], self.images[str(case.name)].tag, name, argv,
-                                   node.env, str(node.cwd), node.container.mounts,
-                                   _framework_runtime(case).container, output)
+                                   node.env, str(node.cwd), node.container.mounts, self._options(case, node),
+                                   output)
+
+    def _options(self, case: "CasePlan", node: "NodePlan"):
+        """The vendor's container options, with the ``devices_if_present`` this host has (InfiniBand on
+        multi-node hosts, none on a workstation) added to its devices."""
+        options = _framework_runtime(case).container
+        host = self.hosts[node.host.name]
+        present = [device for device in options.devices_if_present if host.exists(device)]
+        return options.model_copy(update={"devices": [*options.devices, *present]}) if present else options
 
     def cleanup(self, node: "NodePlan") -> None:
         """A finished container stays until removed: remove the node's and its monitor's, by name."""
