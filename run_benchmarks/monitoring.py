@@ -100,7 +100,10 @@ def summarize_round(nodes: list[dict], tokens_per_s_total: Optional[float]) -> d
     powers = [d["power_w"]["mean"] for d in devices if d.get("power_w")]
     energies = [d["energy_j"] for d in devices if d.get("energy_j") is not None]
     total_power = math.fsum(powers) if powers and len(powers) == len(devices) else None
+    in_use = [d["mem_used_bytes"]["max"] for d in devices if d.get("mem_used_bytes")]
     return {
+        # the driver's view of device memory in use (allocator, cache, context), what published tables show
+        "device_memory_used_bytes": max(in_use) if in_use else None,
         "accel_util_mean": math.fsum(utils) / len(utils) if utils else None,
         "power_w_mean": total_power,
         "energy_j": math.fsum(energies) if energies and len(energies) == len(devices) else None,

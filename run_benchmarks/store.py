@@ -37,7 +37,8 @@ METRIC_COLUMNS = (
     ("loss_last", "loss_last", None),
     ("samples_per_step", "samples_per_step", None),
 )
-MONITOR_COLUMNS = ("accel_util_mean", "power_w_mean", "energy_j", "tokens_per_joule")  # from the monitors
+MONITOR_COLUMNS = ("accel_util_mean", "power_w_mean", "energy_j", "tokens_per_joule",
+                   "device_memory_used_bytes")  # from the monitors
 CASE_COLUMNS = ("case_name", "case", "framework", "framework_version", "hardware", "vendor", "nnodes",
                 "nprocs_per_node", "world_size", "repeat", "extern_config", "extern_config_hash")
 FILTER_KEYS = CASE_COLUMNS + ("run_id", "status", "precision", "source")

@@ -74,6 +74,12 @@ def test_the_test_kind_runs_locally_through_every_seam(cli, kind_root, tmp_path,
     (doc,) = result.results()
     assert_every_seam_used(doc, "1,2", nodes=1)
     assert "MFU n/a" not in result.stdout and "/ 16.0 GiB" in result.stdout
+    # Reports show the device memory in use the kind's monitor read (its largest device: 3072 MiB), against
+    # the declared total, and say which memory that is.
+    assert doc["monitor"]["device_memory_used_bytes"] == 3072 * 2**20
+    report = cli("report", "last", "--db", str(result.log_root / "results.db"), "--format", "markdown")
+    assert report.returncode == 0, report.stderr
+    assert "3.0 GiB / 16.0 GiB (device in use)" in report.stdout
 
 
 def test_more_processes_than_the_kind_counts_is_refused_before_anything_runs(cli, kind_root, tmp_path):

@@ -103,17 +103,20 @@ class CaseSummary:
 
     def memory(self) -> str:
         """Peak memory per device as actual / total, as the FlagPerf GPT-3 tables print it, saying which peak:
-        ``reserved`` (device memory the allocator holds, what those tables show) where the framework reports
-        it, else ``allocated`` (handed to tensors) or ``rss`` (a CPU process); the total is the vendor's
-        declared device memory where it declares one."""
-        reserved = self.figures.get("peak_memory_reserved_bytes")
-        peak, total = reserved or self.figures.get("peak_memory_bytes"), self.figures.get("memory_total_bytes")
+        ``device in use`` (the monitor's reading of the device, what those tables show) where a monitor
+        reads it, else ``reserved`` (what the allocator holds), ``allocated`` (handed to tensors) or ``rss``
+        (a CPU process); the total is the vendor's declared device memory where it declares one."""
+        peak = (self.figures.get("device_memory_used_bytes") or self.figures.get("peak_memory_reserved_bytes")
+                or self.figures.get("peak_memory_bytes"))
+        total = self.figures.get("memory_total_bytes")
         if peak is None:
             return "n/a"
         return human_bytes(peak.max) + (f" / {human_bytes(total.max)}" if total else "") + f" ({self.memory_kind})"
 
     @property
     def memory_kind(self) -> str:
+        if "device_memory_used_bytes" in self.figures:
+            return "device in use"
         if "peak_memory_reserved_bytes" in self.figures:
             return "reserved"
         metrics = next((a.get("metrics") for a in self.ok if a.get("metrics")), None) or {}
@@ -144,7 +147,8 @@ def summarize(attempts: Sequence[Attempt], fields: Sequence[str] = KEY_FIELDS) -
     out = []
     for key, members in groups.items():
         summary = CaseSummary(dict(zip(fields, key)), members)
-        for name in [f.key for f in FIGURES] + ["samples_per_step", "memory_total_bytes", "peak_memory_reserved_bytes"]:
+        for name in [f.key for f in FIGURES] + ["samples_per_step", "memory_total_bytes", "peak_memory_reserved_bytes",
+                                               "device_memory_used_bytes"]:
             values = [a.get(name) for a in summary.ok if a.get(name) is not None]
             stats = Stats.of(values)
             if stats is None:
