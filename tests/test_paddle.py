@@ -12,7 +12,8 @@ tensor parallel (fleet's mp layers, through ``training/paddle/cpu_compat.py``),
 sequence parallel (fleet's sequence_parallel_utils over tensor parallel 2;
 measured: 5e-7 from one torch process, and 4e-4 when the norms' gradients are
 not all-reduced, so 1e-4 tells the two apart) and pipeline parallel
-(PipelineLayer with tied embeddings).
+(PipelineLayer with tied embeddings), also with recompute (fleet's
+``recompute_ctx``: the model-parallel group).
 """
 from __future__ import annotations
 
@@ -65,6 +66,8 @@ PADDLE_LAYOUTS = {
                           "parallel.tensor_parallel_degree=2", "parallel.sequence_parallel=true"),
     "pipeline_parallel": ("train.micro_batch_size=4", "train.gradient_accumulation_steps=2",
                           "parallel.pipeline_parallel_degree=2"),
+    "pipeline_parallel_recompute": ("train.micro_batch_size=4", "train.gradient_accumulation_steps=2",
+                                    "parallel.pipeline_parallel_degree=2", "train.recompute=full"),
 }
 
 

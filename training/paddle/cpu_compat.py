@@ -13,7 +13,10 @@ ops (identity, split, concat, vocabulary-parallel softmax cross entropy) have
 no CPU kernels, so they get small Python equivalents with their gradients.
 Fleet's tensor-parallel wrapper asserts an accelerator place before
 broadcasting its inputs, and ``PipelineLayer`` reads a device id that
-``ParallelEnv`` only sets for accelerators.
+``ParallelEnv`` only sets for accelerators. Its recompute (``recompute_hybrid``)
+asserts an accelerator place ("Recompute with RNG is not support current device:
+cpu"); with activations neither partitioned nor offloaded it is fleet's plain
+``recompute``, which a CPU supports.
 
 ``install()`` is called by the Paddle worker only when it trains on a CPU place;
 it touches nothing on a GPU, so the measured path there is fleet's own.
@@ -158,6 +161,15 @@ def _broadcast_input_data(hcg, *inputs, **kwargs):
     return inputs, kwargs
 
 
+def _recompute_hybrid(ctx, function, *args, **kwargs):
+    """Fleet's hybrid recompute on a CPU: the plain ``recompute`` (nothing to partition or offload)."""
+    from paddle.distributed.fleet.utils import recompute
+
+    if ctx.get("partition") or ctx.get("offload"):
+        raise NotImplementedError("recompute with partitioned or offloaded activations needs an accelerator")
+    return recompute(function, *args, **kwargs)
+
+
 def install() -> None:
     """Patch gloo and fleet for CPU training. Call only on a CPU place, after ``fleet.init``."""
     global _installed
@@ -167,11 +179,13 @@ def install() -> None:
         raise RuntimeError("cpu_compat.install() is for CPU places only; the accelerator path is fleet's own")
     from paddle.base.libpaddle import ProcessGroupGloo
     from paddle.distributed.fleet.meta_parallel import tensor_parallel
+    from paddle.distributed.fleet.meta_parallel.parallel_layers import pp_layers
 
     for name, replacement in _calc_stream_replacements().items():
         setattr(ProcessGroupGloo, name, replacement)
     ProcessGroupGloo.reduce_scatter_tensor = _reduce_scatter_tensor
     tensor_parallel.broadcast_input_data = _broadcast_input_data
+    pp_layers.recompute_hybrid = _recompute_hybrid
     # ParallelEnv sets _device_id only for accelerator places; PipelineLayer reads it (a CPU is device 0).
     if not hasattr(dist.ParallelEnv(), "_device_id"):
         dist.ParallelEnv._device_id = 0

@@ -5,6 +5,7 @@ embedding sits on the first stage and the head on the last. Tied embeddings
 are a ``SharedLayerDesc`` held by both end stages, whose gradients fleet sums
 across them, as in PaddleNLP's GPT. Micro-batches are
 ``train.gradient_accumulation_steps`` (fleet's ``accumulate_steps``), run 1F1B.
+Recompute is fleet's ``recompute_interval``, which needs a ``recompute_ctx``.
 """
 from __future__ import annotations
 
@@ -91,10 +92,20 @@ def pipeline_model(spec: WorkloadSpec, layout, kernels: Kernels):
     else:
         descs.append(LayerDesc(HeadPipe, spec=model_spec, linears=linears, kernels=kernels))
     recompute = {"none": 0, "full": 1}.get(spec.train.recompute, spec.train.recompute_every)
-    model = PipelineLayer(layers=descs, num_stages=layout.pp, topology=fleet.get_hybrid_communicate_group().topology(),
+    hcg = fleet.get_hybrid_communicate_group()
+    model = PipelineLayer(layers=descs, num_stages=layout.pp, topology=hcg.topology(),
                           loss_fn=PipeLoss(tp), seg_method="layer:BlockPipe",
-                          recompute_interval=recompute)
+                          recompute_interval=recompute, recompute_ctx=recompute_context(hcg) if recompute else None)
     return model, list(_canonical_parameters(model))
+
+
+def recompute_context(hcg) -> dict:
+    """What fleet's ``recompute_hybrid`` needs under ``recompute_interval`` (PipelineLayer asserts it is given).
+
+    The model-parallel group is where ``partition`` would split the saved activations, as in PaddleNLP;
+    activations are neither split nor offloaded to host memory here, so recompute costs compute only.
+    """
+    return {"mp_group": hcg.get_model_parallel_group(), "offload": False, "partition": False}
 
 
 def _canonical_parameters(model):

@@ -26,9 +26,10 @@ import paddle
 import paddle.distributed as dist
 
 from training import flops, harness
-from training.paddle import device as devices
+from training.paddle import device as devices, hybrid
 from training.paddle.data import open_pretraining_data
 from training.paddle.model import GPT, Kernels
+from training.paddle.precision import Precision, set_fp32_matmul
 from training.paddle.weights import canonical_name, load as load_weights
 from training.spec import WorkerConfig, WorkloadSpec
 from training.unsupported import UnsupportedOnDevice
@@ -71,20 +72,9 @@ def _check_supported(spec: WorkloadSpec, layout: Layout, on_cpu: bool) -> None:
     if precision != "fp32":
         raise UnsupportedOnDevice(f"Paddle's {precision} mixed precision needs an accelerator: on a CPU place "
                                   "AMP has no effect and bf16 kernels are missing")
-    if spec.parallel.sharding in ("stage2", "stage3") and layout.sharding > 1:
+    if hybrid.group_sharded(spec, layout):
         raise UnsupportedOnDevice(f"Paddle's sharding {spec.parallel.sharding} (group_sharded_parallel) runs on "
                                   "GPU/XPU only; use sharding stage1 on a CPU")
-
-
-def _strategy(spec: WorkloadSpec, layout: Layout):
-    from paddle.distributed import fleet
-
-    strategy = fleet.DistributedStrategy()
-    strategy.hybrid_configs = layout.hybrid_configs()
-    if layout.pp > 1:
-        strategy.pipeline_configs = {"accumulate_steps": spec.train.gradient_accumulation_steps,
-                                     "micro_batch_size": spec.train.micro_batch_size}
-    return strategy
 
 
 def _kernels(spec: WorkloadSpec, on_cpu: bool) -> Kernels:
@@ -119,43 +109,6 @@ def build_model(spec: WorkloadSpec, layout: Layout, on_cpu: bool):
     return model
 
 
-class Precision:
-    """AMP for fp16/bf16 on an accelerator: O1 autocast or O2 low-precision weights, fp16 with loss scaling."""
-
-    def __init__(self, spec: WorkloadSpec):
-        self.name = spec.train.precision
-        self.level = spec.train.amp_level
-        self.dtype = {"fp16": "float16", "bf16": "bfloat16"}.get(self.name)
-        self.scaler = None
-
-    def decorate(self, model, optimizer, hybrid: bool):
-        if self.dtype is None:
-            return model, optimizer
-        if self.level == "O2":
-            model, optimizer = paddle.amp.decorate(models=model, optimizers=optimizer, level="O2",
-                                                   dtype=self.dtype, master_weight=True)
-        if self.name == "fp16":
-            self.scaler = paddle.amp.GradScaler(init_loss_scaling=2.0**15)
-            if hybrid:
-                from paddle.distributed import fleet
-                self.scaler = fleet.distributed_scaler(self.scaler)
-        return model, optimizer
-
-    def autocast(self):
-        if self.dtype is None:
-            return contextlib.nullcontext()
-        return paddle.amp.auto_cast(level=self.level, dtype=self.dtype)
-
-
-def _sharded_stage23(model, optimizer, spec: WorkloadSpec, hcg):
-    from paddle.distributed.sharding import group_sharded_parallel
-
-    level = "os_g" if spec.parallel.sharding == "stage2" else "p_g_os"
-    model, optimizer, _ = group_sharded_parallel(model, optimizer, level=level, group=hcg.get_sharding_parallel_group(),
-                                                 offload=spec.parallel.offload)
-    return model, optimizer
-
-
 def train(cfg: WorkerConfig) -> None:
     harness.run(cfg, PADDLE_LAUNCH, PaddleWorker)
 
@@ -169,32 +122,27 @@ class PaddleWorker(harness.FrameworkWorker):
         self.device_spec, self.world = cfg.runtime.device, ranks.world_size
         self.device = devices.open_device(self.device_spec)
         self.on_cpu = self.device_spec.paddle_device == "cpu"
+        self.fp32_matmul = set_fp32_matmul(spec.train.precision, self.on_cpu)  # before any matmul
         layout = self.layout = Layout(spec, self.world)
         _check_supported(spec, layout, self.on_cpu)
         hcg = None
         if layout.hybrid:
             from paddle.distributed import fleet
-            fleet.init(is_collective=True, strategy=_strategy(spec, layout))
+            fleet.init(is_collective=True, strategy=hybrid.strategy(spec, layout))
             hcg = fleet.get_hybrid_communicate_group()
             layout.locate(hcg)
             if self.on_cpu:
                 from training.paddle import cpu_compat
                 cpu_compat.install()
-        # Model-parallel shards draw their own values; replicated parameters are broadcast by fleet.
-        paddle.seed(spec.train.seed + 1009 * layout.tp_rank)
+        hybrid.seed(spec.train.seed, layout)
         model = build_model(spec, layout, self.on_cpu)
         self.n_params = self.trainable_params = flops.total_params(spec.model)
         optimizer = paddle.optimizer.AdamW(learning_rate=spec.train.lr, parameters=model.parameters(),
                                            weight_decay=spec.train.weight_decay, beta1=0.9, beta2=0.999, epsilon=1e-8)
         self.precision = Precision(spec)
-        model, optimizer = self.precision.decorate(model, optimizer, layout.hybrid)
+        model, optimizer = self.precision.decorate(model, optimizer)
         if layout.hybrid:
-            from paddle.distributed import fleet
-            if spec.parallel.sharding in ("stage2", "stage3") and layout.sharding > 1:
-                model, optimizer = _sharded_stage23(model, optimizer, spec, hcg)
-            else:
-                model = fleet.distributed_model(model)
-                optimizer = fleet.distributed_optimizer(optimizer)
+            model, optimizer = hybrid.wrap(model, optimizer, self.precision, spec, layout, hcg)
         self.model, self.optimizer = model, optimizer
         self.no_sync = getattr(model, "no_sync", None)  # plain data parallel: sync on the last micro-batch only
         self.data = open_pretraining_data(spec, layout.data_rank, layout.data)
@@ -243,7 +191,7 @@ class PaddleWorker(harness.FrameworkWorker):
         devices.reset_peak_memory()
 
     def environment(self) -> dict:
-        return devices.environment(self.device_spec)
+        return {**devices.environment(self.device_spec), "fp32_matmul": self.fp32_matmul}
 
     def allocate(self, nbytes: int) -> object:
         return paddle.empty([nbytes], dtype="uint8")
