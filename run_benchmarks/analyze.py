@@ -87,6 +87,7 @@ class RoundMetrics:
     loss_last: float
     peak_memory_reserved_bytes: Optional[Stats] = None  # the allocator's reserved peak: device memory in use
     memory_total_source: str = "worker"  # declared (vendor.yaml memory_gib) or worker (the device/host's reading)
+    recompiles: Optional[int] = None  # graphs compiled inside measured steps (most on any rank); None: eager
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -119,6 +120,7 @@ class _RankTotals:
     tokens_per_step: int
     peak_memory_bytes: int
     peak_memory_reserved_bytes: Optional[int]
+    recompiles: Optional[int]
 
 
 @dataclass(frozen=True)
@@ -161,7 +163,7 @@ class RoundAccumulator:
             self.init_times.append(rank.start.init_time_s)
         self.ranks.append(_RankTotals(rank.rank, rank.start.node_rank, math.fsum(s.tokens), math.fsum(s.times),
                                       len(s.steps), rank.start.tokens_per_step, rank.end.peak_memory_bytes,
-                                      rank.end.peak_memory_reserved_bytes))
+                                      rank.end.peak_memory_reserved_bytes, rank.end.recompiles))
         if self.has_effective and not s.has_effective:
             self.has_effective, self.effective = False, array("d")
         if self.has_flops and not s.has_flops:
@@ -263,6 +265,8 @@ class RoundAccumulator:
             loss_first=first.loss_first,
             loss_last=first.loss_last,
             peak_memory_reserved_bytes=Stats.of(reserved) if reserved and len(reserved) == len(self.ranks) else None,
+            recompiles=max(counts) if (counts := [r.recompiles for r in self.ranks if r.recompiles is not None])
+            else None,
         )
 
 

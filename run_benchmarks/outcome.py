@@ -105,6 +105,9 @@ def classify(case: CasePlan, rnd: RoundPlan, result: RoundResult, outcome: str,
             samples = (train.micro_batch_size * train.gradient_accumulation_steps
                        * case.workload.parallel.data_degree(case.name.world_size))
             result.metrics = figures.metrics(peak, note, samples, case.hardware.memory_total_bytes)
+            if result.metrics.recompiles:
+                result.warnings.append(f"torch.compile built {result.metrics.recompiles} graph(s) inside measured "
+                                       "steps: their step times include compilation (raise train.warmup_steps)")
         except analyze.NothingToMeasure as exc:
             result.status, result.reason = "failed", f"no figures: {exc}"
         return

@@ -8,13 +8,14 @@ from run_benchmarks.collect import RankLog
 from training.perflog import EndRecord, StartRecord, StepRecord
 
 
-def rank_log(rank, times, warmup=2, tokens=1000, peak=100 * 2**20):
+def rank_log(rank, times, warmup=2, tokens=1000, peak=100 * 2**20, reserved=None, recompiles=None):
     start = StartRecord(rank=rank, local_rank=rank, node_rank=0, world_size=2, framework="torch",
                         framework_version="2.13.0", device="cpu", precision="bf16", n_params=10,
                         flops_per_token=6e6, flop_formula="f", tokens_per_step=tokens)
     steps = [StepRecord(rank=rank, step=i, warmup=i < warmup, step_time_s=t, tokens=tokens, loss=10.0 - i)
              for i, t in enumerate(times)]
-    end = EndRecord(rank=rank, steps=len(times), peak_memory_bytes=peak, memory_total_bytes=2**30, memory_kind="rss")
+    end = EndRecord(rank=rank, steps=len(times), peak_memory_bytes=peak, memory_total_bytes=2**30, memory_kind="rss",
+                    peak_memory_reserved_bytes=reserved, recompiles=recompiles)
     log = RankLog(rank, None, start, end=end)
     for record in steps:
         log.series.add_record(record)
@@ -36,6 +37,20 @@ def test_warm_up_is_excluded_and_the_slowest_rank_sets_each_step():
     assert m.mfu is None and m.mfu_note == "no peak"
     assert m.peak_memory_bytes.max == 300 * 2**20 and m.peak_memory_bytes.min == 100 * 2**20
     assert (m.loss_first, m.loss_last) == (10.0, 6.0)
+
+
+def test_reserved_memory_recompiles_and_the_declared_total_are_kept():
+    r0 = rank_log(0, [1.0, 1.0, 1.0, 1.0], reserved=300 * 2**20, recompiles=0)
+    r1 = rank_log(1, [1.0, 1.0, 1.0, 1.0], reserved=500 * 2**20, recompiles=2)
+    m = analyze.round_metrics([r0, r1], peak_tflops=None, peak_note="no peak")
+    assert m.peak_memory_reserved_bytes.max == 500 * 2**20 and m.recompiles == 2
+    assert (m.memory_total_bytes, m.memory_total_source) == (2**30, "worker")
+    acc = analyze.RoundAccumulator()
+    for rank in (rank_log(0, [1.0, 1.0, 1.0]), rank_log(1, [1.0, 1.0, 1.0])):
+        acc.add(rank)
+    declared = acc.metrics(None, "no peak", None, memory_total_bytes=80 * 2**30)
+    assert (declared.memory_total_bytes, declared.memory_total_source) == (80 * 2**30, "declared")
+    assert declared.peak_memory_reserved_bytes is None and declared.recompiles is None
 
 
 def test_mfu_is_achieved_over_peak():

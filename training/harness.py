@@ -57,7 +57,7 @@ class StepWork:
     loss: Any  # the framework's tensor: read only after the clock stops
     tokens: int  # input tokens of the step, padding included
     effective_tokens: Optional[int] = None  # instruction data: those that are not padding
-    flops: Optional[float] = None  # instruction data: model FLOPs at each batch's own width
+    flops: Optional[float] = None  # instruction data: model FLOPs of the non-padding tokens, each at its batch's width
 
 
 @dataclass(frozen=True)
@@ -113,6 +113,10 @@ class FrameworkWorker(ABC):
     @abstractmethod
     def allocate(self, nbytes: int) -> object:
         """Ask the device's allocator for ``nbytes`` (``debug.oom_at_step``: a real out-of-memory)."""
+
+    def recompiles(self) -> Optional[int]:
+        """Graphs compiled after the warm-up steps (inside measured steps), or None when not compiling."""
+        return None
 
     def close(self) -> None:
         """After the end record: tear down process groups."""
@@ -171,7 +175,8 @@ def _train(cfg: WorkerConfig, ranks: Ranks, worker: FrameworkWorker, plugin) -> 
 
     peak, reserved, total, kind = _peak_memory(worker)
     perflog.emit(perflog.EndRecord(rank=ranks.rank, steps=spec.train.steps, peak_memory_bytes=peak,
-                                   memory_total_bytes=total, memory_kind=kind, peak_memory_reserved_bytes=reserved))
+                                   memory_total_bytes=total, memory_kind=kind, peak_memory_reserved_bytes=reserved,
+                                   recompiles=worker.recompiles()))
 
 
 def _synchronize(worker: FrameworkWorker) -> None:

@@ -80,6 +80,9 @@ class EndRecord:
     peak_memory_reserved_bytes: Optional[int] = field(default=None, metadata={
         "doc": "the allocator's peak of device memory held (cached blocks included): the device memory in use "
                "as the driver sees it, which published actual/total tables show"})
+    recompiles: Optional[int] = field(default=None, metadata={
+        "doc": "graphs torch.compile built after the warm-up steps, i.e. inside measured steps (0 is what a "
+               "trustworthy timing needs); None when not compiling"})
     kind: str = "end"
 
 

@@ -154,6 +154,12 @@ class ParallelSpec(_Strict):
         None, description="ranks each shard group spans; default (and for now the only choice): all data-parallel ranks")
     sequence_parallel: bool = False
     offload: bool = Field(False, description="keep sharded parameters, gradients and optimizer state on the CPU")
+    sync_gradients_each_micro_batch: bool = Field(
+        True, description="sharding stage2/3 with gradient accumulation: reduce-scatter every micro-batch's "
+                          "gradients, so each rank keeps only its gradient shard (more communication); false "
+                          "reduces only the last one's, and every rank holds the full unsharded gradients "
+                          "meanwhile, which defeats the memory sharding saves: hence the default. Pipeline "
+                          "stages always reduce after the last micro-batch (torch's schedule)")
 
     @model_validator(mode="after")
     def _offload_needs_sharding(self) -> "ParallelSpec":

@@ -32,9 +32,18 @@ def open_device(spec: DeviceSpec, local_rank: int) -> torch.device:
     return torch.device(spec.torch_device, local_rank)
 
 
-def init_process_group(spec: DeviceSpec, device: torch.device) -> None:
+def process_group_backend(spec: DeviceSpec, device: torch.device, offload: bool) -> str:
+    """The device's collective backend; under offload also gloo for the CPU, where FSDP2 keeps the
+    gradients and optimizer state (torchtitan's ``cuda:nccl,cpu:gloo``)."""
     backend = spec.backend or dist.get_default_backend_for_device(device)
-    dist.init_process_group(backend, device_id=None if device.type == "cpu" else device)
+    if offload and device.type != "cpu":
+        return f"{device.type}:{backend},cpu:gloo"
+    return backend
+
+
+def init_process_group(spec: DeviceSpec, device: torch.device, offload: bool = False) -> None:
+    dist.init_process_group(process_group_backend(spec, device, offload),
+                            device_id=None if device.type == "cpu" else device)
 
 
 def synchronize(device: torch.device) -> None:

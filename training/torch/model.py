@@ -6,8 +6,6 @@ explicit additive mask, which rules out the flash kernel for that family.
 """
 from __future__ import annotations
 
-import math
-
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -123,14 +121,20 @@ class TransformerPart(nn.Module):
     blocks: nn.ModuleList
     ln_f: nn.Module | None
     lm_head: nn.Linear | None
+    dynamic_width = False  # compiled blocks, batches of varying width: one graph for every width
 
-    def _register_position_buffers(self) -> None:
+    def _register_position_buffers(self, device: torch.device | None = None) -> None:
         if self.spec.position == "rotary":
             cos, sin = _rotary_tables(self.spec)
-            self.register_buffer("rotary_cos", cos, persistent=False)
-            self.register_buffer("rotary_sin", sin, persistent=False)
+            self.register_buffer("rotary_cos", cos.to(device), persistent=False)
+            self.register_buffer("rotary_sin", sin.to(device), persistent=False)
         if self.spec.position == "alibi":
-            self.register_buffer("alibi_slopes", alibi_slopes(self.spec.n_head), persistent=False)
+            self.register_buffer("alibi_slopes", alibi_slopes(self.spec.n_head).to(device), persistent=False)
+
+    def reset_position_buffers(self, device: torch.device) -> None:
+        """Computed again after ``to_empty``, which leaves buffers uninitialised."""
+        with torch.device("cpu"):
+            self._register_position_buffers(device)
 
     def embed(self, idx: torch.Tensor) -> torch.Tensor:
         x = self.wte(idx)
@@ -144,7 +148,12 @@ class TransformerPart(nn.Module):
         t = x.shape[1]
         rotary = (self.rotary_cos, self.rotary_sin) if self.spec.position == "rotary" else None
         mask = alibi_causal_mask(self.alibi_slopes, t, x.dtype) if self.spec.position == "alibi" else None
+        if self.dynamic_width and mask is not None:
+            torch._dynamo.maybe_mark_dynamic(mask, 2)
+            torch._dynamo.maybe_mark_dynamic(mask, 3)
         for block in self.blocks:
+            if self.dynamic_width:  # each block's input is a new tensor: mark each
+                torch._dynamo.maybe_mark_dynamic(x, 1)
             x = block(x, rotary, mask)
         return x
 
@@ -163,7 +172,10 @@ def lm_loss(logits: torch.Tensor, targets: torch.Tensor, reduction: str = "mean"
 
 
 class GPT(TransformerPart):
-    def __init__(self, spec: ModelSpec):
+    """Initialised from ``seed`` (default: torch's, as ``torch.manual_seed`` set it) unless built on the
+    meta device, where the worker initialises it after splitting it (``training.torch.init``)."""
+
+    def __init__(self, spec: ModelSpec, seed: int | None = None):
         super().__init__()
         self.spec = spec
         self.wte = nn.Embedding(spec.vocab_size, spec.d_model)
@@ -175,18 +187,10 @@ class GPT(TransformerPart):
         if spec.tie_embeddings:
             self.lm_head.weight = self.wte.weight
         self._register_position_buffers()
-        self.apply(self._init_weights)
-        # GPT-2: scale residual projections by depth so activations stay O(1) at init.
-        for name, p in self.named_parameters():
-            if name.endswith("proj.weight"):
-                nn.init.normal_(p, mean=0.0, std=0.02 / math.sqrt(2 * spec.n_layer))
+        if not self.wte.weight.is_meta:
+            from training.torch.init import fill
 
-    @staticmethod
-    def _init_weights(module: nn.Module) -> None:
-        if isinstance(module, (nn.Linear, nn.Embedding)):
-            nn.init.normal_(module.weight, mean=0.0, std=0.02)
-        if isinstance(module, nn.Linear) and module.bias is not None:
-            nn.init.zeros_(module.bias)
+            fill(self, torch.initial_seed() if seed is None else seed, spec.n_layer)
 
     def forward(self, idx: torch.Tensor, targets: torch.Tensor | None = None, reduction: str = "mean"):
         """Logits, or with ``targets`` the loss (see ``lm_loss``)."""

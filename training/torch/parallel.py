@@ -13,12 +13,19 @@
                          gathered between forward and backward (reshard_after_forward=False), stage3
                          frees them (True)
   offload                FSDP2 ``CPUOffloadPolicy``
+  mixed precision        bf16/fp16: FSDP2 ``MixedPrecisionPolicy`` (gathers and computes in the low
+                         precision, reduces gradients in fp32)
   pipeline parallel      ``torch.distributed.pipelining`` schedules over hand-built stages
                          (``training.torch.pipeline``), FSDP2 across pipelines on a (data, pipeline) mesh
   lora                   adapters on the frozen model (``training.torch.lora``), before any wrapping;
                          the optimizer sees only the adapters
   recompute              ``torch.utils.checkpoint`` around every block, or every k-th
-  compile                ``torch.compile`` of each block (regional: compiles once, composes with FSDP)
+  compile                ``torch.compile`` of each block (regional: compiles once, composes with FSDP);
+                         instruction batches vary in width, so the sequence dimension is marked dynamic
+                         and the one compile lands in the first step instead of a recompile in a later one
+
+Every layout gets the model on the meta device and materialises it after wrapping it (``materialize``),
+so no rank ever holds more of it than its share.
 """
 from __future__ import annotations
 
@@ -35,7 +42,7 @@ from training.torch.data import Batch
 from training.spec import TrainSpec, WorkloadSpec
 from training.torch.lora import trainable_parameters
 from training.torch.pipeline import Pipeline, squared_norm
-from training.torch.precision import Precision
+from training.torch.precision import Precision, fsdp_mixed_precision
 
 
 class CheckpointedBlock(nn.Module):
@@ -49,9 +56,12 @@ class CheckpointedBlock(nn.Module):
         return checkpoint(self.block, *args, use_reentrant=False)
 
 
+Materialize = Callable[[nn.Module, torch.device], None]  # allocate a wrapped meta module on a device, initialise
+
+
 @dataclass
 class Parallelized:
-    model: nn.Module  # what forward and backward run on (unused under pipeline parallelism)
+    model: Optional[nn.Module]  # what forward and backward run on (None under pipeline parallelism)
     optimizer: torch.optim.Optimizer
     gradient_sync: Callable[[bool], ContextManager]  # off for all but the last micro-batch of a step
     dp_rank: int = 0  # which slice of the global batch this rank trains on
@@ -93,9 +103,10 @@ class Parallelized:
         return float(squared_norm(grads, device).sqrt())
 
 
-def apply_compile(blocks: nn.ModuleList, train: TrainSpec) -> None:
+def apply_compile(model: nn.Module, train: TrainSpec, dynamic_width: bool) -> None:
     if train.compile:
-        for block in blocks:
+        model.dynamic_width = dynamic_width  # widths vary per batch: one compile for all of them
+        for block in model.blocks:
             block.compile(mode=train.compile)
 
 
@@ -117,35 +128,51 @@ def _no_sync_never(enabled: bool) -> ContextManager:
     return contextlib.nullcontext()
 
 
+def init_device(spec: WorkloadSpec, device: torch.device) -> torch.device:
+    """Where parameters live: on the CPU under offload (FSDP2 keeps the shards there), else the device."""
+    return torch.device("cpu") if spec.parallel.offload else device
+
+
 def parallelize(model: nn.Module, spec: WorkloadSpec, world_size: int, rank: int,
-                device: torch.device) -> Parallelized:
+                device: torch.device, materialize: Materialize) -> Parallelized:
+    """Wrap ``model`` (on the meta device) for the layout, then materialise this rank's part of it."""
     par, train = spec.parallel, spec.train
     tp, pp = par.tensor_parallel_degree, par.pipeline_parallel_degree
     dp = world_size // (tp * pp)
     dp_mesh = None
     if pp > 1:
-        apply_compile(model.blocks, train)
+        apply_compile(model, train, dynamic_width=False)  # a pipeline pads every batch to seq_len
         apply_recompute(model.blocks, train)
-        return _pipeline(model, spec, dp, rank, device)
+        return _pipeline(model, spec, dp, rank, device, materialize)
     if tp > 1:
         from torch.distributed.device_mesh import init_device_mesh
 
         mesh = init_device_mesh(device.type, (dp, tp), mesh_dim_names=("dp", "tp"))
         apply_tensor_parallel(model, mesh["tp"], spec)
         dp_mesh = mesh["dp"]
-    apply_compile(model.blocks, train)
+    apply_compile(model, train, dynamic_width=spec.data.instruction)
     apply_recompute(model.blocks, train)
     # DTensor parameters (tensor parallel) need the per-parameter AdamW on CPU: foreach kernels reject them.
     optimizer_args = {"lr": train.lr, "weight_decay": train.weight_decay,
                       **({"foreach": False} if tp > 1 and device.type == "cpu" else {})}
     layout = {"dp_rank": rank // tp, "dp_size": dp, "model_parallel_size": tp, "shards_gradients": tp > 1}
     if dp == 1:
+        materialize(model, device)
         optimizer = torch.optim.AdamW(trainable_parameters(model), fused=fused_adamw(device) and tp == 1,
                                       **optimizer_args)
         return Parallelized(model, optimizer, _no_sync_never, **layout)
     if par.sharding in ("stage2", "stage3"):
-        return _fsdp(model, par.sharding == "stage3", par.offload, dp_mesh, dp, device, optimizer_args, layout)
+        _shard(model, dp_mesh or _dp_mesh(device, dp), spec, device)
+        materialize(model, init_device(spec, device))
+        return _fsdp(model, par.sync_gradients_each_micro_batch, optimizer_args, layout)
+    materialize(model, device)  # DDP wraps (and broadcasts) real parameters
     return _ddp(model, par.sharding == "stage1", device, optimizer_args, layout)
+
+
+def _dp_mesh(device: torch.device, dp: int):
+    from torch.distributed.device_mesh import init_device_mesh
+
+    return init_device_mesh(device.type, (dp,))
 
 
 def apply_tensor_parallel(model: nn.Module, tp_mesh, spec: WorkloadSpec) -> None:
@@ -196,18 +223,21 @@ def _ddp(model: nn.Module, zero1: bool, device: torch.device, optimizer_args: di
     return Parallelized(ddp, optimizer, gradient_sync, **layout)
 
 
-def _shard(module: nn.Module, mesh, reshard: bool, offload: bool, device: torch.device) -> None:
+def _shard(module: nn.Module, mesh, spec: WorkloadSpec, device: torch.device) -> None:
     """FSDP2 on each block, then on the rest (embeddings, norms, head) at the root."""
     from torch.distributed.fsdp import CPUOffloadPolicy, OffloadPolicy, fully_shard
 
     # Pinned host memory speeds copies to an accelerator, and needs one to exist.
-    policy = CPUOffloadPolicy(pin_memory=device.type != "cpu") if offload else OffloadPolicy()
+    policy = CPUOffloadPolicy(pin_memory=device.type != "cpu") if spec.parallel.offload else OffloadPolicy()
+    options = {"mesh": mesh, "reshard_after_forward": spec.parallel.sharding == "stage3", "offload_policy": policy,
+               "mp_policy": fsdp_mixed_precision(spec.train.precision)}
     for block in module.blocks:
-        fully_shard(block, mesh=mesh, reshard_after_forward=reshard, offload_policy=policy)
-    fully_shard(module, mesh=mesh, reshard_after_forward=reshard, offload_policy=policy)
+        fully_shard(block, **options)
+    fully_shard(module, **options)
 
 
-def _pipeline(model: nn.Module, spec: WorkloadSpec, dp: int, rank: int, device: torch.device) -> Parallelized:
+def _pipeline(model: nn.Module, spec: WorkloadSpec, dp: int, rank: int, device: torch.device,
+              materialize: Materialize) -> Parallelized:
     """Pipeline stages on a (data, pipeline) mesh; data parallelism across pipelines is FSDP2."""
     from torch.distributed.device_mesh import init_device_mesh
 
@@ -216,25 +246,25 @@ def _pipeline(model: nn.Module, spec: WorkloadSpec, dp: int, rank: int, device: 
     mesh = init_device_mesh(device.type, (dp, pp), mesh_dim_names=("dp", "pp"))
     pp_rank, dp_rank = mesh["pp"].get_local_rank(), mesh["dp"].get_local_rank()
 
-    def wrap(stage: nn.Module) -> None:
+    def prepare(stage: nn.Module) -> None:
         if dp > 1:
-            _shard(stage, mesh["dp"], par.sharding == "stage3", par.offload, device)
+            _shard(stage, mesh["dp"], spec, device)
+        materialize(stage, init_device(spec, device) if dp > 1 else device)
 
-    pipeline = Pipeline(model, spec, mesh["pp"].get_group(), pp_rank, dp_rank, dp, device, wrap)
+    # Only the stages' modules are materialised: the rest of ``model`` stays on the meta device, unreferenced.
+    pipeline = Pipeline(model, spec, mesh["pp"].get_group(), pp_rank, dp_rank, dp, device, prepare)
     params = [p for p in pipeline.parameters() if p.requires_grad]
     optimizer = torch.optim.AdamW(params, lr=train.lr, weight_decay=train.weight_decay,
                                   fused=fused_adamw(device) and dp == 1)
-    return Parallelized(model, optimizer, _no_sync_never, dp_rank=dp_rank, dp_size=dp, model_parallel_size=pp,
+    return Parallelized(None, optimizer, _no_sync_never, dp_rank=dp_rank, dp_size=dp, model_parallel_size=pp,
                         shards_gradients=True, pipeline=pipeline)
 
 
-def _fsdp(model: nn.Module, reshard: bool, offload: bool, mesh, dp: int, device: torch.device,
-          optimizer_args: dict, layout: dict) -> Parallelized:
-    from torch.distributed.device_mesh import init_device_mesh
-
-    mesh = mesh if mesh is not None else init_device_mesh(device.type, (dp,))
-    _shard(model, mesh, reshard, offload, device)
+def _fsdp(model: nn.Module, sync_each_micro_batch: bool, optimizer_args: dict, layout: dict) -> Parallelized:
+    """``model`` already sharded and materialised."""
     optimizer = torch.optim.AdamW(trainable_parameters(model), **optimizer_args)
+    if sync_each_micro_batch:  # reduce-scatter every micro-batch: only gradient shards are ever kept
+        return Parallelized(model, optimizer, _no_sync_never, **{**layout, "shards_gradients": True})
 
     @contextlib.contextmanager
     def gradient_sync(enabled: bool):

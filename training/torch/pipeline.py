@@ -1,6 +1,8 @@
 """Pipeline parallelism with ``torch.distributed.pipelining``: stages built by hand, no tracing.
 
-Every rank builds the whole model from the same seed and keeps its stages, so
+Every rank builds the whole model on the meta device (no memory), keeps its
+stages' modules and materialises only those (``training.torch.init``: each
+parameter from its own seed), so each device holds only its stages' layers and
 the pipeline starts from exactly the weights one process would. Layers are
 split evenly (the first stages take the remainder); stage ``s`` lives on
 pipeline rank ``s % pp`` (interleaved: several stages per rank).
@@ -25,6 +27,7 @@ import torch.distributed as dist
 from torch import nn
 
 from training.spec import ModelSpec, WorkloadSpec
+from training.torch.init import name_as
 from training.torch.model import GPT, TransformerPart, lm_loss
 
 
@@ -42,10 +45,9 @@ class PipelineStageModule(TransformerPart):
             self.lm_head = model.lm_head
             if spec.tie_embeddings:  # its own copy, kept equal to stage 0's through summed gradients
                 self.lm_head = nn.Linear(spec.d_model, spec.vocab_size, bias=False, device=model.wte.weight.device)
-                self.lm_head.weight = nn.Parameter(model.wte.weight.detach().clone(),
-                                                   requires_grad=model.wte.weight.requires_grad)
-        self._register_position_buffers()
-        self.to(model.wte.weight.device)  # the new buffers (and tied copy); the shared parts are there already
+                self.lm_head.weight.requires_grad_(model.wte.weight.requires_grad)
+                name_as(self.lm_head, "wte")  # starts from the embedding's values
+        self._register_position_buffers(model.wte.weight.device)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if self.wte is not None:
@@ -77,7 +79,7 @@ class Pipeline:
     """This rank's stages, their schedule, and the tied-embedding gradient sum."""
 
     def __init__(self, model: GPT, spec: WorkloadSpec, pp_group, pp_rank: int, dp_rank: int, dp_size: int,
-                 device: torch.device, wrap: Callable[[PipelineStageModule], None]):
+                 device: torch.device, prepare: Callable[[PipelineStageModule], None]):
         from torch.distributed.pipelining import (PipelineStage, Schedule1F1B, ScheduleGPipe,
                                                   ScheduleInterleaved1F1B)
 
@@ -88,11 +90,11 @@ class Pipeline:
         self.stage_ids = [s for s in range(n_stages) if s % pp == pp_rank]
         self.has_first, self.has_last = 0 in self.stage_ids, n_stages - 1 in self.stage_ids
         bounds = split_layers(spec.model.n_layer, n_stages)
-        # Build every stage before wrapping any: sharding swaps parameters in place, and the last stage's
-        # tied copy must be cloned from the plain embedding.
+        # Build every stage before preparing any (sharding, then materialising): sharding swaps parameters
+        # in place. The other stages' modules stay on the meta device and go with ``model``.
         self.modules = [PipelineStageModule(model, bounds[s], s == 0, s == n_stages - 1) for s in self.stage_ids]
         for module in self.modules:
-            wrap(module)
+            prepare(module)
         stages = [PipelineStage(m, s, n_stages, device, group=pp_group) for m, s in zip(self.modules, self.stage_ids)]
         self.micro_batches = spec.train.gradient_accumulation_steps
         common = {"n_microbatches": self.micro_batches, "loss_fn": self._loss, "scale_grads": False}

@@ -20,7 +20,7 @@ from torch import nn
 
 from training.unsupported import UnsupportedOnDevice
 
-__all__ = ["Precision", "UnsupportedOnDevice", "resolve"]
+__all__ = ["Precision", "UnsupportedOnDevice", "fsdp_mixed_precision", "resolve"]
 
 FP8_MIN_CAPABILITY = (8, 9)
 
@@ -56,6 +56,16 @@ class Precision:
 
             return ShardedGradScaler(self.device.type)
         return torch.amp.GradScaler(self.device.type, enabled=enabled)
+
+
+def fsdp_mixed_precision(name: str):
+    """bf16/fp16: FSDP2 gathers parameters and computes in the low precision (half the all-gather bytes)
+    and reduce-scatters gradients in fp32 (summing many ranks' gradients in 16 bits loses precision);
+    fp32 and fp8 (torchao casts its own linears): FSDP2's default, all in the parameters' fp32."""
+    from torch.distributed.fsdp import MixedPrecisionPolicy
+
+    low = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(name)
+    return MixedPrecisionPolicy(param_dtype=low, reduce_dtype=torch.float32 if low else None)
 
 
 def resolve(name: str, device: torch.device) -> Precision:

@@ -15,12 +15,13 @@ import torch.distributed as dist
 from training import flops, harness
 from training.spec import WorkerConfig
 from training.torch import device as devices
+from training.torch import init
 from training.torch import precision as precisions
+from training.torch.compiles import CompileCounter
 from training.torch.data import open_dataset
 from training.torch.lora import apply_lora, trainable_parameters
 from training.torch.model import GPT
 from training.torch.parallel import parallelize
-from training.torch.weights import load as load_weights
 
 TORCHRUN = harness.RankVariables(rank="RANK", world_size="WORLD_SIZE", local_rank="LOCAL_RANK",
                                  node_rank="GROUP_RANK")
@@ -40,21 +41,31 @@ class TorchWorker(harness.FrameworkWorker):
         self.torch_device = devices.open_device(cfg.runtime.device, ranks.local_rank)
         self.device, self.on_cpu = str(self.torch_device), self.torch_device.type == "cpu"
         if self.world > 1:
-            devices.init_process_group(cfg.runtime.device, self.torch_device)
+            devices.init_process_group(cfg.runtime.device, self.torch_device, spec.parallel.offload)
 
         self.precision = precisions.resolve(spec.train.precision, self.torch_device)  # fp8 may be unsupported
-        torch.manual_seed(spec.train.seed)  # identical initial weights on every rank
-        model = GPT(spec.model)
-        if spec.train.init_weights:
-            load_weights(model, spec.train.init_weights)
-        model = model.to(self.torch_device)
-        self.n_params = sum(p.numel() for p in model.parameters())
+        torch.manual_seed(spec.train.seed)  # any other randomness: the same on every rank
+        # On the meta device: no memory until the layout has split it; each rank then materialises its
+        # share, every parameter from its own seed (training/torch/init.py), as one process would.
+        with torch.device("meta"):
+            model = GPT(spec.model)
+        shapes = {name: p.shape for name, p in model.named_parameters()}
+        weights = init.WeightsFile(spec.train.init_weights, shapes) if spec.train.init_weights else None
+        self.n_params = sum(p.numel() for p in shapes.values())
         if spec.train.lora_rank:
             apply_lora(model, spec.train)
         self.precision.convert(model)
         self.trainable_params = sum(p.numel() for p in trainable_parameters(model))
-        self.parallel = parallelize(model, spec, self.world, ranks.rank, self.torch_device)
+        init.name_modules(model)
+
+        def materialize(module: torch.nn.Module, where: torch.device) -> None:
+            init.materialize(module, where, spec.train.seed, spec.model.n_layer, weights, self.torch_device)
+
+        self.parallel = parallelize(model, spec, self.world, ranks.rank, self.torch_device, materialize)
+        if weights is not None:
+            weights.close()
         self.model_parallel_size = self.parallel.model_parallel_size
+        self.compiles = CompileCounter(spec.train)
         self.scaler = self.precision.grad_scaler(self.parallel.shards_gradients)
         self.data = open_dataset(spec, dp_rank=self.parallel.dp_rank, dp_size=self.parallel.dp_size)
         self.data_description = self.data.description
@@ -65,6 +76,7 @@ class TorchWorker(harness.FrameworkWorker):
 
     def train_step(self) -> harness.StepWork:
         spec, parallel, device = self.spec, self.parallel, self.torch_device
+        self.compiles.step_started()
         batches = [self.data.next_batch() for _ in range(spec.train.gradient_accumulation_steps)]
         if parallel.pipeline is not None:  # a pipeline's shapes are fixed at its first step
             batches = [b.padded_to(spec.model.seq_len) for b in batches]
@@ -80,7 +92,8 @@ class TorchWorker(harness.FrameworkWorker):
         return harness.StepWork(
             loss=loss_sum, tokens=sum(b.padded_tokens for b in batches),
             effective_tokens=sum(b.real_tokens for b in batches) if instruction else None,
-            flops=sum(b.padded_tokens * self.flops_at_width(b.inputs.shape[1]) for b in batches)
+            # Padding is no model work: only real tokens count, each at the width its batch ran at.
+            flops=sum(b.real_tokens * self.flops_at_width(b.inputs.shape[1]) for b in batches)
             if instruction else None)
 
     def _global_count(self, local: int) -> int:
@@ -101,6 +114,10 @@ class TorchWorker(harness.FrameworkWorker):
             loss_sum /= self.parallel.loss_copies
         return float(loss_sum.item()), grad_norm
 
+    def recompiles(self) -> Optional[int]:
+        """Graphs torch.compile built after the warm-up steps (None when not compiling): for the end record."""
+        return self.compiles.after_warmup()
+
     def synchronize(self) -> None:
         devices.synchronize(self.torch_device)
 
@@ -111,7 +128,12 @@ class TorchWorker(harness.FrameworkWorker):
         devices.reset_peak_memory(self.torch_device)
 
     def environment(self) -> dict:
-        return devices.environment(self.torch_device)
+        env = devices.environment(self.torch_device)
+        if self.parallel.dp_size > 1 and self.spec.parallel.sharding in ("stage2", "stage3"):  # FSDP2
+            # How gradients are reduced under accumulation changes both memory and communication.
+            env["sync_gradients_each_micro_batch"] = (self.spec.parallel.sync_gradients_each_micro_batch
+                                                      and self.parallel.pipeline is None)
+        return env
 
     def allocate(self, nbytes: int) -> object:
         return torch.empty(nbytes, dtype=torch.uint8, device=self.torch_device)
