@@ -46,15 +46,29 @@ class CaseName:
         return f"{self.case}-{self.framework_field}-{self.hardware}-{self.nnodes}x{self.nprocs_per_node}"
 
 
+# Far above any real layout, far below what exhausts this machine while planning or starting.
+MAXIMA = {
+    "nnodes": (4096, "more nodes than any cluster accelbench plans for"),
+    "nprocs_per_node": (1024, "one launcher starts that many worker processes on one host"),
+    "repeat": (1000, "each round is a full run with its own port and log folder"),
+}
+
+
 def _positive(text: str, what: str, name: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
+    limit, why = MAXIMA[what]
+    text = text.strip()
+    if not re.fullmatch(r"-?[0-9]+", text):
         raise UserError(f"case name {name!r}: {what} must be a whole number, got {text!r}",
-                        f"write it like {EXAMPLE!r} ({FORMAT})") from None
+                        f"write it like {EXAMPLE!r} ({FORMAT})")
+    digits = text.lstrip("-").lstrip("0") or "0"
+    value = int(digits) if len(digits) <= 12 else limit + 1  # int() of a huge string is slow, and pointless
+    value = -value if text.startswith("-") else value
     if value < 1:
         raise UserError(f"case name {name!r}: {what} must be at least 1, got {value}",
                         f"write it like {EXAMPLE!r} ({FORMAT})")
+    if value > limit:
+        raise UserError(f"case name {name!r}: {what} must be at most {limit}, got {text[:30]}",
+                        f"lower {what} to {limit} or less ({why})")
     return value
 
 

@@ -5,7 +5,7 @@ import difflib
 from dataclasses import dataclass
 from pathlib import Path
 
-from .config import CaseFile, ExternConfig, load_model
+from .config import CASE_NAME, CaseFile, ExternConfig, load_model
 from .errors import UserError
 
 
@@ -50,6 +50,9 @@ class CaseCatalog:
         return self.cases_dir / case / "case.yaml"
 
     def load(self, case: str) -> CaseFile:
+        if not CASE_NAME.match(case):  # a name, never a path out of cases/
+            raise UserError(f"case {case!r} is not a case name (letters, digits, '_', '.', '-'; no '/')",
+                            f"name a folder under {self.cases_dir}, e.g. {', '.join(self.names()[:3])}")
         path = self.path(case)
         if not path.is_file():
             known = self.names()

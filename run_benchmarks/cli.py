@@ -3,8 +3,10 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import secrets
+import sqlite3
 import sys
 from datetime import datetime, timezone
 from pathlib import Path
@@ -13,20 +15,26 @@ from typing import Optional, Sequence
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
+from rich.text import Text
 
-from . import __version__, casename, frameworks, results_cli, vendor_tools
+from . import __version__, casename, frameworks, plan_checks, results_cli, signals, vendor_tools
 from .cases import CaseCatalog
 from .config import ClusterSpec, HostSpec, TestConf, load_model
 from .environment import orchestrator_environment
 from .errors import UserError
 from .launch import RoundResult, Runner
+from .outcome import ResultsUnwritable
 from .plan import PlanInputs, Paths, RunPlan, build_run_plan
 from .report.summary import summarize
 from .report.terminal import TerminalReporter, print_plan, print_results
-from .store import ResultStore, store_path
+from .store import ResultStore, StoreUnavailable, is_full, orchestrator_identity, store_path
 from .vendors import VendorRegistry
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
+# The run measured something it could not record: an attempt the store did not take (locked past the retry
+# budget, full), a results.json that could not be written (disk full: the run stops there). Apart from 1
+# (the benchmark failed) and 3 (a regression), which are judged from what is recorded; it wins over both.
+EXIT_NOT_RECORDED = 4
 
 
 def is_root(folder: Path) -> bool:
@@ -98,6 +106,15 @@ def build_parser() -> argparse.ArgumentParser:
                                               "extern config planned on its layout")
     chk.add_argument("names", nargs="*", metavar="NAME", help="vendors to check (default: all)")
     chk.add_argument("--root", type=Path, help="checkout holding cases/ and vendors/ (default: this one)")
+    cln = sub.add_parser("clean", help="end what runs whose orchestrator died left behind: processes, "
+                                       "containers (their output saved first), Docker bridge folders",
+                         description="Looks on every host of the cluster config. Only what carries the mark of "
+                                     "an orchestrator that is provably dead (same machine, pid gone) is touched.")
+    cln.add_argument("--cluster", type=Path, help="hosts (default: <root>/configs/cluster.yaml)")
+    cln.add_argument("--test-conf", type=Path, help="run settings (default: <root>/configs/test_conf.yaml)")
+    cln.add_argument("--root", type=Path, help="folder with cases/ and vendors/ (default: this checkout)")
+    cln.add_argument("--docker-host", action="append", default=[], metavar="URL",
+                     help="another Docker engine to sweep, e.g. unix:///var/run/docker.sock (repeatable)")
     lst = sub.add_parser("list", help="show known cases, vendors, hardware and frameworks")
     lst.add_argument("--root", type=Path, help="folder with cases/ and vendors/ (default: this checkout)")
     return parser
@@ -147,45 +164,95 @@ def cmd_run(args: argparse.Namespace, console: Console) -> int:
     inputs = load_inputs(args.root or default_root(), args.test_conf, args.cluster)
     names = split_case_names(args.case_names) or list(inputs.test_conf.cases)
     log_root = args.log_root.resolve() if args.log_root else inputs.test_conf.log_root_in(inputs.paths.root)
+    if not args.log_root:  # --log-root was checked with the other arguments
+        plan_checks.check_folder(log_root, f"log_root ({inputs.test_conf_path})", writable=not args.dry_run)
     plan = build_run_plan(inputs, names, new_run_id(), log_root, args.extern_config,
                           tuple(args.assignments), args.timeout)
     if args.dry_run:
         print_plan(console, plan)
         return EXIT_OK
     environment = orchestrator_environment(inputs.paths.root)
+    signals.install()  # TERM and HUP end a run as Ctrl-C does (see signals: exit 128 + the signal's number)
     runner = Runner(plan, TerminalReporter(make_console(stderr=True)), environment,
                     allow_version_mismatch=args.allow_version_mismatch, plan_root=inputs.paths.root)
+    db, store = args.db or store_path(log_root), None
     try:
+        # An existing store is checked (locked, damaged) before any host is touched; a new one is created only
+        # after preflight: a run refused at preflight leaves no trace.
+        store = ResultStore(db) if Path(db).is_file() else None
         runner.connect_and_preflight()
-        # Only now is anything written: a run refused at preflight leaves no trace.
-        store = runner.store = ResultStore(args.db or store_path(log_root))
-    except BaseException:
+        for notice in runner.notices:
+            make_console(stderr=True).print(f"[yellow]warning:[/] {escape(notice)}", soft_wrap=True)
+        store = runner.store = store or ResultStore(db)
+        store.begin_run(plan.run_id, datetime.now(timezone.utc).isoformat(timespec="seconds"), environment["argv"],
+                        environment["accelbench_commit"], str(plan.dir), orchestrator=orchestrator_identity())
+    except BaseException as exc:
+        if store is not None:
+            store.close()
         runner.close()
+        if isinstance(exc, KeyboardInterrupt):  # nothing ran yet: nothing to record
+            make_console(stderr=True).print("accelbench: interrupted during preflight; nothing ran", markup=False)
+            return signals.exit_code(signals.received())
         raise
-    store.begin_run(plan.run_id, datetime.now(timezone.utc).isoformat(timespec="seconds"), environment["argv"],
-                    environment["accelbench_commit"], str(plan.dir))
     interrupted = False
+    stopped: Optional[OSError] = None  # results could not be written (disk full): the run stopped there
     try:
         runner.run()
     except KeyboardInterrupt:
         interrupted = True
+        signals.settle()  # a further signal only hurries what is left; the results are written whole
+    except OSError as exc:
+        if not (isinstance(exc, ResultsUnwritable) or is_full(exc)):
+            raise
+        stopped = exc
     finally:
-        store.end_run(plan.run_id, datetime.now(timezone.utc).isoformat(timespec="seconds"),
-                      "interrupted" if interrupted else "done")
-    write_summary(plan, runner.results)
+        signals.settle()
+        ending = "interrupted" if interrupted else "aborted" if stopped else "done"
+        try:
+            store.end_run(plan.run_id, datetime.now(timezone.utc).isoformat(timespec="seconds"), ending)
+        except (sqlite3.Error, StoreUnavailable) as exc:
+            store.unstored.append(f"the end of the run ({ending}): "
+                                  f"{getattr(exc, 'reason', '') or str(exc).splitlines()[0]}")
+    try:
+        write_summary(plan, runner.results)
+    except OSError as exc:  # the rounds' results.json and the store hold what it would have said
+        stopped = stopped or exc
     print_results(console, runner.results, plan.cases)
-    console.print(f"stored in {store.path} as run {plan.run_id}: accelbench report {plan.run_id} "
-                  "[--format markdown|html|json|csv]", markup=False, soft_wrap=True)
+    if stopped is not None or store.unstored:
+        report_unrecorded(plan, store, stopped, log_root)
+    else:
+        console.print(f"stored in {store.path} as run {plan.run_id}: accelbench report {plan.run_id} "
+                      "[--format markdown|html|json|csv]", markup=False, soft_wrap=True)
     regression = EXIT_OK
     if args.check:
         summaries = summarize(store.attempts(run_ids=[plan.run_id]))
         regression = results_cli.report_checks(console, results_cli.run_checks(summaries, inputs.paths.root), True)
     store.close()
     if interrupted:
-        return EXIT_INTERRUPTED
+        return signals.exit_code(signals.received())
+    if stopped is not None or store.unstored:
+        return EXIT_NOT_RECORDED
     if not (runner.results and all(r.status == "ok" for r in runner.results)):
         return EXIT_FAILED
     return regression
+
+
+def report_unrecorded(plan: RunPlan, store: ResultStore, stopped: Optional[OSError], log_root: Path) -> None:
+    """What the run could not record and the way back, on stderr, instead of the "stored in" line."""
+    err = make_console(stderr=True)
+    lines = []
+    if stopped is not None:
+        lines.append(f"accelbench: error: run {plan.run_id} stopped: {stopped.strerror or stopped}; the rounds "
+                     "before this one are kept, nothing was left half-written")
+        lines.append("  fix: free space under the log root (or choose another with --log-root), then run again")
+    if store.unstored:
+        lines.append(f"accelbench: error: run {plan.run_id} is NOT completely stored in {store.path}:")
+        lines += [f"  - {item}" for item in store.unstored]
+        lines.append(f"  fix: once the store can be written again (no other process holding it, space free), add "
+                     f"what the results.json files hold: accelbench store repair --db {store.path} --log-root "
+                     f"{log_root}")
+    for line in lines:
+        err.print(line, markup=False, highlight=False, soft_wrap=True)
 
 
 def write_summary(plan: RunPlan, results: list[RoundResult]) -> None:
@@ -272,7 +339,30 @@ def cmd_vendor(args: argparse.Namespace, console: Console) -> int:
     return EXIT_FAILED if failed else EXIT_OK
 
 
-COMMANDS = {"run": cmd_run, "list": cmd_list, "vendor": cmd_vendor}
+def cmd_clean(args: argparse.Namespace, console: Console) -> int:
+    from . import cleanup
+    from .hosts import connect
+    from .parallel import parallel_map
+
+    inputs = load_inputs(args.root or default_root(), args.test_conf, args.cluster)
+    specs = {spec.name: spec for spec in inputs.cluster.hosts}
+    connected, errors = parallel_map(connect, list(specs.values()))
+    hosts = {name: host for name, host in zip(specs, connected) if host is not None}
+    try:
+        lines = [f"could not reach a host: {exc}" for exc in errors]
+        lines += cleanup.clean(hosts, [name for name in hosts if specs[name].runtime == "container"],
+                               args.docker_host)
+    finally:
+        for host in hosts.values():
+            host.close()
+    for line in lines:
+        console.print(line, markup=False, soft_wrap=True)
+    if not lines:
+        console.print("nothing left behind by a dead run", markup=False)
+    return EXIT_FAILED if errors else EXIT_OK
+
+
+COMMANDS = {"run": cmd_run, "list": cmd_list, "vendor": cmd_vendor, "clean": cmd_clean}
 COMMANDS.update({name: (lambda fn: lambda args, console: fn(args, console, default_root))(fn)
                  for name, fn in results_cli.COMMANDS.items()})
 
@@ -283,12 +373,33 @@ def make_console(stderr: bool = False) -> Console:
     return Console(stderr=stderr, highlight=False, width=width)
 
 
+def check_run_args(args: argparse.Namespace) -> None:
+    """What the run options alone can tell is wrong, before any file is read."""
+    given = getattr(args, "case_names", None) or []
+    if given and not split_case_names(given):
+        raise UserError(f"case name {given[0]!r}: no case named",
+                        "omit --case_name (and CASE_NAME) to run test_conf's list, or name one, "
+                        f"e.g. {casename.EXAMPLE}")
+    timeout = getattr(args, "timeout", None)
+    if timeout is not None and not (math.isfinite(timeout) and timeout > 0):
+        raise UserError(f"--timeout {timeout:g}: the deadline must be a finite number of seconds above 0",
+                        "e.g. --timeout 600; omit it to use timeout_s of test_conf")
+    writes = not getattr(args, "dry_run", False)
+    if getattr(args, "log_root", None) is not None:
+        plan_checks.check_folder(args.log_root.resolve(), "--log-root", writable=writes)
+    if getattr(args, "db", None) is not None:
+        plan_checks.check_file(args.db.resolve(), "--db", writable=writes)
+
+
 def dispatch(args: argparse.Namespace) -> int:
     console = make_console()
     try:
+        if args.command == "run":
+            check_run_args(args)
         return COMMANDS[args.command](args, console)
     except UserError as exc:
-        make_console(stderr=True).print(f"[bold red]accelbench: error:[/] {exc}", markup=True,
+        # The message holds user text (case names, paths, YAML): printed as it is, never read as markup.
+        make_console(stderr=True).print(Text.assemble(("accelbench: error: ", "bold red"), str(exc)),
                                         soft_wrap=True)
         return EXIT_USAGE
 

@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import copy
 import difflib
+import os
+import re
 from dataclasses import dataclass, field
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any, Literal, Optional, Type, TypeVar, Union
 
 import yaml
@@ -21,6 +23,7 @@ from pydantic import (BaseModel, ConfigDict, Field, NonNegativeFloat, PositiveFl
 from .errors import UserError
 
 M = TypeVar("M", bound=BaseModel)
+CASE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]*$")  # a folder under cases/; never a path
 Key = tuple[str, ...]
 
 
@@ -30,6 +33,64 @@ class Strict(BaseModel):
 
 # ---------------------------------------------------------------- loading
 
+MAX_YAML_DEPTH = 32  # configs nest four or five levels; far deeper is a mistake or an attack on the loader
+
+
+class YamlRefused(Exception):
+    """A YAML construct accelbench does not accept in user files, with where it is."""
+
+    def __init__(self, problem: str, mark, fix: str):
+        super().__init__(problem)
+        self.problem, self.mark, self.fix = problem, mark, fix
+
+
+class _PlainLoader(yaml.SafeLoader):
+    """``SafeLoader`` without anchors and aliases, and with a bounded depth.
+
+    An alias is a reference, not a copy: a few lines of nested aliases ("billion laughs") expand to
+    billions of leaves when the layers are merged, and an alias inside its own anchor is a cycle. Configs
+    never need them, so they are refused where they appear rather than bounded after expansion.
+    """
+
+    def __init__(self, stream):
+        super().__init__(stream)
+        self._depth = 0
+
+    def compose_node(self, parent, index):
+        event = self.peek_event()
+        if isinstance(event, yaml.AliasEvent) or getattr(event, "anchor", None) is not None:
+            sign = "*" if isinstance(event, yaml.AliasEvent) else "&"
+            raise YamlRefused(f"YAML anchor/alias '{sign}{event.anchor}' is not accepted in accelbench "
+                              "configs (a few nested aliases expand to billions of values)",
+                              event.start_mark, "write the values out in full instead of '&name' and '*name'")
+        self._depth += 1
+        try:
+            if self._depth > MAX_YAML_DEPTH:
+                raise YamlRefused(f"YAML nested more than {MAX_YAML_DEPTH} levels deep", event.start_mark,
+                                  "flatten the value; configs nest a few levels at most")
+            return super().compose_node(parent, index)
+        finally:
+            self._depth -= 1
+
+
+def parse_yaml(text: str, source: str):
+    """``text`` as plain YAML data (no anchors, aliases or tags beyond the safe ones); errors name
+    ``source`` with the line and column."""
+    try:
+        return yaml.load(text, Loader=_PlainLoader)  # noqa: S506 - a SafeLoader subclass
+    except YamlRefused as exc:
+        where = f"{source}:{exc.mark.line + 1}:{exc.mark.column + 1}" if exc.mark else source
+        raise UserError(f"{where}: {exc.problem}", exc.fix) from None
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"{source}:{mark.line + 1}:{mark.column + 1}" if mark else source
+        problem = getattr(exc, "problem", None) or str(exc)
+        raise UserError(f"{where}: YAML syntax error: {problem}",
+                        "check indentation, colons and quotes on that line") from None
+    except RecursionError:
+        raise UserError(f"{source}: YAML nested too deeply", "flatten the value; configs nest a few "
+                        "levels at most") from None
+
 
 def load_yaml(path: Path) -> dict:
     """A YAML mapping from ``path``; syntax errors name the line and column."""
@@ -38,16 +99,12 @@ def load_yaml(path: Path) -> dict:
     except FileNotFoundError:
         raise UserError(f"{path}: file not found", "check the path (a relative one is read from the current "
                         "directory)") from None
+    except UnicodeDecodeError as exc:
+        raise UserError(f"{path}: not UTF-8 text (byte {exc.start})", "save the file as UTF-8 YAML") from None
     except OSError as exc:
-        raise UserError(f"{path}: cannot read: {exc.strerror}") from None
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark else str(path)
-        problem = getattr(exc, "problem", None) or str(exc)
-        raise UserError(f"{where}: YAML syntax error: {problem}",
-                        "check indentation, colons and quotes on that line") from None
+        raise UserError(f"{path}: cannot read: {exc.strerror or exc}",
+                        "give the path of a readable YAML file") from None
+    data = parse_yaml(text, str(path))
     if data is None:
         return {}
     if not isinstance(data, dict):
@@ -126,9 +183,11 @@ def parse_assignment(text: str) -> dict:
         raise UserError(f"--set {text!r}: key {key!r} is empty or has an empty part",
                         "e.g. --set train.micro_batch_size=8")
     try:
-        value = yaml.safe_load(raw) if raw.strip() else ""
-    except yaml.YAMLError:
-        value = raw
+        value = parse_yaml(raw, f"--set {text!r}") if raw.strip() else ""
+    except UserError as exc:
+        if "YAML syntax error" not in exc.message:
+            raise
+        value = raw  # not YAML: the plain string, which the schema then judges
     nested: Any = value
     for part in reversed(parts):
         nested = {part: nested}
@@ -160,10 +219,33 @@ def describe(exc: ValidationError, cls: Type[BaseModel], default_source: str,
         else:
             message = err["msg"].removeprefix("Value error, ")
             got = err.get("input")
-            shown = "" if isinstance(got, (dict, list)) or got is None else f" (got {got!r})"
+            shown = "" if isinstance(got, (dict, list)) or got is None else f" (got {_short(got)})"
             lines.append(f"{source}: {key}: {message}{shown}")
+            limit = (err.get("ctx") or {}).get("le")
+            if kind == "less_than_equal" and limit is not None:
+                why = _limit_reason(cls, loc)
+                fixes.append(f"set {key} to at most {limit} in {source}" + (f" ({why})" if why else ""))
     fix = "; ".join(dict.fromkeys(fixes)) or None
     return UserError("\n".join(lines), fix)
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else f"{text[:40]}... ({len(text)} characters)"
+
+
+def _limit_reason(cls: Type[BaseModel], loc: Key) -> Optional[str]:
+    """Why a field has its maximum: ``json_schema_extra={"max_reason": ...}`` on the field."""
+    model: Any = cls
+    info = None
+    for part in loc:
+        fields = getattr(model, "model_fields", None)
+        if not fields or part not in fields:
+            return None
+        info = fields[part]
+        model = _model_of(info.annotation)
+    extra = getattr(info, "json_schema_extra", None)
+    return extra.get("max_reason") if isinstance(extra, dict) else None
 
 
 def _known_keys(cls: Type[BaseModel], loc: Key) -> list[str]:
@@ -196,11 +278,21 @@ class TestConf(Strict):
     __test__ = False  # not a pytest test class, despite the name
 
     cases: list[str] = Field(default_factory=list, description="case names run when none is given")
-    log_root: str = "logs"
-    timeout_s: PositiveFloat = Field(3600, description="deadline for one round of one case")
+    log_root: str = Field("logs", description="where run folders go; relative: inside the checkout")
+    timeout_s: PositiveFloat = Field(3600, allow_inf_nan=False, description="deadline for one round of one case")
     monitor_interval_s: NonNegativeFloat = Field(1.0, description="seconds between host and accelerator "
                                                                   "samples beside every node; 0 turns monitors off")
     overrides: dict[str, Any] = Field(default_factory=dict, description="workload keys applied to every case")
+
+    @field_validator("log_root")
+    @classmethod
+    def _relative_stays_inside(cls, log_root: str) -> str:
+        if not log_root.strip():
+            raise ValueError("is empty; write a folder, e.g. 'logs'")
+        if not Path(log_root).is_absolute() and os.path.normpath(log_root).split(os.sep)[0] == "..":
+            raise ValueError("a relative log_root must stay inside the checkout, and this one leaves it; "
+                             "write 'logs' (or another folder inside), or an absolute path")
+        return log_root
 
     def log_root_in(self, root: Path) -> Path:
         """``log_root``, relative to the checkout ``root`` unless absolute."""
@@ -221,7 +313,8 @@ class HostSpec(Strict):
     identity_file: Optional[str] = Field(None, description="ssh: private key; default: the SSH agent and ~/.ssh keys")
     known_hosts: str = Field("~/.ssh/known_hosts", description="ssh: the host keys to trust; a host not in it "
                                                                "is refused")
-    connect_timeout_s: PositiveFloat = Field(10, description="ssh: give up connecting after this long")
+    connect_timeout_s: PositiveFloat = Field(10, allow_inf_nan=False, description="ssh: give up connecting "
+                                                                                    "after this long")
     work_root: str = Field("/tmp/accelbench", description="ssh: where code, configs and logs go on the host")
     data_root: Optional[str] = Field(None, description="ssh: the host's data folder, mounted read-only in the "
                                                        "container at the same path")
@@ -231,6 +324,18 @@ class HostSpec(Strict):
     devices: Optional[list[conint(ge=0)]] = Field(None, description=(
         "accelerator indices a node on this host may use, exported through the vendor's visible_devices_env "
         "(CUDA_VISIBLE_DEVICES, HIP_VISIBLE_DEVICES, ...); default: all of them"))
+
+    @model_validator(mode="after")
+    def _absolute_remote_folders(self) -> "HostSpec":
+        # A relative folder would be relative to wherever the SSH session or the container starts: the
+        # code lands in one place, the launcher looks in another.
+        if self.backend == "ssh" and not PurePosixPath(self.work_root).is_absolute():
+            raise ValueError(f"host {self.name}: work_root {self.work_root!r} must be an absolute path on the "
+                             "host ('~' is not expanded); write e.g. work_root: /tmp/accelbench")
+        if self.data_root is not None and not PurePosixPath(self.data_root).is_absolute():
+            raise ValueError(f"host {self.name}: data_root {self.data_root!r} must be an absolute path on the "
+                             "host (it is mounted at the same path); write e.g. data_root: /srv/data")
+        return self
 
 
 class ClusterSpec(Strict):
@@ -264,6 +369,14 @@ class CaseFile(Strict):
     train: dict[str, Any] = Field(default_factory=dict)
     data: dict[str, Any] = Field(default_factory=dict)
     parallel: dict[str, Any] = Field(default_factory=dict)
+
+    @field_validator("extends")
+    @classmethod
+    def _a_case_name(cls, extends: Optional[str]) -> Optional[str]:
+        if extends is not None and not CASE_NAME.match(extends):
+            raise ValueError("extends names another case (a folder under cases/), not a path; "
+                             "write e.g. 'extends: gpt2_tiny'")
+        return extends
 
     @model_validator(mode="after")
     def _complete_unless_extending(self) -> "CaseFile":

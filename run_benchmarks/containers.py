@@ -17,9 +17,27 @@ from pathlib import Path, PurePosixPath
 from typing import Optional, Sequence
 
 from .hosts.base import VERSION_PROBE, Job
+from .hosts.guard import orchestrator_identity, orchestrator_tag
 
 CONTAINER_PREFIX = "accelbench-"
 REMOVED_EXIT_CODE = 137  # what a container removed from under us is reported as (as if killed)
+BRIDGE_PREFIX = "accelbench-docker-"
+BRIDGE_OWNER = "owner"  # in a bridge's folder: host:pid:start of the orchestrator that made it
+# Whose a container is: a later run or `accelbench clean` removes those whose orchestrator is dead.
+LABEL_RUN = "accelbench.run"
+LABEL_HOST, LABEL_PID, LABEL_START = "accelbench.orchestrator.host", "accelbench.orchestrator.pid", \
+    "accelbench.orchestrator.start"
+LABEL_LOG = "accelbench.log"  # the node's folder on the orchestrator's machine
+
+
+def owner_labels(run_id: str = "", log_dir: str = "") -> dict[str, str]:
+    me = orchestrator_identity()
+    labels = {LABEL_HOST: me["host"], LABEL_PID: str(me["pid"]), LABEL_START: me["start"]}
+    if run_id:
+        labels[LABEL_RUN] = run_id
+    if log_dir:
+        labels[LABEL_LOG] = log_dir
+    return labels
 
 
 def container_name(run_id: str, case_slug: str, round_index: int, node_rank: int) -> str:
@@ -33,7 +51,9 @@ class SshDockerBridge:
     def __init__(self, ssh_client, docker_host: str):
         self.ssh_client, self.docker_host = ssh_client, docker_host
         # /tmp, not $TMPDIR: a unix socket path must stay under 108 bytes. Removed on close.
-        self.dir = tempfile.mkdtemp(prefix="accelbench-docker-", dir="/tmp" if os.path.isdir("/tmp") else None)
+        self.dir = tempfile.mkdtemp(prefix=BRIDGE_PREFIX, dir="/tmp" if os.path.isdir("/tmp") else None)
+        with open(os.path.join(self.dir, BRIDGE_OWNER), "w", encoding="utf-8") as f:
+            f.write(orchestrator_tag())  # a later run removes the folder once this process is gone
         self.path = os.path.join(self.dir, "docker.sock")
         self.server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         self.server.bind(self.path)
@@ -90,8 +110,8 @@ def docker_client(host):
 class ContainerJob(Job):
     """A node's container: its output streamed to the node's launcher log, removed by name when stopped."""
 
-    def __init__(self, client, container, output: Path):
-        self.client, self.container, self.name = client, container, container.name
+    def __init__(self, client, container, output: Path, guard=None):
+        self.client, self.container, self.name, self.guard = client, container, container.name, guard
         self._pump = threading.Thread(target=self._copy, args=(output,), daemon=True)
         self._pump.start()
         self._code: Optional[int] = None
@@ -123,12 +143,21 @@ class ContainerJob(Job):
         """Stop (SIGTERM, then SIGKILL after ``grace_s``), keep the exit code, remove."""
         import docker
 
+        from . import signals
+
+        grace_s = 0 if signals.hurried() else grace_s
         try:
             self.container.stop(timeout=int(grace_s))
         except docker.errors.NotFound:
             pass
         self.poll()
         remove_container(self.client, self.name, grace_s)
+
+    def close(self) -> None:
+        """The container is removed (by ``stop`` or the runtime's cleanup): its guard has nothing to do."""
+        if self.guard is not None:
+            self.guard.close(disarm=True)
+            self.guard = None
 
 
 def remove_container(client, name: str, grace_s: float = 10.0) -> None:
@@ -144,20 +173,32 @@ def remove_container(client, name: str, grace_s: float = 10.0) -> None:
 
 
 def run_node(client, image: str, name: str, argv: list[str], env: dict, workdir: str,
-             mounts: dict[str, str], options, output: Path) -> ContainerJob:
-    """``mounts``: host path -> 'ro' or 'rw', mounted at the same path inside."""
+             mounts: dict[str, str], options, output: Path, labels: Optional[dict] = None,
+             guard_factory=None) -> ContainerJob:
+    """``mounts``: host path -> 'ro' or 'rw', mounted at the same path inside. ``labels``: more labels
+    (whose the container is); ``guard_factory``: starts what removes it if the orchestrator dies first."""
     import docker
 
     remove_container(client, name)  # a leftover of an earlier, killed run of the same name
     requests = [docker.types.DeviceRequest(count=-1, capabilities=[["gpu"]])] if options.gpus else None
-    container = client.containers.run(
+    guard = guard_factory() if guard_factory is not None else None  # armed before the container exists
+    try:
+        container = _run(client, image, name, argv, env, workdir, mounts, options, requests, labels)
+    except BaseException:
+        if guard is not None:
+            guard.close(disarm=True)
+        raise
+    output.parent.mkdir(parents=True, exist_ok=True)
+    return ContainerJob(client, container, output, guard)
+
+
+def _run(client, image, name, argv, env, workdir, mounts, options, requests, labels):
+    return client.containers.run(
         image, argv, name=name, detach=True, network_mode="host", environment=env, working_dir=workdir,
         volumes={path: {"bind": path, "mode": mode} for path, mode in mounts.items()},
         shm_size=options.shm_size, ipc_mode=options.ipc_mode, devices=options.devices or None,
-        device_requests=requests, labels={"accelbench": "node"}, **privileges(options),
+        device_requests=requests, labels={"accelbench": "node", **(labels or {})}, **privileges(options),
     )
-    output.parent.mkdir(parents=True, exist_ok=True)
-    return ContainerJob(client, container, output)
 
 
 def privileges(options) -> dict:
@@ -184,7 +225,7 @@ def mounts_for(code_root: PurePosixPath | Path, round_dir: PurePosixPath | Path,
 def distribution_version(client, image: str, python: str, distributions: Sequence[str]) -> Optional[str]:
     """The version of the first of ``distributions`` installed for ``python`` inside ``image``, or None."""
     container = client.containers.create(image, [python, "-c", VERSION_PROBE, *distributions], network_mode="none",
-                                         labels={"accelbench": "probe"})
+                                         labels={"accelbench": "probe", **owner_labels()})
     try:  # removed however it ends (``run(remove=True)`` leaves a container that failed to start)
         container.start()
         code = container.wait(timeout=120)["StatusCode"]

@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 from typing import Callable, Optional
 
+from . import cleanup
 from .hosts import Host
 from .outcome import RoundResult, result_document, write_results
 from .parallel import parallel_map
@@ -34,6 +35,13 @@ class Runner:
         self.results: list[RoundResult] = []
         self.runtimes = RunRuntimes(plan, self.hosts, plan_root)
         self.preflight = Preflight(plan, self.hosts, self.runtimes, allow_version_mismatch)
+        self.machine_warnings: list[str] = []  # other runs' processes on the hosts: in every round's results
+        self.swept: list[str] = []  # containers of dead orchestrators removed at preflight
+
+    @property
+    def notices(self) -> list[str]:
+        """What the terminal should say before the first round: leftovers found, and removed."""
+        return [*self.swept, *self.machine_warnings]
 
     @property
     def device_counts(self) -> dict[str, dict]:  # host -> devices counted at preflight, and how
@@ -48,12 +56,17 @@ class Runner:
         return self.preflight.version_warnings
 
     def connect_and_preflight(self) -> None:
-        """Every host at once: connect, prepare the runtimes, check resources and the framework's version."""
+        """Every host at once: connect, prepare the runtimes, check resources and the framework's version;
+        then look for another run's leftovers on the hosts (figures taken beside them may be low)."""
         self.preflight.run()
+        for runtime in self.runtimes:
+            self.swept += getattr(runtime, "swept", [])
+        self.swept += cleanup.sweep_bridge_folders()  # Docker bridge sockets of orchestrators killed here
+        self.machine_warnings = cleanup.leftover_warnings(self.hosts)
 
     def run(self) -> list[RoundResult]:
         rounds = RoundExecutor(self.hosts, self.runtimes, self.preflight, self.reporter, self.orchestrator_env,
-                               self.results, self.store, self.clock)
+                               self.results, self.store, self.clock, self.machine_warnings)
         try:
             for case in self.plan.cases:
                 for rnd in case.rounds:

@@ -4,19 +4,22 @@ The document (``results.json``) is the round's record; the results store gets on
 """
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import shutil
+import signal
 import sqlite3
+import sys
 import time
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable, Optional
 
-from . import analyze, collect, monitoring
+from . import analyze, collect, monitoring, signals
 from .plan import CasePlan, NodePlan, RoundPlan
-from .store import ResultStore, row_from_document
+from .store import ResultStore, StoreUnavailable, is_full, row_from_document
 
 _OOM_MARKERS = ("OutOfMemoryError", "CUDA out of memory", "out of memory", "can't allocate memory")
 
@@ -38,6 +41,7 @@ class RoundResult:
     ended_at: str = ""
     wall_time_s: Optional[float] = None  # end to end: nodes started -> logs collected and analysed
     monitor: Optional[dict] = None  # monitoring.summarize_round: utilisation, power, energy per device
+    write_error: Optional[OSError] = None  # results.json could not be written (disk full): the run stops
 
 
 def now() -> str:
@@ -113,7 +117,9 @@ def classify(case: CasePlan, rnd: RoundPlan, result: RoundResult, outcome: str,
         return
     result.error_lines = collect.error_lines(ranks, [n.launcher_log for n in rnd.nodes])
     if outcome == "interrupted":
-        result.status, result.reason = "interrupted", "stopped by Ctrl-C; every node was stopped"
+        received = signals.received()
+        by = "Ctrl-C" if received in (None, signal.SIGINT) else signal.Signals(received).name
+        result.status, result.reason = "interrupted", f"stopped by {by}; every node was stopped"
     elif outcome == "timeout":
         result.status = "timeout"
         result.reason += "; every node was stopped"
@@ -184,24 +190,91 @@ def _file_sha256(path: Optional[Path]) -> Optional[str]:
         return None
 
 
+class ResultsUnwritable(OSError):
+    """A round's results.json could not be written (disk full, read-only): the run stops, since the rounds
+    after it could not be recorded either. Raised after the attempt went to the store, where it could."""
+
+
 def write_results(path: Path, case: CasePlan, result: RoundResult, orchestrator_env: dict) -> None:
+    """results.json via a temporary file and a rename: a reader never sees half a file. When the write fails
+    the temporary file goes, the failure becomes a warning and ``result.write_error``, and the round goes on to
+    the store (which may still take it); store_attempt then stops the run."""
     document = result_document(case, result, orchestrator_env)
+    try:
+        _write_atomically(path, json.dumps(document, indent=2, default=str) + "\n")
+    except OSError as exc:
+        result.write_error = exc
+        result.warnings.append(f"{path} could not be written: {exc.strerror or exc}")
+        _loud(f"round {result.round} of {result.case_name}: {path} could not be written: {exc.strerror or exc}")
+
+
+def _write_atomically(path: Path, text: str) -> None:
     tmp = path.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(document, indent=2, default=str) + "\n", encoding="utf-8")
-    tmp.replace(path)  # a reader never sees half a file
+    try:
+        tmp.write_text(text, encoding="utf-8")
+        tmp.replace(path)
+    except BaseException:
+        try:
+            tmp.unlink(missing_ok=True)
+        except OSError:
+            pass
+        raise
+
+
+def _loud(message: str) -> None:
+    print(f"accelbench: WARNING: {message}", file=sys.stderr, flush=True)
 
 
 def store_attempt(store: Optional[ResultStore], case: CasePlan, result: RoundResult, attempt: int,
                   orchestrator_env: dict, status: Optional[str] = None, results_path: Optional[Path] = None) -> None:
-    """The attempt as a row of the results store (when there is one)."""
-    if store is None:
-        return
-    document = result_document(case, result, orchestrator_env)
-    if status:
-        document["status"] = status
-    if results_path:
-        document["results_path"] = str(results_path)
+    """The attempt as a row of the results store (when there is one). A store that cannot take it (locked past
+    its retry budget, full, damaged) is said loudly, noted in ``store.unstored`` (the run then exits
+    non-zero and says how to repair) and in the round's results.json warnings, which keep the attempt for
+    ``accelbench store repair``."""
+    path = Path(results_path) if results_path else result.dir / "results.json"
+    stored = False
+    if store is not None:
+        document = result_document(case, result, orchestrator_env)
+        if status:
+            document["status"] = status
+        document["results_path"] = str(path)
+        try:
+            store.add_attempt(row_from_document(document, attempt),
+                              what=f"round {result.round} of {result.case_name}")
+            stored = True
+        except (sqlite3.Error, StoreUnavailable) as exc:
+            why = getattr(exc, "reason", "") or str(exc).splitlines()[0]
+            kept = result.write_error is None and path.is_file()
+            warning = (f"this attempt is NOT in the results store {store.path}: {why}; "
+                       + (f"add it from this file with: accelbench store repair --db {store.path} --log-root "
+                          f"{_log_root_of(path)}" if kept else "and its results.json could not be written: "
+                          "its figures are lost"))
+            result.warnings.append(warning)
+            store.unstored.append(f"round {result.round} of {result.case_name} (attempt {attempt}): {why}"
+                                  + (f"; kept in {path}" if kept else "; lost"))
+            _loud(f"round {result.round} of {result.case_name}: {warning}")
+            if kept:
+                _add_warning(path, warning)
+            if is_full(exc) and result.write_error is None:
+                raise ResultsUnwritable(errno.ENOSPC, f"the results store {store.path} is full: {why}") from None
+    if result.write_error is not None:
+        exc = result.write_error
+        if stored:
+            _loud(f"round {result.round} of {result.case_name}: the attempt is in the store {store.path}, not in "
+                  f"a results.json; the run stops here")
+        raise ResultsUnwritable(exc.errno or errno.EIO, f"{path} could not be written: {exc.strerror or exc}")
+
+
+def _log_root_of(path: Path) -> Path:
+    """logs/<run_id>/<case>/round<k>/results.json -> logs"""
+    return path.parents[3] if len(path.parents) > 3 else path.parent
+
+
+def _add_warning(path: Path, warning: str) -> None:
+    """The warning into an already written results.json, so the file says what the store lacks."""
     try:
-        store.add_attempt(row_from_document(document, attempt))
-    except sqlite3.Error as exc:  # the results.json files stay; the store can be rebuilt from them
-        result.warnings.append(f"could not write the attempt to {store.path}: {exc}")
+        document = json.loads(path.read_text(encoding="utf-8"))
+        document["warnings"] = list(document.get("warnings") or []) + [warning]
+        _write_atomically(path, json.dumps(document, indent=2, default=str) + "\n")
+    except (OSError, ValueError) as exc:
+        _loud(f"could not add the warning to {path}: {exc}")

@@ -5,6 +5,7 @@ surfaces here, before anything runs; ``--dry-run`` prints the plan and stops.
 """
 from __future__ import annotations
 
+import math
 import socket
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
@@ -126,18 +127,25 @@ class PlanInputs:
     default_python: str
 
 
+MAX_ROUNDS = 10_000  # rounds in one run, all case names together: each gets a port and a log folder
+_PORT_BATCH = 128  # sockets held open at once, well inside any open-files limit
+
+
 def free_ports(count: int) -> list[int]:
-    """``count`` distinct TCP ports free right now (held open together so they differ)."""
-    sockets = []
-    try:
-        for _ in range(count):
-            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-            s.bind(("127.0.0.1", 0))
-            sockets.append(s)
-        return [s.getsockname()[1] for s in sockets]
-    finally:
-        for s in sockets:
-            s.close()
+    """``count`` distinct TCP ports free right now (held open a batch at a time so they differ)."""
+    found: dict[int, None] = {}
+    while len(found) < count:
+        sockets = []
+        try:
+            for _ in range(min(_PORT_BATCH, count - len(found))):
+                s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+                sockets.append(s)
+                s.bind(("127.0.0.1", 0))
+            found.update((s.getsockname()[1], None) for s in sockets)
+        finally:
+            for s in sockets:
+                s.close()
+    return list(found)[:count]
 
 
 def build_run_plan(
@@ -156,6 +164,14 @@ def build_run_plan(
                         f"e.g. --case_name {casename.EXAMPLE}")
     parsed = [casename.parse(name) for name in case_names]
     rounds_needed = sum(name.repeat for name in parsed)
+    if rounds_needed > MAX_ROUNDS:
+        raise UserError(f"{len(parsed)} case name(s) ask for {rounds_needed} rounds in one run; at most {MAX_ROUNDS}",
+                        "lower the repeat fields, or split the case names over several runs")
+    if timeout_s is not None and not (math.isfinite(timeout_s) and timeout_s > 0):
+        raise UserError(f"--timeout {timeout_s:g}: the deadline must be a finite number of seconds above 0",
+                        f"e.g. --timeout 600; omit it for timeout_s of {inputs.test_conf_path} "
+                        f"({inputs.test_conf.timeout_s:g} s)")
+    checks.check_log_root(log_root, f"the log root (--log-root, or log_root in {inputs.test_conf_path})")
     if ports is None:
         port = inputs.cluster.master_port
         ports = free_ports(rounds_needed) if port == "auto" else [port] * rounds_needed
@@ -164,7 +180,7 @@ def build_run_plan(
     for name in parsed:
         case_dir = run_dir / _unique(name.slug, used_dirs)
         plans.append(_case_plan(inputs, name, run_id, case_dir, extern_config, assignments,
-                                timeout_s or inputs.test_conf.timeout_s, port_iter))
+                                timeout_s if timeout_s is not None else inputs.test_conf.timeout_s, port_iter))
     return RunPlan(run_id, run_dir, plans)
 
 
@@ -206,6 +222,8 @@ def _case_plan(inputs: PlanInputs, name: casename.CaseName, run_id: str, case_di
     checks.check_layout(workload, name, framework, layered, str(case_path))
     workload = checks.absolute_data_path(workload)
     checks.check_data_files(workload, hosts[:name.nnodes], layered, str(case_path))
+    checks.check_local_cpu_processes(hardware, name, hosts[:name.nnodes], inputs.cluster_path)
+    checks.check_local_pythons(hosts[:name.nnodes], inputs.cluster_path)
 
     vendor_runtime = hardware.vendor_spec.frameworks.get(name.framework)
     runtime_env = dict(vendor_runtime.env) if vendor_runtime else {}

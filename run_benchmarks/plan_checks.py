@@ -3,6 +3,8 @@ devices a host pins that the accelerator kind cannot export. Each error names th
 value and the fix."""
 from __future__ import annotations
 
+import os
+import shutil
 from pathlib import Path
 
 from training.spec import WorkloadSpec
@@ -68,3 +70,71 @@ def visible_devices(host: HostSpec, hardware, name: casename.CaseName, cluster_p
         raise UserError(f"{cluster_path}: host {host.name} offers devices {host.devices}, but {name} starts "
                         f"{name.nprocs_per_node} process(es) per node", "list at least one device per process")
     return {variable: ",".join(str(d) for d in host.devices[:name.nprocs_per_node])}
+
+
+def check_folder(path: Path, what: str, writable: bool = False) -> None:
+    """``path`` is a folder, or can be made one: nothing but folders on the way to it (and, when
+    ``writable``, the nearest existing one accepts writes)."""
+    existing = path
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    if existing.exists() and not existing.is_dir():
+        where = "is a file" if existing == path else f"cannot be made: {existing} is a file"
+        raise UserError(f"{what} {path} {where}, not a folder", "point it at a folder (it is made if missing)")
+    if writable and not os.access(existing, os.W_OK):
+        raise UserError(f"{what} {path}: {existing} is not writable (read-only filesystem, or no permission)",
+                        "point it at a folder you can write to")
+
+
+def check_file(path: Path, what: str, writable: bool = False) -> None:
+    """``path`` is a file, or can be made one in a folder."""
+    if path.is_dir():
+        raise UserError(f"{what} {path} is a folder, not a file", f"give a file path, e.g. {path / 'results.db'}")
+    check_folder(path.parent, f"{what} {path}: its folder", writable)
+
+
+def check_log_root(log_root: Path, what: str) -> None:
+    check_folder(log_root, what)
+
+
+# CPU workers beyond this many per core measure the contention of the machine, not the workload.
+CPU_PROCESSES_PER_CORE = 4
+
+
+def local_cores() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+def check_local_cpu_processes(hardware, name: casename.CaseName, hosts: list[HostSpec], cluster_path: Path) -> None:
+    """CPU workers on this machine share its cores: every local node of the case together."""
+    if not hardware.on_cpu:
+        return  # counted kinds are checked against the devices at preflight
+    local = [host for host in hosts if host.backend == "local"]
+    if not local:
+        return
+    cores = local_cores()
+    limit = cores * CPU_PROCESSES_PER_CORE
+    total = name.nprocs_per_node * len(local)
+    if total > limit:
+        nodes = f"{len(local)} local node(s) x " if len(local) > 1 else ""
+        raise UserError(f"case name {str(name)!r} starts {nodes}{name.nprocs_per_node} CPU worker(s) on this machine "
+                        f"({cluster_path}), which has {cores} core(s); at most {limit} ({CPU_PROCESSES_PER_CORE} "
+                        "per core)", f"lower nprocs_per_node to {max(1, limit // len(local))} or less, or place "
+                                     "nodes on other hosts")
+
+
+def check_local_pythons(hosts: list[HostSpec], cluster_path: Path) -> None:
+    """A local host's interpreter is checked now, not when its launcher fails to start."""
+    for host in hosts:
+        if host.backend != "local" or host.runtime != "process" or not host.python:
+            continue
+        python = host.python
+        found = shutil.which(python) if os.sep not in python else (
+            python if os.path.isfile(python) and os.access(python, os.X_OK) else None)
+        if found is None:
+            raise UserError(f"{cluster_path}: host {host.name}: python {python!r} is not an executable on this "
+                            "machine", "set hosts[].python to an existing interpreter (e.g. /usr/bin/python3), or "
+                                       "remove it to use accelbench's own")

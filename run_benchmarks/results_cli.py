@@ -1,8 +1,9 @@
-"""The commands that read the results store: runs, show, report, compare, import."""
+"""The commands that read the results store: runs, show, report, compare, import; and store repair."""
 from __future__ import annotations
 
 import argparse
 import secrets
+import socket
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Optional, Sequence
@@ -17,7 +18,7 @@ from .report import export, html, markdown
 from .report.compare import Selection, compare
 from .report.summary import FIGURE_BY_KEY, summarize
 from .report.terminal import checks_table, human_bytes, print_summaries
-from .store import FILTER_KEYS, ResultStore, store_path
+from .store import FILTER_KEYS, ResultStore, StoreCorrupt, process_alive, store_path
 
 EXIT_OK, EXIT_REGRESSION = 0, 3
 FORMATS = ("terminal", "markdown", "html", "json", "csv")
@@ -77,20 +78,37 @@ def add_commands(sub, default_root) -> None:
     imp.add_argument("--run-id", help="id for the imported run (default: import-<time>-<hex>)")
     add_store_options(imp)
 
+    store = sub.add_parser("store", help="look after the results store: repair",
+                           description="The results store's upkeep.")
+    store_sub = store.add_subparsers(dest="store_command", metavar="ACTION", required=True)
+    repair = store_sub.add_parser(
+        "repair", help="add the attempts whose results.json the store lacks (never twice); rebuild a damaged store",
+        description="Reads every round's results.json under the log root (or the PATHs given) and adds each "
+                    "attempt the store does not hold, with its run when the store has lost that too. Attempts "
+                    "already stored are recognised and never added twice, so it can run any number of times. "
+                    "Runs whose orchestrator is still running are left alone, as are runs started on another "
+                    "host. A damaged store is moved aside (results.db.damaged-<time>) and rebuilt.")
+    repair.add_argument("paths", nargs="*", type=Path, metavar="PATH",
+                        help="results.json files or folders to read (default: the log root)")
+    add_store_options(repair)
+
 
 # ---------------------------------------------------------------- helpers
+
+
+def log_root_of(args: argparse.Namespace, default_root) -> Path:
+    if args.log_root is not None:
+        return args.log_root.resolve()
+    root = (args.root or default_root()).resolve()
+    conf_file = root / "configs" / "test_conf.yaml"
+    conf = load_model(TestConf, conf_file) if conf_file.is_file() else TestConf()
+    return conf.log_root_in(root)
 
 
 def open_store(args: argparse.Namespace, default_root, must_exist: bool = True) -> ResultStore:
     path = args.db
     if path is None:
-        log_root = args.log_root
-        if log_root is None:
-            root = (args.root or default_root()).resolve()
-            conf_file = root / "configs" / "test_conf.yaml"
-            conf = load_model(TestConf, conf_file) if conf_file.is_file() else TestConf()
-            log_root = conf.log_root_in(root)
-        path = store_path(log_root)
+        path = store_path(log_root_of(args, default_root))
     if must_exist and not Path(path).is_file():
         raise UserError(f"no results store at {path}",
                         "run a case first (accelbench run ...), or point --db / --log-root at one")
@@ -137,15 +155,26 @@ def run_checks(summaries, root: Path):
 def cmd_runs(args: argparse.Namespace, console: Console, default_root) -> int:
     with open_store(args, default_root) as store:
         rows = store.runs(args.limit or None)
+    host = socket.gethostname()
     table = Table(title=f"runs in {store.path}")
     for column in ("run", "started", "status", "attempts", "ok", "cases", "commit", "source"):
         table.add_column(column, no_wrap=column in ("run", "started"))
     for r in rows:
         commit = (r.get("accelbench_commit") or "")[:10]
-        table.add_row(r["run_id"], r["started_at"], r["status"], str(r["attempts"]), str(r["ok"] or 0),
+        table.add_row(r["run_id"], r["started_at"], _status(r, host), str(r["attempts"]), str(r["ok"] or 0),
                       r.get("case_names") or "", commit, r["source"])
     console.print(table)
     return EXIT_OK
+
+
+def _status(run: dict, host: str) -> str:
+    """A running run says where: one on another host cannot be checked from here."""
+    if run["status"] != "running" or not run.get("orchestrator_pid"):
+        return run["status"]
+    if run.get("orchestrator_host") != host:
+        return f"running (on {run.get('orchestrator_host')}: not checked from here)"
+    alive = process_alive(run["orchestrator_pid"], run.get("orchestrator_started"))
+    return f"running (pid {run['orchestrator_pid']})" if alive else "running (orchestrator gone)"
 
 
 def cmd_show(args: argparse.Namespace, console: Console, default_root) -> int:
@@ -159,6 +188,11 @@ def cmd_show(args: argparse.Namespace, console: Console, default_root) -> int:
         console.print(f"  command: {' '.join(run['argv'])}", markup=False, soft_wrap=True)
     console.print(f"  accelbench commit: {run.get('accelbench_commit')}; logs: {run.get('log_dir')}",
                   markup=False, soft_wrap=True)
+    if run.get("orchestrator_pid"):
+        console.print(f"  orchestrator: pid {run['orchestrator_pid']} on {run.get('orchestrator_host')}",
+                      markup=False, soft_wrap=True)
+    if run.get("note"):
+        console.print(f"  note: {run['note']}", markup=False, soft_wrap=True)
     for a in attempts:
         console.print(f"\n[bold]{a['case_name']}[/] round {a['round']} attempt {a['attempt']}: {a['status']}"
                       + (f" — {a['reason']}" if a.get("reason") else ""), soft_wrap=True)
@@ -289,5 +323,36 @@ def cmd_import(args: argparse.Namespace, console: Console, default_root) -> int:
     return EXIT_OK
 
 
-COMMANDS = {"runs": cmd_runs, "show": cmd_show, "report": cmd_report, "compare": cmd_compare, "import": cmd_import}
+def cmd_store(args: argparse.Namespace, console: Console, default_root) -> int:
+    """``store repair``: the attempts results.json files hold that the store lacks, added once."""
+    path = (args.db or store_path(log_root_of(args, default_root))).resolve()
+    if args.paths:
+        folders = [p.resolve() for p in args.paths]
+    elif args.db is not None and args.log_root is None:
+        folders = [path.parent]  # the default layout: the store beside the run folders
+    else:
+        folders = [log_root_of(args, default_root)]
+    missing = [str(f) for f in folders if not f.exists()]
+    if missing:
+        raise UserError(f"{missing[0]}: no such file or folder", "give the log root (--log-root) or results.json paths")
+    try:
+        store = ResultStore(path)
+    except StoreCorrupt as exc:
+        aside = path.with_name(f"{path.name}.damaged-{datetime.now().strftime('%Y%m%d-%H%M%S')}")
+        for suffix in ("", "-wal", "-shm"):
+            part = Path(f"{path}{suffix}")
+            if part.exists():
+                part.rename(Path(f"{aside}{suffix}"))
+        console.print(f"{exc.message}\nmoved it aside to {aside}; rebuilding {path} from results.json",
+                      markup=False, soft_wrap=True)
+        store = ResultStore(path)
+    with store:
+        lines = store.repair(folders)
+    for line in lines:
+        console.print(line, markup=False, soft_wrap=True)
+    console.print(f"repaired {path} from {', '.join(map(str, folders))}", markup=False, soft_wrap=True)
+    return EXIT_OK
+
+
+COMMANDS = {"store": cmd_store, "runs": cmd_runs, "show": cmd_show, "report": cmd_report, "compare": cmd_compare, "import": cmd_import}
 

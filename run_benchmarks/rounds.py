@@ -7,6 +7,7 @@ Ctrl-C) the logs stay, the runtimes clean up, and the round gets a result.
 from __future__ import annotations
 
 import shutil
+import signal
 import time
 from pathlib import Path
 from typing import Callable, Optional, Protocol, Sequence
@@ -15,7 +16,7 @@ import yaml
 
 from training import perflog
 
-from . import outcome
+from . import outcome, signals
 from .hosts import Host, Job
 from .outcome import RoundResult
 from .plan import CasePlan, NodePlan, RoundPlan
@@ -38,9 +39,10 @@ class Reporter(Protocol):
 class RoundExecutor:
     def __init__(self, hosts: dict[str, Host], runtimes: RunRuntimes, preflight: Preflight, reporter: Reporter,
                  orchestrator_env: dict, results: list[RoundResult], store: Optional[ResultStore],
-                 clock: Callable[[], float] = time.monotonic):
+                 clock: Callable[[], float] = time.monotonic, machine_warnings: Sequence[str] = ()):
         self.hosts, self.runtimes, self.preflight, self.reporter = hosts, runtimes, preflight, reporter
         self.orchestrator_env, self.results, self.store, self.clock = orchestrator_env, results, store, clock
+        self.machine_warnings = list(machine_warnings)  # found at preflight: other runs on these hosts
 
     def run(self, case: CasePlan, rnd: RoundPlan) -> None:
         """A round whose ranks never connected (no step done) is not a result: keep its logs aside, run again."""
@@ -49,7 +51,8 @@ class RoundExecutor:
             try:
                 result = self._run_round(case, rnd, notes)
             except KeyboardInterrupt:  # the interrupted attempt is a row too
-                self._store(case, self.results[-1], attempt)
+                with signals.deferred():
+                    self._store(case, self.results[-1], attempt)
                 raise
             line = case.framework.start_error_in(result.error_lines) if result.steps_completed == 0 \
                 and result.status == "failed" else None
@@ -70,31 +73,36 @@ class RoundExecutor:
         result = RoundResult(str(case.name), rnd.index, rnd.dir, status="failed", started_at=outcome.now())
         began = time.monotonic()
         result.warnings += self.preflight.version_warnings.get(str(case.name), [])
+        result.warnings += self.machine_warnings
         result.warnings += notes
         self.results.append(result)
         write_inputs(case, rnd)
         self.reporter.round_started(case, rnd)
         jobs: dict[int, Job] = {}
         monitors: dict[int, Job] = {}
-        interrupted = False
+        interrupted: Optional[KeyboardInterrupt] = None
+        ending = "start_failed"
         try:
             self._start_nodes(case, rnd, result, jobs, monitors)
             ending = self._wait(case, rnd, jobs, result)
-        except KeyboardInterrupt:
-            ending, interrupted = "interrupted", True
+        except KeyboardInterrupt as exc:
+            ending, interrupted = "interrupted", exc
+            if isinstance(exc, signals.Interrupted) and exc.signum != signal.SIGINT:
+                result.reason = f"{signal.Signals(exc.signum).name} received"
         except Exception as exc:  # noqa: BLE001 - a node that cannot start fails its case, not the run
-            ending = "start_failed"
             result.reason = f"a node could not start: {type(exc).__name__}: {exc}"
-        finally:
+        # Whatever ended the round, its cleanup runs whole: a signal arriving in it waits until it is done
+        # (and a second one only cuts the grace short, see signals).
+        with signals.deferred():
             self._stop(rnd, jobs, monitors, result)
-        for node in rnd.nodes:
-            if node.remote_dir is not None:
-                self._fetch_logs(node, result)
-        outcome.finish(case, rnd, result, ending, began, lambda node: self._node_facts(case, node),
-                       self.orchestrator_env)
-        self.reporter.round_finished(case, rnd, result)
-        if interrupted:
-            raise KeyboardInterrupt
+            for node in rnd.nodes:
+                if node.remote_dir is not None:
+                    self._fetch_logs(node, result)
+            outcome.finish(case, rnd, result, ending, began, lambda node: self._node_facts(case, node),
+                           self.orchestrator_env)
+            self.reporter.round_finished(case, rnd, result)
+        if interrupted is not None:
+            raise interrupted
         return result
 
     def _start_nodes(self, case: CasePlan, rnd: RoundPlan, result: RoundResult, jobs: dict[int, Job],
@@ -106,10 +114,11 @@ class RoundExecutor:
             if node.remote_dir is not None:  # the host writes its logs there; they are fetched after
                 host.makedirs(node.remote_dir / "tmp")
                 host.put(rnd.config_path, node.remote_dir.parent / "config.json")
-            monitor = self._start_monitor(case, node, result)
-            if monitor is not None:
-                monitors[node.node_rank] = monitor
-            jobs[node.node_rank] = self.runtimes.of(node).start_launcher(case, node)
+            with signals.deferred():  # a start is not cut in half: what started is in the dicts, to stop
+                monitor = self._start_monitor(case, node, result)
+                if monitor is not None:
+                    monitors[node.node_rank] = monitor
+                jobs[node.node_rank] = self.runtimes.of(node).start_launcher(case, node)
 
     def _start_monitor(self, case: CasePlan, node: NodePlan, result: RoundResult) -> Optional[Job]:
         """The node's host and accelerator sampler; one that cannot start is a warning, not a failure."""
@@ -146,7 +155,12 @@ class RoundExecutor:
             if monitor.poll() is None:
                 monitor.stop(MONITOR_GRACE_S)
         for node in rnd.nodes:
-            self.runtimes.of(node).cleanup(node)
+            try:
+                self.runtimes.of(node).cleanup(node)
+            except Exception as exc:  # noqa: BLE001 - the other nodes are still cleaned up
+                result.warnings.append(f"cleanup of node {node.node_rank} failed: {type(exc).__name__}: {exc}")
+        for job in [*jobs.values(), *monitors.values()]:  # their parent-death guards, now idle
+            job.close()
 
     def _fetch_logs(self, node: NodePlan, result: RoundResult) -> None:
         try:

@@ -6,14 +6,36 @@ soon as the round ends: a run killed with SIGKILL leaves every finished attempt
 readable. No server; ``sqlite3`` is in the standard library. Headline figures
 are columns (so they can be filtered and sorted); the complete metrics, the
 workload, the environment and the warnings are JSON beside them.
+
+Faults the store meets and what it does (tests/test_store_faults.py):
+
+- another process holds a write transaction: every write waits (SQLite's busy timeout) and is retried with
+  backoff for a bounded time ($ACCELBENCH_STORE_WAIT_S at open and for the run's own row, default 30 s;
+  $ACCELBENCH_STORE_RETRY_S for an attempt, default 120 s), then gives up with ``StoreUnavailable``;
+- a damaged file: refused at open (quick_check, then every row of every table read) with ``StoreCorrupt``;
+- a run whose orchestrator died (SIGKILL, a crash, a reboot) stays ``running``: whoever opens the store next on
+  the orchestrator's host finds the process gone (pid and start time, since pids are reused), adds the attempts
+  its results.json files hold that never reached the store, and marks the run ``killed`` (``done`` when the run
+  had written its summary.json: it ended, only its end was not recorded). A run started on another host is left
+  alone: its process cannot be looked at from here;
+- ``repair`` adds the attempts of results.json files the store lacks, never twice: the way back after any of
+  the above, and the way to rebuild a store that had to be moved aside.
 """
 from __future__ import annotations
 
+import errno
 import json
+import os
+import socket
 import sqlite3
+import sys
+import time
 from dataclasses import dataclass
+from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Iterable, Optional, Sequence
+from typing import Any, Callable, Iterable, Iterator, Optional, Sequence
+
+import psutil
 
 from .errors import UserError
 
@@ -49,11 +71,15 @@ CREATE TABLE IF NOT EXISTS runs (
     run_id TEXT PRIMARY KEY,
     started_at TEXT NOT NULL,
     ended_at TEXT,
-    status TEXT NOT NULL,            -- running | done | interrupted | killed (never ended)
+    status TEXT NOT NULL,            -- running | done | interrupted | aborted | killed (see RUN_STATUSES)
     argv TEXT,                       -- JSON list
     accelbench_commit TEXT,
     log_dir TEXT,
-    source TEXT NOT NULL             -- accelbench, or import:<parser>/<version>
+    source TEXT NOT NULL,            -- accelbench, or import:<parser>/<version>
+    orchestrator_host TEXT,          -- socket.gethostname() of the process that runs it
+    orchestrator_pid INTEGER,
+    orchestrator_started REAL,       -- that process's start time (psutil create_time): pids are reused
+    note TEXT                        -- how the run was finalized when not by itself (killed, repaired)
 );
 CREATE TABLE IF NOT EXISTS attempts (
     id INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -87,6 +113,83 @@ _JSON_COLUMNS = ("metrics", "monitor", "workload", "environment", "warnings", "e
 # Columns added after schema version 1 was first written: (name, type), added to older files on open.
 _ADDED_COLUMNS = tuple((c, "REAL") for c in MONITOR_COLUMNS) + (("monitor", "TEXT"),
                                                                   ("peak_memory_reserved_bytes", "REAL"))
+_ADDED_RUN_COLUMNS = (("orchestrator_host", "TEXT"), ("orchestrator_pid", "INTEGER"),
+                      ("orchestrator_started", "REAL"), ("note", "TEXT"))
+
+RUN_STATUSES = {
+    "running": "under way (or its orchestrator runs on another host: only that host can tell it ended)",
+    "done": "every planned round ran",
+    "interrupted": "stopped with Ctrl-C",
+    "aborted": "stopped by accelbench because its results could not be written (disk full)",
+    "killed": "its orchestrator died without ending it (SIGKILL, crash, reboot); found by a later open",
+}
+WAIT_ENV, RETRY_ENV = "ACCELBENCH_STORE_WAIT_S", "ACCELBENCH_STORE_RETRY_S"
+DEFAULT_WAIT_S, DEFAULT_RETRY_S = 30.0, 120.0
+SCAN_BUDGET_S = 10.0  # the row scan of the open check stops here on a very large store (quick_check is whole)
+FINALIZE_WAIT_S = 2.0  # finalizing dead runs at open is a courtesy: it does not wait long for a lock
+RESULTS_SCHEMA = "accelbench.results/1"
+
+
+def _seconds(env: str, default: float) -> float:
+    try:
+        return max(0.0, float(os.environ.get(env, default)))
+    except ValueError:
+        return default
+
+
+class StoreUnavailable(UserError):
+    """A write the store could not take within its time budget: another process holds the lock."""
+
+    reason = ""  # the cause in a few words, for a line that names the store already
+
+
+class StoreCorrupt(UserError):
+    """The file fails the integrity check: nothing is started on it."""
+
+
+def is_locked(exc: BaseException) -> bool:
+    if not isinstance(exc, sqlite3.OperationalError):
+        return False
+    code = getattr(exc, "sqlite_errorcode", None)
+    if code is not None:
+        return code & 0xFF in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)
+    return "locked" in str(exc) or "busy" in str(exc)
+
+
+def is_full(exc: BaseException) -> bool:
+    if isinstance(exc, OSError):
+        return exc.errno in (errno.ENOSPC, errno.EDQUOT)
+    code = getattr(exc, "sqlite_errorcode", None)
+    return (code is not None and code & 0xFF == sqlite3.SQLITE_FULL) or "disk is full" in str(exc)
+
+
+def locked_fix(path: Path, env: str) -> str:
+    return (f"let the other process finish or end it (`fuser -v {path}` names it; an open `sqlite3` shell inside "
+            f"BEGIN ... counts), then run again; or point --db at another file; ${env} sets how long to wait")
+
+
+def _stderr(message: str) -> None:
+    print(f"accelbench: {message}", file=sys.stderr, flush=True)
+
+
+def orchestrator_identity() -> tuple[str, int, float]:
+    """(host, pid, start time) of this process, to tell later whether it is still alive."""
+    return socket.gethostname(), os.getpid(), psutil.Process().create_time()
+
+
+def process_alive(pid: Optional[int], started: Optional[float]) -> bool:
+    """Whether process ``pid`` on this host is the one that started at ``started`` and has not ended."""
+    if pid is None:
+        return True  # unknown: assume alive, never finalize what cannot be checked
+    try:
+        proc = psutil.Process(int(pid))
+        if proc.status() == psutil.STATUS_ZOMBIE:
+            return False
+        return started is None or abs(proc.create_time() - float(started)) < 1.0
+    except psutil.NoSuchProcess:
+        return False
+    except psutil.AccessDenied:
+        return True
 
 
 @dataclass(frozen=True)
@@ -114,21 +217,68 @@ def _decode(row: sqlite3.Row) -> dict:
 
 
 class ResultStore:
-    def __init__(self, path: Path):
+    """``wait_s``: how long opening and the run's own row wait for a lock; ``retry_s``: how long an attempt's
+    write is retried; ``finalize``: finalize this host's runs whose orchestrator is gone; ``announce``: where
+    notes go (stderr)."""
+
+    def __init__(self, path: Path, wait_s: Optional[float] = None, retry_s: Optional[float] = None,
+                 finalize: bool = True, announce: Optional[Callable[[str], None]] = None):
         self.path = Path(path)
+        self.wait_s = _seconds(WAIT_ENV, DEFAULT_WAIT_S) if wait_s is None else wait_s
+        self.retry_s = _seconds(RETRY_ENV, DEFAULT_RETRY_S) if retry_s is None else retry_s
+        self.announce = announce or _stderr
+        self.unstored: list[str] = []  # what this process could not write (attempts, the run's end)
+        self.finalized: list[str] = []  # notes on the runs this open finalized
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        self.conn = sqlite3.connect(self.path, timeout=30.0, isolation_level=None)
+        existed = self.path.is_file() and self.path.stat().st_size > 0
+        self.conn = sqlite3.connect(self.path, timeout=self.wait_s, isolation_level=None)
         self.conn.row_factory = sqlite3.Row
         try:
+            if existed:
+                self._check_integrity()  # before anything writes to a file that may be damaged
             self.conn.execute("PRAGMA journal_mode=WAL")  # readers never block the run that writes
             self.conn.execute("PRAGMA synchronous=FULL")
-            self.conn.executescript(_SCHEMA)
+            self._create_schema()
             self._check_version()
             self._add_missing_columns()
         except sqlite3.DatabaseError as exc:
             self.conn.close()
+            if is_locked(exc):
+                raise StoreUnavailable(f"the results store {self.path} is locked: another process has held a write "
+                                       f"transaction on it for more than {self.wait_s:g} s",
+                                       locked_fix(self.path, WAIT_ENV)) from None
+            if is_full(exc):
+                raise StoreUnavailable(f"the results store {self.path} cannot be written: the disk is full",
+                                       "free space on its file system, or point --db at another file") from None
+            if existed and ("malformed" in str(exc) or "corrupt" in str(exc) or isinstance(exc, _Damaged)):
+                raise StoreCorrupt(f"the results store {self.path} is damaged: {exc}",
+                                   f"rebuild it from the runs' results.json files: accelbench store repair --db "
+                                   f"{self.path} --log-root {self.path.parent} (it first moves the damaged file "
+                                   f"aside to {self.path.name}.damaged-<time>; or move it yourself); runs brought "
+                                   "in with `accelbench import` must be imported again") from None
             raise UserError(f"{self.path} is not an accelbench results store: {exc}",
                             "point --db (or the log root) at another file, or move this one away") from None
+        if finalize:
+            self.finalize_dead_runs()
+
+    def _check_integrity(self) -> None:
+        """quick_check walks every page of every b-tree; reading every row then decodes every record, which
+        catches garbage inside a page whose structure still holds. The row scan stops after SCAN_BUDGET_S."""
+        problems = [row[0] for row in self.conn.execute("PRAGMA quick_check(5)")]
+        if problems != ["ok"]:
+            raise _Damaged("; ".join(p.replace("\n", " ") for p in problems))
+        deadline = time.monotonic() + SCAN_BUDGET_S
+        tables = [row[0] for row in self.conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
+        for table in tables:
+            cursor = self.conn.execute(f'SELECT * FROM "{table}"')
+            while cursor.fetchmany(500):
+                if time.monotonic() > deadline:
+                    return
+
+    def _create_schema(self) -> None:
+        have = {row[0] for row in self.conn.execute("SELECT name FROM sqlite_master")}
+        if not {"meta", "runs", "attempts", "attempts_run", "attempts_case"} <= have:  # else no write lock needed
+            self.conn.executescript(_SCHEMA)
 
     def _check_version(self) -> None:
         row = self.conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
@@ -140,10 +290,11 @@ class ResultStore:
                                         f"({SCHEMA_VERSION})")
 
     def _add_missing_columns(self) -> None:
-        have = {row[1] for row in self.conn.execute("PRAGMA table_info(attempts)")}
-        for name, kind in _ADDED_COLUMNS:
-            if name not in have:
-                self.conn.execute(f"ALTER TABLE attempts ADD COLUMN {name} {kind}")
+        for table, added in (("attempts", _ADDED_COLUMNS), ("runs", _ADDED_RUN_COLUMNS)):
+            have = {row[1] for row in self.conn.execute(f"PRAGMA table_info({table})")}
+            for name, kind in added:
+                if name not in have:
+                    self.conn.execute(f"ALTER TABLE {table} ADD COLUMN {name} {kind}")
 
     def close(self) -> None:
         self.conn.close()
@@ -156,44 +307,199 @@ class ResultStore:
 
     # ------------------------------------------------------------ writing
 
-    def _transaction(self, sql: str, params: Sequence) -> int:
-        cur = self.conn.cursor()
-        cur.execute("BEGIN IMMEDIATE")
-        try:
+    def _write(self, work: Callable[[sqlite3.Cursor], Any], budget_s: float, env: str, what: str) -> Any:
+        """``work`` inside one BEGIN IMMEDIATE transaction; while another process holds the lock, waited for
+        and retried with backoff until ``budget_s`` has passed, then StoreUnavailable. Other errors (a full
+        disk, a damaged file) are raised at once: waiting does not mend them."""
+        began = time.monotonic()
+        pause, told = 0.25, False
+        while True:
+            left = budget_s - (time.monotonic() - began)
+            # The first wait is short, so a wait of any length is announced; later ones let SQLite retry.
+            self.conn.execute(f"PRAGMA busy_timeout = {int(max(0.0, min(left, 5.0 if told else 1.0)) * 1000)}")
+            cur = self.conn.cursor()
+            try:
+                cur.execute("BEGIN IMMEDIATE")
+                try:
+                    value = work(cur)
+                    cur.execute("COMMIT")
+                except BaseException:
+                    if self.conn.in_transaction:
+                        try:
+                            cur.execute("ROLLBACK")
+                        except sqlite3.Error:
+                            pass
+                    raise
+                return value
+            except sqlite3.OperationalError as exc:
+                if not is_locked(exc):
+                    raise
+                left = budget_s - (time.monotonic() - began)
+                if left <= 0:
+                    failure = StoreUnavailable(f"the results store {self.path} is locked: another process has held "
+                                               f"a write transaction on it for more than {budget_s:g} s, so {what} "
+                                               "could not be written", locked_fix(self.path, env))
+                    failure.reason = f"locked by another process for more than {budget_s:g} s"
+                    raise failure from None
+                if not told:
+                    told = True
+                    self.announce(f"the results store {self.path} is locked by another process; retrying {what} "
+                                  f"for up to {budget_s:g} s")
+                time.sleep(min(pause, left))
+                pause = min(pause * 2, 8.0)
+
+    def _transaction(self, sql: str, params: Sequence, budget_s: Optional[float] = None,
+                     what: str = "a row", env: str = RETRY_ENV) -> int:
+        def work(cur: sqlite3.Cursor) -> int:
             cur.execute(sql, params)
-            cur.execute("COMMIT")
-        except BaseException:
-            cur.execute("ROLLBACK")
-            raise
-        return cur.lastrowid
+            return cur.lastrowid
+        return self._write(work, self.retry_s if budget_s is None else budget_s, env, what)
 
     def begin_run(self, run_id: str, started_at: str, argv: Sequence[str], commit: Optional[str],
-                  log_dir: Optional[str], source: str = "accelbench") -> None:
+                  log_dir: Optional[str], source: str = "accelbench",
+                  orchestrator: Optional[tuple[str, int, float]] = None) -> None:
+        """``orchestrator``: (host, pid, start time) of the process that will end the run (see
+        orchestrator_identity); a run without one is never finalized by someone else."""
+        host, pid, started = orchestrator or (None, None, None)
         self._transaction("INSERT OR REPLACE INTO runs (run_id, started_at, status, argv, accelbench_commit, "
-                          "log_dir, source) VALUES (?, ?, 'running', ?, ?, ?, ?)",
-                          (run_id, started_at, json.dumps(list(argv)), commit, log_dir, source))
+                          "log_dir, source, orchestrator_host, orchestrator_pid, orchestrator_started) "
+                          "VALUES (?, ?, 'running', ?, ?, ?, ?, ?, ?, ?)",
+                          (run_id, started_at, json.dumps(list(argv)), commit, log_dir, source, host, pid, started),
+                          self.wait_s, f"run {run_id}", WAIT_ENV)
 
     def end_run(self, run_id: str, ended_at: str, status: str = "done") -> None:
-        self._transaction("UPDATE runs SET ended_at = ?, status = ? WHERE run_id = ?", (ended_at, status, run_id))
+        self._transaction("UPDATE runs SET ended_at = ?, status = ? WHERE run_id = ?", (ended_at, status, run_id),
+                          self.retry_s, f"the end of run {run_id}")
 
-    def add_attempt(self, fields: dict) -> int:
+    def add_attempt(self, fields: dict, what: str = "the attempt") -> int:
         """``fields``: CASE_COLUMNS, run_id, round, status, ... and ``metrics`` as a dict (or None)."""
-        row = dict(fields)
-        metrics = row.get("metrics") or {}
-        for column, key, sub in METRIC_COLUMNS:
-            value = metrics.get(key)
-            row[column] = value.get(sub) if sub and isinstance(value, dict) else value
-        row["precision"] = row.get("precision") or metrics.get("precision")
-        monitor = row.get("monitor") or {}
-        for column in MONITOR_COLUMNS:
-            row[column] = monitor.get(column)
-        for key in _JSON_COLUMNS:
-            if key in row and row[key] is not None:
-                row[key] = json.dumps(row[key], default=str)
-        columns = list(row)
-        sql = (f"INSERT INTO attempts ({', '.join(f'{chr(34)}{c}{chr(34)}' for c in columns)}) "
-               f"VALUES ({', '.join('?' for _ in columns)})")
-        return self._transaction(sql, [row[c] for c in columns])
+        sql, params = _insert_attempt(fields)
+        return self._transaction(sql, params, self.retry_s, what)
+
+    # ------------------------------------------------------------ finalizing and repairing
+
+    def finalize_dead_runs(self) -> list[str]:
+        """Runs still ``running`` whose orchestrator on this host is gone: their results.json files not yet in
+        the store are added and the run is marked ``killed`` (``done`` if it wrote summary.json)."""
+        host = socket.gethostname()
+        rows = self.conn.execute("SELECT run_id, orchestrator_pid, orchestrator_started, log_dir FROM runs "
+                                 "WHERE status = 'running' AND orchestrator_host = ? AND orchestrator_pid IS NOT NULL",
+                                 (host,)).fetchall()
+        notes = []
+        for row in rows:
+            if process_alive(row["orchestrator_pid"], row["orchestrator_started"]):
+                continue
+            try:
+                note = self._write(lambda cur, r=row: self._finalize(cur, r["run_id"], r["log_dir"], "killed"),
+                                   FINALIZE_WAIT_S, WAIT_ENV, f"the end of run {row['run_id']}")
+            except (StoreUnavailable, sqlite3.Error) as exc:
+                self.announce(f"run {row['run_id']} lost its orchestrator but could not be finalized now "
+                              f"({str(exc).splitlines()[0]}); the next open of the store will")
+                continue
+            if note:
+                notes.append(note)
+                self.announce(note)
+        self.finalized += notes
+        return notes
+
+    def _finalize(self, cur: sqlite3.Cursor, run_id: str, log_dir: Optional[str], status: str) -> Optional[str]:
+        """Inside a write transaction: the run's missing attempts from its results.json files, then its end."""
+        row = cur.execute("SELECT status, orchestrator_host, orchestrator_pid FROM runs WHERE run_id = ?",
+                          (run_id,)).fetchone()
+        if row is None or row["status"] != "running":
+            return None  # another process finalized it first
+        folder = Path(log_dir) if log_dir else None
+        added = self._add_missing(cur, run_id, results_documents(folder) if folder and folder.is_dir() else [],
+                                  "the run's orchestrator had died before storing it")
+        ended = bool(folder and (folder / "summary.json").is_file())
+        final = "done" if ended else status
+        last = _newest_mtime(folder) if folder and folder.is_dir() else None
+        why = ("it wrote its summary.json, so it ended, but its end never reached the store" if ended
+               else "it died without ending the run (SIGKILL, a crash, a reboot)")
+        note = (f"run {run_id}: marked {final} — its orchestrator (pid {row['orchestrator_pid']} on "
+                f"{row['orchestrator_host']}) is gone and {why}; {added} attempt(s) added from its results.json "
+                f"files; checked at {_now()} by pid {os.getpid()}")
+        cur.execute("UPDATE runs SET status = ?, ended_at = COALESCE(ended_at, ?), note = ? WHERE run_id = ?",
+                    (final, last, note, run_id))
+        return note
+
+    def _add_missing(self, cur: sqlite3.Cursor, run_id: str, documents: Iterable[tuple[Path, dict]],
+                     why: str) -> int:
+        """Rows for the run's documents the store does not hold yet (matched by path or by case, round and
+        timing, so a moved log folder is no reason for a second row)."""
+        stored = cur.execute("SELECT case_name, round, started_at, wall_time_s, results_path FROM attempts "
+                             "WHERE run_id = ?", (run_id,)).fetchall()
+        paths = {r["results_path"] for r in stored if r["results_path"]}
+        keys = {(r["case_name"], r["round"], r["started_at"], r["wall_time_s"]) for r in stored}
+        added = 0
+        for path, doc in documents:
+            if doc.get("run_id") != run_id:
+                continue
+            key = (doc.get("case_name"), doc.get("round"), doc.get("started_at"), doc.get("wall_time_s"))
+            if str(path) in paths or key in keys:
+                continue
+            attempt, status = _attempt_of(path)
+            row = row_from_document(doc, attempt)
+            row["results_path"] = str(path)
+            if status:
+                row["status"] = status
+            row["warnings"] = list(row["warnings"]) + [f"added to the store from {path} at {_now()}: {why}"]
+            cur.execute(*_insert_attempt(row))
+            paths.add(str(path))
+            keys.add(key)
+            added += 1
+        return added
+
+    def repair(self, folders: Sequence[Path]) -> list[str]:
+        """Add every attempt whose results.json (under ``folders``) the store lacks; a run the store does not
+        know gets its row back. Runs whose orchestrator may still be writing are left alone. Idempotent."""
+        self.finalize_dead_runs()
+        by_run: dict[str, list[tuple[Path, dict]]] = {}
+        unreadable = []
+        for folder in folders:
+            for path, doc in results_documents(folder, unreadable):
+                by_run.setdefault(doc["run_id"], []).append((path, doc))
+        lines = [f"skipped {p}: {why}" for p, why in unreadable]
+        host = socket.gethostname()
+        for run_id, documents in sorted(by_run.items()):
+            row = self.conn.execute("SELECT * FROM runs WHERE run_id = ?", (run_id,)).fetchone()
+            if row is not None and row["status"] == "running":
+                if row["orchestrator_pid"] is None:
+                    lines.append(f"run {run_id}: left alone — marked running by an accelbench that did not record "
+                                 "its process, so whether it still writes cannot be told")
+                    continue
+                if row["orchestrator_host"] != host:
+                    lines.append(f"run {run_id}: left alone — its orchestrator runs on {row['orchestrator_host']}, "
+                                 "not this host; repair it there")
+                    continue
+                lines.append(f"run {run_id}: left alone — its orchestrator (pid {row['orchestrator_pid']}) is "
+                             "still running and stores its own attempts")
+                continue
+
+            def work(cur: sqlite3.Cursor, run_id=run_id, documents=documents, known=row is not None) -> str:
+                if not known:
+                    self._recreate_run(cur, run_id, documents)
+                added = self._add_missing(cur, run_id, documents, "repaired with accelbench store repair")
+                return (f"run {run_id}: " + ("" if known else "run row rebuilt; ")
+                        + f"{added} attempt(s) added, {len(documents) - added} already stored")
+            lines.append(self._write(work, self.wait_s, WAIT_ENV, f"the attempts of run {run_id}"))
+        if not by_run:
+            lines.append(f"no results.json under {', '.join(map(str, folders))}")
+        return lines
+
+    def _recreate_run(self, cur: sqlite3.Cursor, run_id: str, documents: list[tuple[Path, dict]]) -> None:
+        run_dir = _run_dir(documents[0][0])
+        starts = sorted(d.get("started_at") or "" for _, d in documents if d.get("started_at"))
+        ends = sorted(d.get("ended_at") or "" for _, d in documents if d.get("ended_at"))
+        ended = run_dir is not None and (run_dir / "summary.json").is_file()
+        env = (documents[0][1].get("environment") or {}).get("orchestrator") or {}
+        cur.execute("INSERT INTO runs (run_id, started_at, ended_at, status, argv, accelbench_commit, log_dir, "
+                    "source, orchestrator_host, note) VALUES (?, ?, ?, ?, ?, ?, ?, 'accelbench', ?, ?)",
+                    (run_id, starts[0] if starts else _now(), ends[-1] if ends else None,
+                     "done" if ended else "killed", json.dumps(env.get("argv")) if env.get("argv") else None,
+                     env.get("accelbench_commit"), str(run_dir) if run_dir else None, env.get("orchestrator_host"),
+                     f"run row rebuilt from results.json by accelbench store repair at {_now()}"
+                     + ("" if ended else "; no summary.json: the run did not end by itself")))
 
     # ------------------------------------------------------------ reading
 
@@ -244,6 +550,75 @@ class ResultStore:
             params += run_ids
         sql = "SELECT * FROM attempts" + (f" WHERE {' AND '.join(clauses)}" if clauses else "") + " ORDER BY id"
         return [Attempt(_decode(r)) for r in self.conn.execute(sql, params)]
+
+
+class _Damaged(sqlite3.DatabaseError):
+    """The integrity check found a problem."""
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+def _newest_mtime(folder: Path) -> Optional[str]:
+    try:
+        newest = max((p.stat().st_mtime for p in folder.rglob("*") if p.is_file()), default=None)
+    except OSError:
+        return None
+    return None if newest is None else datetime.fromtimestamp(newest, timezone.utc).isoformat(timespec="seconds")
+
+
+def _insert_attempt(fields: dict) -> tuple[str, list]:
+    row = dict(fields)
+    metrics = row.get("metrics") or {}
+    for column, key, sub in METRIC_COLUMNS:
+        value = metrics.get(key)
+        row[column] = value.get(sub) if sub and isinstance(value, dict) else value
+    row["precision"] = row.get("precision") or metrics.get("precision")
+    monitor = row.get("monitor") or {}
+    for column in MONITOR_COLUMNS:
+        row[column] = monitor.get(column)
+    for key in _JSON_COLUMNS:
+        if key in row and row[key] is not None:
+            row[key] = json.dumps(row[key], default=str)
+    columns = list(row)
+    sql = (f"INSERT INTO attempts ({', '.join(f'{chr(34)}{c}{chr(34)}' for c in columns)}) "
+           f"VALUES ({', '.join('?' for _ in columns)})")
+    return sql, [row[c] for c in columns]
+
+
+def _attempt_of(path: Path) -> tuple[int, Optional[str]]:
+    """(attempt number, status override) from where a results.json lies: ``round<k>.start-error<n>/`` holds
+    attempt n, stored as start_error; ``round<k>/`` the attempt after its start errors."""
+    name = path.parent.name
+    if ".start-error" in name:
+        number = name.rsplit(".start-error", 1)[1]
+        return (int(number) if number.isdigit() else 1), "start_error"
+    return 1 + len(list(path.parent.parent.glob(f"{name}.start-error*/results.json"))), None
+
+
+def _run_dir(path: Path) -> Optional[Path]:
+    """logs/<run_id>/<case>/round<k>/results.json -> logs/<run_id>"""
+    return path.parent.parent.parent if len(path.parents) >= 3 else None
+
+
+def results_documents(folder: Path, unreadable: Optional[list] = None) -> Iterator[tuple[Path, dict]]:
+    """(path, document) for every round results.json under ``folder`` (or ``folder`` itself if it is one),
+    in path order; ``unreadable`` collects (path, why) for the ones that cannot be read."""
+    folder = Path(folder).resolve()
+    paths = [folder] if folder.is_file() else sorted(folder.rglob("results.json"))
+    for path in paths:
+        try:
+            doc = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as exc:
+            if unreadable is not None:
+                unreadable.append((path, f"cannot be read: {exc}"))
+            continue
+        if not isinstance(doc, dict) or doc.get("schema") != RESULTS_SCHEMA or "run_id" not in doc:
+            if unreadable is not None:
+                unreadable.append((path, f"not an accelbench round document ({RESULTS_SCHEMA})"))
+            continue
+        yield path, doc
 
 
 def store_path(log_root: Path) -> Path:

@@ -20,6 +20,17 @@ Task = Literal["pretrain", "finetune", "lora"]
 LoraTarget = Literal["q", "k", "v", "o", "fc", "gate", "down"]
 
 
+# Upper bounds, each far above any real model or benchmark and far below what would make a worker allocate
+# without end or run for days: a typo (an extra digit, 1e30) fails at plan time instead. The reason travels
+# with the field, so the orchestrator's error message can say it.
+def _bounded(default=..., *, le: int, why: str, **kwargs):
+    return Field(default, le=le, json_schema_extra={"max_reason": why}, **kwargs)
+
+
+_WIDTH = "wider than any published model (GPT-3 175B: 12288); a typo would allocate without end"
+_STEPS = "a benchmark measures hundreds to thousands of steps; 10 million runs for days"
+
+
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -33,17 +44,20 @@ class ModelSpec(_Strict):
     """
 
     family: str = "gpt2"
-    n_layer: PositiveInt
-    n_head: PositiveInt
-    n_kv_head: Optional[PositiveInt] = Field(None, description="key/value heads (GQA); default n_head (MHA)")
-    d_model: PositiveInt
-    d_ff: Optional[PositiveInt] = Field(None, description="MLP hidden size; default 4 * d_model")
-    vocab_size: PositiveInt
-    seq_len: PositiveInt = Field(description="training sequence length and the number of learned positions")
+    n_layer: PositiveInt = _bounded(le=1024, why="ten times the deepest published model (GPT-3: 96)")
+    n_head: PositiveInt = _bounded(le=1024, why="ten times the most heads of a published model")
+    n_kv_head: Optional[PositiveInt] = _bounded(None, le=1024, why="ten times the most heads of a published model",
+                                                description="key/value heads (GQA); default n_head (MHA)")
+    d_model: PositiveInt = _bounded(le=1 << 17, why=_WIDTH)
+    d_ff: Optional[PositiveInt] = _bounded(None, le=1 << 20, why=_WIDTH, description="MLP hidden size; default "
+                                                                                       "4 * d_model")
+    vocab_size: PositiveInt = _bounded(le=1 << 22, why="16 times the largest published vocabulary (Bloom: 250880)")
+    seq_len: PositiveInt = _bounded(le=1 << 20, why="a million tokens per sequence is beyond any benchmark here",
+                                    description="training sequence length and the number of learned positions")
     norm: Literal["layernorm", "rmsnorm"] = "layernorm"
     activation: Literal["gelu", "relu", "swiglu"] = "gelu"
     position: Literal["learned", "rotary", "alibi"] = "learned"
-    rope_theta: PositiveFloat = 10000.0
+    rope_theta: PositiveFloat = Field(10000.0, allow_inf_nan=False)
     embedding_norm: bool = Field(False, description="a norm right after the token embedding (Bloom)")
     tie_embeddings: bool = True
     bias: bool = True
@@ -70,18 +84,20 @@ class ModelSpec(_Strict):
 
 
 class TrainSpec(_Strict):
-    micro_batch_size: PositiveInt
-    gradient_accumulation_steps: PositiveInt = 1
-    steps: PositiveInt
-    warmup_steps: NonNegativeInt = Field(description="steps run but excluded from every timing figure")
-    lr: PositiveFloat = 3e-4
-    weight_decay: float = Field(0.1, ge=0)
+    micro_batch_size: PositiveInt = _bounded(le=1 << 16, why="sequences per device per micro-batch; a typo "
+                                                               "would allocate without end")
+    gradient_accumulation_steps: PositiveInt = _bounded(1, le=1 << 16, why="micro-batches per step")
+    steps: PositiveInt = _bounded(le=10_000_000, why=_STEPS)
+    warmup_steps: NonNegativeInt = _bounded(le=10_000_000, why=_STEPS,
+                                            description="steps run but excluded from every timing figure")
+    lr: PositiveFloat = Field(3e-4, allow_inf_nan=False)
+    weight_decay: float = Field(0.1, ge=0, allow_inf_nan=False)
     seed: int = 1234
     precision: Precision = Field("fp32", description="fp16 scales the loss; fp8 (torchao float8) needs a GPU "
                                   "of compute capability 8.9 or newer, and bf16 around its matmuls")
     recompute: Literal["none", "full", "selective"] = Field(
         "none", description="activation checkpointing: every block (full) or every recompute_every-th (selective)")
-    recompute_every: PositiveInt = 2
+    recompute_every: PositiveInt = _bounded(2, le=1024, why="no model has more blocks (n_layer <= 1024)")
     amp_level: Literal["O1", "O2"] = Field(
         "O1", description="fp16/bf16: O1 autocasts the matmuls over fp32 weights; O2 keeps the weights in the "
                           "low precision with fp32 master copies in the optimizer (Paddle only)")
@@ -93,8 +109,10 @@ class TrainSpec(_Strict):
                           "random init: how PyTorch and Paddle start from the same model")
     compile: Optional[Literal["default", "reduce-overhead", "max-autotune"]] = Field(
         None, description="torch.compile mode for each transformer block; unset: eager")
-    lora_rank: Optional[PositiveInt] = Field(None, description="LoRA adapters of this rank; the base model is frozen")
-    lora_alpha: PositiveFloat = Field(16.0, description="adapter output scale is lora_alpha / lora_rank")
+    lora_rank: Optional[PositiveInt] = _bounded(None, le=1 << 17, why="no wider than the widest model",
+                                                description="LoRA adapters of this rank; the base model is frozen")
+    lora_alpha: PositiveFloat = Field(16.0, allow_inf_nan=False,
+                                      description="adapter output scale is lora_alpha / lora_rank")
     lora_targets: tuple[LoraTarget, ...] = Field(
         ("q", "v"), min_length=1, description="linears that get adapters: q k v o (attention), fc gate down (MLP)")
 
@@ -120,7 +138,8 @@ class DataSpec(_Strict):
     source: Literal["synthetic", "tokens", "instruction", "synthetic_instruction"] = "synthetic"
     path: Optional[str] = Field(None, description="tokens: the dataset prefix; instruction: the .jsonl file "
                                                   "(on the hosts that run the case)")
-    records: PositiveInt = Field(512, description="synthetic_instruction: how many records to generate")
+    records: PositiveInt = _bounded(512, le=10_000_000, why="generated in memory before training starts",
+                                    description="synthetic_instruction: how many records to generate")
 
     @model_validator(mode="after")
     def _path_when_file(self) -> "DataSpec":

@@ -36,6 +36,9 @@ class Job(ABC):
     def stop(self, grace_s: float = 10.0) -> None:
         """Ask it and every process it started to end; force them after ``grace_s``."""
 
+    def close(self) -> None:
+        """After it ended (stopped or by itself): let go of what watched it (its parent-death guard)."""
+
 
 class Host(ABC):
     def __init__(self, spec: HostSpec):
@@ -53,6 +56,11 @@ class Host(ABC):
     @abstractmethod
     def start(self, argv: Sequence[str], env: Mapping[str, str], cwd: Path, output: Path) -> Job:
         """Start ``argv`` (never a shell string) with ``env`` added; stdout and stderr go to ``output``."""
+
+    def start_guard(self, cleanup: Sequence[str]):
+        """A watcher on the host that runs ``cleanup`` when this orchestrator dies or loses the host;
+        ``close(disarm=True)`` once the orchestrator cleaned up itself. None where a backend has none."""
+        return None
 
     @abstractmethod
     def run(self, argv: Sequence[str], timeout_s: float = 60.0) -> CommandResult:

@@ -6,6 +6,7 @@ Files move over SFTP.
 """
 from __future__ import annotations
 
+import logging
 import os
 import shlex
 import socket
@@ -19,7 +20,9 @@ import paramiko
 
 from ..config import HostSpec
 from ..errors import PreflightError
+from .. import signals
 from .base import VERSION_PROBE, CommandResult, Host, Job
+from .guard import DEATH_GRACE_S, DISARM, ENV_ORCHESTRATOR, ENV_TAG, guard_argv, orchestrator_tag
 
 
 
@@ -69,6 +72,13 @@ def open_client(spec: HostSpec) -> paramiko.SSHClient:
     client.load_host_keys(str(known_hosts))
     client.set_missing_host_key_policy(paramiko.RejectPolicy())
     key_file = os.path.expanduser(spec.identity_file) if spec.identity_file else None
+    if key_file is not None and not os.path.isfile(key_file):
+        raise PreflightError(f"{where}: identity_file {key_file} not found",
+                             "fix identity_file in the cluster config (the private key's path on this machine), "
+                             "or remove it to use the SSH agent and ~/.ssh keys")
+    # paramiko logs a failed handshake's traceback from its transport thread; the error below says it all.
+    if not logging.getLogger("paramiko").handlers:
+        logging.getLogger("paramiko").addHandler(logging.NullHandler())
     try:
         client.connect(spec.address, port=spec.port, username=spec.user or None, key_filename=key_file,
                        look_for_keys=key_file is None, allow_agent=key_file is None,
@@ -80,6 +90,11 @@ def open_client(spec: HostSpec) -> paramiko.SSHClient:
                              "reinstalled, or someone is in between)",
                              f"verify the new key out of band, then replace its line in {known_hosts}") from None
     except paramiko.SSHException as exc:
+        transport = client.get_transport()
+        if "protocol banner" in str(exc) or (transport is not None and not transport.remote_version):
+            raise PreflightError(f"{where}: no SSH banner within {spec.connect_timeout_s:g} s: is sshd running on "
+                                 "that port?", "check the port (something else accepts connections there), or "
+                                               "raise connect_timeout_s") from None
         if "not found in known_hosts" in str(exc):
             raise PreflightError(f"{where}: not in {known_hosts}; accelbench never trusts an unknown host key",
                                  f"check the host's key fingerprint, then: ssh-keyscan -p {spec.port} "
@@ -120,7 +135,26 @@ class SshJob(Job):
         return self.channel.recv_exit_status()
 
     def stop(self, grace_s: float = 10.0) -> None:
-        self.on_stop(grace_s)
+        self.on_stop(1.0 if signals.hurried() else grace_s)
+        self.channel.close()
+
+    def close(self) -> None:
+        self.channel.close()  # the remote watchdog's stdin ends: it sweeps what is left of the tag
+
+
+class SshGuard:
+    """A remote watchdog with no command of its own: runs ``cleanup`` there when the connection drops."""
+
+    def __init__(self, channel: paramiko.Channel):
+        self.channel = channel
+
+    def close(self, disarm: bool = False) -> None:
+        try:
+            if disarm:
+                self.channel.sendall(DISARM)
+            self.channel.shutdown_write()
+        except (OSError, EOFError, paramiko.SSHException):
+            pass
         self.channel.close()
 
 
@@ -145,8 +179,18 @@ class SshHost(Host):
         tag = f"accelbench-{uuid.uuid4().hex}"
         channel = self.client.get_transport().open_session()
         channel.set_combine_stderr(True)
-        channel.exec_command(remote_command(argv, {**env, "ACCELBENCH_JOB_TAG": tag}, str(cwd)))
+        # Under a watchdog that reads the channel's stdin: without a pty sshd sends no SIGHUP when the
+        # connection drops, but the stdin ends, and the watchdog then kills every process of the tag.
+        watched = guard_argv("python3", tag, DEATH_GRACE_S, (), argv)
+        channel.exec_command(remote_command(watched, {**env, ENV_TAG: tag}, str(cwd)))
         return SshJob(channel, output, lambda grace_s: self._kill_tagged(tag, grace_s))
+
+    def start_guard(self, cleanup: Sequence[str]) -> SshGuard:
+        channel = self.client.get_transport().open_session()
+        channel.exec_command(remote_command(guard_argv("python3", f"accelbench-guard-{uuid.uuid4().hex}",
+                                                       DEATH_GRACE_S, cleanup),
+                                            {ENV_ORCHESTRATOR: orchestrator_tag()}))
+        return SshGuard(channel)
 
     def _kill_tagged(self, tag: str, grace_s: float) -> None:
         self.run(["python3", "-c", _KILL_TAGGED, tag, str(grace_s)], timeout_s=grace_s + 30)

@@ -16,6 +16,7 @@ from ..codesync import sync_code
 from ..config import HostSpec
 from ..errors import PreflightError
 from ..hosts import Host, Job
+from ..hosts.guard import ENV_ORCHESTRATOR, ENV_RUN_ID, orchestrator_tag
 
 if TYPE_CHECKING:  # the plan imports the runtimes to build itself
     from ..plan import CasePlan, NodePlan
@@ -33,6 +34,15 @@ class NodeSite:
     code_root: Path | PurePosixPath
     round_dir: Path | PurePosixPath
     cache_dir: Path | PurePosixPath
+
+
+def run_id_of(node: "NodePlan") -> str:
+    return node.log_dir.parents[2].name  # <log root>/<run>/<case>/round<k>/<node>
+
+
+def job_env(node: "NodePlan") -> dict[str, str]:
+    """The node's environment plus whose it is: a later run tells a dead orchestrator's leftovers by it."""
+    return {**node.env, ENV_RUN_ID: run_id_of(node), ENV_ORCHESTRATOR: orchestrator_tag()}
 
 
 class NodeRuntime(ABC):

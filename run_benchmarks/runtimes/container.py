@@ -5,6 +5,7 @@ it. Launcher and monitor run in sibling containers named after the node, removed
 """
 from __future__ import annotations
 
+import shutil
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Optional, Sequence
 
@@ -14,7 +15,7 @@ from ..hosts import Job
 from ..parallel import parallel_map
 from ..vendors import FrameworkRuntime
 from . import RUNTIMES
-from .base import NodeRuntime, NodeSite
+from .base import NodeRuntime, NodeSite, job_env, run_id_of
 
 if TYPE_CHECKING:
     from ..plan import CasePlan, NodePlan
@@ -75,7 +76,13 @@ class ContainerRuntime(NodeRuntime):
                 wanted[key] = (node.host.name, self.images[str(case.name)])
         for host_name, _ in wanted.values():
             if host_name not in self.docker:
-                self.docker[host_name] = containers.docker_client(self.hosts[host_name])
+                try:  # the SDK asks the engine for its API version right here
+                    self.docker[host_name] = containers.docker_client(self.hosts[host_name])
+                except docker_errors() as exc:
+                    raise PreflightError(f"host {host_name}: its Docker engine ({self.hosts[host_name].spec.docker_host})"
+                                         f" does not answer: {exc}", "start dockerd there, or fix docker_host in the "
+                                                                     "cluster config") from None
+        self._sweep()
         # Hosts may share one engine (one machine, several addresses): build once per engine and image.
         engines = dict(zip(self.docker, parallel_map(lambda name: self.docker[name].info()["ID"],
                                                      list(self.docker))[0]))
@@ -84,6 +91,17 @@ class ContainerRuntime(NodeRuntime):
         _, errors = parallel_map(lambda item: self._ensure_image(*item), list(jobs.values()))
         if errors:
             raise errors[0]
+
+    def _sweep(self) -> None:
+        """Containers of earlier runs whose orchestrator is dead: their logs kept, then removed."""
+        from ..cleanup import sweep_containers
+
+        self.swept: list[str] = []
+        for host_name, client in self.docker.items():
+            try:
+                self.swept += [f"host {host_name}: {line}" for line in sweep_containers(client)]
+            except docker_errors():
+                pass  # the image step says what is wrong with the engine
 
     def _ensure_image(self, host_name: str, image: images.ImageSpec) -> None:
         try:
@@ -111,9 +129,17 @@ class ContainerRuntime(NodeRuntime):
         return self._run(case, node, node.container.monitor_name, node.monitor_argv, node.monitor_log)
 
     def _run(self, case: "CasePlan", node: "NodePlan", name: str, argv: list[str], output) -> Job:
+        labels = containers.owner_labels(run_id_of(node), str(node.log_dir))
         return containers.run_node(self.docker[node.host.name], self.images[str(case.name)].tag, name, argv,
-                                   node.env, str(node.cwd), node.container.mounts, self._options(case, node),
-                                   output)
+                                   job_env(node), str(node.cwd), node.container.mounts,
+                                   self._options(case, node), output, labels, lambda: self._guard(node, name))
+
+    def _guard(self, node: "NodePlan", name: str):
+        """On the container's host: removes it if this orchestrator dies or loses the host first."""
+        host = self.hosts[node.host.name]
+        if host.spec.backend == "local" and shutil.which("docker") is None:
+            return None  # no CLI to remove it with; the next run's sweep (or `accelbench clean`) does
+        return host.start_guard(["docker", "-H", host.spec.docker_host, "rm", "-f", name])
 
     def _options(self, case: "CasePlan", node: "NodePlan"):
         """The vendor's container options, with the ``devices_if_present`` this host has (InfiniBand on

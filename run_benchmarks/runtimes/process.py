@@ -5,7 +5,7 @@ from typing import TYPE_CHECKING, Optional
 
 from ..hosts import Job
 from . import RUNTIMES
-from .base import NodeRuntime
+from .base import NodeRuntime, job_env
 
 if TYPE_CHECKING:
     from ..plan import CasePlan, NodePlan
@@ -19,7 +19,7 @@ class ProcessRuntime(NodeRuntime):
         return self.hosts[node.host.name].distribution_version(node.python, case.framework.distributions)
 
     def start_launcher(self, case: "CasePlan", node: "NodePlan") -> Job:
-        return self.hosts[node.host.name].start(node.argv, node.env, node.cwd, node.launcher_log)
+        return self.hosts[node.host.name].start(node.argv, job_env(node), node.cwd, node.launcher_log)
 
     def start_monitor(self, case: "CasePlan", node: "NodePlan") -> Job:
-        return self.hosts[node.host.name].start(node.monitor_argv, node.env, node.cwd, node.monitor_log)
+        return self.hosts[node.host.name].start(node.monitor_argv, job_env(node), node.cwd, node.monitor_log)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import signal
 import sys
 import time
@@ -30,6 +31,10 @@ def main(argv: list[str] | None = None) -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     stopping = []
     signal.signal(signal.SIGTERM, lambda *_: stopping.append(True))
+    # Whoever started us (the orchestrator, or its SSH watchdog) died when we are re-parented: stop too,
+    # within an interval. As PID 1 of a container (no parent here) the container's removal ends us.
+    parent = os.getppid()
+    orphaned = (lambda: os.getppid() != parent) if parent > 1 else (lambda: False)
     accelerator = args.accelerator
     if args.config is not None:
         from training.spec import WorkerConfig
@@ -50,7 +55,8 @@ def main(argv: list[str] | None = None) -> int:
     files = {name: open(args.out / FILES[name], "a", encoding="utf-8", buffering=1) for name in samplers}
     started = time.monotonic()
     next_at = started
-    while not stopping and samplers and (args.duration is None or time.monotonic() - started < args.duration):
+    while not stopping and not orphaned() and samplers and \
+            (args.duration is None or time.monotonic() - started < args.duration):
         now = time.time()
         for name, sampler in list(samplers.items()):
             try:

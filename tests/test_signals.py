@@ -1,0 +1,255 @@
+"""Fault injection: the orchestrator (a real ``accelbench run`` subprocess) gets SIGTERM, SIGHUP, SIGKILL
+or a double Ctrl-C mid-round, locally, over SSH (real sshd) and with nodes in containers (real dockerd).
+
+Handled signals end the run as Ctrl-C does (nodes stopped, logs collected, round ``interrupted``, exit
+128 + the signal); SIGKILL leaves nothing running for long (the parent-death guards). Each run trains a
+few steps only: it is killed as soon as the first step record appears.
+"""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from tests.infra.sshd import SSHD, start_sshd_cluster
+
+from .conftest import ROOT, write
+from .signal_faults import LONG, dead_orchestrator, run_containers, run_processes, seconds_until_gone, start, \
+    wait_for_step
+from .test_runs import SHORT
+
+HANDLED = {"SIGTERM": (signal.SIGTERM, 143), "SIGHUP": (signal.SIGHUP, 129)}
+LOCAL_GONE_S, REMOTE_GONE_S = 5.0, 10.0
+
+
+def interrupted_doc(log_root: Path) -> dict:
+    (path,) = log_root.glob("*/*/round1/results.json")
+    return json.loads(path.read_text())
+
+
+def stored_status(log_root: Path) -> list[str]:
+    from run_benchmarks.store import ResultStore
+
+    with ResultStore(log_root / "results.db") as store:
+        return [a.row["status"] for a in store.attempts()]
+
+
+def assert_ended_like_ctrl_c(orch, code: int) -> dict:
+    stderr = orch.stderr()
+    assert orch.process.returncode == code, stderr[-3000:]
+    assert "Traceback (most recent call last)" not in stderr, stderr[-3000:]
+    doc = interrupted_doc(orch.log_root)
+    assert doc["status"] == "interrupted" and doc["steps_completed"] >= 1, doc["reason"]
+    assert stored_status(orch.log_root) == ["interrupted"]
+    return doc
+
+
+# ---------------------------------------------------------------- this machine
+
+
+@pytest.mark.parametrize("name", ["SIGTERM", "SIGHUP"])
+def test_term_and_hup_end_a_local_run_like_ctrl_c(tmp_path, name):
+    sig, code = HANDLED[name]
+    orch = start(tmp_path, "gpt2_tiny:torch:cpu:1:2", *LONG)
+    wait_for_step(orch, [orch.log_root])
+    os.kill(orch.pid, sig)
+    orch.wait(timeout=120)
+    assert_ended_like_ctrl_c(orch, code)
+    node_dir = next(orch.log_root.glob("*/*/round1/localhost_noderank0"))
+    for rank in (0, 1):  # the rank logs were gathered out of torchrun's folders, as after any round
+        assert '"kind":"step"' in (node_dir / f"rank{rank}.stdout.log").read_text()
+    assert (node_dir / "monitor" / "host.jsonl").is_file()
+    took, left = seconds_until_gone(lambda: run_processes(orch.pid, [orch.log_root]), LOCAL_GONE_S)
+    assert left == [], left
+
+
+def test_sigkill_of_a_local_orchestrator_leaves_nothing_running(tmp_path):
+    orch = start(tmp_path, "gpt2_tiny:torch:cpu:1:2", *LONG)
+    wait_for_step(orch, [orch.log_root])
+    assert len(run_processes(orch.pid, [orch.log_root])) >= 4  # launcher, 2 workers, monitor (+ guards)
+    os.kill(orch.pid, signal.SIGKILL)
+    orch.wait(timeout=10)
+    took, left = seconds_until_gone(lambda: run_processes(orch.pid, [orch.log_root]), LOCAL_GONE_S)
+    assert left == [], f"still running {took:.1f} s after SIGKILL: {left}"
+
+
+def test_a_second_ctrl_c_does_not_cut_the_cleanup_short(tmp_path):
+    orch = start(tmp_path, "gpt2_tiny:torch:cpu:1:2", *LONG)
+    wait_for_step(orch, [orch.log_root])
+    os.kill(orch.pid, signal.SIGINT)
+    time.sleep(0.3)  # the stop has begun
+    os.kill(orch.pid, signal.SIGINT)
+    time.sleep(0.3)
+    os.kill(orch.pid, signal.SIGTERM)
+    orch.wait(timeout=120)
+    assert_ended_like_ctrl_c(orch, 130)  # the first signal decides the exit code
+    node_dir = next(orch.log_root.glob("*/*/round1/localhost_noderank0"))
+    assert (node_dir / "rank0.stdout.log").is_file() and (node_dir / "rank1.stdout.log").is_file()
+    assert "killing what is left now" in orch.stderr()
+    assert (orch.log_root / orch.run_id() / "summary.json").is_file()
+    took, left = seconds_until_gone(lambda: run_processes(orch.pid, [orch.log_root]), LOCAL_GONE_S)
+    assert left == [], left
+
+
+def test_the_next_run_warns_about_a_dead_runs_workers_and_clean_ends_them(cli, tmp_path):
+    # A worker left by a run whose orchestrator was killed (before guards existed, or on a guard-less host).
+    owner = dead_orchestrator()
+    orphan = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(300)"], env={
+        **os.environ, "ACCELBENCH_JOB_TAG": "accelbench-test-orphan", "ACCELBENCH_RUN_ID": "20200101-000000-dead",
+        "ACCELBENCH_ORCHESTRATOR": owner}, start_new_session=True)
+    try:
+        result = cli("run", "gpt2_tiny:torch:cpu:1:1", *SHORT)
+        assert result.returncode == 0, result.stderr
+        (doc,) = result.results()
+        # (other runs on this machine may be warned about too: pick the one about the orphan's run)
+        warning = next(w for w in doc["warnings"] if "20200101-000000-dead" in w)
+        assert warning.startswith(f"another run's workers are still running on localhost: pids {orphan.pid} ")
+        assert "20200101-000000-dead" in warning and "is gone" in warning and "figures may be low" in warning
+        assert "another run's workers are still running on localhost" in result.stderr  # on the terminal too
+        assert orphan.poll() is None  # a run only warns
+        cleaned = cli("clean")
+        assert cleaned.returncode == 0, cleaned.stderr
+        assert f"ended pid {orphan.pid}" in cleaned.stdout
+        assert orphan.wait(timeout=10) is not None
+    finally:
+        if orphan.poll() is None:
+            orphan.kill()
+            orphan.wait()
+
+
+def test_a_monitor_whose_parent_died_stops_by_itself(tmp_path):
+    # The monitor's own check, beside the guards: started by a parent that then dies.
+    out = tmp_path / "monitor"
+    parent = subprocess.Popen([sys.executable, "-c", (
+        "import subprocess, sys, time\n"
+        f"p = subprocess.Popen([sys.executable, '-m', 'training.monitor', '--interval', '0.2', '--out', {str(out)!r}],"
+        " start_new_session=True)\n"
+        "print(p.pid, flush=True)\n"
+        "time.sleep(300)\n")], stdout=subprocess.PIPE, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    monitor_pid = int(parent.stdout.readline())
+    deadline = time.monotonic() + 30
+    while not (out / "host.jsonl").is_file() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    parent.kill()
+    parent.wait()
+    assert seconds_until_gone(lambda: [1] if psutil.pid_exists(monitor_pid) and
+                              psutil.Process(monitor_pid).status() != psutil.STATUS_ZOMBIE else [], 5)[1] == []
+
+
+# ---------------------------------------------------------------- over SSH
+
+
+@pytest.fixture(scope="module")
+def sshd(tmp_path_factory):
+    if not Path(SSHD).exists():
+        pytest.skip("no sshd (./dev test installs openssh-server)")
+    with socket.socket() as s:
+        s.bind(("127.0.0.2", 0))
+        port = s.getsockname()[1]
+    cluster = start_sshd_cluster(tmp_path_factory.mktemp("sshd"), count=2, port=port)
+    yield cluster
+    cluster.stop()
+
+
+@pytest.mark.parametrize("name", ["SIGTERM", "SIGHUP", "SIGKILL"])
+def test_signals_over_ssh_leave_no_remote_process(sshd, tmp_path, name):
+    work = tmp_path / "hosts-work"
+    cluster = write(tmp_path / "cluster.yaml", sshd.cluster_yaml(python=sys.executable, work_root=str(work)))
+    orch = start(tmp_path, "gpt2_tiny:torch:cpu:2:1", *LONG, "--cluster", str(cluster))
+    wait_for_step(orch, [work])
+    assert run_processes(orch.pid, [work])  # the remote launchers, workers and monitors
+    if name == "SIGKILL":
+        os.kill(orch.pid, signal.SIGKILL)
+        orch.wait(timeout=10)
+    else:
+        sig, code = HANDLED[name]
+        os.kill(orch.pid, sig)
+        orch.wait(timeout=120)
+        doc = assert_ended_like_ctrl_c(orch, code)
+        node_dir = next(orch.log_root.glob("*/*/round1/h1_noderank1"))
+        assert '"kind":"step"' in (node_dir / "rank1.stdout.log").read_text()  # fetched over SFTP
+        assert doc["status"] == "interrupted"
+    took, left = seconds_until_gone(lambda: run_processes(orch.pid, [work, orch.log_root]), REMOTE_GONE_S)
+    assert left == [], f"still running {took:.1f} s after {name}: {left}"
+
+
+# ---------------------------------------------------------------- containers
+
+
+@pytest.fixture
+def container_cluster(sshd, engine, tmp_path):
+    return write(tmp_path / "cluster.yaml", sshd.cluster_yaml(work_root=str(tmp_path / "hosts-work"),
+                                                              runtime="container", docker_host=engine.docker_host))
+
+
+@pytest.mark.parametrize("name", ["SIGTERM", "SIGHUP", "SIGKILL"])
+def test_signals_leave_no_container_of_the_run(container_cluster, engine, tmp_path, name):
+    work = tmp_path / "hosts-work"
+    orch = start(tmp_path, "gpt2_tiny:torch_2.13:cpu:2:1", *LONG, "--cluster", str(container_cluster))
+    wait_for_step(orch, [work], timeout=600)  # the first run may build the image
+    run_id = orch.run_id()
+    assert len(run_containers(engine.docker_host, run_id)) == 4  # two nodes, two monitors
+    if name == "SIGKILL":
+        os.kill(orch.pid, signal.SIGKILL)
+        orch.wait(timeout=10)
+    else:
+        sig, code = HANDLED[name]
+        os.kill(orch.pid, sig)
+        orch.wait(timeout=120)
+        assert_ended_like_ctrl_c(orch, code)
+    # SIGKILL: the guards on the hosts remove the containers once the SSH connections drop.
+    took, left = seconds_until_gone(lambda: run_containers(engine.docker_host, run_id) +
+                                    run_processes(orch.pid, [work, orch.log_root]), REMOTE_GONE_S)
+    assert left == [], f"still there {took:.1f} s after {name}: {left}"
+    if name == "SIGKILL":  # the bridge folders of the killed orchestrator go at the next clean
+        cleaned = subprocess.run([sys.executable, "-m", "run_benchmarks.cli", "clean", "--cluster",
+                                  str(container_cluster)], capture_output=True, text=True, timeout=120,
+                                 cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(ROOT)})
+        assert cleaned.returncode == 0, cleaned.stderr
+        for folder in Path("/tmp").glob("accelbench-docker-*"):
+            owner = (folder / "owner").read_text() if (folder / "owner").is_file() else ""
+            assert not owner.startswith(f"{socket.gethostname()}:{orch.pid}:"), folder
+
+
+def test_clean_removes_containers_of_a_dead_orchestrator_and_keeps_their_output(cli, engine, tmp_path):
+    import docker
+
+    from run_benchmarks.containers import LABEL_HOST, LABEL_LOG, LABEL_PID, LABEL_RUN, LABEL_START
+    from tests.infra.docker_engine import BASE_IMAGE
+
+    host, pid, start_ticks = dead_orchestrator().rsplit(":", 2)
+    node_dir = tmp_path / "node"
+    node_dir.mkdir()
+    client = docker.DockerClient(base_url=engine.docker_host)
+    name = "accelbench-20200101-000000-dead-case-r1-n0"
+    try:
+        client.containers.run(BASE_IMAGE, ["python3", "-c", "print('last words', flush=True); "
+                                                            "import time; time.sleep(300)"],
+                              name=name, detach=True, labels={
+                                  "accelbench": "node", LABEL_RUN: "20200101-000000-dead", LABEL_HOST: host,
+                                  LABEL_PID: pid, LABEL_START: start_ticks, LABEL_LOG: str(node_dir)})
+        stale = Path("/tmp/accelbench-docker-testdead")
+        stale.mkdir(exist_ok=True)
+        (stale / "owner").write_text(f"{host}:{pid}:{start_ticks}")
+        time.sleep(1)
+        result = cli("clean", "--docker-host", engine.docker_host)
+        assert result.returncode == 0, result.stderr
+        assert f"removed container {name}" in result.stdout and "is gone" in result.stdout
+        assert "last words" in (node_dir / f"{name}.recovered.log").read_text()
+        assert not stale.exists()
+        with pytest.raises(docker.errors.NotFound):
+            client.containers.get(name)
+    finally:
+        try:
+            client.containers.get(name).remove(force=True)
+        except docker.errors.NotFound:
+            pass
+        client.close()
