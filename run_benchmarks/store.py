@@ -33,7 +33,7 @@ import time
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Callable, Iterable, Iterator, Optional, Sequence
+from typing import Any, Callable, Iterable, Optional, Sequence
 
 import psutil
 
@@ -376,130 +376,19 @@ class ResultStore:
         sql, params = _insert_attempt(fields)
         return self._transaction(sql, params, self.retry_s, what)
 
-    # ------------------------------------------------------------ finalizing and repairing
+    # ------------------------------------------------------------ finalizing and repairing (store_recovery.py)
 
     def finalize_dead_runs(self) -> list[str]:
-        """Runs still ``running`` whose orchestrator on this host is gone: their results.json files not yet in
-        the store are added and the run is marked ``killed`` (``done`` if it wrote summary.json)."""
-        host = socket.gethostname()
-        rows = self.conn.execute("SELECT run_id, orchestrator_pid, orchestrator_started, log_dir FROM runs "
-                                 "WHERE status = 'running' AND orchestrator_host = ? AND orchestrator_pid IS NOT NULL",
-                                 (host,)).fetchall()
-        notes = []
-        for row in rows:
-            if process_alive(row["orchestrator_pid"], row["orchestrator_started"]):
-                continue
-            try:
-                note = self._write(lambda cur, r=row: self._finalize(cur, r["run_id"], r["log_dir"], "killed"),
-                                   FINALIZE_WAIT_S, WAIT_ENV, f"the end of run {row['run_id']}")
-            except (StoreUnavailable, sqlite3.Error) as exc:
-                self.announce(f"run {row['run_id']} lost its orchestrator but could not be finalized now "
-                              f"({str(exc).splitlines()[0]}); the next open of the store will")
-                continue
-            if note:
-                notes.append(note)
-                self.announce(note)
-        self.finalized += notes
-        return notes
+        """Runs still ``running`` whose orchestrator on this host is gone: finished rounds added, ``killed``."""
+        from .store_recovery import finalize_dead_runs
 
-    def _finalize(self, cur: sqlite3.Cursor, run_id: str, log_dir: Optional[str], status: str) -> Optional[str]:
-        """Inside a write transaction: the run's missing attempts from its results.json files, then its end."""
-        row = cur.execute("SELECT status, orchestrator_host, orchestrator_pid FROM runs WHERE run_id = ?",
-                          (run_id,)).fetchone()
-        if row is None or row["status"] != "running":
-            return None  # another process finalized it first
-        folder = Path(log_dir) if log_dir else None
-        added = self._add_missing(cur, run_id, results_documents(folder) if folder and folder.is_dir() else [],
-                                  "the run's orchestrator had died before storing it")
-        ended = bool(folder and (folder / "summary.json").is_file())
-        final = "done" if ended else status
-        last = _newest_mtime(folder) if folder and folder.is_dir() else None
-        why = ("it wrote its summary.json, so it ended, but its end never reached the store" if ended
-               else "it died without ending the run (SIGKILL, a crash, a reboot)")
-        note = (f"run {run_id}: marked {final} — its orchestrator (pid {row['orchestrator_pid']} on "
-                f"{row['orchestrator_host']}) is gone and {why}; {added} attempt(s) added from its results.json "
-                f"files; checked at {_now()} by pid {os.getpid()}")
-        cur.execute("UPDATE runs SET status = ?, ended_at = COALESCE(ended_at, ?), note = ? WHERE run_id = ?",
-                    (final, last, note, run_id))
-        return note
-
-    def _add_missing(self, cur: sqlite3.Cursor, run_id: str, documents: Iterable[tuple[Path, dict]],
-                     why: str) -> int:
-        """Rows for the run's documents the store does not hold yet (matched by path or by case, round and
-        timing, so a moved log folder is no reason for a second row)."""
-        stored = cur.execute("SELECT case_name, round, started_at, wall_time_s, results_path FROM attempts "
-                             "WHERE run_id = ?", (run_id,)).fetchall()
-        paths = {r["results_path"] for r in stored if r["results_path"]}
-        keys = {(r["case_name"], r["round"], r["started_at"], r["wall_time_s"]) for r in stored}
-        added = 0
-        for path, doc in documents:
-            if doc.get("run_id") != run_id:
-                continue
-            key = (doc.get("case_name"), doc.get("round"), doc.get("started_at"), doc.get("wall_time_s"))
-            if str(path) in paths or key in keys:
-                continue
-            attempt, status = _attempt_of(path)
-            row = row_from_document(doc, attempt)
-            row["results_path"] = str(path)
-            if status:
-                row["status"] = status
-            row["warnings"] = list(row["warnings"]) + [f"added to the store from {path} at {_now()}: {why}"]
-            cur.execute(*_insert_attempt(row))
-            paths.add(str(path))
-            keys.add(key)
-            added += 1
-        return added
+        return finalize_dead_runs(self)
 
     def repair(self, folders: Sequence[Path]) -> list[str]:
-        """Add every attempt whose results.json (under ``folders``) the store lacks; a run the store does not
-        know gets its row back. Runs whose orchestrator may still be writing are left alone. Idempotent."""
-        self.finalize_dead_runs()
-        by_run: dict[str, list[tuple[Path, dict]]] = {}
-        unreadable = []
-        for folder in folders:
-            for path, doc in results_documents(folder, unreadable):
-                by_run.setdefault(doc["run_id"], []).append((path, doc))
-        lines = [f"skipped {p}: {why}" for p, why in unreadable]
-        host = socket.gethostname()
-        for run_id, documents in sorted(by_run.items()):
-            row = self.conn.execute("SELECT * FROM runs WHERE run_id = ?", (run_id,)).fetchone()
-            if row is not None and row["status"] == "running":
-                if row["orchestrator_pid"] is None:
-                    lines.append(f"run {run_id}: left alone — marked running by an accelbench that did not record "
-                                 "its process, so whether it still writes cannot be told")
-                    continue
-                if row["orchestrator_host"] != host:
-                    lines.append(f"run {run_id}: left alone — its orchestrator runs on {row['orchestrator_host']}, "
-                                 "not this host; repair it there")
-                    continue
-                lines.append(f"run {run_id}: left alone — its orchestrator (pid {row['orchestrator_pid']}) is "
-                             "still running and stores its own attempts")
-                continue
+        """Add every attempt whose results.json (under ``folders``) the store lacks; idempotent."""
+        from .store_recovery import repair
 
-            def work(cur: sqlite3.Cursor, run_id=run_id, documents=documents, known=row is not None) -> str:
-                if not known:
-                    self._recreate_run(cur, run_id, documents)
-                added = self._add_missing(cur, run_id, documents, "repaired with accelbench store repair")
-                return (f"run {run_id}: " + ("" if known else "run row rebuilt; ")
-                        + f"{added} attempt(s) added, {len(documents) - added} already stored")
-            lines.append(self._write(work, self.wait_s, WAIT_ENV, f"the attempts of run {run_id}"))
-        if not by_run:
-            lines.append(f"no results.json under {', '.join(map(str, folders))}")
-        return lines
-
-    def _recreate_run(self, cur: sqlite3.Cursor, run_id: str, documents: list[tuple[Path, dict]]) -> None:
-        run_dir = _run_dir(documents[0][0])
-        starts = sorted(d.get("started_at") or "" for _, d in documents if d.get("started_at"))
-        ends = sorted(d.get("ended_at") or "" for _, d in documents if d.get("ended_at"))
-        ended = run_dir is not None and (run_dir / "summary.json").is_file()
-        env = (documents[0][1].get("environment") or {}).get("orchestrator") or {}
-        cur.execute("INSERT INTO runs (run_id, started_at, ended_at, status, argv, accelbench_commit, log_dir, "
-                    "source, orchestrator_host, note) VALUES (?, ?, ?, ?, ?, ?, ?, 'accelbench', ?, ?)",
-                    (run_id, starts[0] if starts else _now(), ends[-1] if ends else None,
-                     "done" if ended else "killed", json.dumps(env.get("argv")) if env.get("argv") else None,
-                     env.get("accelbench_commit"), str(run_dir) if run_dir else None, env.get("orchestrator_host"),
-                     f"run row rebuilt from results.json by accelbench store repair at {_now()}"
-                     + ("" if ended else "; no summary.json: the run did not end by itself")))
+        return repair(self, folders)
 
     # ------------------------------------------------------------ reading
 
@@ -560,14 +449,6 @@ def _now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
 
 
-def _newest_mtime(folder: Path) -> Optional[str]:
-    try:
-        newest = max((p.stat().st_mtime for p in folder.rglob("*") if p.is_file()), default=None)
-    except OSError:
-        return None
-    return None if newest is None else datetime.fromtimestamp(newest, timezone.utc).isoformat(timespec="seconds")
-
-
 def _insert_attempt(fields: dict) -> tuple[str, list]:
     row = dict(fields)
     metrics = row.get("metrics") or {}
@@ -585,40 +466,6 @@ def _insert_attempt(fields: dict) -> tuple[str, list]:
     sql = (f"INSERT INTO attempts ({', '.join(f'{chr(34)}{c}{chr(34)}' for c in columns)}) "
            f"VALUES ({', '.join('?' for _ in columns)})")
     return sql, [row[c] for c in columns]
-
-
-def _attempt_of(path: Path) -> tuple[int, Optional[str]]:
-    """(attempt number, status override) from where a results.json lies: ``round<k>.start-error<n>/`` holds
-    attempt n, stored as start_error; ``round<k>/`` the attempt after its start errors."""
-    name = path.parent.name
-    if ".start-error" in name:
-        number = name.rsplit(".start-error", 1)[1]
-        return (int(number) if number.isdigit() else 1), "start_error"
-    return 1 + len(list(path.parent.parent.glob(f"{name}.start-error*/results.json"))), None
-
-
-def _run_dir(path: Path) -> Optional[Path]:
-    """logs/<run_id>/<case>/round<k>/results.json -> logs/<run_id>"""
-    return path.parent.parent.parent if len(path.parents) >= 3 else None
-
-
-def results_documents(folder: Path, unreadable: Optional[list] = None) -> Iterator[tuple[Path, dict]]:
-    """(path, document) for every round results.json under ``folder`` (or ``folder`` itself if it is one),
-    in path order; ``unreadable`` collects (path, why) for the ones that cannot be read."""
-    folder = Path(folder).resolve()
-    paths = [folder] if folder.is_file() else sorted(folder.rglob("results.json"))
-    for path in paths:
-        try:
-            doc = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, ValueError) as exc:
-            if unreadable is not None:
-                unreadable.append((path, f"cannot be read: {exc}"))
-            continue
-        if not isinstance(doc, dict) or doc.get("schema") != RESULTS_SCHEMA or "run_id" not in doc:
-            if unreadable is not None:
-                unreadable.append((path, f"not an accelbench round document ({RESULTS_SCHEMA})"))
-            continue
-        yield path, doc
 
 
 def store_path(log_root: Path) -> Path:
