@@ -5,7 +5,9 @@ import difflib
 from dataclasses import dataclass
 from pathlib import Path
 
-from .config import CASE_NAME, CaseFile, ExternConfig, load_model
+from .config_files import CaseFile, ExternConfig
+
+from .config import CASE_NAME, load_model
 from .errors import UserError
 
 

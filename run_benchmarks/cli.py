@@ -19,7 +19,8 @@ from rich.text import Text
 
 from . import __version__, casename, frameworks, plan_checks, results_cli, signals, vendor_tools
 from .cases import CaseCatalog
-from .config import ClusterSpec, HostSpec, TestConf, load_model
+from .config_files import ClusterSpec, HostSpec, TestConf
+from .config import load_model
 from .environment import orchestrator_environment
 from .errors import UserError
 from .launch import RoundResult, Runner

@@ -18,7 +18,8 @@ from . import casename, frameworks
 from . import plan_checks as checks
 from .cases import CaseCatalog
 from .codesync import code_digest, remote_code_root
-from .config import ClusterSpec, HostSpec, Layer, TestConf, merge, parse_assignment, validate_layered
+from .config_files import ClusterSpec, HostSpec, TestConf
+from .config import Layer, merge, parse_assignment, validate_layered
 from .errors import UserError
 from .frameworks import NodeLaunch
 from .runtimes import NodeSite, get as get_runtime

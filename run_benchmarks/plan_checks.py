@@ -10,7 +10,8 @@ from pathlib import Path
 from training.spec import WorkloadSpec
 
 from . import casename, frameworks
-from .config import HostSpec, Layered
+from .config_files import HostSpec
+from .config import Layered
 from .errors import UserError
 from .layout import layout_problems
 

@@ -12,7 +12,8 @@ from rich.console import Console
 from rich.table import Table
 
 from . import casename, references
-from .config import TestConf, load_model
+from .config_files import TestConf
+from .config import load_model
 from .errors import UserError
 from .report import export, html, markdown
 from .report.compare import Selection, compare

@@ -16,7 +16,8 @@ from pathlib import Path
 from typing import Optional
 
 from .cases import CaseCatalog
-from .config import ClusterSpec, HostSpec, TestConf, load_model
+from .config_files import ClusterSpec, HostSpec, TestConf
+from .config import load_model
 from .errors import UserError
 from .plan import Paths, PlanInputs, build_run_plan
 from .vendors import VendorRegistry, VendorSpec

@@ -193,7 +193,7 @@ def test_node_runtimes_are_registered_peers_and_the_container_one_plans_its_part
 
 def test_devices_if_present_reach_only_containers_on_hosts_that_have_them(root, tmp_path):
     """InfiniBand for multi-node NCCL: passed where the host has it, not a failed start where it has none."""
-    from run_benchmarks.config import HostSpec
+    from run_benchmarks.config_files import HostSpec
     from run_benchmarks.hosts import connect
     from run_benchmarks.runtimes.container import ContainerRuntime
 
@@ -209,7 +209,7 @@ def test_devices_if_present_reach_only_containers_on_hosts_that_have_them(root, 
 
 
 def test_host_backends_are_registered_and_local_hosts_stage_files(tmp_path):
-    from run_benchmarks.config import HostSpec
+    from run_benchmarks.config_files import HostSpec
     from run_benchmarks.hosts import BACKENDS, LocalHost, connect
 
     assert list(BACKENDS) == ["local", "ssh"]

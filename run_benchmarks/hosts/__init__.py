@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Callable
 
-from ..config import HostSpec
+from ..config_files import HostSpec
 from ..registry import Registry
 from .base import Host, Job
 from .local import LocalHost

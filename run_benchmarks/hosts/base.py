@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Mapping, Optional, Sequence
 
-from ..config import HostSpec
+from ..config_files import HostSpec
 
 
 # Prints the installed version of the distribution named in argv[1] (nothing if absent), for any Python 3.8+.

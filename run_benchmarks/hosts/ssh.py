@@ -18,7 +18,7 @@ from typing import Mapping, Optional, Sequence
 
 import paramiko
 
-from ..config import HostSpec
+from ..config_files import HostSpec
 from ..errors import PreflightError
 from .. import signals
 from .base import VERSION_PROBE, CommandResult, Host, Job

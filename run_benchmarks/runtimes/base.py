@@ -13,7 +13,7 @@ from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, ClassVar, Mapping, Optional, Sequence
 
 from ..codesync import sync_code
-from ..config import HostSpec
+from ..config_files import HostSpec
 from ..errors import PreflightError
 from ..hosts import Host, Job
 from ..hosts.guard import ENV_ORCHESTRATOR, ENV_RUN_ID, orchestrator_tag
