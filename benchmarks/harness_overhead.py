@@ -75,7 +75,7 @@ def bare_loop(spec_json: str) -> None:
 
 
 def resolve_workload(case: str, settings: list[str]) -> str:
-    from run_benchmarks.cli import default_root, load_inputs
+    from run_benchmarks.inputs import default_root, load_inputs
     from run_benchmarks.plan import build_run_plan
 
     plan = build_run_plan(load_inputs(default_root()), [f"{case}:torch:cpu:1:1"], "bench", Path("/nonexistent"),

@@ -4,8 +4,6 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import os
-import secrets
 import sqlite3
 import sys
 from datetime import datetime, timezone
@@ -14,47 +12,21 @@ from typing import Optional, Sequence
 
 from rich.console import Console
 from rich.markup import escape
-from rich.table import Table
 from rich.text import Text
 
-from . import __version__, casename, frameworks, plan_checks, results_cli, signals, vendor_tools
-from .cases import CaseCatalog
-from .config_files import ClusterSpec, HostSpec, TestConf
-from .config import load_model
+from . import __version__, casename, plan_checks, results_cli, signals
 from .environment import orchestrator_environment
 from .errors import UserError
 from .launch import RoundResult, Runner
 from .outcome import ResultsUnwritable
-from .plan import PlanInputs, Paths, RunPlan, build_run_plan
+from .plan import RunPlan, build_run_plan
 from .report.summary import summarize
 from .report.terminal import TerminalReporter, print_plan, print_results
 from .store import ResultStore, StoreUnavailable, is_full, orchestrator_identity, store_path
-from .vendors import VendorRegistry
+from .catalog_cli import cmd_clean, cmd_list, cmd_vendor
+from .exit_codes import EXIT_FAILED, EXIT_NOT_RECORDED, EXIT_OK, EXIT_USAGE
+from .inputs import default_root, load_inputs, new_run_id, split_case_names
 
-EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
-# The run measured something it could not record: an attempt the store did not take (locked past the retry
-# budget, full), a results.json that could not be written (disk full: the run stops there). Apart from 1
-# (the benchmark failed) and 3 (a regression), which are judged from what is recorded; it wins over both.
-EXIT_NOT_RECORDED = 4
-
-
-def is_root(folder: Path) -> bool:
-    return (folder / "cases").is_dir() and (folder / "vendors").is_dir()
-
-
-def default_root() -> Path:
-    """The tree holding cases/ and vendors/: $ACCELBENCH_ROOT, else the current directory or the nearest parent
-    that holds them (as git finds its repository), else the checkout accelbench is installed from. So
-    `accelbench vendor new` inside a copy of the checkout writes into that copy."""
-    env = os.environ.get("ACCELBENCH_ROOT")
-    if env:
-        return Path(env).resolve()
-    here = Path.cwd().resolve()
-    found = next((folder for folder in (here, *here.parents) if is_root(folder)), None)
-    if found is not None:
-        return found
-    installed = Path(__file__).resolve().parent.parent
-    return installed if is_root(installed) else here
 
 
 def add_run_options(parser: argparse.ArgumentParser) -> None:
@@ -119,43 +91,6 @@ def build_parser() -> argparse.ArgumentParser:
     lst = sub.add_parser("list", help="show known cases, vendors, hardware and frameworks")
     lst.add_argument("--root", type=Path, help="folder with cases/ and vendors/ (default: this checkout)")
     return parser
-
-
-# ---------------------------------------------------------------- loading inputs
-
-
-def load_inputs(root: Path, test_conf_path: Optional[Path] = None,
-                cluster_path: Optional[Path] = None) -> PlanInputs:
-    """Load and validate every config a plan needs; a file given explicitly must exist."""
-    paths = Paths(root.resolve())
-    if not paths.cases_dir.is_dir():
-        raise UserError(f"{paths.root} has no cases/ folder", "run from an accelbench checkout, or pass --root")
-    default_test_conf = paths.configs_dir / "test_conf.yaml"
-    test_conf_path = test_conf_path or default_test_conf
-    test_conf = TestConf() if test_conf_path == default_test_conf and not test_conf_path.is_file() \
-        else load_model(TestConf, test_conf_path)
-    default_cluster = paths.configs_dir / "cluster.yaml"
-    cluster_path = cluster_path or default_cluster
-    if cluster_path == default_cluster and not cluster_path.is_file():
-        cluster = ClusterSpec(hosts=[HostSpec(name="localhost")])  # no cluster file: this machine alone
-    elif not cluster_path.is_file():
-        raise UserError(f"--cluster {cluster_path}: file not found",
-                        f"write it (YAML): `hosts:` as a list, one entry per node in order, e.g. "
-                        f"`hosts: [{{name: node0, backend: ssh, address: 10.0.0.10, user: bench, identity_file: "
-                        f"~/.ssh/id_ed25519, known_hosts: ~/.ssh/known_hosts}}]`; every key is in README.md, "
-                        f"'Hosts over SSH', and {default_cluster} is an example")
-    else:
-        cluster = load_model(ClusterSpec, cluster_path)
-    return PlanInputs(paths, test_conf, test_conf_path, cluster, cluster_path, VendorRegistry(paths.vendors_dir),
-                      CaseCatalog(paths.cases_dir, paths.vendors_dir), sys.executable)
-
-
-def new_run_id() -> str:
-    return f"{datetime.now().strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(2)}"
-
-
-def split_case_names(values: Sequence[str]) -> list[str]:
-    return [name.strip() for value in values for name in value.split(",") if name.strip()]
 
 
 # ---------------------------------------------------------------- commands
@@ -267,100 +202,6 @@ def write_summary(plan: RunPlan, results: list[RoundResult]) -> None:
     } for r in results]
     (plan.dir / "summary.json").write_text(json.dumps({"run_id": plan.run_id, "rounds": rows}, indent=2) + "\n",
                                            encoding="utf-8")
-
-
-def cmd_list(args: argparse.Namespace, console: Console) -> int:
-    root = (args.root or default_root()).resolve()
-    paths = Paths(root)
-    catalog = CaseCatalog(paths.cases_dir, paths.vendors_dir)
-    vendors = VendorRegistry(paths.vendors_dir)
-    cases = Table(title="cases")
-    for col in ("case", "task", "frameworks", "description"):
-        cases.add_column(col)
-    for name in catalog.names():
-        case = catalog.resolve(name)
-        cases.add_row(name, case.task, ", ".join(case.frameworks), case.description)
-    hardware = Table(title="hardware")
-    for col in ("hardware", "vendor", "kind", "memory", "peak TFLOP/s (dense)"):
-        hardware.add_column(col)
-    for name, hw in sorted(vendors.hardware.items()):
-        peaks = ", ".join(f"{k} {v:g}" for k, v in hw.spec.peak_tflops.items()) or "unknown (MFU n/a)"
-        memory = f"{hw.spec.memory_gib:g} GiB" if hw.spec.memory_gib else "host memory"
-        hardware.add_row(name, hw.vendor, hw.spec.kind, memory, peaks)
-    vendor_table = Table(title="vendors")
-    for col in ("vendor", "hardware", "description"):
-        vendor_table.add_column(col)
-    for name, spec in sorted(vendors.vendors.items()):
-        vendor_table.add_row(name, ", ".join(spec.accelerators), spec.description)
-    kinds = Table(title="accelerator kinds")
-    for col in ("kind", "declared in", "torch / paddle device", "visible devices", "backends", "monitor"):
-        kinds.add_column(col)
-    for name, kind in vendors.kinds.items():
-        source = vendors.kind_sources.get(name)
-        kinds.add_row(name, str(source.parent.name) if source else "accelbench", f"{kind.torch_device} / {kind.paddle_device}",
-                      kind.visible_devices_env or "-", ", ".join(f"{k} {v}" for k, v in kind.backends.items()) or "-",
-                      kind.monitor if isinstance(kind.monitor, str) else f"command: {kind.monitor.command[0]}")
-    console.print(cases)
-    console.print(vendor_table)
-    console.print(kinds)
-    console.print(hardware)
-    console.print(f"frameworks: {', '.join(frameworks.names())}")
-    console.print(f"case names: {casename.FORMAT}, e.g. {casename.EXAMPLE}")
-    return EXIT_OK
-
-
-def cmd_vendor(args: argparse.Namespace, console: Console) -> int:
-    root = (args.root or default_root()).resolve()
-    vendors_dir = Paths(root).vendors_dir
-    if args.vendor_command == "new":
-        target = vendor_tools.scaffold(vendors_dir, args.name)
-        console.print(f"created {target} from vendors/{vendor_tools.TEMPLATE}; fill in the TODOs, then run: "
-                      f"accelbench vendor check {args.name}", markup=False, soft_wrap=True)
-        return EXIT_OK
-    names = args.names or sorted(p.parent.name for p in vendors_dir.glob("*/vendor.yaml")
-                                 if p.parent.name != vendor_tools.TEMPLATE)
-    failed = False
-    for name in names:
-        findings = vendor_tools.check(root, name)
-        errors = [f for f in findings if f.severity == "error"]
-        failed |= bool(errors)
-        verdict = "[green]ok[/]" if not errors else f"[red]{len(errors)} problem(s)[/]"
-        console.print(f"[bold]vendor {name}[/]: {verdict}" + (f", {len(findings) - len(errors)} warning(s)"
-                                                                  if len(findings) > len(errors) else ""))
-        by_file: dict = {}
-        for f in findings:
-            by_file.setdefault(f.path, []).append(f)
-        for path, items in by_file.items():
-            console.print(f"  {path}", markup=False, soft_wrap=True)
-            for f in items:
-                mark = "[red]error[/]" if f.severity == "error" else "[yellow]warning[/]"
-                console.print(f"    {mark} {escape(f.problem)}", soft_wrap=True)
-                if f.fix:
-                    console.print(f"      fix: {escape(f.fix)}", soft_wrap=True)
-    return EXIT_FAILED if failed else EXIT_OK
-
-
-def cmd_clean(args: argparse.Namespace, console: Console) -> int:
-    from . import cleanup
-    from .hosts import connect
-    from .parallel import parallel_map
-
-    inputs = load_inputs(args.root or default_root(), args.test_conf, args.cluster)
-    specs = {spec.name: spec for spec in inputs.cluster.hosts}
-    connected, errors = parallel_map(connect, list(specs.values()))
-    hosts = {name: host for name, host in zip(specs, connected) if host is not None}
-    try:
-        lines = [f"could not reach a host: {exc}" for exc in errors]
-        lines += cleanup.clean(hosts, [name for name in hosts if specs[name].runtime == "container"],
-                               args.docker_host)
-    finally:
-        for host in hosts.values():
-            host.close()
-    for line in lines:
-        console.print(line, markup=False, soft_wrap=True)
-    if not lines:
-        console.print("nothing left behind by a dead run", markup=False)
-    return EXIT_FAILED if errors else EXIT_OK
 
 
 COMMANDS = {"run": cmd_run, "list": cmd_list, "vendor": cmd_vendor, "clean": cmd_clean}

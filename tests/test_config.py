@@ -1,7 +1,7 @@
 """Config errors name the file, the key and the fix; layering puts each layer where it belongs."""
 import pytest
 
-from run_benchmarks.cli import load_inputs
+from run_benchmarks.inputs import load_inputs
 from run_benchmarks.config import Layer, merge, parse_assignment, validate_layered
 from run_benchmarks.errors import UserError
 from run_benchmarks.plan import build_run_plan

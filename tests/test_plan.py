@@ -1,7 +1,7 @@
 """The plan: what would run where, decided before anything runs."""
 import pytest
 
-from run_benchmarks.cli import load_inputs
+from run_benchmarks.inputs import load_inputs
 from run_benchmarks.errors import UserError
 from run_benchmarks.plan import build_run_plan
 

@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from run_benchmarks.cli import load_inputs
+from run_benchmarks.inputs import load_inputs
 from run_benchmarks.plan import build_run_plan
 
 from .conftest import ROOT
