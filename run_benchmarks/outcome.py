@@ -35,6 +35,7 @@ class RoundResult:
     error_lines: list[str] = field(default_factory=list)
     metrics: Optional[analyze.RoundMetrics] = None
     exit_codes: dict[int, Optional[int]] = field(default_factory=dict)
+    endings: dict[int, str] = field(default_factory=dict)  # node rank -> why it ended, where the code misleads
     steps_completed: int = 0
     nodes: list[dict] = field(default_factory=list)
     started_at: str = ""
@@ -132,13 +133,17 @@ def classify(case: CasePlan, rnd: RoundPlan, result: RoundResult, outcome: str,
         oom = any(m in text for m in _OOM_MARKERS)
         result.status = "oom" if oom else "failed"
         if outcome != "start_failed":
-            result.reason = ("out of memory: " if oom else "") + _failure_reason(rnd.nodes, result.exit_codes, ranks)
+            result.reason = ("out of memory: " if oom else "") + _failure_reason(rnd.nodes, result.exit_codes, ranks,
+                                                                                 result.endings)
 
 
-def _failure_reason(nodes: list[NodePlan], codes: dict[int, Optional[int]], ranks: list[collect.RankLog]) -> str:
+def _failure_reason(nodes: list[NodePlan], codes: dict[int, Optional[int]], ranks: list[collect.RankLog],
+                    endings: Optional[dict[int, str]] = None) -> str:
     unfinished = [r.rank for r in ranks if not r.finished]
-    bad = [f"node {n.node_rank} ({n.host.name}) exited with {codes.get(n.node_rank)}"
-           for n in nodes if codes.get(n.node_rank) not in (0, None)]
+    endings = endings or {}
+    bad = [f"node {n.node_rank} ({n.host.name}): " + endings[n.node_rank] if n.node_rank in endings
+           else f"node {n.node_rank} ({n.host.name}) exited with {codes.get(n.node_rank)}"
+           for n in nodes if n.node_rank in endings or codes.get(n.node_rank) not in (0, None)]
     parts = bad + ([f"rank(s) {', '.join(map(str, unfinished))} did not finish"] if unfinished else [])
     return "; ".join(parts) or "the workers ended without reporting"
 

@@ -36,6 +36,18 @@ class Reporter(Protocol):
     def round_finished(self, case: CasePlan, rnd: RoundPlan, result: RoundResult) -> None: ...
 
 
+
+def _ssh_errors() -> tuple:
+    try:
+        import paramiko
+    except ImportError:
+        return ()
+    return (paramiko.SSHException,)
+
+
+_SSH_ERRORS = _ssh_errors()
+
+
 class RoundExecutor:
     def __init__(self, hosts: dict[str, Host], runtimes: RunRuntimes, preflight: Preflight, reporter: Reporter,
                  orchestrator_env: dict, results: list[RoundResult], store: Optional[ResultStore],
@@ -151,6 +163,7 @@ class RoundExecutor:
             if job.poll() is None:
                 job.stop(STOP_GRACE_S)
         result.exit_codes.update({rank: job.poll() for rank, job in jobs.items()})
+        result.endings.update({rank: why for rank, job in jobs.items() if (why := job.ending())})
         for monitor in monitors.values():  # SIGTERM: it finishes its line and exits
             if monitor.poll() is None:
                 monitor.stop(MONITOR_GRACE_S)
@@ -165,7 +178,7 @@ class RoundExecutor:
     def _fetch_logs(self, node: NodePlan, result: RoundResult) -> None:
         try:
             self.hosts[node.host.name].get(node.remote_dir, node.log_dir)
-        except OSError as exc:
+        except (OSError, EOFError, ConnectionError) + _SSH_ERRORS as exc:  # a host whose connection died
             result.warnings.append(f"could not fetch the logs of node {node.node_rank} from "
                                    f"{node.host.name}:{node.remote_dir}: {exc}")
 

@@ -113,3 +113,44 @@ def test_a_hang_past_the_deadline_stops_every_remote_process(cli, cluster_file, 
     (doc,) = result.results()
     assert doc["status"] == "timeout"
     assert leftover_processes(tmp_path / "hosts-work") == []  # the tagged remote tree was killed
+
+
+def test_a_host_lost_mid_run_is_named_as_lost(sshd, cluster_file, tmp_path):
+    """The SSH connection to h1 dies mid-round (its session's sshd is killed): the round fails with the lost
+    connection named, not an exit code, and h0 is stopped."""
+    import json
+    import os
+    import subprocess
+    import time
+
+    import psutil
+
+    from .conftest import ROOT
+
+    log_root = tmp_path / "logs"
+    argv = [sys.executable, "-m", "run_benchmarks.cli", "run", "gpt2_tiny:torch:cpu:2:1", "--log-root", str(log_root),
+            "--cluster", str(cluster_file()), "--set", "train.steps=100000", "--set", "train.warmup_steps=1"]
+    proc = subprocess.Popen(argv, cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(ROOT)},
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:  # until node 1 trains
+        logs = list((tmp_path / "hosts-work").glob("runs/*/*/round1/h1_noderank1/torchrun/*/attempt_0/0/stdout.log"))
+        if logs and '"kind":"step"' in logs[0].read_text():
+            break
+        time.sleep(0.3)
+    else:
+        proc.kill()
+        pytest.fail("training never started")
+    listener = psutil.Process(sshd.processes[1].pid)
+    for session in listener.children(recursive=True):  # the connections' sshd processes and what they run
+        try:
+            session.kill()
+        except psutil.NoSuchProcess:
+            pass
+    _, stderr = proc.communicate(timeout=180)
+    assert proc.returncode == 1, stderr
+    (doc_path,) = log_root.glob("*/*/round1/results.json")
+    doc = json.loads(doc_path.read_text())
+    assert doc["status"] == "failed" and "node 1 (h1): connection to h1 lost" in doc["reason"]
+    assert "Traceback" not in stderr
+    assert leftover_processes(tmp_path / "hosts-work") == []

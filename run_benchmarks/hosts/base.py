@@ -39,6 +39,10 @@ class Job(ABC):
     def close(self) -> None:
         """After it ended (stopped or by itself): let go of what watched it (its parent-death guard)."""
 
+    def ending(self) -> Optional[str]:
+        """Why it ended, where its exit code alone would mislead (a lost connection), else None."""
+        return None
+
 
 class Host(ABC):
     def __init__(self, spec: HostSpec):

@@ -114,8 +114,8 @@ def open_client(spec: HostSpec) -> paramiko.SSHClient:
 class SshJob(Job):
     """A remote command whose output is copied into a local file as it comes."""
 
-    def __init__(self, channel: paramiko.Channel, output: Path, on_stop):
-        self.channel, self.on_stop = channel, on_stop
+    def __init__(self, channel: paramiko.Channel, output: Path, on_stop, host_name: str = "the host"):
+        self.channel, self.on_stop, self.host_name = channel, on_stop, host_name
         self._pump = threading.Thread(target=self._copy, args=(output,), daemon=True)
         self._pump.start()
 
@@ -134,8 +134,20 @@ class SshJob(Job):
         self._pump.join(timeout=5)
         return self.channel.recv_exit_status()
 
+    def ending(self) -> Optional[str]:
+        """paramiko reports -1 both for a remote process ended by a signal and for a connection that died;
+        a transport that is no longer active tells the second apart."""
+        transport = self.channel.get_transport()
+        if self.channel.exit_status_ready() and self.channel.recv_exit_status() == -1 and \
+                (transport is None or not transport.is_active()):
+            return f"connection to {self.host_name} lost"
+        return None
+
     def stop(self, grace_s: float = 10.0) -> None:
-        self.on_stop(1.0 if signals.hurried() else grace_s)
+        try:
+            self.on_stop(1.0 if signals.hurried() else grace_s)
+        except (paramiko.SSHException, EOFError, OSError):
+            pass  # the connection is gone: the job's watchdog there ends it (its stdin hit EOF)
         self.channel.close()
 
     def close(self) -> None:
@@ -183,7 +195,7 @@ class SshHost(Host):
         # connection drops, but the stdin ends, and the watchdog then kills every process of the tag.
         watched = guard_argv("python3", tag, DEATH_GRACE_S, (), argv)
         channel.exec_command(remote_command(watched, {**env, ENV_TAG: tag}, str(cwd)))
-        return SshJob(channel, output, lambda grace_s: self._kill_tagged(tag, grace_s))
+        return SshJob(channel, output, lambda grace_s: self._kill_tagged(tag, grace_s), self.name)
 
     def start_guard(self, cleanup: Sequence[str]) -> SshGuard:
         channel = self.client.get_transport().open_session()
