@@ -65,14 +65,31 @@ def write(path: Path, text: str) -> Path:
     return path
 
 
+def copy_tree(source: Path, target: Path) -> None:
+    """``shutil.copytree``, with downloaded wheels hard-linked rather than copied: they are never edited, and
+    copying them (hundreds of MB) into every test's folder filled the disk. Everything else is a real copy,
+    free to edit."""
+    import os
+    import shutil
+
+    def link_wheels(src, dst):
+        if "wheels" in Path(src).parts:
+            try:
+                os.link(src, dst)
+                return dst
+            except OSError:  # another file system
+                pass
+        return shutil.copy2(src, dst)
+
+    shutil.copytree(source, target, copy_function=link_wheels)
+
+
 @pytest.fixture
 def root(tmp_path) -> Path:
     """A private copy of the checkout's cases/, vendors/ and configs/, free to edit."""
-    import shutil
-
     copy = tmp_path / "root"
     for folder in ("cases", "vendors", "configs"):
-        shutil.copytree(ROOT / folder, copy / folder)
+        copy_tree(ROOT / folder, copy / folder)
     return copy
 
 

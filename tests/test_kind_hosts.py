@@ -12,7 +12,7 @@ import pytest
 
 from tests.infra.sshd import SSHD, start_sshd_cluster
 
-from .conftest import ROOT, write
+from .conftest import ROOT, copy_tree, write
 from .test_containers import accelbench_containers
 from .test_runs import SHORT, leftover_processes
 
@@ -115,7 +115,7 @@ def container_cluster(sshd, engine, tmp_path):
 
 def test_the_test_kind_runs_in_containers_through_every_seam(cli, kind_root, container_cluster, engine):
     # The vendor's image: the cpu vendor's Dockerfile and wheels, as a vendor would start from one.
-    shutil.copytree(ROOT / "vendors/cpu/docker/torch_2.13", kind_root / "vendors/testkind/docker/torch_2.13")
+    copy_tree(ROOT / "vendors/cpu/docker/torch_2.13", kind_root / "vendors/testkind/docker/torch_2.13")
     result = cli("run", "gpt2_tiny:torch_2.13:TK1:2:1", *SHORT, "--root", str(kind_root), "--cluster",
                  str(container_cluster(devices="[2]")), timeout=900)
     assert result.returncode == 0, result.stderr + result.stdout
