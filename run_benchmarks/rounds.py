@@ -96,13 +96,17 @@ class RoundExecutor:
         ending = "start_failed"
         try:
             self._start_nodes(case, rnd, result, jobs, monitors)
+            ending = "node_failed"  # every node started: what goes wrong now is a node's failure, not its start
             ending = self._wait(case, rnd, jobs, result)
         except KeyboardInterrupt as exc:
             ending, interrupted = "interrupted", exc
             if isinstance(exc, signals.Interrupted) and exc.signum != signal.SIGINT:
                 result.reason = f"{signal.Signals(exc.signum).name} received"
         except Exception as exc:  # noqa: BLE001 - a node that cannot start fails its case, not the run
-            result.reason = f"a node could not start: {type(exc).__name__}: {exc}"
+            if ending == "start_failed":
+                result.reason = f"a node could not start: {type(exc).__name__}: {exc}"
+            else:  # e.g. a host's connection died while its node ran: the stop below names which
+                result.warnings.append(f"watching the nodes failed: {type(exc).__name__}: {exc}")
         # Whatever ended the round, its cleanup runs whole: a signal arriving in it waits until it is done
         # (and a second one only cuts the grace short, see signals).
         with signals.deferred():

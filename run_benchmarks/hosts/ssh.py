@@ -129,17 +129,19 @@ class SshJob(Job):
                 sink.flush()
 
     def poll(self) -> Optional[int]:
-        if not self.channel.exit_status_ready():
-            return None
-        self._pump.join(timeout=5)
-        return self.channel.recv_exit_status()
+        try:
+            if not self.channel.exit_status_ready():
+                return None
+            self._pump.join(timeout=5)
+            return self.channel.recv_exit_status()
+        except (OSError, EOFError, paramiko.SSHException):  # the connection died under it: no status will come
+            return -1
 
     def ending(self) -> Optional[str]:
         """paramiko reports -1 both for a remote process ended by a signal and for a connection that died;
         a transport that is no longer active tells the second apart."""
         transport = self.channel.get_transport()
-        if self.channel.exit_status_ready() and self.channel.recv_exit_status() == -1 and \
-                (transport is None or not transport.is_active()):
+        if self.poll() == -1 and (transport is None or not transport.is_active()):
             return f"connection to {self.host_name} lost"
         return None
 
