@@ -14,19 +14,9 @@ import psutil
 import pytest
 
 from .conftest import ROOT, write
+from .test_runs import leftover_processes as processes_mentioning
 
 CASE = "gpt2_tiny:torch:cpu:1:1"
-
-
-def processes_mentioning(marker: Path) -> list[str]:
-    found = []
-    for proc in psutil.process_iter(["cmdline"]):
-        try:
-            if any(str(marker) in part for part in proc.info["cmdline"] or ()):
-                found.append(" ".join(proc.info["cmdline"]))
-        except (psutil.NoSuchProcess, psutil.AccessDenied):
-            pass
-    return found
 
 
 def refused(result, *needles: str) -> str:
