@@ -115,6 +115,7 @@ class RankLog:
     series: StepSeries = field(default_factory=StepSeries)
     end: Optional[perflog.EndRecord] = None
     unsupported: Optional[perflog.UnsupportedRecord] = None  # the device cannot run the case
+    figures: list[perflog.FigureRecord] = field(default_factory=list)  # task figures beyond steps
     problems: list[str] = field(default_factory=list)
 
     @property
@@ -185,6 +186,8 @@ def _add_one(out: RankLog, payload) -> None:
         out.end = record
     elif isinstance(record, perflog.UnsupportedRecord):
         out.unsupported = record
+    elif isinstance(record, perflog.FigureRecord):
+        out.figures.append(record)
 
 
 def tail(path: Path, lines: int) -> list[str]:

@@ -4,13 +4,16 @@ A record is one line on a worker's stdout: ``ACCELBENCH_PERF <json>``. The JSON
 carries ``v`` (this schema's version) and ``kind``. Standard library only, so the
 orchestrator can read it without torch or paddle installed.
 
-Kinds (version 2; version 1 lacked ``unsupported`` and the reserved-memory peak):
+Kinds (version 3; version 2 lacked ``figure``, version 1 also ``unsupported`` and the reserved-memory peak):
   start        once per rank, before the first step: layout, model size, FLOPs/token,
                and (local rank 0 only) the node's environment
   step         once per optimizer step: wall time after device synchronisation
   end          once per rank, after the last step: peak memory (allocator and reserved)
   unsupported  instead of steps, when the device cannot run what the case asks (the round is
                ``unsupported``, not ``failed``)
+  figure       a named figure a task measures beyond tokens per step (an RLHF phase's throughput, a GEMM's
+               TFLOP/s at one size, a collective's bus bandwidth): value, unit, which way is better and how
+               the ranks' values combine. A task made only of figures (micro-benchmarks) emits no steps
 """
 from __future__ import annotations
 
@@ -20,8 +23,8 @@ from dataclasses import asdict, dataclass, field, fields
 from typing import IO, Any, Optional, Union
 
 PREFIX = "ACCELBENCH_PERF "
-SCHEMA_VERSION = 2
-READABLE_VERSIONS = (1, 2)
+SCHEMA_VERSION = 3
+READABLE_VERSIONS = (1, 2, 3)
 
 
 class PerfLogError(ValueError):
@@ -93,9 +96,34 @@ class UnsupportedRecord:
     kind: str = "unsupported"
 
 
-Record = Union[StartRecord, StepRecord, EndRecord, UnsupportedRecord]
+FIGURE_BETTER = ("higher", "lower")
+FIGURE_REDUCE = ("mean", "sum", "min", "max")
+
+
+@dataclass(frozen=True)
+class FigureRecord:
+    rank: int
+    name: str = field(metadata={"doc": "dotted, e.g. experience.samples_per_s or allreduce.busbw_gbps"})
+    value: float
+    unit: str = field(metadata={"doc": "what the value counts, e.g. samples/s, TFLOP/s, GB/s, s"})
+    better: str = field(default="higher", metadata={"doc": "higher | lower"})
+    reduce: str = field(default="mean", metadata={
+        "doc": "how the ranks' values make the round's: mean | sum | min | max"})
+    params: Optional[dict] = field(default=None, metadata={
+        "doc": "what this value is of, when a figure is measured at several points (size, dtype, bytes)"})
+    formula: Optional[str] = field(default=None, metadata={"doc": "how the value was computed, for the report"})
+    kind: str = "figure"
+
+    def __post_init__(self) -> None:
+        if self.better not in FIGURE_BETTER:
+            raise ValueError(f"figure {self.name!r}: better must be one of {FIGURE_BETTER}, not {self.better!r}")
+        if self.reduce not in FIGURE_REDUCE:
+            raise ValueError(f"figure {self.name!r}: reduce must be one of {FIGURE_REDUCE}, not {self.reduce!r}")
+
+
+Record = Union[StartRecord, StepRecord, EndRecord, UnsupportedRecord, FigureRecord]
 _KINDS = {cls.__dataclass_fields__["kind"].default: cls
-          for cls in (StartRecord, StepRecord, EndRecord, UnsupportedRecord)}
+          for cls in (StartRecord, StepRecord, EndRecord, UnsupportedRecord, FigureRecord)}
 
 
 def share_of(tokens: int | float, ranks: int) -> int | float:
@@ -143,5 +171,5 @@ def from_payload(payload: dict[str, Any]) -> Record:
     known = {f.name for f in fields(cls)}
     try:
         return cls(**{k: v for k, v in payload.items() if k in known})
-    except TypeError as exc:
+    except (TypeError, ValueError) as exc:
         raise PerfLogError(f"{payload.get('kind')} record: {exc}") from None
