@@ -2,6 +2,7 @@
 configs. Each is validated whole on load (config.load_model), so an error names the file and the key."""
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path, PurePosixPath
 from typing import Any, Literal, Optional, Union
@@ -10,12 +11,28 @@ from pydantic import Field, NonNegativeFloat, PositiveFloat, conint, field_valid
 
 from .config import CASE_NAME, Strict
 
+
+class CaseEntry(Strict):
+    """A test_conf ``cases:`` entry with its own extern config and settings (FlagPerf's test_conf style),
+    so one ``start_task.py`` runs a vendor's whole list; a plain case name is an entry without them."""
+
+    case: str = Field(description="case name, e.g. gpt3_6.7B:paddle_2.5.1:A100:1:8")
+    extern_config: Optional[str] = Field(None, description="config name in the vendor's folder, or a YAML path")
+    set: dict[str, Any] = Field(default_factory=dict, description="workload keys for this case, e.g. "
+                                                                  "{train.micro_batch_size: 4}")
+
+    def assignments(self) -> tuple[str, ...]:
+        """``set`` as ``--set`` texts (values as JSON, which is YAML)."""
+        return tuple(f"{key}={json.dumps(value)}" for key, value in self.set.items())
+
+
 class TestConf(Strict):
     """``configs/test_conf.yaml``: what a run does when the command line does not say."""
 
     __test__ = False  # not a pytest test class, despite the name
 
-    cases: list[str] = Field(default_factory=list, description="case names run when none is given")
+    cases: list[Union[str, CaseEntry]] = Field(default_factory=list, description="case names run when none is "
+                                                                                  "given; or {case, extern_config, set}")
     log_root: str = Field("logs", description="where run folders go; relative: inside the checkout")
     timeout_s: PositiveFloat = Field(3600, allow_inf_nan=False, description="deadline for one round of one case")
     monitor_interval_s: NonNegativeFloat = Field(1.0, description="seconds between host and accelerator "

@@ -18,7 +18,7 @@ from . import casename, frameworks
 from . import plan_checks as checks
 from .cases import CaseCatalog
 from .codesync import code_digest, remote_code_root
-from .config_files import ClusterSpec, HostSpec, TestConf
+from .config_files import CaseEntry, ClusterSpec, HostSpec, TestConf
 from .config import Layer, merge, parse_assignment, validate_layered
 from .errors import UserError
 from .frameworks import NodeLaunch
@@ -151,7 +151,7 @@ def free_ports(count: int) -> list[int]:
 
 def build_run_plan(
     inputs: PlanInputs,
-    case_names: list[str],
+    case_names: list[str | CaseEntry],
     run_id: str,
     log_root: Path,
     extern_config: Optional[str] = None,
@@ -163,7 +163,8 @@ def build_run_plan(
         raise UserError("no case to run: give --case_name or list cases in "
                         f"{inputs.test_conf_path} (key 'cases')",
                         f"e.g. --case_name {casename.EXAMPLE}")
-    parsed = [casename.parse(name) for name in case_names]
+    entries = [item if isinstance(item, CaseEntry) else CaseEntry(case=item) for item in case_names]
+    parsed = [casename.parse(entry.case) for entry in entries]
     rounds_needed = sum(name.repeat for name in parsed)
     if rounds_needed > MAX_ROUNDS:
         raise UserError(f"{len(parsed)} case name(s) ask for {rounds_needed} rounds in one run; at most {MAX_ROUNDS}",
@@ -178,11 +179,24 @@ def build_run_plan(
         ports = free_ports(rounds_needed) if port == "auto" else [port] * rounds_needed
     run_dir = log_root / run_id
     plans, used_dirs, port_iter = [], set(), iter(ports)
-    for name in parsed:
+    for name, entry in zip(parsed, entries):  # a test_conf entry's own config and settings; the command line wins
         case_dir = run_dir / _unique(name.slug, used_dirs)
-        plans.append(_case_plan(inputs, name, run_id, case_dir, extern_config, assignments,
+        plans.append(_case_plan(inputs, name, run_id, case_dir, extern_config or entry.extern_config,
+                                (*entry.assignments(), *assignments),
                                 timeout_s if timeout_s is not None else inputs.test_conf.timeout_s, port_iter))
     return RunPlan(run_id, run_dir, plans)
+
+
+def build_case_plan(inputs: PlanInputs, case_name: str, run_id: str, case_dir: Path,
+                    extern_config: Optional[str] = None, assignments: tuple[str, ...] = (),
+                    timeout_s: Optional[float] = None) -> CasePlan:
+    """One case planned into ``case_dir`` of run ``run_id`` with the same checks as a run's: a sweep's point,
+    planned just before it runs (its ports are free then), with its own extern config and settings."""
+    name = casename.parse(case_name)
+    port = inputs.cluster.master_port
+    ports = free_ports(name.repeat) if port == "auto" else [port] * name.repeat
+    return _case_plan(inputs, name, run_id, case_dir, extern_config, assignments,
+                      timeout_s if timeout_s is not None else inputs.test_conf.timeout_s, iter(ports))
 
 
 def _unique(slug: str, used: set[str]) -> str:
