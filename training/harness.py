@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 import os
 import resource
+import sys
 import time
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
@@ -19,7 +20,7 @@ from typing import Any, Callable, Mapping, Optional
 
 from training import flops, perflog, plugins
 from training.contract import ENV_NODE_RANK
-from training.faults import check_faults
+from training.faults import OOM_REQUEST_BYTES, check_faults
 from training.spec import DeviceSpec, WorkerConfig
 from training.sysinfo import memory_total_bytes, node_environment, process_age_s
 from training.unsupported import UnsupportedOnDevice
@@ -165,6 +166,8 @@ def _train(cfg: WorkerConfig, ranks: Ranks, worker: FrameworkWorker, plugin) -> 
         _synchronize(worker)
         elapsed = time.perf_counter() - started
         loss, grad_norm = worker.after_step(work)
+        if spec.debug.memory_limit_mib is not None:
+            _check_memory_limit(spec.debug.memory_limit_mib, ranks.rank, step, worker)
         perflog.emit(perflog.StepRecord(
             rank=ranks.rank, step=step, warmup=step < spec.train.warmup_steps, step_time_s=elapsed,
             tokens=perflog.share_of(work.tokens, share), loss=loss,
@@ -177,6 +180,16 @@ def _train(cfg: WorkerConfig, ranks: Ranks, worker: FrameworkWorker, plugin) -> 
     perflog.emit(perflog.EndRecord(rank=ranks.rank, steps=spec.train.steps, peak_memory_bytes=peak,
                                    memory_total_bytes=total, memory_kind=kind, peak_memory_reserved_bytes=reserved,
                                    recompiles=worker.recompiles()))
+
+
+def _check_memory_limit(limit_mib: float, rank: int, step: int, worker: FrameworkWorker) -> None:
+    """``debug.memory_limit_mib``: above the limit, the framework's own out-of-memory error (the allocation
+    ``debug.oom_at_step`` makes), so the round ends and is classified exactly as a real one."""
+    peak = _peak_memory(worker)[0]
+    if peak > limit_mib * 2**20:
+        print(f"accelbench: rank {rank} step {step}: peak memory {peak / 2**20:.1f} MiB is above "
+              f"debug.memory_limit_mib {limit_mib:g}: out of memory", file=sys.stderr, flush=True)
+        worker.allocate(OOM_REQUEST_BYTES)
 
 
 def _synchronize(worker: FrameworkWorker) -> None:

@@ -209,6 +209,12 @@ class DebugSpec(_Strict):
     hang_at_step: Optional[NonNegativeInt] = None
     oom_at_step: Optional[NonNegativeInt] = Field(
         None, description="ask the device allocator for 1 PiB at this step, on fail_rank: a real out-of-memory")
+    memory_limit_mib: Optional[PositiveFloat] = Field(
+        None, allow_inf_nan=False,
+        description="a smaller device: after each step every rank compares its peak memory (the figure reports "
+                    "show: allocator peak on a device, peak RSS on a CPU) with this limit and, above it, takes "
+                    "the real out-of-memory path (oom_at_step's allocation); grows with the batch, so sweeps and "
+                    "max-batch search can be tested on any machine")
 
 
 class WorkloadSpec(_Strict):
