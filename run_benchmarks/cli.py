@@ -14,7 +14,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.text import Text
 
-from . import __version__, casename, plan_checks, results_cli, signals
+from . import __version__, casename, plan_checks, results_cli, signals, sweep_cli
 from .environment import orchestrator_environment
 from .errors import UserError
 from .launch import RoundResult, Runner
@@ -68,6 +68,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("case_names", nargs="*", metavar="CASE_NAME",
                      help=f"{casename.FORMAT}; several may be given (default: the cases in test_conf)")
     add_run_options(run)
+    sweep_cli.add_command(sub, add_run_options)
     results_cli.add_commands(sub, default_root)
     vendor = sub.add_parser("vendor", help="onboard a vendor: scaffold one from the template, check one",
                             description="See docs/vendor-onboarding.md for the whole path.")
@@ -204,7 +205,8 @@ def write_summary(plan: RunPlan, results: list[RoundResult]) -> None:
                                            encoding="utf-8")
 
 
-COMMANDS = {"run": cmd_run, "list": cmd_list, "vendor": cmd_vendor, "clean": cmd_clean}
+COMMANDS = {"run": cmd_run, "list": cmd_list, "vendor": cmd_vendor, "clean": cmd_clean,
+            "sweep": lambda args, console: sweep_cli.cmd_sweep(args, console, make_console(stderr=True))}
 COMMANDS.update({name: (lambda fn: lambda args, console: fn(args, console, default_root))(fn)
                  for name, fn in results_cli.COMMANDS.items()})
 
@@ -236,7 +238,7 @@ def check_run_args(args: argparse.Namespace) -> None:
 def dispatch(args: argparse.Namespace) -> int:
     console = make_console()
     try:
-        if args.command == "run":
+        if args.command in ("run", "sweep"):
             check_run_args(args)
         return COMMANDS[args.command](args, console)
     except UserError as exc:
