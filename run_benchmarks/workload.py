@@ -22,7 +22,10 @@ HASH_CHARS = 16  # 64 bits: no collision among any number of workloads a store w
 
 
 def resolved_workload(name: CaseName, workload: WorkloadSpec) -> dict[str, Any]:
-    """The round's workload as plain JSON data (no paths of this run, no round number, no repeat)."""
+    """The round's workload as plain JSON data (no paths of this run, no round number, no repeat).
+
+    Settings left at their defaults are left out, so adding a new setting with a default to the worker
+    config does not change the hash of every workload already in a store."""
     return {
         "case": name.case,
         "framework": name.framework,
@@ -30,7 +33,7 @@ def resolved_workload(name: CaseName, workload: WorkloadSpec) -> dict[str, Any]:
         "hardware": name.hardware,
         "nnodes": name.nnodes,
         "nprocs_per_node": name.nprocs_per_node,
-        "spec": workload.model_dump(mode="json"),
+        "spec": workload.model_dump(mode="json", exclude_defaults=True),
     }
 
 

@@ -23,6 +23,15 @@ def test_any_setting_changes_the_hash_and_repeat_does_not():
     assert len(base) == workload.HASH_CHARS
 
 
+def test_a_setting_at_its_default_hashes_as_if_absent():
+    """New settings arrive with defaults; stores must keep matching the workloads they already hold."""
+    plain = workload.workload_hash(_resolved("gpt2_tiny:torch_2.13:cpu:1:2"))
+    default_precision = WorkloadSpec.model_fields["train"].annotation.model_fields["precision"].default
+    spelled_out = _resolved("gpt2_tiny:torch_2.13:cpu:1:2", precision=default_precision)
+    assert workload.workload_hash(spelled_out) == plain
+    assert "debug" not in spelled_out["spec"]  # a section wholly at its defaults is not in the hash at all
+
+
 def test_layout_key_pairs_two_vendors_identical_layouts():
     a = _resolved("gpt2_tiny:torch_2.13:A100:1:2")
     b = _resolved("gpt2_tiny:torch_2.13:X1:1:2")
