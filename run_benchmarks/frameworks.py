@@ -141,9 +141,10 @@ class Torch(Framework):
             f"--master-port={node.master_port}",
             f"--local-addr={node.local_addr}",
             "--max-restarts=0",
-            # The agent checks its workers 10x a second by default; once a second finds a failure soon
-            # enough and keeps its wake-ups off the cores being measured.
-            "--monitor-interval=1",
+            # The agent checks its workers 10x a second by default (0.1 s). Every 0.25 s still finds an
+            # exit soon after the workers end (a sweep's next point waits on it) with few wake-ups on the
+            # cores being measured; 1 s cost a sweep about 1 s per point (docs/benchmarks.md).
+            "--monitor-interval=0.25",
             f"--log-dir={node.log_dir / 'torchrun'}",
             "--redirects=3",
             "-m", WORKER_MODULE,

@@ -26,6 +26,7 @@ from .store import ResultStore
 
 MONITOR_GRACE_S = 5.0
 POLL_S = 0.5  # how often the orchestrator looks at its nodes; it shares the cores being measured
+ENDING_POLL_S = 0.05  # once rank 0 has written its end record nothing is measured any more: notice the exit soon
 STOP_GRACE_S = 10.0
 START_RETRIES = 2  # extra attempts for a round whose ranks never connected (Framework.start_error)
 
@@ -160,7 +161,7 @@ class RoundExecutor:
             step = watcher.latest_step()
             if step is not None:
                 self.reporter.progress(case, rnd, step)
-            time.sleep(POLL_S)
+            time.sleep(ENDING_POLL_S if watcher.ended else POLL_S)
 
     def _stop(self, rnd: RoundPlan, jobs: dict[int, Job], monitors: dict[int, Job], result: RoundResult) -> None:
         for job in jobs.values():
@@ -206,13 +207,14 @@ def write_inputs(case: CasePlan, rnd: RoundPlan) -> None:
 
 
 class StepWatcher:
-    """Follows rank 0's live stdout for the latest step, to show progress."""
+    """Follows rank 0's live stdout for the latest step, to show progress, and for its end record."""
 
     def __init__(self, case: CasePlan, rnd: RoundPlan):
         self.framework, self.node_dir = case.framework, rnd.nodes[0].log_dir
         self.path: Optional[Path] = None
         self.offset = 0
         self.step: Optional[int] = None
+        self.ended = False  # rank 0 finished measuring: the round is only exiting now
 
     def latest_step(self) -> Optional[int]:
         if self.path is None:
@@ -234,4 +236,6 @@ class StepWatcher:
                 continue
             if isinstance(record, perflog.StepRecord):
                 self.step = record.step
+            elif isinstance(record, perflog.EndRecord):
+                self.ended = True
         return self.step
