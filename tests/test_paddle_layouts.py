@@ -15,7 +15,6 @@ import pytest
 from .conftest import ROOT
 from .test_plan import build
 
-pytest.importorskip("paddle")
 
 CASE = "gpt3_tiny"
 
