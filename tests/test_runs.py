@@ -5,6 +5,7 @@ import json
 import os
 import platform
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -30,7 +31,14 @@ def leftover_processes(marker: Path) -> list[str]:
     return found
 
 
-def assert_complete_ok(doc: dict, world_size: int, steps: int, warmup: int) -> None:
+def torch_version() -> str:
+    import importlib.metadata
+
+    return importlib.metadata.version("torch")
+
+
+def assert_complete_ok(doc: dict, world_size: int, steps: int, warmup: int, checkout: Path = ROOT) -> None:
+    """A complete ok round; ``checkout``: the --root the run used (a test's copy is no git checkout)."""
     assert doc["status"] == "ok", doc["reason"]
     m = doc["metrics"]
     assert m["world_size"] == world_size
@@ -42,21 +50,23 @@ def assert_complete_ok(doc: dict, world_size: int, steps: int, warmup: int) -> N
     assert m["peak_memory_bytes"]["max"] > 50 * 2**20 and m["memory_kind"] == "rss"
     assert 0 < m["step_time_s"]["min"] <= m["step_time_s"]["median"] <= m["step_time_s"]["max"]
     env = doc["environment"]
-    assert env["orchestrator"]["accelbench_commit"]
-    node_env = env["nodes"][0]["environment"]
-    for key in ("hostname", "cpu_model", "cpu_count", "os", "python", "torch"):
-        assert node_env[key], key
-    assert node_env["torch"].startswith("2.13")
+    head = subprocess.run(["git", "-C", str(checkout), "rev-parse", "HEAD"], capture_output=True, text=True)
+    assert env["orchestrator"]["accelbench_commit"] == (head.stdout.strip() if head.returncode == 0
+                                                        else "unknown (not a git checkout)")
+    node_env = env["nodes"][0]["environment"]  # every node here is this machine: its facts are known
+    assert node_env["hostname"] == socket.gethostname() and node_env["cpu_count"] == os.cpu_count()
+    assert node_env["python"] == platform.python_version() and "Linux" in node_env["os"]
+    cpuinfo = Path("/proc/cpuinfo").read_text()
+    assert f"model name\t: {node_env['cpu_model']}\n" in cpuinfo
+    assert node_env["torch"] == torch_version()
 
 
 def test_two_process_run_end_to_end(cli):
-    started = time.monotonic()
+    # Its wall time (goal: under 60 s) is a benchmark, recorded in docs/benchmarks.md, not asserted here.
     result = cli("--case_name", "gpt2_tiny:torch_2.13:cpu:1:2", entry="start_task")
-    elapsed = time.monotonic() - started
     assert result.returncode == 0, result.stderr + result.stdout
     (doc,) = result.results()
     assert_complete_ok(doc, world_size=2, steps=30, warmup=5)
-    assert elapsed < 120  # the acceptance asks for < 60 s; the slack absorbs a loaded CI machine
     round_dir = result.run_dirs()[0] / "gpt2_tiny-torch_2.13-cpu-1x2" / "round1"
     node_dir = round_dir / "localhost_noderank0"
     for rank in (0, 1):
@@ -79,7 +89,7 @@ def test_one_process_run(cli):
     assert summary["rounds"][0]["status"] == "ok"
     (node,) = doc["environment"]["nodes"]
     assert node["probes"]["host_kernel"] == platform.release()  # the vendor's probes, run before the round
-    assert "Model name" in node["probes"]["cpu_model"] or node["probes"]["cpu_model"].startswith("unavailable")
+    assert "Model name" in node["probes"]["cpu_model"]  # lscpu (util-linux: on every Debian)
     assert "cpu_governor" in node["probes"] and node["image"] is None  # no container here
     m = doc["metrics"]
     assert m["init_time_s"] > 0 and m["first_step_time_s"] > 0 and doc["wall_time_s"] > m["init_time_s"]
@@ -96,7 +106,7 @@ def test_repeat_rounds_and_two_nodes_on_this_machine(cli, root):
     docs = result.results()
     assert [d["round"] for d in docs] == [1, 2]
     for doc in docs:
-        assert_complete_ok(doc, world_size=2, steps=8, warmup=2)
+        assert_complete_ok(doc, world_size=2, steps=8, warmup=2, checkout=root)
         assert [n["host"] for n in doc["environment"]["nodes"]] == ["n0", "n1"]
     assert "mean of 2" in result.stdout
     rows = result.attempts()

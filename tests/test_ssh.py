@@ -41,8 +41,16 @@ def cluster_file(sshd, tmp_path):
     return make
 
 
+def assert_no_remote_leftovers(work_root: Path) -> None:
+    """The remote workers' command lines name the hosts' work root (their config and log folders are under
+    ``<work_root>/runs``), never the local log root; the sshd hosts run on this machine, so a worker left
+    behind on a host is a process here whose command line names that root."""
+    assert any((work_root / "runs").iterdir()), "the hosts ran nothing under the work root: the check would be empty"
+    assert leftover_processes(work_root) == []
+
+
 @pytest.mark.parametrize("nprocs", [1, 2])
-def test_two_ssh_hosts_run_a_case_with_results_like_a_local_run(cli, cluster_file, nprocs):
+def test_two_ssh_hosts_run_a_case_with_results_like_a_local_run(cli, cluster_file, nprocs, tmp_path):
     result = cli("run", f"gpt2_tiny:torch:cpu:2:{nprocs}", *SHORT, "--cluster", str(cluster_file()))
     assert result.returncode == 0, result.stderr + result.stdout
     (doc,) = result.results()
@@ -52,7 +60,7 @@ def test_two_ssh_hosts_run_a_case_with_results_like_a_local_run(cli, cluster_fil
     for node, ranks in (("h0_noderank0", range(nprocs)), ("h1_noderank1", range(nprocs, 2 * nprocs))):
         for rank in ranks:  # every rank's log came back over SFTP
             assert '"kind":"end"' in (round_dir / node / f"rank{rank}.stdout.log").read_text()
-    assert leftover_processes(result.log_root) == []
+    assert_no_remote_leftovers(tmp_path / "hosts-work")
 
 
 def test_a_changed_host_key_is_refused_and_nothing_runs(cli, sshd, cluster_file, tmp_path):
@@ -94,7 +102,7 @@ def test_paths_with_shell_metacharacters_stay_data(cli, cluster_file, tmp_path):
     assert (hostile / "code").is_dir()  # the odd name was used as a name
 
 
-def test_a_crash_on_one_host_stops_both_and_keeps_their_logs(cli, cluster_file):
+def test_a_crash_on_one_host_stops_both_and_keeps_their_logs(cli, cluster_file, tmp_path):
     result = cli("run", "gpt2_tiny:torch:cpu:2:1", *SHORT, "--set", "debug.fail_at_step=3",
                  "--set", "debug.fail_rank=1", "--cluster", str(cluster_file()))
     assert result.returncode == 1
@@ -103,7 +111,7 @@ def test_a_crash_on_one_host_stops_both_and_keeps_their_logs(cli, cluster_file):
     assert any("injected failure on rank 1 at step 3" in line for line in doc["error_lines"])
     node_dir = result.run_dirs()[0] / "gpt2_tiny-torch-cpu-2x1" / "round1" / "h0_noderank0"
     assert '"step":2' in (node_dir / "rank0.stdout.log").read_text()
-    assert leftover_processes(result.log_root) == []
+    assert_no_remote_leftovers(tmp_path / "hosts-work")
 
 
 def test_a_hang_past_the_deadline_stops_every_remote_process(cli, cluster_file, tmp_path):
@@ -112,4 +120,4 @@ def test_a_hang_past_the_deadline_stops_every_remote_process(cli, cluster_file, 
     assert result.returncode == 1
     (doc,) = result.results()
     assert doc["status"] == "timeout"
-    assert leftover_processes(tmp_path / "hosts-work") == []  # the tagged remote tree was killed
+    assert_no_remote_leftovers(tmp_path / "hosts-work")  # the tagged remote tree was killed
