@@ -37,8 +37,11 @@ def torch_version() -> str:
     return importlib.metadata.version("torch")
 
 
-def assert_complete_ok(doc: dict, world_size: int, steps: int, warmup: int, checkout: Path = ROOT) -> None:
-    """A complete ok round; ``checkout``: the --root the run used (a test's copy is no git checkout)."""
+def assert_complete_ok(doc: dict, world_size: int, steps: int, warmup: int, checkout: Path = ROOT,
+                       in_image: bool = False) -> None:
+    """A complete ok round; ``checkout``: the --root the run used (a test's copy is no git checkout);
+    ``in_image``: the ranks ran in the vendor's image, whose Python is Debian's (same minor version as
+    this machine's: the wheels downloaded here must install there)."""
     assert doc["status"] == "ok", doc["reason"]
     m = doc["metrics"]
     assert m["world_size"] == world_size
@@ -55,7 +58,9 @@ def assert_complete_ok(doc: dict, world_size: int, steps: int, warmup: int, chec
                                                         else "unknown (not a git checkout)")
     node_env = env["nodes"][0]["environment"]  # every node here is this machine: its facts are known
     assert node_env["hostname"] == socket.gethostname() and node_env["cpu_count"] == os.cpu_count()
-    assert node_env["python"] == platform.python_version() and "Linux" in node_env["os"]
+    python = platform.python_version()
+    assert (node_env["python"].rsplit(".", 1)[0] == python.rsplit(".", 1)[0] if in_image
+            else node_env["python"] == python) and "Linux" in node_env["os"]
     cpuinfo = Path("/proc/cpuinfo").read_text()
     assert f"model name\t: {node_env['cpu_model']}\n" in cpuinfo
     assert node_env["torch"] == torch_version()
