@@ -2,16 +2,17 @@
 
 Both frameworks start from one weights file (``train.init_weights``, written by
 the torch model with the case's seed) and read one token file in the
-Megatron/PaddleNLP format, so their losses over the first steps must agree.
-Tolerance: 1e-4 absolute on losses near ln(vocab) = 6.93 (measured here:
-differences of 1e-6, the order of fp32 reduction order).
+Megatron/PaddleNLP format, so their losses and gradient norms over the first
+steps must agree, within test_parity's tolerances (5e-6 absolute on losses
+near ln(vocab) = 6.93, 1e-5 relative on gradient norms; measured here: at
+most 9.5e-7 and 1.9e-6, the order of fp32 reductions).
 
 Every layout that runs on a CPU is run with 2 ranks (fleet with 4 gloo ranks
 is unreliable on this machine; see issue 5): data parallel, sharding stage1,
 tensor parallel (fleet's mp layers, through ``training/paddle/cpu_compat.py``),
 sequence parallel (fleet's sequence_parallel_utils over tensor parallel 2;
 measured: 5e-7 from one torch process, and 4e-4 when the norms' gradients are
-not all-reduced, so 1e-4 tells the two apart) and pipeline parallel
+not all-reduced, so 5e-6 tells the two apart with room to spare) and pipeline parallel
 (PipelineLayer with tied embeddings), also with recompute (fleet's
 ``recompute_ctx``: the model-parallel group).
 """
@@ -27,7 +28,7 @@ from training.data.token_file import generate_token_dataset
 from training.spec import ModelSpec
 
 from .conftest import ROOT
-from .test_parity import TOLERANCE, losses
+from .test_parity import assert_trajectories_match, trajectory
 from .test_plan import build
 
 CASE = "gpt3_tiny"
@@ -43,15 +44,15 @@ def shared_start(tmp_path_factory):
     weights = write_initial_weights(ModelSpec(**model), seed=1234, path=root / "init.npz")
     generate_token_dataset(root / "tokens", vocab_size=model["vocab_size"], n_documents=200, seed=0)
     settings = (f"train.init_weights={weights}", "data.source=tokens", f"data.path={root / 'tokens'}")
-    reference = losses(root, f"{CASE}:torch:cpu:1:1", "train.micro_batch_size=8", *settings)
+    reference = trajectory(root, f"{CASE}:torch:cpu:1:1", "train.micro_batch_size=8", *settings)
     return settings, reference
 
 
 def test_paddle_trains_the_torch_model_loss_for_loss(shared_start, tmp_path):
-    settings, torch_losses = shared_start
-    paddle_losses = losses(tmp_path, f"{CASE}:paddle:cpu:1:1", "train.micro_batch_size=8", *settings)
-    assert paddle_losses == pytest.approx(torch_losses, abs=TOLERANCE), f"paddle {paddle_losses} vs torch {torch_losses}"
-    assert paddle_losses[0] != paddle_losses[-1]  # trained: later steps compare updated weights
+    settings, torch_steps = shared_start
+    paddle_steps = trajectory(tmp_path, f"{CASE}:paddle:cpu:1:1", "train.micro_batch_size=8", *settings)
+    assert_trajectories_match(paddle_steps, torch_steps, "paddle 1 process")
+    assert paddle_steps[0][0] != paddle_steps[-1][0]  # trained: later steps compare updated weights
 
 
 PADDLE_LAYOUTS = {
@@ -71,9 +72,11 @@ PADDLE_LAYOUTS = {
 
 @pytest.mark.parametrize("layout", sorted(PADDLE_LAYOUTS))
 def test_every_cpu_layout_matches_one_process(shared_start, tmp_path, layout):
-    settings, torch_losses = shared_start
-    got = losses(tmp_path, f"{CASE}:paddle:cpu:1:2", *PADDLE_LAYOUTS[layout], *settings)
-    assert got == pytest.approx(torch_losses, abs=TOLERANCE), f"{layout}: {got} vs one torch process {torch_losses}"
+    settings, torch_steps = shared_start
+    got = trajectory(tmp_path, f"{CASE}:paddle:cpu:1:2", *PADDLE_LAYOUTS[layout], *settings)
+    # The Paddle worker reports no gradient norm under pipeline parallelism and sharding (training/paddle/train.py).
+    assert_trajectories_match(got, torch_steps, f"paddle {layout}",
+                              norms="pipeline" not in layout and "sharding" not in layout)
 
 
 LLAMA_LIKE = {"norm": "rmsnorm", "activation": "swiglu", "position": "rotary", "bias": False,
@@ -92,10 +95,11 @@ def test_sequence_parallel_with_an_untied_head_rmsnorm_swiglu_rotary_and_recompu
     settings = (f"train.init_weights={weights}", "data.source=tokens", f"data.path={tmp_path / 'tokens'}",
                 *(f"model.{key}={str(value).lower()}" for key, value in LLAMA_LIKE.items()))
     (tmp_path / "torch").mkdir(), (tmp_path / "paddle").mkdir()
-    reference = losses(tmp_path / "torch", f"{CASE}:torch:cpu:1:1", "train.micro_batch_size=8", *settings)
-    got = losses(tmp_path / "paddle", f"{CASE}:paddle:cpu:1:2", "train.micro_batch_size=8", "train.recompute=full",
-                 "parallel.tensor_parallel_degree=2", "parallel.sequence_parallel=true", *settings)
-    assert got == pytest.approx(reference, abs=TOLERANCE), f"{got} vs one torch process {reference}"
+    reference = trajectory(tmp_path / "torch", f"{CASE}:torch:cpu:1:1", "train.micro_batch_size=8", *settings)
+    got = trajectory(tmp_path / "paddle", f"{CASE}:paddle:cpu:1:2", "train.micro_batch_size=8",
+                     "train.recompute=full", "parallel.tensor_parallel_degree=2", "parallel.sequence_parallel=true",
+                     *settings)
+    assert_trajectories_match(got, reference, "paddle sequence parallel, llama-like, recompute")
 
 
 def test_sequence_parallel_plans_for_paddle_but_not_inside_a_pipeline(root, tmp_path):
@@ -191,9 +195,9 @@ def test_cpu_vendor_configs_drive_the_tiny_case(root, tmp_path, name, extern, la
 
 def test_two_paddle_nodes_meet_through_the_master_and_match_one_process(shared_start, tmp_path):
     """Two launchers (two local hosts), each told --master, --rank and --host, as on two machines."""
-    settings, torch_losses = shared_start
+    settings, torch_steps = shared_start
     cluster = tmp_path / "cluster.yaml"
     cluster.write_text("hosts:\n  - {name: n0, address: 127.0.0.1}\n  - {name: n1, address: 127.0.0.1}\n")
-    got = losses(tmp_path, f"{CASE}:paddle:cpu:2:1", "train.micro_batch_size=4", *settings,
-                 cli_args=("--cluster", str(cluster)))
-    assert got == pytest.approx(torch_losses, abs=TOLERANCE)
+    got = trajectory(tmp_path, f"{CASE}:paddle:cpu:2:1", "train.micro_batch_size=4", *settings,
+                     cli_args=("--cluster", str(cluster)))
+    assert_trajectories_match(got, torch_steps, "paddle 2 nodes")

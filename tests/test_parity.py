@@ -3,9 +3,9 @@
 Same seed, same data (samples are drawn per global index, so the ranks
 together see exactly the one process's batch), fp32. Each step's loss is the
 mean over the global batch's supervised tokens, so padded instruction batches
-of different widths on different ranks compare too. Tolerance: 1e-4
-absolute on losses near ln(vocab) = 6.93, i.e. the order of floating-point
-reductions may differ, nothing else.
+of different widths on different ranks compare too. Tolerances (TOLERANCE,
+GRAD_NORM_TOLERANCE below, with what was measured): the order of
+floating-point reductions may differ, nothing else.
 """
 from __future__ import annotations
 
@@ -21,9 +21,31 @@ from training import perflog
 
 from .conftest import ROOT
 
-TOLERANCE = 1e-4  # absolute, on losses near ln(vocab)
-GRAD_NORM_TOLERANCE = 1e-4  # relative: AdamW hardly reacts to a constant gradient scale, so losses alone
+# Measured on 2026-11-24 over every comparison in this file and tests/test_paddle.py (ACCELBENCH_PARITY_REPORT):
+# losses differ by at most 9.5e-7 (2 float32 ulps at 6.9), gradient norms by at most 1.9e-6 relative (Paddle;
+# PyTorch strategies 1.7e-7). The tolerances sit ~5x above that, and ~80x below a known sequence-parallel bug
+# (norm gradients not all-reduced: 4e-4 on the loss).
+TOLERANCE = 5e-6  # absolute, on losses near ln(vocab)
+GRAD_NORM_TOLERANCE = 1e-5  # relative: AdamW hardly reacts to a constant gradient scale, so losses alone
 #                             would not catch a wrong one (e.g. a pipeline's 1/n_microbatches twice)
+PARITY_REPORT = "ACCELBENCH_PARITY_REPORT"  # a file: each comparison appends its largest differences
+
+
+def assert_trajectories_match(got: list[tuple[float, float]], want: list[tuple[float, float]], label: str,
+                              norms: bool = True) -> None:
+    """Losses within TOLERANCE (absolute), and gradient norms within GRAD_NORM_TOLERANCE (relative) where
+    ``norms``; with ``$ACCELBENCH_PARITY_REPORT`` set, the largest differences are appended to that file
+    (how the tolerances above were measured: see the module docstring)."""
+    assert len(got) == len(want) and got, f"{label}: {len(got)} steps vs {len(want)}"
+    loss_diff = max(abs(g[0] - w[0]) for g, w in zip(got, want))
+    norm_diff = max(abs(g[1] - w[1]) / w[1] for g, w in zip(got, want)) if norms else None
+    if os.environ.get(PARITY_REPORT):
+        with open(os.environ[PARITY_REPORT], "a", encoding="utf-8") as f:
+            f.write(json.dumps({"label": label, "loss_abs": loss_diff, "grad_norm_rel": norm_diff}) + "\n")
+    assert loss_diff <= TOLERANCE, f"{label}: losses {[g[0] for g in got]} vs {[w[0] for w in want]}"
+    if norms:
+        assert all(g[1] is not None for g in got), f"{label}: the worker reported no gradient norm"
+        assert norm_diff <= GRAD_NORM_TOLERANCE, f"{label}: gradient norms {[g[1] for g in got]} vs {[w[1] for w in want]}"
 COMMON = ("train.steps=4", "train.warmup_steps=1", "train.lr=1e-3")
 
 
@@ -113,11 +135,8 @@ def test_strategy_matches_one_process(strategy, reference, tmp_path):
     got = trajectory(tmp_path, f"{case}:torch:cpu:1:{nprocs}", *settings)
     want = reference(case, model_settings)
     assert len(got) == len(want) == 4
-    got_losses, want_losses = [loss for loss, _ in got], [loss for loss, _ in want]
-    assert got_losses == pytest.approx(want_losses, abs=TOLERANCE), f"{strategy}: {got} vs one process {want}"
-    got_norms, want_norms = [norm for _, norm in got], [norm for _, norm in want]
-    assert got_norms == pytest.approx(want_norms, rel=GRAD_NORM_TOLERANCE), f"{strategy}: {got} vs {want}"
-    assert got_losses[0] != got_losses[-1]  # the optimizer moved the weights: later steps compare trained models
+    assert_trajectories_match(got, want, f"torch {strategy}")
+    assert got[0][0] != got[-1][0]  # the optimizer moved the weights: later steps compare trained models
 
 
 def test_tensor_parallel_ranks_share_their_tokens(tmp_path):

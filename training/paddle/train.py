@@ -143,7 +143,7 @@ class PaddleWorker(harness.FrameworkWorker):
         model, optimizer = self.precision.decorate(model, optimizer)
         if layout.hybrid:
             model, optimizer = hybrid.wrap(model, optimizer, self.precision, spec, layout, hcg)
-        self.model, self.optimizer = model, optimizer
+        self.model, self.optimizer, self.hcg = model, optimizer, hcg
         self.no_sync = getattr(model, "no_sync", None)  # plain data parallel: sync on the last micro-batch only
         self.data = open_pretraining_data(spec, layout.data_rank, layout.data)
         self.data_description = {"source": spec.data.source, **self.data.description}
@@ -174,12 +174,38 @@ class PaddleWorker(harness.FrameworkWorker):
         return harness.StepWork(loss=loss, tokens=tokens)
 
     def after_step(self, work: harness.StepWork) -> tuple[float, Optional[float]]:
+        grad_norm = self._grad_norm()
         self.optimizer.clear_grad()
         loss = work.loss
         if self.world > 1:  # every rank holds its replica's loss: average over the data replicas
             dist.all_reduce(loss)
             loss = loss / self.world
-        return float(loss.item()), None  # no gradient norm on the Paddle side
+        return float(loss.item()), grad_norm
+
+    def _grad_norm(self) -> Optional[float]:
+        """The L2 norm of the whole model's gradient this step, as the PyTorch worker reports it, so parity
+        tests compare gradients and not only losses (AdamW hides a constant gradient scale from the loss).
+
+        Data-parallel gradients are already averaged over the replicas; a tensor-parallel shard
+        (``is_distributed``) adds its squares over the model-parallel group, while replicated parameters
+        (norms, whose sequence-parallel gradients fleet's hooks all-reduce) count once. None under pipeline
+        parallelism (``train_batch`` steps and clears the gradients inside) and sharding (a rank holds the
+        reduced gradients of its own shard only): there the parity tests compare losses alone.
+        """
+        if self.layout.pp > 1 or self.layout.sharding > 1:
+            return None
+        sharded, replicated = paddle.zeros([], dtype="float32"), paddle.zeros([], dtype="float32")
+        for param in self.model.parameters():
+            if param.grad is None:
+                continue
+            squares = paddle.square(param.grad.astype("float32")).sum()
+            if getattr(param, "is_distributed", False):
+                sharded += squares
+            else:
+                replicated += squares
+        if self.layout.tp > 1:
+            dist.all_reduce(sharded, group=self.hcg.get_model_parallel_group())
+        return float(paddle.sqrt(sharded + replicated).item())
 
     def synchronize(self) -> None:
         devices.synchronize()
