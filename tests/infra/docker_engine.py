@@ -57,11 +57,15 @@ class EngineUnavailable(RuntimeError):
     """No engine answers and none could be started; the message says why (what a test run reports)."""
 
 
-def _log_tail(path: Path, lines: int = 5) -> str:
+def _log_tail(path: Path, since: int, lines: int = 3) -> str:
+    """The last lines this start wrote (the log is appended to across runs)."""
     try:
-        return " | ".join(path.read_text(errors="replace").strip().splitlines()[-lines:])
+        with open(path, "rb") as f:
+            f.seek(since)
+            text = f.read().decode(errors="replace")
     except OSError:
         return "(no log)"
+    return " | ".join(text.strip().splitlines()[-lines:]) or "(nothing logged)"
 
 
 def start_engine() -> Engine:
@@ -79,6 +83,7 @@ def start_engine() -> Engine:
         raise EngineUnavailable("no Docker engine answers and only root can start dockerd here")
     PRIVATE_ROOT.mkdir(parents=True, exist_ok=True)
     socket_path, log = PRIVATE_ROOT / "docker.sock", PRIVATE_ROOT / "dockerd.log"
+    logged_before = log.stat().st_size if log.exists() else 0
     process = subprocess.Popen(
         [dockerd, "--host", f"unix://{socket_path}", "--data-root", str(PRIVATE_ROOT / "root"),
          "--exec-root", str(PRIVATE_ROOT / "exec"), "--pidfile", str(PRIVATE_ROOT / "dockerd.pid")],
@@ -88,10 +93,10 @@ def start_engine() -> Engine:
         if _answers(f"unix://{socket_path}"):
             return Engine(f"unix://{socket_path}", process)
         if process.poll() is not None:
-            raise EngineUnavailable(f"dockerd exited with code {process.returncode}; {log}: {_log_tail(log)}")
+            raise EngineUnavailable(f"dockerd exited with code {process.returncode}; {log}: {_log_tail(log, logged_before)}")
         time.sleep(0.5)
     process.terminate()
-    raise EngineUnavailable(f"dockerd did not answer within 60 s; {log}: {_log_tail(log)}")
+    raise EngineUnavailable(f"dockerd did not answer within 60 s; {log}: {_log_tail(log, logged_before)}")
 
 
 def base_key() -> str:
