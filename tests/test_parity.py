@@ -45,7 +45,8 @@ def assert_trajectories_match(got: list[tuple[float, float]], want: list[tuple[f
     assert loss_diff <= TOLERANCE, f"{label}: losses {[g[0] for g in got]} vs {[w[0] for w in want]}"
     if norms:
         assert all(g[1] is not None for g in got), f"{label}: the worker reported no gradient norm"
-        assert norm_diff <= GRAD_NORM_TOLERANCE, f"{label}: gradient norms {[g[1] for g in got]} vs {[w[1] for w in want]}"
+        assert norm_diff <= GRAD_NORM_TOLERANCE, \
+            f"{label}: gradient norms {[g[1] for g in got]} vs {[w[1] for w in want]}"
 COMMON = ("train.steps=4", "train.warmup_steps=1", "train.lr=1e-3")
 
 

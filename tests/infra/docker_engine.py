@@ -93,7 +93,8 @@ def start_engine() -> Engine:
         if _answers(f"unix://{socket_path}"):
             return Engine(f"unix://{socket_path}", process)
         if process.poll() is not None:
-            raise EngineUnavailable(f"dockerd exited with code {process.returncode}; {log}: {_log_tail(log, logged_before)}")
+            raise EngineUnavailable(f"dockerd exited with code {process.returncode}; "
+                                    f"{log}: {_log_tail(log, logged_before)}")
         time.sleep(0.5)
     process.terminate()
     raise EngineUnavailable(f"dockerd did not answer within 60 s; {log}: {_log_tail(log, logged_before)}")
