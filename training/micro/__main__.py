@@ -1,0 +1,54 @@
+"""``python -m training.micro --bench gemm|membw|collective [...]``, one process per device (under torchrun
+for several): measure, and print each figure as a perf record on stdout."""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+
+import torch
+
+from training import contract, perflog
+from training.micro import collectives, gemm, membw
+from training.micro.spec import MicroSpec
+from training.unsupported import UnsupportedOnDevice
+
+BENCHES = {"gemm": gemm.run, "membw": membw.run, "collective": collectives.run}
+
+
+def parse_spec(argv: list[str] | None = None) -> tuple[MicroSpec, str]:
+    parser = argparse.ArgumentParser(prog="python -m training.micro", description=__doc__)
+    parser.add_argument("--spec", required=True, help="the MicroSpec as JSON, e.g. '{\"bench\": \"gemm\"}'")
+    parser.add_argument("--device", default="cpu", help="torch device type: cpu, cuda, xpu, npu, ...")
+    args = parser.parse_args(argv)
+    return MicroSpec.model_validate(json.loads(args.spec)), args.device
+
+
+def main(argv: list[str] | None = None) -> None:
+    spec, device_type = parse_spec(argv)
+    rank = int(os.environ.get("RANK", 0))
+    local = int(os.environ.get("LOCAL_RANK", 0))
+    device = torch.device(device_type) if device_type == "cpu" else torch.device(device_type, local)
+    if device.type != "cpu":
+        torch.accelerator.set_device_index(local)
+    grouped = spec.bench == "collective"  # GEMM and memory figures are per device: no group needed
+    if grouped:
+        import torch.distributed as dist
+        # gloo on a CPU; the device's own backend (nccl, rccl, hccl...) chosen by torch from the device
+        dist.init_process_group(backend="gloo" if device.type == "cpu" else None,
+                                device_id=None if device.type == "cpu" else device)
+    try:
+        for record in BENCHES[spec.bench](spec, device, rank):
+            perflog.emit(record)
+    except UnsupportedOnDevice as exc:  # as a training round: ``unsupported``, not ``failed``
+        perflog.emit(perflog.UnsupportedRecord(rank=rank, reason=str(exc)))
+        print(f"accelbench: not supported on this device: {exc}", file=sys.stderr, flush=True)
+        raise SystemExit(contract.EXIT_UNSUPPORTED) from None
+    finally:
+        if grouped:
+            dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()
