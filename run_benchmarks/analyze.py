@@ -88,6 +88,9 @@ class RoundMetrics:
     peak_memory_reserved_bytes: Optional[Stats] = None  # the allocator's reserved peak: device memory in use
     memory_total_source: str = "worker"  # declared (vendor.yaml memory_gib) or worker (the device/host's reading)
     recompiles: Optional[int] = None  # graphs compiled inside measured steps (most on any rank); None: eager
+    measured_peak_tflops: Optional[float] = None  # the GEMM peak `accelbench calibrate` measured (not datasheet)
+    mfu_measured: Optional[float] = None  # tflops_per_device / measured_peak_tflops
+    mfu_measured_note: str = ""  # the formula and which measurement, or why there is none
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -205,9 +208,11 @@ class RoundAccumulator:
                 column[step] += getattr(s, name)[i]
 
     def metrics(self, peak_tflops: Optional[float], peak_note: str,
-                samples_per_step: Optional[int] = None, memory_total_bytes: Optional[int] = None) -> RoundMetrics:
+                samples_per_step: Optional[int] = None, memory_total_bytes: Optional[int] = None,
+                measured_peak: tuple[Optional[float], str] = (None, "")) -> RoundMetrics:
         """``memory_total_bytes``: the device memory the vendor declares, which wins over the worker's reading
-        (a CPU-backed kind would otherwise report the host's RAM)."""
+        (a CPU-backed kind would otherwise report the host's RAM). ``measured_peak``: (TFLOP/s, note) of the
+        calibrated GEMM peak, a second MFU denominator beside the datasheet's."""
         if self.missing or self.first is None:
             raise NothingToMeasure("not every rank reported start and end")
         reserved = [r.peak_memory_reserved_bytes for r in self.ranks if r.peak_memory_reserved_bytes is not None]
@@ -229,6 +234,10 @@ class RoundAccumulator:
         mfu = tflops / peak_tflops if peak_tflops else None
         note = (f"MFU = {tflops:.4g} / {peak_tflops:g} TFLOP/s ({start.precision} peak)"
                 + (f"; {peak_note}" if peak_note else "")) if peak_tflops else peak_note
+        measured, measured_note = measured_peak
+        mfu_measured = tflops / measured if measured else None
+        if measured:
+            measured_note = f"MFU (measured) = {tflops:.4g} / {measured:.4g} TFLOP/s ({measured_note})"
         nodes: dict[int, float] = {}  # tokens per node over the common steps (exact when all steps are)
         for r in self.ranks:
             nodes[r.node_rank] = nodes.get(r.node_rank, 0.0) + r.tokens * len(common) / max(1, r.steps)
@@ -267,6 +276,9 @@ class RoundAccumulator:
             peak_memory_reserved_bytes=Stats.of(reserved) if reserved and len(reserved) == len(self.ranks) else None,
             recompiles=max(counts) if (counts := [r.recompiles for r in self.ranks if r.recompiles is not None])
             else None,
+            measured_peak_tflops=measured,
+            mfu_measured=mfu_measured,
+            mfu_measured_note=measured_note,
         )
 
 

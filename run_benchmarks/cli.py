@@ -14,7 +14,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.text import Text
 
-from . import __version__, casename, plan_checks, results_cli, signals, sweep_cli
+from . import __version__, calibrate, casename, plan_checks, results_cli, signals, sweep_cli
 from .environment import orchestrator_environment
 from .errors import UserError
 from .launch import RoundResult, Runner
@@ -70,6 +70,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_run_options(run)
     sweep_cli.add_command(sub, add_run_options)
     results_cli.add_commands(sub, default_root)
+    calibrate.add_command(sub)
     vendor = sub.add_parser("vendor", help="onboard a vendor: scaffold one from the template, check one",
                             description="See docs/vendor-onboarding.md for the whole path.")
     vendor_sub = vendor.add_subparsers(dest="vendor_command", metavar="ACTION", required=True)
@@ -209,6 +210,7 @@ COMMANDS = {"run": cmd_run, "list": cmd_list, "vendor": cmd_vendor, "clean": cmd
             "sweep": lambda args, console: sweep_cli.cmd_sweep(args, console, make_console(stderr=True))}
 COMMANDS.update({name: (lambda fn: lambda args, console: fn(args, console, default_root))(fn)
                  for name, fn in results_cli.COMMANDS.items()})
+COMMANDS["calibrate"] = calibrate.cmd_calibrate
 
 
 def make_console(stderr: bool = False) -> Console:

@@ -109,7 +109,8 @@ def classify(case: CasePlan, rnd: RoundPlan, result: RoundResult, outcome: str,
             train = case.workload.train
             samples = (train.micro_batch_size * train.gradient_accumulation_steps
                        * case.workload.parallel.data_degree(case.name.world_size))
-            result.metrics = figures.metrics(peak, note, samples, case.hardware.memory_total_bytes)
+            result.metrics = figures.metrics(peak, note, samples, case.hardware.memory_total_bytes,
+                                             case.hardware.measured_peak_tflops(case.workload.train.precision))
             if result.metrics.recompiles:
                 result.warnings.append(f"torch.compile built {result.metrics.recompiles} graph(s) inside measured "
                                        "steps: their step times include compilation (raise train.warmup_steps)")

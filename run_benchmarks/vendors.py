@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import difflib
 import shlex
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal, Optional, Union
 
@@ -16,6 +16,7 @@ from pydantic import ConfigDict, Field, PositiveFloat, field_validator, model_va
 
 from training.spec import CommandMonitorSpec, DeviceSpec, MonitorName
 
+from . import measured_peaks
 from .config import Strict, load_model
 from .errors import UserError
 from .kinds import KINDS, KindSpec
@@ -142,6 +143,7 @@ class Hardware:
     vendor_spec: VendorSpec
     spec: AcceleratorSpec
     kind: KindSpec
+    measured: dict = field(default_factory=dict)  # dtype -> MeasuredPeak: `accelbench calibrate`'s, if run
 
     @property
     def on_cpu(self) -> bool:
@@ -171,6 +173,10 @@ class Hardware:
                           f"in {self.vendor_dir / 'vendor.yaml'}")
         return peak, PEAK_BASIS.get(key, "")
 
+    def measured_peak_tflops(self, precision: str) -> tuple[Optional[float], str]:
+        """The GEMM peak ``accelbench calibrate`` measured for ``precision`` and a note naming it; else why not."""
+        return measured_peaks.describe(self.measured, self.name, PEAK_KEY_FOR_PRECISION.get(precision, precision))
+
 
 class VendorRegistry:
     """Loads every vendor folder that has a ``vendor.yaml`` (``template`` excepted)."""
@@ -190,6 +196,7 @@ class VendorRegistry:
         for path, spec in specs.items():
             name = path.parent.name
             self.vendors[name] = spec
+            measured = measured_peaks.load(path.parent).accelerators  # validated now, not after a round
             for hw_name, accel in spec.accelerators.items():
                 if hw_name in self.hardware:
                     other = self.hardware[hw_name].vendor_dir / "vendor.yaml"
@@ -200,7 +207,8 @@ class VendorRegistry:
                     raise UserError(f"{path}: accelerators.{hw_name}.kind: unknown accelerator kind {accel.kind!r}",
                                     f"use one of {known}, or declare it under kinds: in {path} "
                                     "(docs/vendor-onboarding.md, 'Your accelerator kind')")
-                self.hardware[hw_name] = Hardware(hw_name, name, path.parent, spec, accel, self.kinds.get(accel.kind))
+                self.hardware[hw_name] = Hardware(hw_name, name, path.parent, spec, accel, self.kinds.get(accel.kind),
+                                                   measured.get(hw_name, {}))
 
     def find_hardware(self, name: str) -> Hardware:
         if name in self.hardware:

@@ -69,7 +69,8 @@ def results_table(results: list[RoundResult], cases: list[CasePlan]) -> Table:
     table = Table(title="accelbench results (warm-up excluded)", show_lines=False)
     for column, justify in (("case", "left"), ("status", "left"), ("tok/s/dev", "right"),
                             ("tok/s total", "right"), ("TFLOP/s/dev", "right"), ("MFU", "right"),
-                            ("peak mem/dev", "right"), ("step time: median ±std (min–max)", "right")):
+                            ("MFU (measured)", "right"), ("peak mem/dev", "right"),
+                            ("step time: median ±std (min–max)", "right")):
         table.add_column(column, justify=justify, no_wrap=column == "case")
     for case in cases:
         rounds = [r for r in results if r.case_name == str(case.name)]
@@ -78,7 +79,7 @@ def results_table(results: list[RoundResult], cases: list[CasePlan]) -> Table:
             m = r.metrics
             status = f"[{_STATUS_STYLE.get(r.status, '')}]{r.status}[/]"
             if m is None:
-                table.add_row(label, status, "", "", "", "", "", "")
+                table.add_row(label, status, "", "", "", "", "", "", "")
                 continue
             mfu = f"{m.mfu:.1%}" if m.mfu is not None else "n/a¹"
             st = m.step_time_s
@@ -88,6 +89,7 @@ def results_table(results: list[RoundResult], cases: list[CasePlan]) -> Table:
             table.add_row(
                 label, status, tokens, _num(m.tokens_per_s_total),
                 _num(m.tflops_per_device, 3), mfu,
+                f"{m.mfu_measured:.1%}" if m.mfu_measured is not None else "n/a²",
                 _memory_cell(m),
                 f"{st.median * 1e3:.1f} ms (±{st.std * 1e3:.1f}, {st.min * 1e3:.1f}–{st.max * 1e3:.1f})",
             )
@@ -96,7 +98,7 @@ def results_table(results: list[RoundResult], cases: list[CasePlan]) -> Table:
             tok = agg.get("tokens_per_s_per_device")
             if tok:
                 table.add_row(f"{case.name} mean of {agg['rounds_ok']}", "", 
-                              f"{_num(tok['mean'])} ±{tok['cv']:.1%}", "", "", "", "", "")
+                              f"{_num(tok['mean'])} ±{tok['cv']:.1%}", "", "", "", "", "", "")
     return table
 
 
@@ -107,6 +109,9 @@ def print_results(console: Console, results: list[RoundResult], cases: list[Case
         console.print(f"¹ MFU n/a: {note}")
     for note in sorted({r.metrics.mfu_note for r in results if r.metrics and r.metrics.mfu is not None}):
         console.print(note, markup=False, soft_wrap=True)  # which peak, and what it means
+    for note in sorted({r.metrics.mfu_measured_note for r in results if r.metrics and r.metrics.mfu_measured_note}):
+        prefix = "" if note.startswith("MFU (measured)") else "² MFU (measured) n/a: "
+        console.print(prefix + note, markup=False, soft_wrap=True)  # the calibration it divides by
     formulas = {r.metrics.flop_formula for r in results if r.metrics}
     for formula in sorted(formulas):
         console.print(f"FLOPs: {formula}")
