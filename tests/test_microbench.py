@@ -70,7 +70,7 @@ def test_gemm_dtype_a_cpu_lacks_is_unsupported_not_wrong(tmp_path):
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == EXIT_UNSUPPORTED and "Traceback" not in done.stderr
     (record,) = [r for r in map(perflog.parse_line, done.stdout.splitlines()) if r is not None]
-    assert isinstance(record, perflog.UnsupportedRecord) and "tf32 is a CUDA tensor-core mode" in record.reason
+    assert isinstance(record, perflog.UnsupportedRecord) and "tf32 is a tensor-core mode of torch's CUDA backend" in record.reason
 
 
 def test_stream_figures_count_bytes_as_stream_does(tmp_path):

@@ -17,14 +17,19 @@ _DTYPES = {"fp32": torch.float32, "tf32": torch.float32, "bf16": torch.bfloat16,
 def make_gemm(m: int, n: int, k: int, dtype: str, device: torch.device) -> Callable[[], torch.Tensor]:
     """The product the benchmark times, its operands allocated once (so allocation is not timed)."""
     if dtype == "fp8":
-        if device.type != "cuda":
-            raise UnsupportedOnDevice(f"fp8 GEMM needs a CUDA device with fp8 units, not {device.type}")
         a = torch.randn(m, k, device=device).to(torch.float8_e4m3fn)
         b = torch.randn(n, k, device=device).to(torch.float8_e4m3fn).t()  # _scaled_mm: column-major B
         scale = torch.ones((), device=device)
-        return lambda: torch._scaled_mm(a, b, scale_a=scale, scale_b=scale, out_dtype=torch.bfloat16)
-    if dtype == "tf32" and device.type != "cuda":
-        raise UnsupportedOnDevice(f"tf32 is a CUDA tensor-core mode; {device.type} has none")
+
+        def fp8_product() -> torch.Tensor:
+            return torch._scaled_mm(a, b, scale_a=scale, scale_b=scale, out_dtype=torch.bfloat16)
+        try:  # whether the device has fp8 units is the device's to say: ask it once, untimed
+            fp8_product()
+        except (RuntimeError, NotImplementedError) as exc:
+            raise UnsupportedOnDevice(f"fp8 GEMM (torch._scaled_mm) does not run on {device.type}: {exc}") from None
+        return fp8_product
+    if dtype == "tf32" and (device.type == "cpu" or not torch.backends.cuda.is_built()):
+        raise UnsupportedOnDevice(f"tf32 is a tensor-core mode of torch's CUDA backend; {device.type} has none")
     a = torch.randn(m, k, device=device, dtype=_DTYPES[dtype])
     b = torch.randn(k, n, device=device, dtype=_DTYPES[dtype])
     out = torch.empty(m, n, device=device, dtype=_DTYPES[dtype])
