@@ -5,6 +5,8 @@ out-of-memory error on its device.
 """
 from __future__ import annotations
 
+import os
+import sys
 import time
 from typing import Callable
 
@@ -27,3 +29,12 @@ def check_faults(debug: DebugSpec, rank: int, step: int, allocate: Callable[[int
             time.sleep(60)
     if debug.oom_at_step == step:
         allocate(OOM_REQUEST_BYTES)
+
+
+def exit_after_end(debug: DebugSpec, rank: int) -> None:
+    """``debug.exit_code_after_end``: leave at once (no framework teardown), as a worker that crashes at exit
+    after reporting everything does; the orchestrator must keep the round ok and warn."""
+    if debug.exit_code_after_end is not None and debug.fail_rank == rank:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(debug.exit_code_after_end)

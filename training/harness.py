@@ -20,7 +20,7 @@ from typing import Any, Callable, Mapping, Optional
 
 from training import flops, perflog, plugins
 from training.contract import ENV_NODE_RANK
-from training.faults import OOM_REQUEST_BYTES, check_faults
+from training.faults import OOM_REQUEST_BYTES, check_faults, exit_after_end
 from training.spec import DeviceSpec, WorkerConfig
 from training.sysinfo import memory_total_bytes, node_environment, process_age_s
 from training.unsupported import UnsupportedOnDevice
@@ -180,6 +180,7 @@ def _train(cfg: WorkerConfig, ranks: Ranks, worker: FrameworkWorker, plugin) -> 
     perflog.emit(perflog.EndRecord(rank=ranks.rank, steps=spec.train.steps, peak_memory_bytes=peak,
                                    memory_total_bytes=total, memory_kind=kind, peak_memory_reserved_bytes=reserved,
                                    recompiles=worker.recompiles()))
+    exit_after_end(spec.debug, ranks.rank)
 
 
 def _check_memory_limit(limit_mib: float, rank: int, step: int, worker: FrameworkWorker) -> None:

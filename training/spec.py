@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from typing import Literal, Optional, Union
 
-from pydantic import BaseModel, ConfigDict, Field, PositiveFloat, PositiveInt, NonNegativeInt, model_validator
+from pydantic import (BaseModel, ConfigDict, Field, NonNegativeInt, PositiveFloat, PositiveInt, conint,
+                      model_validator)
 
 from training.contract import DEVICE_FIELDS
 
@@ -209,6 +210,10 @@ class DebugSpec(_Strict):
     hang_at_step: Optional[NonNegativeInt] = None
     oom_at_step: Optional[NonNegativeInt] = Field(
         None, description="ask the device allocator for 1 PiB at this step, on fail_rank: a real out-of-memory")
+    exit_code_after_end: Optional[conint(ge=1, le=255)] = Field(
+        None, description="on fail_rank, exit with this code right after the end record, skipping the framework's "
+                          "teardown: a crash at exit after every figure was reported (the round stays ok, with a "
+                          "warning)")
     memory_limit_mib: Optional[PositiveFloat] = Field(
         None, allow_inf_nan=False,
         description="a smaller device: after each step every rank compares its peak memory (the figure reports "

@@ -1,0 +1,109 @@
+"""How a round ends when nothing went wrong with the training itself: a crash at exit after every figure was
+reported (ok, with a warning), ranks that finished without a step in common (no figures), a log root without
+room (refused before anything starts), and the installed ``accelbench`` command itself."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from run_benchmarks import analyze, collect, outcome
+from run_benchmarks.frameworks import RankLogs
+from training import perflog
+
+from .conftest import ROOT
+from .test_plan import build
+from .test_runs import SHORT, assert_complete_ok, leftover_processes
+
+
+def test_a_crash_at_exit_after_every_figure_keeps_the_round_ok_with_a_warning(cli):
+    result = cli("run", "gpt2_tiny:torch:cpu:1:1", *SHORT, "--set", "debug.exit_code_after_end=7")
+    assert result.returncode == 0, result.stderr + result.stdout  # the round is ok: every figure is in
+    (doc,) = result.results()
+    assert_complete_ok(doc, world_size=1, steps=8, warmup=2)
+    (warning,) = [w for w in doc["warnings"] if "launcher exited" in w]
+    assert warning.startswith("node 0 launcher exited with ") and "the figures are complete" in warning
+    assert doc["environment"]["nodes"][0]["exit_code"] == 1  # torchrun: a worker exited with 7
+
+
+def _rank_log(folder: Path, rank: int, measured_steps: range) -> RankLogs:
+    """A rank's stdout in the real perf-record format: start, warm-up step 0, its measured steps, end."""
+    records = [perflog.StartRecord(rank=rank, local_rank=rank, node_rank=0, world_size=2, framework="torch",
+                                   framework_version="2.13.0", device="cpu", precision="fp32", n_params=1000,
+                                   flops_per_token=6000.0, flop_formula="6N", tokens_per_step=256),
+               perflog.StepRecord(rank=rank, step=0, warmup=True, step_time_s=0.2, tokens=256, loss=7.0)]
+    records += [perflog.StepRecord(rank=rank, step=s, warmup=False, step_time_s=0.1, tokens=256, loss=6.0)
+                for s in measured_steps]
+    records.append(perflog.EndRecord(rank=rank, steps=len(measured_steps) + 1, peak_memory_bytes=2**27,
+                                     memory_total_bytes=2**34, memory_kind="rss"))
+    stdout, stderr = folder / f"rank{rank}.stdout.log", folder / f"rank{rank}.stderr.log"
+    stdout.write_text("".join(perflog.format_record(r) + "\n" for r in records))
+    stderr.write_text("")
+    return RankLogs(rank, stdout, stderr)
+
+
+def test_ranks_that_finished_without_a_common_measured_step_give_no_figures_and_fail(root, tmp_path):
+    """Both ranks report start, steps and end, but no measured step is common to both (their step counters
+    disagree): there is nothing honest to report, so the round fails and says why."""
+    (case,) = build(root, tmp_path, "gpt2_tiny:torch:cpu:1:2").cases
+    (rnd,) = case.rounds
+    rnd.nodes[0].log_dir.mkdir(parents=True)
+    ranks = [collect.read_rank(_rank_log(rnd.nodes[0].log_dir, 0, range(1, 3))),
+             collect.read_rank(_rank_log(rnd.nodes[0].log_dir, 1, range(3, 5)))]
+    accumulated = analyze.RoundAccumulator()
+    for rank in ranks:
+        accumulated.add(rank)
+    result = outcome.RoundResult(str(case.name), rnd.index, rnd.dir, status="failed")
+    outcome.classify(case, rnd, result, "done", ranks, accumulated)
+    assert result.status == "failed"
+    assert result.reason == "no figures: no measured step is common to all ranks"
+    assert result.metrics is None
+
+
+@pytest.fixture
+def tiny_disk(tmp_path):
+    """A 64 MiB tmpfs: far less than the 1 GiB a run's preflight asks for."""
+    mount_point = tmp_path / "tiny-disk"
+    mount_point.mkdir()
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64m", "tmpfs", str(mount_point)],
+                          capture_output=True, text=True)
+    if done.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs (needs root or CAP_SYS_ADMIN): {done.stderr.strip()}")
+    try:
+        yield mount_point
+    finally:
+        subprocess.run(["umount", "-l", str(mount_point)], capture_output=True)
+
+
+def test_a_log_root_without_room_is_refused_before_anything_starts(cli, tiny_disk):
+    log_root = tiny_disk / "logs"
+    result = cli("run", "gpt2_tiny:torch:cpu:1:1", *SHORT, log_root=log_root)
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert "host localhost: only 0.1 GiB free under" in result.stderr and "a run needs 1 GiB" in result.stderr
+    assert "fix: free space there, or point the log root" in result.stderr and "Traceback" not in result.stderr
+    assert not list(log_root.glob("*/*/round1/*/rank*.log"))  # nothing ran
+    assert leftover_processes(log_root) == []
+
+
+def test_the_installed_accelbench_command(tmp_path):
+    """The console script setup.cfg installs, not ``python -m``: what a user types."""
+    command = Path(sys.executable).parent / "accelbench"
+    assert command.is_file(), f"{command}: ./dev setup installs it (setup.cfg console_scripts)"
+    env = {**os.environ, "TMPDIR": str(tmp_path)}
+
+    def run(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([str(command), *args], cwd=ROOT, capture_output=True, text=True, env=env,
+                              timeout=300)
+
+    usage = run("--help")
+    assert usage.returncode == 0 and "usage: accelbench" in usage.stdout and "run" in usage.stdout
+    listed = run("list")
+    assert listed.returncode == 0 and "gpt2_tiny" in listed.stdout
+    bad = run("run", "gpt2_tiny:torch")
+    assert bad.returncode == 2 and "Traceback" not in bad.stderr and "case name" in bad.stderr
+    done = run("run", "gpt2_tiny:torch:cpu:1:1", *SHORT, "--log-root", str(tmp_path / "logs"))
+    assert done.returncode == 0, done.stderr
+    assert "gpt2_tiny:torch:cpu:1:1" in done.stdout and "ok" in done.stdout
