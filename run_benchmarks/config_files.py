@@ -118,12 +118,13 @@ class CaseFile(Strict):
 
     description: str = ""
     extends: Optional[str] = None
-    task: Optional[Literal["pretrain", "finetune", "lora"]] = Field(None, description="default: pretrain")
+    task: Optional[Literal["pretrain", "finetune", "lora", "ppo"]] = Field(None, description="default: pretrain")
     frameworks: Optional[list[str]] = Field(None, min_length=1)
     model: dict[str, Any] = Field(default_factory=dict)
     train: dict[str, Any] = Field(default_factory=dict)
     data: dict[str, Any] = Field(default_factory=dict)
     parallel: dict[str, Any] = Field(default_factory=dict)
+    ppo: dict[str, Any] = Field(default_factory=dict, description="task ppo: the RLHF loop's knobs (training.spec.PPOSpec)")
 
     @field_validator("extends")
     @classmethod
@@ -144,6 +145,8 @@ class CaseFile(Strict):
 
     def workload_layer(self) -> dict:
         layer = {"model": self.model, "train": self.train, "data": self.data, "parallel": self.parallel}
+        if self.ppo:
+            layer["ppo"] = self.ppo
         return {**layer, "task": self.task} if self.task else layer
 
 

@@ -14,6 +14,8 @@ with N counting all parameters to that precision.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from .spec import ModelSpec, TrainSpec
 
 LORA_FORMULA = ("LoRA: 2*N fwd + 2*N input-gradient per frozen matmul (no weight gradient; none at all where its "
@@ -103,3 +105,71 @@ def _lora_block_flops(model: ModelSpec, train: TrainSpec, input_needs_grad: bool
         hidden = linear("gate", d, f, x) or hidden
     linear("down", f, d, hidden)
     return total
+
+
+# --- RLHF PPO (task ppo): FLOPs per sample of each phase -------------------------------------------------
+PPO_REFERENCE_FORMULA = (
+    "ColossalAI chat's count (N = all parameters, S = prompt P + generated G): experience = "
+    "2*N_actor*sum_{L=P}^{S-1} L (generation, the growing sequence recomputed) + 2*S*(N_actor + N_critic + "
+    "N_initial + N_reward); learning = (6, 8 with recompute)*S*(N_actor + N_critic); no attention term")
+PPO_FORMULA = (
+    "what runs (M = matmul weights of the blocks, V vocab, d width; KV cache): generation = 2*M_a*(P+G-1) "
+    "+ 2*d*V*G + attention 4*L*d*(P^2 + sum_{k=P+1}^{S-1} k); forwards = 2*S*(2*(M_a + d*V) + 2*(M_c + d_c)) "
+    "+ attention 2*4*L*d*S^2 per model pair; learning = 3 (4 with recompute) x the forward of actor and critic "
+    "(LoRA: the LoRA formula per token at width S); attention shown apart")
+
+
+@dataclass(frozen=True)
+class PhaseFlops:
+    """One PPO phase's FLOPs per sample: matmuls and attention apart, and the reference's count."""
+
+    matmul: int
+    attention: int
+    reference: int
+
+    @property
+    def total(self) -> int:
+        return self.matmul + self.attention
+
+
+def _blocks_matmul(model: ModelSpec) -> int:
+    return model.n_layer * _layer_matmul_params(model)
+
+
+def _attention_fwd(model: ModelSpec, queries: int, keys: int) -> int:
+    """Score and value products of one sequence, full square (as ``torch.utils.flop_counter``)."""
+    return 4 * model.n_layer * model.n_head * model.head_dim * queries * keys
+
+
+def critic_params(model: ModelSpec) -> int:
+    """``training.torch.ppo_models.Critic``: the transformer without its LM head, plus a value head (w, b)."""
+    lm_head = 0 if model.tie_embeddings else model.vocab_size * model.d_model
+    return total_params(model) - lm_head + model.d_model + 1
+
+
+def ppo_phase_flops(actor: ModelSpec, critic: ModelSpec, prompt: int, generated: int,
+                    train: TrainSpec) -> dict[str, PhaseFlops]:
+    """Per sample: ``generation`` and ``forwards`` (together experience making) and ``learning`` (one epoch)."""
+    s = prompt + generated
+    head_a, head_c = actor.d_model * actor.vocab_size, critic.d_model
+    n_a, n_c = total_params(actor), critic_params(critic)
+    generation = PhaseFlops(
+        matmul=2 * _blocks_matmul(actor) * (prompt + generated - 1) + 2 * head_a * generated,
+        attention=_attention_fwd(actor, prompt, prompt)
+        + sum(_attention_fwd(actor, 1, k) for k in range(prompt + 1, s)),
+        reference=2 * n_a * sum(range(prompt, s)))
+    fwd_a, fwd_c = 2 * s * (_blocks_matmul(actor) + head_a), 2 * s * (_blocks_matmul(critic) + head_c)
+    attn_a, attn_c = _attention_fwd(actor, s, s), _attention_fwd(critic, s, s)
+    forwards = PhaseFlops(matmul=2 * (fwd_a + fwd_c), attention=2 * (attn_a + attn_c),
+                          reference=2 * s * 2 * (n_a + n_c))
+    passes = 4 if train.recompute != "none" else 3
+    if train.lora_rank is None:
+        learning = PhaseFlops(matmul=passes * (fwd_a + fwd_c), attention=passes * (attn_a + attn_c),
+                              reference=2 * (passes) * s * (n_a + n_c))
+    else:  # the LoRA count has its attention gradients folded in: all of it under matmul
+        per_token_a = lora_training_flops_per_token(actor.model_copy(update={"seq_len": s}), train)
+        per_token_c = (lora_training_flops_per_token(critic.model_copy(update={"seq_len": s}), train)
+                       - 4 * critic.d_model * critic.vocab_size + 6 * head_c)  # a trained value head, no LM head
+        learning = PhaseFlops(matmul=s * (per_token_a + per_token_c), attention=0,
+                              reference=2 * passes * s * (n_a + n_c))
+    return {"generation": generation, "forwards": forwards, "learning": learning}
