@@ -28,6 +28,11 @@ TORCHRUN = harness.RankVariables(rank="RANK", world_size="WORLD_SIZE", local_ran
 
 
 def train(cfg: WorkerConfig) -> None:
+    if cfg.workload.task == "ppo":  # the RLHF loop times its own phases
+        from training.torch.ppo_loop import run
+
+        run(cfg)
+        return
     harness.run(cfg, TORCHRUN, TorchWorker)
 
 

@@ -1,0 +1,194 @@
+"""Task ppo: the RLHF loop ColossalAI chat's benchmark times, on the PyTorch worker.
+
+Per episode, ``max_timesteps`` experience makings; every ``update_timesteps`` of them, ``max_epochs`` passes
+of learning over what was collected (one perf step record per learning update: its experience making and
+its learning). Each phase is timed between device synchronisations; the first episode is warm-up and is
+left out of the phase figures (and flagged warm-up in the step records). Figures: perf records of kind
+``figure`` per rank, combined by the orchestrator (``run_benchmarks/figures.py``).
+"""
+from __future__ import annotations
+
+import time
+
+import torch
+import torch.distributed as dist
+
+from training import flops, harness, perflog
+from training.faults import check_faults
+from training.spec import WorkerConfig
+from training.torch import device as devices
+from training.torch import precision as precisions
+from training.torch.parallel import init_device
+from training.torch.ppo_experience import Experience, action_values, make_experience
+from training.torch.ppo_loss import policy_loss, value_loss
+from training.torch.ppo_models import action_log_probs, build_roles
+from training.torch.ppo_parallel import parallelize_roles
+
+
+class PPOWorker:
+    """One rank's roles, optimizers and clocks; duck-types the harness's memory hooks (``on_cpu`` ...)."""
+
+    framework, version = "torch", torch.__version__
+
+    def __init__(self, cfg: WorkerConfig, ranks: harness.Ranks):
+        spec, self.ranks = cfg.workload, ranks
+        self.spec, self.ppo, self.world = spec, spec.ppo, ranks.world_size
+        self.torch_device = devices.open_device(cfg.runtime.device, ranks.local_rank)
+        self.device, self.on_cpu = str(self.torch_device), self.torch_device.type == "cpu"
+        if self.world > 1:
+            devices.init_process_group(cfg.runtime.device, self.torch_device, spec.parallel.offload)
+        self.precision = precisions.resolve(spec.train.precision, self.torch_device)
+        torch.manual_seed(spec.train.seed)
+        self.critic_spec = self.ppo.critic_model(spec.model)
+        roles = build_roles(spec.model, self.critic_spec, spec.train, init_device(spec, self.torch_device))
+        self.n_params = sum(p.numel() for r in (roles.actor, roles.critic) for p in r.parameters())
+        self.trainable_params = sum(p.numel() for r in (roles.actor, roles.critic)
+                                    for p in r.parameters() if p.requires_grad)
+        self.actor, self.critic, self.roles = parallelize_roles(roles, spec, self.world, self.torch_device)
+        self.generator = torch.Generator(self.torch_device).manual_seed(spec.train.seed + 1000 * (ranks.rank + 1))
+        self.phase = flops.ppo_phase_flops(spec.model, self.critic_spec, self.ppo.prompt_length,
+                                           self.ppo.generation_length, spec.train)
+
+    def prompts(self) -> torch.Tensor:
+        return torch.randint(0, self.spec.model.vocab_size, (self.ppo.experience_batch_size, self.ppo.prompt_length),
+                             device=self.torch_device, generator=self.generator)
+
+    def experience(self) -> Experience:
+        with self.actor.gathered():
+            return make_experience(self.roles, self.actor.plain, self.prompts(), self.ppo, self.generator,
+                                   self.precision.autocast)
+
+    def learn(self, buffer: Experience) -> tuple[torch.Tensor, torch.Tensor]:
+        """``max_epochs`` passes in ``train_batch_size`` batches; the last batch's actor and critic losses."""
+        size, g = self.ppo.train_batch_size or self.spec.train.micro_batch_size, self.ppo.generation_length
+        for _ in range(self.ppo.max_epochs):
+            for batch in buffer.split(size):
+                with self.precision.autocast():
+                    actor_loss = policy_loss(action_log_probs(self.actor.model, batch.sequences, g), batch.log_probs,
+                                             batch.advantages.unsqueeze(-1), self.ppo.clip_eps)
+                actor_loss.backward()
+                self.actor.optimizer.step()
+                self.actor.optimizer.zero_grad(set_to_none=True)
+                with self.precision.autocast():
+                    values = action_values(self.critic.model, batch.sequences, g).float()
+                    critic_loss = value_loss(values, batch.values, batch.returns, self.ppo.value_clip)
+                critic_loss.backward()
+                self.critic.optimizer.step()
+                self.critic.optimizer.zero_grad(set_to_none=True)
+        return actor_loss.detach(), critic_loss.detach()
+
+    def synchronize(self) -> None:
+        if not self.on_cpu:
+            devices.synchronize(self.torch_device)
+
+    def memory(self) -> harness.DeviceMemory:
+        return devices.memory(self.torch_device)
+
+    def reset_peak_memory(self) -> None:
+        devices.reset_peak_memory(self.torch_device)
+
+    def environment(self) -> dict:
+        return devices.environment(self.torch_device)
+
+    def allocate(self, nbytes: int) -> object:
+        return torch.empty(nbytes, dtype=torch.uint8, device=self.torch_device)
+
+    def close(self) -> None:
+        if self.world > 1:
+            dist.destroy_process_group()
+
+
+def _timed(worker: PPOWorker, fn, *args):
+    worker.synchronize()
+    started = time.perf_counter()
+    result = fn(*args)
+    worker.synchronize()
+    return result, time.perf_counter() - started
+
+
+def run(cfg: WorkerConfig) -> None:
+    ranks = harness.read_ranks(harness.RankVariables(rank="RANK", world_size="WORLD_SIZE", local_rank="LOCAL_RANK",
+                                                      node_rank="GROUP_RANK"))
+    worker = PPOWorker(cfg, ranks)
+    spec, ppo = worker.spec, worker.ppo
+    s, per_update = ppo.total_length, ppo.update_timesteps * ppo.experience_batch_size
+    per_sample = worker.phase["generation"].total + worker.phase["forwards"].total
+    per_sample += ppo.max_epochs * worker.phase["learning"].total
+    perflog.emit(perflog.StartRecord(
+        rank=ranks.rank, local_rank=ranks.local_rank, node_rank=ranks.node_rank, world_size=ranks.world_size,
+        framework=worker.framework, framework_version=worker.version, device=worker.device,
+        precision=spec.train.precision, n_params=worker.n_params, flops_per_token=per_sample / s,
+        flop_formula=flops.PPO_FORMULA, tokens_per_step=per_update * s, trainable_params=worker.trainable_params,
+        data={"source": "random prompts", "prompt_length": ppo.prompt_length,
+              "generation_length": ppo.generation_length},
+        environment=harness.node_facts(cfg.runtime.device, worker, None) if ranks.local_rank == 0 else None))
+    clocks = {"experience": 0.0, "learning": 0.0}
+    step = 0
+    for episode in range(ppo.num_episodes):
+        warmup = episode == 0
+        if episode == 1:
+            harness._reset_peak_memory(worker)
+        for _ in range(ppo.updates_per_episode):
+            check_faults(spec.debug, ranks.rank, step, worker.allocate)  # as pretraining: injected failures
+            made, exp_time = [], 0.0
+            for _ in range(ppo.update_timesteps):
+                experience, elapsed = _timed(worker, worker.experience)
+                made.append(experience)
+                exp_time += elapsed
+            (actor_loss, critic_loss), learn_time = _timed(worker, worker.learn, Experience.cat(made))
+            if not warmup:
+                clocks["experience"] += exp_time
+                clocks["learning"] += learn_time
+            loss = actor_loss + critic_loss  # untimed from here: the mean over the ranks, as one process would see
+            if worker.world > 1:
+                dist.all_reduce(loss)
+                loss /= worker.world
+            perflog.emit(perflog.StepRecord(rank=ranks.rank, step=step, warmup=warmup,
+                                            step_time_s=exp_time + learn_time, tokens=per_update * s,
+                                            loss=float(loss)))
+            if spec.debug.memory_limit_mib is not None:
+                harness._check_memory_limit(spec.debug.memory_limit_mib, ranks.rank, step, worker)
+            step += 1
+    measured = (ppo.num_episodes - 1) * ppo.updates_per_episode * per_update  # samples made per rank
+    for record in phase_figures(worker, clocks, measured):
+        perflog.emit(record)
+    peak, reserved, total, kind = harness._peak_memory(worker)
+    perflog.emit(perflog.EndRecord(rank=ranks.rank, steps=step, peak_memory_bytes=peak, memory_total_bytes=total,
+                                   memory_kind=kind, peak_memory_reserved_bytes=reserved))
+    worker.close()
+
+
+def phase_figures(worker: PPOWorker, clocks: dict, samples: int) -> list[perflog.FigureRecord]:
+    """Each phase's throughput on this rank: summed over ranks for the total, averaged for per device."""
+    ppo, phase, rank = worker.ppo, worker.phase, worker.ranks.rank
+    learned = samples * ppo.max_epochs
+    exp_flops = samples * (phase["generation"].total + phase["forwards"].total)
+    exp_attention = samples * (phase["generation"].attention + phase["forwards"].attention)
+    exp_ref = samples * (phase["generation"].reference + phase["forwards"].reference)
+    values = {
+        "experience.samples_per_s": (samples / clocks["experience"], "samples/s"),
+        "experience.generated_tokens_per_s": (samples * ppo.generation_length / clocks["experience"], "tokens/s"),
+        "experience.tflops": (exp_flops / clocks["experience"] / 1e12, "TFLOP/s"),
+        "experience.tflops_attention_part": (exp_attention / clocks["experience"] / 1e12, "TFLOP/s"),
+        "experience.tflops_reference": (exp_ref / clocks["experience"] / 1e12, "TFLOP/s"),
+        "learning.samples_per_s": (learned / clocks["learning"], "samples/s"),
+        "learning.tokens_per_s": (learned * ppo.total_length / clocks["learning"], "tokens/s"),
+        "learning.tflops": (learned * phase["learning"].total / clocks["learning"] / 1e12, "TFLOP/s"),
+        "learning.tflops_attention_part": (learned * phase["learning"].attention / clocks["learning"] / 1e12,
+                                           "TFLOP/s"),
+        "learning.tflops_reference": (learned * phase["learning"].reference / clocks["learning"] / 1e12, "TFLOP/s"),
+        "iteration.samples_per_s": (samples / (clocks["experience"] + clocks["learning"]), "samples/s"),
+    }
+    records = []
+    for name, (value, unit) in values.items():
+        formula = flops.PPO_REFERENCE_FORMULA if name.endswith("_reference") else flops.PPO_FORMULA
+        if name.endswith("_attention_part"):
+            formula = "the attention score and value products alone, of " + flops.PPO_FORMULA
+        records.append(perflog.FigureRecord(rank=rank, name=name, value=value, unit=unit, reduce="sum",
+                                            formula=formula if "tflops" in name else None))
+        records.append(perflog.FigureRecord(rank=rank, name=name + "_per_device", value=value, unit=unit,
+                                            reduce="mean"))
+    peak = harness._peak_memory(worker)[0]
+    records.append(perflog.FigureRecord(rank=rank, name="peak_memory_gib", value=peak / 2**30, unit="GiB",
+                                        better="lower", reduce="max"))
+    return records
