@@ -1,0 +1,175 @@
+"""Task ppo (RLHF): the phases' FLOPs against torch's count, learning on a fixed reward, LoRA training only
+adapters, ppo_tiny under DDP and ZeRO-2 on real torchrun ranks, and every ppo_* case planned."""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+import torch
+from torch.nn.attention import SDPBackend, sdpa_kernel
+from torch.utils.flop_counter import FlopCounterMode
+
+from run_benchmarks.inputs import load_inputs
+from run_benchmarks.plan import build_run_plan
+from run_benchmarks.report.task_figures import figures_view, round_dir_figures
+from training import flops
+from training.harness import Ranks
+from training.spec import ModelSpec, PPOSpec, TrainSpec
+from training.torch.ppo_experience import action_values
+from training.torch.ppo_generate import generate
+from training.torch.ppo_loop import PPOWorker
+from training.torch.ppo_models import action_log_probs, build_roles
+
+ROOT = Path(__file__).resolve().parent.parent
+TINY = dict(n_layer=2, n_head=4, d_model=64, vocab_size=256, seq_len=64)
+PPO = dict(experience_batch_size=4, num_episodes=2, max_timesteps=1, update_timesteps=1, max_epochs=1,
+           prompt_length=12, generation_length=6)
+
+
+def _count(fn) -> int:
+    with sdpa_kernel(SDPBackend.MATH), FlopCounterMode(display=False) as counter:
+        fn()
+    return counter.get_total_flops()
+
+
+@pytest.mark.parametrize("critic", [{}, {"critic_n_layer": 1, "critic_d_model": 32, "critic_n_head": 2}])
+def test_each_phase_counts_what_flop_counter_counts(critic):
+    actor_spec, ppo, train = ModelSpec(**TINY), PPOSpec(**PPO, **critic), TrainSpec(micro_batch_size=2, steps=2,
+                                                                                     warmup_steps=1)
+    critic_spec = ppo.critic_model(actor_spec)
+    roles = build_roles(actor_spec, critic_spec, train, torch.device("cpu"))
+    phase = flops.ppo_phase_flops(actor_spec, critic_spec, ppo.prompt_length, ppo.generation_length, train)
+    b, g = 3, ppo.generation_length
+    prompts = torch.randint(0, actor_spec.vocab_size, (b, ppo.prompt_length))
+    gen = torch.Generator().manual_seed(0)
+    sequences = generate(roles.actor, prompts, g, 1.0, 50, gen)
+    assert _count(lambda: generate(roles.actor, prompts, g, 1.0, 50, gen)) == b * phase["generation"].total
+
+    def forwards():
+        with torch.no_grad():
+            action_log_probs(roles.actor, sequences, g), action_log_probs(roles.initial, sequences, g)
+            action_values(roles.critic, sequences, g), roles.reward(sequences)[:, -1]
+    assert _count(forwards) == b * phase["forwards"].total
+
+    def learning():
+        action_log_probs(roles.actor, sequences, g).sum().backward()
+        action_values(roles.critic, sequences, g).sum().backward()
+    assert _count(learning) == b * phase["learning"].total
+    # The attention part is its own term: the reference's count (all parameters, no attention) differs.
+    assert phase["learning"].attention > 0 and phase["learning"].reference != phase["learning"].total
+
+
+def test_lora_learning_counts_what_flop_counter_counts():
+    actor_spec, ppo = ModelSpec(**TINY), PPOSpec(**PPO)
+    train = TrainSpec(micro_batch_size=2, steps=2, warmup_steps=1, lora_rank=4, lora_targets=("q", "v", "fc"))
+    roles = build_roles(actor_spec, actor_spec, train, torch.device("cpu"))
+    sequences = torch.randint(0, actor_spec.vocab_size, (2, ppo.total_length))
+    phase = flops.ppo_phase_flops(actor_spec, actor_spec, ppo.prompt_length, ppo.generation_length, train)
+
+    def learning():
+        action_log_probs(roles.actor, sequences, ppo.generation_length).sum().backward()
+        action_values(roles.critic, sequences, ppo.generation_length).sum().backward()
+    assert _count(learning) == 2 * phase["learning"].total
+
+
+def _worker(train: dict, ppo: dict) -> PPOWorker:
+    from training.spec import WorkerConfig
+
+    workload = {"task": "ppo", "model": TINY, "train": train, "ppo": ppo}
+    cfg = WorkerConfig.model_validate({"workload": workload, "runtime": {
+        "case_name": "test", "run_id": "test", "round": 1, "framework": "torch", "device": {"kind": "cpu"}}})
+    return PPOWorker(cfg, Ranks(rank=0, world_size=1, local_rank=0, node_rank=0))
+
+
+class ConstantReward(torch.nn.Module):
+    def forward(self, idx: torch.Tensor) -> torch.Tensor:
+        return torch.ones(idx.shape, dtype=torch.float32)
+
+
+def test_the_critic_learns_a_fixed_reward():
+    worker = _worker(dict(micro_batch_size=4, steps=16, warmup_steps=1, lr=3e-3),
+                     {**PPO, "num_episodes": 16})
+    worker.roles.reward = ConstantReward()  # every sequence scores 1: the value loss can only fall
+    losses = [float(worker.learn(worker.experience())[1]) for _ in range(16)]
+    assert sum(losses[-4:]) < 0.25 * sum(losses[:4]), losses
+
+
+def test_lora_trains_only_the_adapters_and_the_value_head():
+    worker = _worker(dict(micro_batch_size=4, steps=2, warmup_steps=1, lora_rank=4), PPO)
+    models = {"actor": worker.actor.plain, "critic": worker.critic.plain, "initial": worker.roles.initial,
+              "reward": worker.roles.reward}
+    before = {(m, n): p.detach().clone() for m, model in models.items() for n, p in model.named_parameters()}
+    trainable = {(m, n) for m, model in models.items() for n, p in model.named_parameters() if p.requires_grad}
+    assert trainable and all("lora_" in n or n.startswith("value_head") for _, n in trainable)
+    worker.learn(worker.experience())
+    worker.learn(worker.experience())  # the second step: lora_a gets a gradient once lora_b is non-zero
+    changed = {key for key, p in before.items()
+               if not torch.equal(p, dict(models[key[0]].named_parameters())[key[1]])}
+    assert changed == trainable  # every adapter moved, nothing else did (frozen base, initial, reward)
+
+
+def _figures(result) -> dict:
+    (round_dir,) = list(result.log_root.glob("*/*/round1"))
+    return {f.key: f for f in round_dir_figures(round_dir)}
+
+
+@pytest.mark.parametrize("processes, sharding", [(1, "none"), (2, "none"), (2, "stage2")])
+def test_ppo_tiny_runs_on_real_torchrun_ranks(cli, processes, sharding):
+    result = cli("run", f"ppo_tiny:torch:cpu:1:{processes}", "--set", f"parallel.sharding={sharding}")
+    assert result.returncode == 0, result.stdout + result.stderr
+    (round_result,) = result.results()
+    assert round_result["status"] == "ok" and round_result["steps_completed"] == 6
+    figures = _figures(result)
+    for phase, unit in (("experience.samples_per_s", "samples/s"), ("learning.tflops", "TFLOP/s"),
+                        ("iteration.samples_per_s", "samples/s")):
+        assert figures[phase].unit == unit and figures[phase].value > 0 and figures[phase].ranks == processes
+        per_device = figures[phase + "_per_device"].value
+        assert figures[phase].value == pytest.approx(per_device * processes)  # sum over ranks, mean per device
+    assert figures["experience.tflops"].formula == flops.PPO_FORMULA
+    view = figures_view("t", list(figures.values()))
+    assert any(row[0] == "learning.samples_per_s" for row in view.rows) and view.notes
+
+
+PPO_CASES = sorted(p.name for p in (ROOT / "cases").iterdir() if p.name.startswith("ppo_"))
+NEW_PRETRAIN = ["gpt2_2b", "opt_700m", "opt_3.5b", "opt_5.5b", "opt_10b"]
+
+
+def test_the_reference_sizes_exist_as_cases():
+    gpt = "s m l xl 2b 4b 6b 8b 10b 12b 15b 18b 20b 24b 28b 32b 36b 40b 175b".split()
+    opt = "125m 350m 700m 1.3b 2.7b 3.5b 5.5b 6.7b 10b 13b".split()
+    assert set(PPO_CASES) == {f"ppo_gpt2_{s}" for s in gpt} | {f"ppo_opt_{s}" for s in opt} | {"ppo_tiny"}
+
+
+@pytest.mark.parametrize("case", PPO_CASES + NEW_PRETRAIN)
+def test_every_ppo_and_new_pretraining_case_plans(case, tmp_path):
+    plan = build_run_plan(load_inputs(ROOT), [f"{case}:torch:cpu:1:2"], "run-1", tmp_path / "logs",
+                          ports=[29511] * 8)
+    (planned,) = plan.cases
+    workload = planned.workload
+    assert workload.task == ("ppo" if case.startswith("ppo_") else "pretrain")
+    if workload.ppo is not None:  # a step is one learning update; the first episode is the warm-up
+        assert workload.train.steps == workload.ppo.num_episodes * workload.ppo.updates_per_episode
+        assert workload.ppo.total_length <= workload.model.seq_len
+
+
+def test_the_reference_table_shows_oom_as_oom(cli):
+    """The sweep's pivot (run_benchmarks/report/sweep_views.py) is the reference's table for ppo cases too: a
+    point that ran out of memory (a smaller device: debug.memory_limit_mib) reads OOM beside one that fit."""
+    result = cli("sweep", "ppo_tiny:torch:cpu:1:1", "--grid", "debug.memory_limit_mib=64,1000000", "--grid",
+                 "layout=1x1", "--format", "markdown", "--log-root", str(cli.system_tmp.parent / "sweep-logs"))
+    assert "memory_limit_mib by layout" in result.stdout, result.stdout + result.stderr
+    pivot = result.stdout[result.stdout.index("memory_limit_mib by layout"):]
+    assert "| 64 | OOM |" in pivot and re.search(r"\| 1000000 \| [\d,.]+ tok/s", pivot), pivot
+
+
+@pytest.mark.parametrize("setting, fragment", [
+    ("train.steps=5", "set train.steps to 3"),
+    ("ppo.generation_length=2000", "longer than model.seq_len"),
+    ("parallel.tensor_parallel_degree=2", "task ppo runs data parallel"),
+    ("ppo.update_timesteps=3", "multiple of update_timesteps"),
+])
+def test_bad_ppo_settings_are_refused_with_the_fix(cli, setting, fragment):
+    result = cli("run", "ppo_gpt2_s:torch:cpu:1:2", "--dry-run", "--set", setting)
+    assert result.returncode != 0 and fragment in result.stderr, result.stderr
+    assert "Traceback" not in result.stderr
