@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Callable, Optional
 
 from . import analyze, collect, monitoring, signals
+from . import figures as task_figures
 from .plan import CasePlan, NodePlan, RoundPlan
 from .store import ResultStore, StoreUnavailable, is_full, row_from_document
 
@@ -42,6 +43,7 @@ class RoundResult:
     ended_at: str = ""
     wall_time_s: Optional[float] = None  # end to end: nodes started -> logs collected and analysed
     monitor: Optional[dict] = None  # monitoring.summarize_round: utilisation, power, energy per device
+    figures: list[dict] = field(default_factory=list)  # task figures (figures.round_figures), e.g. PPO phases
     write_error: Optional[OSError] = None  # results.json could not be written (disk full): the run stops
 
 
@@ -68,6 +70,10 @@ def finish(case: CasePlan, rnd: RoundPlan, result: RoundResult, outcome: str, be
         ranks.append(rank)
     for rank in ranks:
         result.warnings += rank.problems
+    try:
+        result.figures = [figure.to_dict() for figure in task_figures.round_figures(ranks)]
+    except task_figures.FigureConflict as exc:
+        result.warnings.append(f"task figures left out: {exc}")
     result.steps_completed = min(steps_done, default=0)
     monitored = []
     for node in rnd.nodes:
@@ -182,6 +188,7 @@ def result_document(case: CasePlan, result: RoundResult, orchestrator_env: dict)
         "steps_completed": result.steps_completed,
         "metrics": result.metrics.to_dict() if result.metrics else None,
         "monitor": result.monitor,
+        "figures": result.figures,
         "workload": case.workload.model_dump(mode="json"),
         "environment": {"orchestrator": orchestrator_env, "nodes": result.nodes},
     }

@@ -15,6 +15,8 @@ from . import casename, references
 from .config_files import TestConf
 from .config import load_model
 from .errors import UserError
+from .exit_codes import EXIT_FAILED
+from .figures import figure_key
 from .report import export, html, markdown
 from .report.compare import Selection, compare
 from .report.summary import FIGURE_BY_KEY, summarize
@@ -206,6 +208,9 @@ def cmd_show(args: argparse.Namespace, console: Console, default_root) -> int:
                 console.print(f"  {figure.label}: {figure.fmt(value)}", markup=False)
         if a.get("memory_total_bytes"):
             console.print(f"  device memory total: {human_bytes(a['memory_total_bytes'])}", markup=False)
+        for figure in a.get("figures") or []:  # the task's own figures (PPO phases, micro-benchmarks)
+            console.print(f"  {figure_key(figure['name'], figure.get('params'))}: {figure['value']:,.4g} "
+                          f"{figure['unit']}", markup=False, soft_wrap=True)
         for warning in a.get("warnings") or []:
             console.print(f"  [yellow]warning[/] {warning}", soft_wrap=True)
         for line in a.get("error_lines") or []:
@@ -287,11 +292,25 @@ def cmd_compare(args: argparse.Namespace, console: Console, default_root) -> int
     return EXIT_OK
 
 
+def _known_case(case: str, root: Path) -> None:
+    """An import names a case of this checkout: its FLOPs and layout come from the case, and a typo would
+    otherwise file the rows under a case no report or compare ever pairs."""
+    from .cases import CaseCatalog
+    from .plan import Paths
+
+    paths = Paths(root)
+    known = CaseCatalog(paths.cases_dir, paths.vendors_dir).names()
+    if case not in known:
+        raise UserError(f"--case-name: no case {case!r} under {paths.cases_dir}",
+                        f"name one of: {', '.join(known)}")
+
+
 def cmd_import(args: argparse.Namespace, console: Console, default_root) -> int:
     from . import importers
 
     parser = importers.get(args.format)
     name = casename.parse(args.case_name)
+    _known_case(name.case, (args.root or default_root()).resolve())
     missing = [str(f) for f in args.files if not f.is_file()]
     if missing:
         raise UserError(f"{missing[0]}: file not found", "give the path of a log file to import")
@@ -302,8 +321,10 @@ def cmd_import(args: argparse.Namespace, console: Console, default_root) -> int:
     with open_store(args, default_root, must_exist=False) as store:
         store.begin_run(run_id, now, ["accelbench", "import", *map(str, args.files)], None,
                         str(Path(args.files[0]).resolve().parent), source=f"import:{parser.name}")
+        failed = 0  # a log that yields no result is stored (with its reason) but fails the command
         for index, path in enumerate(args.files, 1):
             imported = parser.parse(path, name.world_size, args.skip_intervals)
+            failed += imported.status != "ok"
             store.add_attempt({
                 "run_id": run_id, "case_name": str(name), "case": name.case, "framework": name.framework,
                 "framework_version": name.framework_version, "hardware": name.hardware, "vendor": args.vendor,
@@ -321,7 +342,7 @@ def cmd_import(args: argparse.Namespace, console: Console, default_root) -> int:
                           + (f" — {imported.reason}" if imported.reason else ""), markup=False, soft_wrap=True)
         store.end_run(run_id, datetime.now(timezone.utc).isoformat(timespec="seconds"))
     console.print(f"imported as run {run_id} into {store.path} ({parser.name})", markup=False, soft_wrap=True)
-    return EXIT_OK
+    return EXIT_FAILED if failed else EXIT_OK
 
 
 def cmd_store(args: argparse.Namespace, console: Console, default_root) -> int:

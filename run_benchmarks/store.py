@@ -97,6 +97,7 @@ CREATE TABLE IF NOT EXISTS attempts (
     {", ".join(f"{c} REAL" for c in MONITOR_COLUMNS)},
     metrics TEXT,                    -- JSON: RoundMetrics.to_dict()
     monitor TEXT,                    -- JSON: monitoring.summarize_round()
+    figures TEXT,                    -- JSON: the round's task figures (figures.Figure.to_dict() each)
     workload TEXT,                   -- JSON: the resolved workload
     environment TEXT,                -- JSON: orchestrator + per node
     warnings TEXT,                   -- JSON list
@@ -109,10 +110,11 @@ CREATE INDEX IF NOT EXISTS attempts_run ON attempts(run_id);
 CREATE INDEX IF NOT EXISTS attempts_case ON attempts("case", framework, hardware);
 """
 
-_JSON_COLUMNS = ("metrics", "monitor", "workload", "environment", "warnings", "error_lines", "argv")
+_JSON_COLUMNS = ("metrics", "monitor", "figures", "workload", "environment", "warnings", "error_lines", "argv")
 # Columns added after schema version 1 was first written: (name, type), added to older files on open.
 _ADDED_COLUMNS = tuple((c, "REAL") for c in MONITOR_COLUMNS) + (("monitor", "TEXT"),
-                                                                  ("peak_memory_reserved_bytes", "REAL"))
+                                                                  ("peak_memory_reserved_bytes", "REAL"),
+                                                                  ("figures", "TEXT"))
 _ADDED_RUN_COLUMNS = (("orchestrator_host", "TEXT"), ("orchestrator_pid", "INTEGER"),
                       ("orchestrator_started", "REAL"), ("note", "TEXT"))
 
@@ -481,6 +483,7 @@ def row_from_document(doc: dict, attempt: int = 1, source: str = "accelbench") -
         "case_name": doc["case_name"], "round": doc["round"], "attempt": attempt, "status": doc["status"],
         "reason": doc.get("reason"), "started_at": doc.get("started_at"), "ended_at": doc.get("ended_at"),
         "wall_time_s": doc.get("wall_time_s"), "metrics": doc.get("metrics"), "monitor": doc.get("monitor"),
+        "figures": doc.get("figures") or None,
         "workload": doc.get("workload"),
         "environment": env, "warnings": doc.get("warnings") or [], "error_lines": doc.get("error_lines") or [],
         "accelbench_commit": (env.get("orchestrator") or {}).get("accelbench_commit"),

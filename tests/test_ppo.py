@@ -129,6 +129,13 @@ def test_ppo_tiny_runs_on_real_torchrun_ranks(cli, processes, sharding):
     assert figures["experience.tflops"].formula == flops.PPO_FORMULA
     view = figures_view("t", list(figures.values()))
     assert any(row[0] == "learning.samples_per_s" for row in view.rows) and view.notes
+    # The same figures are in results.json, in the store, and in `accelbench show`.
+    assert {f["name"]: f["value"] for f in round_result["figures"]} == {f.name: f.value for f in figures.values()}
+    (row,) = result.attempts()
+    assert row["figures"] == round_result["figures"]
+    show = cli("show", "last", "--db", str(result.log_root / "results.db"))
+    value = figures["iteration.samples_per_s"].value
+    assert f"iteration.samples_per_s: {value:,.4g} samples/s" in show.stdout, show.stdout
 
 
 PPO_CASES = sorted(p.name for p in (ROOT / "cases").iterdir() if p.name.startswith("ppo_"))
