@@ -9,10 +9,11 @@ from __future__ import annotations
 
 from typing import Literal, Optional, Union
 
-from pydantic import (BaseModel, ConfigDict, Field, NonNegativeInt, PositiveFloat, PositiveInt, conint,
-                      model_validator)
+from pydantic import Field, NonNegativeInt, PositiveFloat, PositiveInt, conint, model_validator
 
 from training.contract import DEVICE_FIELDS
+from training.spec_base import STEPS_REASON, WIDTH_REASON, StrictModel, bounded
+from training.spec_ppo import PPOSpec, check_ppo
 
 SPEC_VERSION = 2
 
@@ -21,22 +22,8 @@ Task = Literal["pretrain", "finetune", "lora", "ppo"]
 LoraTarget = Literal["q", "k", "v", "o", "fc", "gate", "down"]
 
 
-# Upper bounds, each far above any real model or benchmark and far below what would make a worker allocate
-# without end or run for days: a typo (an extra digit, 1e30) fails at plan time instead. The reason travels
-# with the field, so the orchestrator's error message can say it.
-def _bounded(default=..., *, le: int, why: str, **kwargs):
-    return Field(default, le=le, json_schema_extra={"max_reason": why}, **kwargs)
 
-
-_WIDTH = "wider than any published model (GPT-3 175B: 12288); a typo would allocate without end"
-_STEPS = "a benchmark measures hundreds to thousands of steps; 10 million runs for days"
-
-
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-class ModelSpec(_Strict):
+class ModelSpec(StrictModel):
     """A decoder-only transformer, GPT-2 style unless told otherwise.
 
     Families differ only in these switches: Llama = rotary + rmsnorm + swiglu, no
@@ -45,15 +32,15 @@ class ModelSpec(_Strict):
     """
 
     family: str = "gpt2"
-    n_layer: PositiveInt = _bounded(le=1024, why="ten times the deepest published model (GPT-3: 96)")
-    n_head: PositiveInt = _bounded(le=1024, why="ten times the most heads of a published model")
-    n_kv_head: Optional[PositiveInt] = _bounded(None, le=1024, why="ten times the most heads of a published model",
+    n_layer: PositiveInt = bounded(le=1024, why="ten times the deepest published model (GPT-3: 96)")
+    n_head: PositiveInt = bounded(le=1024, why="ten times the most heads of a published model")
+    n_kv_head: Optional[PositiveInt] = bounded(None, le=1024, why="ten times the most heads of a published model",
                                                 description="key/value heads (GQA); default n_head (MHA)")
-    d_model: PositiveInt = _bounded(le=1 << 17, why=_WIDTH)
-    d_ff: Optional[PositiveInt] = _bounded(None, le=1 << 20, why=_WIDTH, description="MLP hidden size; default "
+    d_model: PositiveInt = bounded(le=1 << 17, why=WIDTH_REASON)
+    d_ff: Optional[PositiveInt] = bounded(None, le=1 << 20, why=WIDTH_REASON, description="MLP hidden size; default "
                                                                                        "4 * d_model")
-    vocab_size: PositiveInt = _bounded(le=1 << 22, why="16 times the largest published vocabulary (Bloom: 250880)")
-    seq_len: PositiveInt = _bounded(le=1 << 20, why="a million tokens per sequence is beyond any benchmark here",
+    vocab_size: PositiveInt = bounded(le=1 << 22, why="16 times the largest published vocabulary (Bloom: 250880)")
+    seq_len: PositiveInt = bounded(le=1 << 20, why="a million tokens per sequence is beyond any benchmark here",
                                     description="training sequence length and the number of learned positions")
     norm: Literal["layernorm", "rmsnorm"] = "layernorm"
     activation: Literal["gelu", "relu", "swiglu"] = "gelu"
@@ -84,12 +71,12 @@ class ModelSpec(_Strict):
         return self.d_model // self.n_head
 
 
-class TrainSpec(_Strict):
-    micro_batch_size: PositiveInt = _bounded(le=1 << 16, why="sequences per device per micro-batch; a typo "
+class TrainSpec(StrictModel):
+    micro_batch_size: PositiveInt = bounded(le=1 << 16, why="sequences per device per micro-batch; a typo "
                                                                "would allocate without end")
-    gradient_accumulation_steps: PositiveInt = _bounded(1, le=1 << 16, why="micro-batches per step")
-    steps: PositiveInt = _bounded(le=10_000_000, why=_STEPS)
-    warmup_steps: NonNegativeInt = _bounded(le=10_000_000, why=_STEPS,
+    gradient_accumulation_steps: PositiveInt = bounded(1, le=1 << 16, why="micro-batches per step")
+    steps: PositiveInt = bounded(le=10_000_000, why=STEPS_REASON)
+    warmup_steps: NonNegativeInt = bounded(le=10_000_000, why=STEPS_REASON,
                                             description="steps run but excluded from every timing figure")
     lr: PositiveFloat = Field(3e-4, allow_inf_nan=False)
     weight_decay: float = Field(0.1, ge=0, allow_inf_nan=False)
@@ -98,7 +85,7 @@ class TrainSpec(_Strict):
                                   "of compute capability 8.9 or newer, and bf16 around its matmuls")
     recompute: Literal["none", "full", "selective"] = Field(
         "none", description="activation checkpointing: every block (full) or every recompute_every-th (selective)")
-    recompute_every: PositiveInt = _bounded(2, le=1024, why="no model has more blocks (n_layer <= 1024)")
+    recompute_every: PositiveInt = bounded(2, le=1024, why="no model has more blocks (n_layer <= 1024)")
     amp_level: Literal["O1", "O2"] = Field(
         "O1", description="fp16/bf16: O1 autocasts the matmuls over fp32 weights; O2 keeps the weights in the "
                           "low precision with fp32 master copies in the optimizer (Paddle only)")
@@ -110,7 +97,7 @@ class TrainSpec(_Strict):
                           "random init: how PyTorch and Paddle start from the same model")
     compile: Optional[Literal["default", "reduce-overhead", "max-autotune"]] = Field(
         None, description="torch.compile mode for each transformer block; unset: eager")
-    lora_rank: Optional[PositiveInt] = _bounded(None, le=1 << 17, why="no wider than the widest model",
+    lora_rank: Optional[PositiveInt] = bounded(None, le=1 << 17, why="no wider than the widest model",
                                                 description="LoRA adapters of this rank; the base model is frozen")
     lora_alpha: PositiveFloat = Field(16.0, allow_inf_nan=False,
                                       description="adapter output scale is lora_alpha / lora_rank")
@@ -127,7 +114,7 @@ class TrainSpec(_Strict):
         return self
 
 
-class DataSpec(_Strict):
+class DataSpec(StrictModel):
     """Where the tokens come from.
 
     synthetic              uniform random token ids (pretrain): no files, same FLOPs as text
@@ -139,7 +126,7 @@ class DataSpec(_Strict):
     source: Literal["synthetic", "tokens", "instruction", "synthetic_instruction"] = "synthetic"
     path: Optional[str] = Field(None, description="tokens: the dataset prefix; instruction: the .jsonl file "
                                                   "(on the hosts that run the case)")
-    records: PositiveInt = _bounded(512, le=10_000_000, why="generated in memory before training starts",
+    records: PositiveInt = bounded(512, le=10_000_000, why="generated in memory before training starts",
                                     description="synthetic_instruction: how many records to generate")
 
     @model_validator(mode="after")
@@ -156,7 +143,7 @@ class DataSpec(_Strict):
         return self.source in ("instruction", "synthetic_instruction")
 
 
-class ParallelSpec(_Strict):
+class ParallelSpec(StrictModel):
     """One vocabulary for every framework's parallel layout (the keys of the vendors' extern configs)."""
 
     data_parallel_degree: Optional[PositiveInt] = Field(
@@ -202,7 +189,7 @@ class ParallelSpec(_Strict):
                                                                    * self.pipeline_parallel_degree))
 
 
-class DebugSpec(_Strict):
+class DebugSpec(StrictModel):
     """Fault injection, so the orchestrator's failure paths are tested on real workers."""
 
     fail_at_step: Optional[NonNegativeInt] = None
@@ -222,61 +209,7 @@ class DebugSpec(_Strict):
                     "max-batch search can be tested on any machine")
 
 
-class PPOSpec(_Strict):
-    """RLHF PPO (task ppo), the knobs of ColossalAI chat's PPO benchmark (``training/torch/ppo_loop.py``).
-
-    One episode is ``max_timesteps`` experience makings of ``experience_batch_size`` prompts per rank; every
-    ``update_timesteps`` of them, the collected experience is learned from for ``max_epochs`` passes in
-    batches of ``train_batch_size``. The first episode is the warm-up. The reference: prompts of 400 tokens,
-    generated up to 512 (generation_length 112), temperature 1.0, top-k 50.
-    """
-
-    experience_batch_size: PositiveInt = _bounded(8, le=1 << 16, why="prompts per rank per experience making")
-    train_batch_size: Optional[PositiveInt] = _bounded(None, le=1 << 16, why="samples per rank per learning step",
-                                                       description="default: train.micro_batch_size")
-    num_episodes: PositiveInt = _bounded(3, le=100_000, why=_STEPS, description="the first is warm-up")
-    max_timesteps: PositiveInt = _bounded(8, le=100_000, why=_STEPS)
-    update_timesteps: PositiveInt = _bounded(8, le=100_000, why=_STEPS)
-    max_epochs: PositiveInt = _bounded(1, le=100_000, why=_STEPS)
-    prompt_length: PositiveInt = _bounded(400, le=1 << 20, why="a million tokens is beyond any benchmark here")
-    generation_length: PositiveInt = _bounded(112, le=1 << 20, why="a million tokens is beyond any benchmark here",
-                                              description="tokens generated after the prompt (no early stop)")
-    temperature: PositiveFloat = Field(1.0, allow_inf_nan=False)
-    top_k: NonNegativeInt = Field(50, description="sample among the k likeliest tokens; 0: the whole vocabulary")
-    kl_coef: float = Field(0.1, ge=0, allow_inf_nan=False, description="KL penalty against the initial model")
-    clip_eps: PositiveFloat = Field(0.2, allow_inf_nan=False, description="policy ratio clip")
-    value_clip: PositiveFloat = Field(0.4, allow_inf_nan=False, description="value loss clip")
-    critic_n_layer: Optional[PositiveInt] = _bounded(None, le=1024, why="as model.n_layer",
-                                                     description="a smaller critic/reward; default: the actor's")
-    critic_d_model: Optional[PositiveInt] = _bounded(None, le=1 << 17, why=_WIDTH)
-    critic_n_head: Optional[PositiveInt] = _bounded(None, le=1024, why="as model.n_head")
-
-    @model_validator(mode="after")
-    def _updates_fit_an_episode(self) -> "PPOSpec":
-        if self.max_timesteps % self.update_timesteps:
-            raise ValueError(f"max_timesteps ({self.max_timesteps}) must be a multiple of update_timesteps "
-                             f"({self.update_timesteps}), so every episode learns the same number of times")
-        if self.num_episodes < 2:
-            raise ValueError("num_episodes must be at least 2: the first episode is warm-up, excluded")
-        return self
-
-    @property
-    def updates_per_episode(self) -> int:
-        return self.max_timesteps // self.update_timesteps
-
-    @property
-    def total_length(self) -> int:
-        return self.prompt_length + self.generation_length
-
-    def critic_model(self, actor: ModelSpec) -> ModelSpec:
-        update = {k: v for k, v in (("n_layer", self.critic_n_layer), ("d_model", self.critic_d_model),
-                                    ("n_head", self.critic_n_head)) if v is not None}
-        if "d_model" in update and self.critic_d_model != actor.d_model:
-            update.setdefault("d_ff", None)
-        return ModelSpec.model_validate({**actor.model_dump(), **update})
-
-
-class WorkloadSpec(_Strict):
+class WorkloadSpec(StrictModel):
     task: Task = "pretrain"
     model: ModelSpec
     train: TrainSpec
@@ -288,7 +221,7 @@ class WorkloadSpec(_Strict):
     @model_validator(mode="after")
     def _task_fits_data(self) -> "WorkloadSpec":
         if self.task == "ppo" or self.ppo is not None:
-            return _check_ppo(self)
+            return check_ppo(self)
         if self.task == "pretrain" and self.data.instruction:
             raise ValueError(f"task pretrain trains on token streams; data.source {self.data.source} is "
                              "instruction data (use task finetune or lora)")
@@ -302,42 +235,10 @@ class WorkloadSpec(_Strict):
         return self
 
 
-def _check_ppo(spec: WorkloadSpec) -> WorkloadSpec:
-    """Task ppo: a ppo section, random prompts, positions for the whole sequence, steps = learning updates."""
-    if spec.task != "ppo" or spec.ppo is None:
-        raise ValueError("a ppo section needs task ppo, and task ppo needs a ppo section")
-    ppo, train = spec.ppo, spec.train
-    if spec.data.source != "synthetic":
-        raise ValueError("task ppo generates from random prompts: data.source must be synthetic")
-    if ppo.total_length > spec.model.seq_len:
-        raise ValueError(f"ppo.prompt_length + ppo.generation_length ({ppo.total_length}) is longer than "
-                         f"model.seq_len ({spec.model.seq_len}): raise model.seq_len or shorten them")
-    if spec.model.position != "learned":
-        raise ValueError(f"task ppo generates with a KV cache for learned positions (gpt2, opt); "
-                         f"model.position is {spec.model.position}")
-    steps, warmup = ppo.num_episodes * ppo.updates_per_episode, ppo.updates_per_episode
-    if (train.steps, train.warmup_steps) != (steps, warmup):
-        raise ValueError(f"task ppo: a step is one learning update, so set train.steps to {steps} "
-                         f"(num_episodes x max_timesteps / update_timesteps) and train.warmup_steps to {warmup} "
-                         "(the first episode)")
-    if "gate" in train.lora_targets and spec.model.activation != "swiglu":
-        raise ValueError(f"lora_targets has 'gate' but the model's MLP ({spec.model.activation}) has no gate")
-    par = spec.parallel
-    unsupported = [what for what, on in (
-        ("tensor or pipeline parallelism", par.tensor_parallel_degree > 1 or par.pipeline_parallel_degree > 1),
-        ("train.compile", train.compile is not None), ("train.init_weights", train.init_weights is not None),
-        (f"precision {train.precision} (use bf16 or fp32: the PPO loop does no loss scaling)",
-         train.precision in ("fp16", "fp8"))) if on]
-    if unsupported:
-        raise ValueError(f"task ppo runs data parallel (DDP, ZeRO-1/2/3, offload) only; unset: "
-                         f"{', '.join(unsupported)}")
-    return spec
-
-
 MonitorName = Literal["nvml", "rocm-smi", "cpu", "none"]
 
 
-class CommandMonitorSpec(_Strict):
+class CommandMonitorSpec(StrictModel):
     """A vendor's smi tool as the accelerator monitor, declared in YAML: run ``command`` every interval and
     read one reading per device from its output. ``{python}`` and ``{code_root}`` in the command are the
     node's interpreter and the folder holding ``training/`` (and the vendors' code) on the node."""
@@ -373,7 +274,7 @@ class CommandMonitorSpec(_Strict):
         return self
 
 
-class DeviceSpec(_Strict):
+class DeviceSpec(StrictModel):
     """The worker's part of an accelerator kind: how the frameworks address the device of this round."""
 
     kind: str = Field(description="the accelerator kind's name (cpu, nvidia, rocm, or one a vendor declares)")
@@ -392,7 +293,7 @@ class DeviceSpec(_Strict):
         return self.torch_device == "cpu"
 
 
-class RuntimeSpec(_Strict):
+class RuntimeSpec(StrictModel):
     """Where and as what the workload runs; filled in by the orchestrator's plan."""
 
     case_name: str
@@ -402,7 +303,7 @@ class RuntimeSpec(_Strict):
     device: DeviceSpec
 
 
-class WorkerConfig(_Strict):
+class WorkerConfig(StrictModel):
     """The one file a worker is handed (``--config``)."""
 
     spec_version: Literal[2] = SPEC_VERSION
