@@ -65,7 +65,9 @@ def test_a_prebuilt_image_runs_a_node_in_a_container_on_a_local_host(cli, engine
         assert_complete_ok(doc, world_size=1, steps=8, warmup=2, checkout=root, in_image=True)
         (node,) = doc["environment"]["nodes"]
         assert node["host"] == "local0" and node["image"] == prebuilt
-        assert doc["warnings"] == [] and doc["monitor"]["nodes"][0]["status"]["host"] == "ok (host)"
+        # Other people's runs on this shared machine are rightly warned of; nothing else may be.
+        assert [w for w in doc["warnings"] if not w.startswith("another run's workers")] == []
+        assert doc["monitor"]["nodes"][0]["status"]["host"] == "ok (host)"
         assert node["image_id"] == client.images.get(prebuilt).id
         assert {image.id for image in client.images.list()} == before  # nothing was built
     finally:
