@@ -171,8 +171,9 @@ def test_report_formats(cli, tmp_path):
     assert table[0].split(" | ")[5] == f"{torch_mean:,.0f} ±12.9%"
     assert "± is the coefficient of variation over rounds" in md.stdout
     assert "tokens/s/device (model) varies" not in md.stdout
-    flagged = [line for line in md.stdout.splitlines() if "varies" in line]
-    assert flagged and "across 2 rounds (> 5%)" in flagged[0]  # 8192 vs 6827 tokens/s: 12.9% apart
+    (flagged,) = [line for line in md.stdout.splitlines() if "varies" in line]  # one flag for the case
+    assert "across 2 rounds (> 5%)" in flagged  # 8192 vs 6827 tokens/s: 12.9% apart
+    assert "tokens/s/device 12.9%" in flagged and "tokens/s total 12.9%" in flagged
 
     out = tmp_path / "report.html"
     html = cli("report", "run-a", "--db", str(db), "--format", "html", "-o", str(out))
@@ -297,21 +298,25 @@ def test_import_paddlenlp_and_mllog_logs_beside_accelbench_runs(cli, tmp_path):
     mlperf.write_text("".join(
         f':::MLLOG {json.dumps({"namespace": "", "time_ms": 1_763_600_000_000 + 60_000 * i, "event_type": "POINT_IN_TIME", "key": k, "value": v, "metadata": md})}\n'
         for i, (k, v, md) in enumerate(events)))
-    done = cli("import", str(mlperf), "--format", "mllog/1", "--case-name", "gpt3_175B:torch:A100:1:8",
+    done = cli("import", str(mlperf), "--format", "mllog/1", "--case-name", "gpt3_13B:torch:A100:1:8",
                "--db", str(db))
     assert done.returncode == 0, done.stderr
     with ResultStore(db) as store:
-        (row,) = store.attempts({"case": "gpt3_175B"})
+        (row,) = store.attempts({"case": "gpt3_13B"})
     assert row["samples_per_s"] == pytest.approx(62.0) and row["tokens_per_s_per_device"] == pytest.approx(62 * 2048 / 8)
     assert row["samples_per_step"] == 1536 and row["wall_time_s"] == 60 * (len(events) - 1)
     assert row["environment"]["submission_platform"] == "8xA100"
 
     broken = tmp_path / "broken.log"
     broken.write_text(mlperf.read_text().rsplit(":::MLLOG", 1)[0])  # no run_stop
-    done = cli("import", str(broken), "--format", "mllog", "--case-name", "gpt3_175B:torch:A100:1:8", "--db", str(db))
-    assert done.returncode == 0 and "broken.log: failed" in done.stdout and "no run_stop event" in done.stdout
+    done = cli("import", str(broken), "--format", "mllog", "--case-name", "gpt3_13B:torch:A100:1:8", "--db", str(db))
+    assert done.returncode == 1 and "broken.log: failed" in done.stdout and "no run_stop event" in done.stdout
     bad = cli("import", str(broken), "--format", "nemo", "--case-name", "x:torch:A100:1:8", "--db", str(db))
     assert bad.returncode == 2 and "no log parser 'nemo'" in bad.stderr and "paddlenlp/1" in bad.stderr
+    unknown = cli("import", str(mlperf), "--format", "mllog", "--case-name", "gpt3_175B:torch:A100:1:8",
+                  "--db", str(db))
+    assert unknown.returncode == 2 and "no case 'gpt3_175B'" in unknown.stderr and "gpt3_13B" in unknown.stderr
+    assert "Traceback" not in unknown.stderr
     runs = cli("runs", "--db", str(db))
     assert runs.stdout.count("import:") == 3
 

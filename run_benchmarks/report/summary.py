@@ -147,6 +147,7 @@ def summarize(attempts: Sequence[Attempt], fields: Sequence[str] = KEY_FIELDS) -
     out = []
     for key, members in groups.items():
         summary = CaseSummary(dict(zip(fields, key)), members)
+        noisy = []  # (label, cv): throughput, TFLOP/s and MFU scale together, so one flag names them all
         for name in [f.key for f in FIGURES] + ["samples_per_step", "memory_total_bytes", "peak_memory_reserved_bytes",
                                                "device_memory_used_bytes"]:
             values = [a.get(name) for a in summary.ok if a.get(name) is not None]
@@ -156,8 +157,10 @@ def summarize(attempts: Sequence[Attempt], fields: Sequence[str] = KEY_FIELDS) -
             summary.figures[name] = stats
             figure = FIGURE_BY_KEY.get(name)
             if figure and stats.n > 1 and stats.cv > CV_FLAG and name in FLAGGED:
-                summary.flags.append(f"{figure.label} varies {stats.cv:.1%} across {stats.n} rounds "
-                                     f"(> {CV_FLAG:.0%})")
+                noisy.append((figure.label, stats.cv))
+        if noisy:
+            summary.flags.append(f"varies across {len(summary.ok)} rounds (> {CV_FLAG:.0%}): "
+                                 + ", ".join(f"{label} {cv:.1%}" for label, cv in noisy))
         out.append(summary)
     return out
 
