@@ -13,7 +13,7 @@ import pytest
 from tests.infra.sshd import SSHD, start_sshd_cluster
 
 from .conftest import ROOT, copy_tree, write
-from .test_containers import accelbench_containers
+from .test_containers import accelbench_containers  # noqa: F401 - a fixture: this test's containers
 from .test_runs import SHORT, leftover_processes
 
 pytestmark = pytest.mark.skipif(not Path(SSHD).exists(), reason="no sshd (./dev test installs openssh-server)")
@@ -113,7 +113,8 @@ def container_cluster(sshd, engine, tmp_path):
     return make
 
 
-def test_the_test_kind_runs_in_containers_through_every_seam(cli, kind_root, container_cluster, engine):
+def test_the_test_kind_runs_in_containers_through_every_seam(cli, kind_root, container_cluster, engine,
+                                                           accelbench_containers):  # noqa: F811
     # The vendor's image: the cpu vendor's Dockerfile and wheels, as a vendor would start from one.
     copy_tree(ROOT / "vendors/cpu/docker/torch_2.13", kind_root / "vendors/testkind/docker/torch_2.13")
     result = cli("run", "gpt2_tiny:torch_2.13:TK1:2:1", *SHORT, "--root", str(kind_root), "--cluster",
@@ -122,11 +123,12 @@ def test_the_test_kind_runs_in_containers_through_every_seam(cli, kind_root, con
     (doc,) = result.results()
     assert_every_seam_used(doc, "2", nodes=2)
     assert all(n["image"].startswith("accelbench/testkind-torch_2.13:") for n in doc["environment"]["nodes"])
-    assert accelbench_containers(engine) == []
+    assert accelbench_containers() == []
 
 
 @pytest.mark.parametrize("layout", ["1:2", "2:1"])
-def test_paddle_runs_in_the_vendor_paddle_image(cli, container_cluster, engine, layout):
+def test_paddle_runs_in_the_vendor_paddle_image(cli, container_cluster, engine, layout,
+                                                 accelbench_containers):  # noqa: F811
     """The cpu vendor's Paddle image has no torch: the Paddle worker must not need it."""
     result = cli("run", f"gpt3_tiny:paddle_3.3:cpu:{layout}", *SHORT, "--cluster", str(container_cluster()),
                  timeout=1500)
@@ -137,7 +139,7 @@ def test_paddle_runs_in_the_vendor_paddle_image(cli, container_cluster, engine, 
     for node in doc["environment"]["nodes"]:
         assert node["image"].startswith("accelbench/cpu-paddle_3.3:")
         assert node["environment"]["paddle"].startswith("3.3") and "torch" not in node["environment"]
-    assert accelbench_containers(engine) == []
+    assert accelbench_containers() == []
 
 
 # ---------------------------------------------------------------- AMD preflight

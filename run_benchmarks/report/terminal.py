@@ -66,12 +66,21 @@ class TerminalReporter:
 
 
 def results_table(results: list[RoundResult], cases: list[CasePlan]) -> Table:
+    """The end-of-run table. "MFU (measured)" is a column only once some round has a calibrated peak to
+    divide by: a column of n/a would only push the others into wrapping."""
+    measured = any(r.metrics and r.metrics.mfu_measured is not None for r in results)
+    columns = [("case", "left"), ("status", "left"), ("tok/s/dev", "right"), ("tok/s total", "right"),
+               ("TFLOP/s/dev", "right"), ("MFU", "right"), ("MFU (measured)", "right"), ("peak mem/dev", "right"),
+               ("step time: median ±std (min–max)", "right")]
+    keep = [measured or name != "MFU (measured)" for name, _ in columns]
     table = Table(title="accelbench results (warm-up excluded)", show_lines=False)
-    for column, justify in (("case", "left"), ("status", "left"), ("tok/s/dev", "right"),
-                            ("tok/s total", "right"), ("TFLOP/s/dev", "right"), ("MFU", "right"),
-                            ("MFU (measured)", "right"), ("peak mem/dev", "right"),
-                            ("step time: median ±std (min–max)", "right")):
-        table.add_column(column, justify=justify, no_wrap=column == "case")
+    for (column, justify), kept in zip(columns, keep):
+        if kept:
+            table.add_column(column, justify=justify, no_wrap=column == "case")
+
+    def add(*cells: str) -> None:
+        table.add_row(*(cell for cell, kept in zip(cells, keep) if kept))
+
     for case in cases:
         rounds = [r for r in results if r.case_name == str(case.name)]
         for r in rounds:
@@ -79,26 +88,22 @@ def results_table(results: list[RoundResult], cases: list[CasePlan]) -> Table:
             m = r.metrics
             status = f"[{_STATUS_STYLE.get(r.status, '')}]{r.status}[/]"
             if m is None:
-                table.add_row(label, status, "", "", "", "", "", "", "")
+                add(label, status, "", "", "", "", "", "", "")
                 continue
             mfu = f"{m.mfu:.1%}" if m.mfu is not None else "n/a¹"
             st = m.step_time_s
             tokens = _num(m.tokens_per_s_per_device)
             if m.effective_tokens_per_s_per_device is not None:
                 tokens += f" ({_num(m.effective_tokens_per_s_per_device)} w/o padding)"
-            table.add_row(
-                label, status, tokens, _num(m.tokens_per_s_total),
-                _num(m.tflops_per_device, 3), mfu,
-                f"{m.mfu_measured:.1%}" if m.mfu_measured is not None else "n/a²",
-                _memory_cell(m),
-                f"{st.median * 1e3:.1f} ms (±{st.std * 1e3:.1f}, {st.min * 1e3:.1f}–{st.max * 1e3:.1f})",
-            )
+            add(label, status, tokens, _num(m.tokens_per_s_total), _num(m.tflops_per_device, 3), mfu,
+                f"{m.mfu_measured:.1%}" if m.mfu_measured is not None else "n/a²", _memory_cell(m),
+                f"{st.median * 1e3:.1f} ms (±{st.std * 1e3:.1f}, {st.min * 1e3:.1f}–{st.max * 1e3:.1f})")
         if len(rounds) > 1:
             agg = across_rounds([r.metrics for r in rounds])
             tok = agg.get("tokens_per_s_per_device")
             if tok:
-                table.add_row(f"{case.name} mean of {agg['rounds_ok']}", "", 
-                              f"{_num(tok['mean'])} ±{tok['cv']:.1%}", "", "", "", "", "", "")
+                add(f"{case.name} mean of {agg['rounds_ok']}", "", f"{_num(tok['mean'])} ±{tok['cv']:.1%}",
+                    "", "", "", "", "", "")
     return table
 
 
@@ -109,9 +114,13 @@ def print_results(console: Console, results: list[RoundResult], cases: list[Case
         console.print(f"¹ MFU n/a: {note}")
     for note in sorted({r.metrics.mfu_note for r in results if r.metrics and r.metrics.mfu is not None}):
         console.print(note, markup=False, soft_wrap=True)  # which peak, and what it means
+    measured = any(r.metrics and r.metrics.mfu_measured is not None for r in results)
     for note in sorted({r.metrics.mfu_measured_note for r in results if r.metrics and r.metrics.mfu_measured_note}):
-        prefix = "" if note.startswith("MFU (measured)") else "² MFU (measured) n/a: "
-        console.print(prefix + note, markup=False, soft_wrap=True)  # the calibration it divides by
+        if note.startswith("MFU (measured)"):
+            console.print(note, markup=False, soft_wrap=True)  # the calibration it divides by
+        else:  # the column is there only when some round has one; otherwise a hint
+            console.print(("² MFU (measured) n/a: " if measured else "MFU against a measured peak: n/a, ") + note,
+                          markup=False, soft_wrap=True)
     formulas = {r.metrics.flop_formula for r in results if r.metrics}
     for formula in sorted(formulas):
         console.print(f"FLOPs: {formula}")
