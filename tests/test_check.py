@@ -2,17 +2,14 @@
 (130 interrupted > 1 a round not ok > 3 a figure outside its band > 0)."""
 from __future__ import annotations
 
-import os
 import signal
-import subprocess
-import sys
-import time
 
 import pytest
 
 from run_benchmarks.references import Check, Tolerance
 
 from .conftest import ROOT, write
+from .signal_faults import LONG, start, wait_for_step
 from .test_runs import SHORT
 
 BAND = Tolerance(value=100.0, lower=0.1, upper=0.2)  # passes 90 .. 120
@@ -68,21 +65,9 @@ def test_run_check_exits_3_on_a_regression_and_1_when_a_round_also_failed(cli, c
 
 
 def test_run_check_interrupted_exits_130_over_everything(checked_root, tmp_path):
-    log_root = tmp_path / "logs"
-    argv = [sys.executable, "-m", "run_benchmarks.cli", "run", "gpt2_tiny:torch:cpu:1:1", "--root", str(checked_root),
-            "--check", "--log-root", str(log_root), "--set", "train.steps=100000", "--set", "train.warmup_steps=1"]
-    proc = subprocess.Popen(argv, cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(ROOT)},
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    deadline = time.monotonic() + 300  # a hang guard, not a speed target
-    while time.monotonic() < deadline and proc.poll() is None:
-        logs = list(log_root.glob("*/*/round1/*/torchrun/*/attempt_0/0/stdout.log"))  # live, before collection
-        if logs and '"kind":"step"' in logs[0].read_text():
-            break
-        time.sleep(0.5)
-    else:
-        proc.kill()
-        pytest.fail(f"training never started: {proc.communicate()}")
-    proc.send_signal(signal.SIGINT)
-    out, err = proc.communicate(timeout=120)
-    assert proc.returncode == 130, out + err  # interrupted, regressed (no ok round) and not ok: 130 wins
-    assert "interrupted" in out + err
+    orch = start(tmp_path, "gpt2_tiny:torch:cpu:1:1", "--root", str(checked_root), "--check", *LONG)
+    wait_for_step(orch, [orch.log_root])
+    orch.process.send_signal(signal.SIGINT)
+    # interrupted, regressed (no ok round) and not ok at once: 130 wins
+    assert orch.wait(120) == 130, orch.stderr()[-3000:]
+    assert "Traceback" not in orch.stderr() and "interrupted" in orch.out.read_text() + orch.stderr()

@@ -12,6 +12,7 @@ import pytest
 
 from run_benchmarks import analyze, collect, outcome
 from run_benchmarks.frameworks import RankLogs
+from tests.infra.tmpfs import tmpfs
 from training import perflog
 
 from .conftest import ROOT
@@ -66,16 +67,8 @@ def test_ranks_that_finished_without_a_common_measured_step_give_no_figures_and_
 @pytest.fixture
 def tiny_disk(tmp_path):
     """A 64 MiB tmpfs: far less than the 1 GiB a run's preflight asks for."""
-    mount_point = tmp_path / "tiny-disk"
-    mount_point.mkdir()
-    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64m", "tmpfs", str(mount_point)],
-                          capture_output=True, text=True)
-    if done.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs (needs root or CAP_SYS_ADMIN): {done.stderr.strip()}")
-    try:
+    with tmpfs(tmp_path / "tiny-disk", "64m") as mount_point:
         yield mount_point
-    finally:
-        subprocess.run(["umount", "-l", str(mount_point)], capture_output=True)
 
 
 def test_a_log_root_without_room_is_refused_before_anything_starts(cli, tiny_disk):

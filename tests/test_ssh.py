@@ -6,19 +6,17 @@ fixture writes to known_hosts, as against remote machines.
 from __future__ import annotations
 
 import json
-import os
 import signal
 import socket
-import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
 from tests.infra.sshd import SSHD, start_sshd_cluster
 
-from .conftest import ROOT, write
+from .conftest import write
+from .signal_faults import LONG, start, wait_for_step
 from .test_runs import SHORT, assert_complete_ok, leftover_processes
 
 pytestmark = pytest.mark.skipif(not Path(SSHD).exists(), reason="no sshd (./dev test installs openssh-server)")
@@ -129,27 +127,14 @@ def test_a_hang_past_the_deadline_stops_every_remote_process(cli, cluster_file, 
 
 
 def test_ctrl_c_stops_every_remote_process_and_records_interrupted(cluster_file, tmp_path):
-    log_root, work_root = tmp_path / "logs", tmp_path / "hosts-work"
-    argv = [sys.executable, "-m", "run_benchmarks.cli", "run", "gpt2_tiny:torch:cpu:2:1", "--log-root",
-            str(log_root), "--cluster", str(cluster_file()), "--set", "train.steps=100000",
-            "--set", "train.warmup_steps=1"]
-    proc = subprocess.Popen(argv, cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(ROOT)},
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    deadline = time.monotonic() + 300  # a hang guard, not a speed target
-    while time.monotonic() < deadline and proc.poll() is None:  # until both remote nodes train
-        logs = list(work_root.glob("runs/*/*/round1/h*_noderank*/torchrun/*/attempt_0/0/stdout.log"))
-        if len(logs) == 2 and all('"kind":"step"' in log.read_text() for log in logs):
-            break
-        time.sleep(0.5)
-    else:
-        proc.kill()
-        pytest.fail(f"training never started on both hosts: {proc.communicate()}")
-    proc.send_signal(signal.SIGINT)
-    _, stderr = proc.communicate(timeout=120)
-    assert proc.returncode == 130, stderr
-    (doc_path,) = log_root.glob("*/*/round1/results.json")
+    work_root = tmp_path / "hosts-work"
+    orch = start(tmp_path, "gpt2_tiny:torch:cpu:2:1", "--cluster", str(cluster_file()), *LONG)
+    wait_for_step(orch, [work_root / "runs"])
+    orch.process.send_signal(signal.SIGINT)
+    assert orch.wait(120) == 130, orch.stderr()[-3000:]
+    (doc_path,) = orch.log_root.glob("*/*/round1/results.json")
     doc = json.loads(doc_path.read_text())
-    assert doc["status"] == "interrupted" and doc["steps_completed"] >= 1 and "Traceback" not in stderr
+    assert doc["status"] == "interrupted" and doc["steps_completed"] >= 1 and "Traceback" not in orch.stderr()
     for node, rank in (("h0_noderank0", 0), ("h1_noderank1", 1)):  # logs made before the stop came back (SFTP)
         assert '"kind":"step"' in (doc_path.parent / node / f"rank{rank}.stdout.log").read_text()
     assert_no_remote_leftovers(work_root)

@@ -16,6 +16,8 @@ from pathlib import Path
 import psutil
 import pytest
 
+from tests.infra.tmpfs import tmpfs
+
 from .conftest import ROOT
 from .test_runs import leftover_processes
 
@@ -344,18 +346,11 @@ def test_a_round_that_finished_but_never_reached_the_store_is_added_when_its_kil
 @pytest.fixture
 def small_disk(tmp_path):
     """A tmpfs just over the 1 GiB preflight asks for, mounted as the log root; unmounted after."""
-    mount_point = tmp_path / "small-disk"
-    mount_point.mkdir()
-    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1100m", "tmpfs", str(mount_point)],
-                          capture_output=True, text=True)
-    if done.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs to fill (needs root or CAP_SYS_ADMIN): {done.stderr.strip()}")
-    try:
-        yield mount_point
-    finally:
-        kill_leftovers(mount_point)
-        if subprocess.run(["umount", str(mount_point)], capture_output=True).returncode != 0:
-            subprocess.run(["umount", "-l", str(mount_point)], capture_output=True)
+    with tmpfs(tmp_path / "small-disk", "1100m") as mount_point:
+        try:
+            yield mount_point
+        finally:
+            kill_leftovers(mount_point)
 
 
 def fill(folder: Path) -> None:

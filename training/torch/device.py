@@ -80,3 +80,22 @@ def _nvidia_driver() -> Optional[str]:
             return f.readline().strip()
     except OSError:
         return None
+
+
+class OnTorchDevice:
+    """The harness's device hooks for a worker whose rank runs on ``self.torch_device`` (pretraining and
+    the PPO loop alike): one place that says how torch synchronises, reads and resets memory, and allocates."""
+
+    torch_device: torch.device
+
+    def synchronize(self) -> None:
+        synchronize(self.torch_device)
+
+    def memory(self) -> DeviceMemory:
+        return memory(self.torch_device)
+
+    def reset_peak_memory(self) -> None:
+        reset_peak_memory(self.torch_device)
+
+    def allocate(self, nbytes: int) -> object:
+        return torch.empty(nbytes, dtype=torch.uint8, device=self.torch_device)

@@ -25,7 +25,7 @@ from training.torch.ppo_models import action_log_probs, build_roles
 from training.torch.ppo_parallel import parallelize_roles
 
 
-class PPOWorker:
+class PPOWorker(devices.OnTorchDevice):
     """One rank's roles, optimizers and clocks; duck-types the harness's memory hooks (``on_cpu`` ...)."""
 
     framework, version = "torch", torch.__version__
@@ -77,21 +77,8 @@ class PPOWorker:
                 self.critic.optimizer.zero_grad(set_to_none=True)
         return actor_loss.detach(), critic_loss.detach()
 
-    def synchronize(self) -> None:
-        if not self.on_cpu:
-            devices.synchronize(self.torch_device)
-
-    def memory(self) -> harness.DeviceMemory:
-        return devices.memory(self.torch_device)
-
-    def reset_peak_memory(self) -> None:
-        devices.reset_peak_memory(self.torch_device)
-
     def environment(self) -> dict:
         return devices.environment(self.torch_device)
-
-    def allocate(self, nbytes: int) -> object:
-        return torch.empty(nbytes, dtype=torch.uint8, device=self.torch_device)
 
     def close(self) -> None:
         if self.world > 1:
@@ -99,10 +86,10 @@ class PPOWorker:
 
 
 def _timed(worker: PPOWorker, fn, *args):
-    worker.synchronize()
+    harness._synchronize(worker)  # the device, not a CPU (which runs each operation before returning)
     started = time.perf_counter()
     result = fn(*args)
-    worker.synchronize()
+    harness._synchronize(worker)
     return result, time.perf_counter() - started
 
 

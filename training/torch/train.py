@@ -36,7 +36,7 @@ def train(cfg: WorkerConfig) -> None:
     harness.run(cfg, TORCHRUN, TorchWorker)
 
 
-class TorchWorker(harness.FrameworkWorker):
+class TorchWorker(devices.OnTorchDevice, harness.FrameworkWorker):
     framework = "torch"
     version = torch.__version__
 
@@ -123,15 +123,6 @@ class TorchWorker(harness.FrameworkWorker):
         """Graphs torch.compile built after the warm-up steps (None when not compiling): for the end record."""
         return self.compiles.after_warmup()
 
-    def synchronize(self) -> None:
-        devices.synchronize(self.torch_device)
-
-    def memory(self) -> harness.DeviceMemory:
-        return devices.memory(self.torch_device)
-
-    def reset_peak_memory(self) -> None:
-        devices.reset_peak_memory(self.torch_device)
-
     def environment(self) -> dict:
         env = devices.environment(self.torch_device)
         if self.parallel.dp_size > 1 and self.spec.parallel.sharding in ("stage2", "stage3"):  # FSDP2
@@ -139,9 +130,6 @@ class TorchWorker(harness.FrameworkWorker):
             env["sync_gradients_each_micro_batch"] = (self.spec.parallel.sync_gradients_each_micro_batch
                                                       and self.parallel.pipeline is None)
         return env
-
-    def allocate(self, nbytes: int) -> object:
-        return torch.empty(nbytes, dtype=torch.uint8, device=self.torch_device)
 
     def close(self) -> None:
         if self.world > 1:
