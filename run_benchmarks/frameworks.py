@@ -55,8 +55,11 @@ class Framework(ABC):
     # A rank that could not connect its collective backend at start-up did not run the benchmark: the round
     # is retried (rounds.START_RETRIES) instead of recorded. Gloo's full-mesh connect sometimes meets a peer
     # that is not listening yet (seen with 4 Paddle ranks on 2 cores: "Connection refused", or a timeout).
+    # The rendezvous store's master port taken by another process since it was chosen (torch's TCPStore:
+    # "failed to listen on any local network address ... EADDRINUSE") is one too: no rank ever met another.
     start_error = re.compile(r"(?i)gloo.*(connection refused|connectfullmesh|timed? ?out)"
-                             r"|connectfullmesh failed|gloo.*connect.*(refused|reset)")
+                             r"|connectfullmesh failed|gloo.*connect.*(refused|reset)"
+                             r"|server socket has failed to listen on any local network address.*eaddrinuse")
 
     def start_error_in(self, lines: list[str]) -> Optional[str]:
         """The first line that says the ranks never connected, or None."""

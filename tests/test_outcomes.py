@@ -3,9 +3,12 @@ reported (ok, with a warning), ranks that finished without a step in common (no 
 room (refused before anything starts), and the installed ``accelbench`` command itself."""
 from __future__ import annotations
 
+import json
 import os
+import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -15,7 +18,8 @@ from run_benchmarks.frameworks import RankLogs
 from tests.infra.tmpfs import tmpfs
 from training import perflog
 
-from .conftest import ROOT
+from .conftest import ROOT, write
+from .signal_faults import start
 from .test_plan import build
 from .test_runs import SHORT, assert_complete_ok, leftover_processes
 
@@ -100,3 +104,34 @@ def test_the_installed_accelbench_command(tmp_path):
     done = run("run", "gpt2_tiny:torch:cpu:1:1", *SHORT, "--log-root", str(tmp_path / "logs"))
     assert done.returncode == 0, done.stderr
     assert "gpt2_tiny:torch:cpu:1:1" in done.stdout and "ok" in done.stdout
+
+
+def test_a_master_port_taken_at_start_is_retried_and_the_failed_attempt_kept(tmp_path):
+    """The rendezvous port, free when the plan chose it, is taken by another process when the node starts
+    (torch's store cannot listen: EADDRINUSE). The ranks never met, so this is a start error, not a result:
+    the attempt's logs are kept aside, a start_error row is stored, and the round runs again, here once the
+    port is free."""
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen(1)
+        port = holder.getsockname()[1]
+        cluster = write(tmp_path / "cluster.yaml",
+                        f"master_port: {port}\nhosts:\n  - {{name: n0, address: 127.0.0.1}}\n")
+        orch = start(tmp_path, "gpt2_tiny:torch:cpu:1:1", *SHORT, "--cluster", str(cluster))
+        deadline = time.monotonic() + 300  # a hang guard
+        while not list(orch.log_root.glob("*/*/round1.start-error1")) and orch.process.poll() is None:
+            assert time.monotonic() < deadline, orch.stderr()[-3000:]
+            time.sleep(0.05)
+    assert orch.wait(300) == 0, orch.stderr()[-3000:]  # the port is free again: the retry ran the round
+    (doc_path,) = orch.log_root.glob("*/*/round1/results.json")
+    doc = json.loads(doc_path.read_text())
+    assert doc["status"] == "ok"
+    (note,) = [w for w in doc["warnings"] if w.startswith("attempt 1 did not start")]
+    assert "EADDRINUSE" in note and "retried" in note
+    kept = next(orch.log_root.glob("*/*/round1.start-error1"))
+    assert "EADDRINUSE" in json.loads((kept / "results.json").read_text())["error_lines"][-1]
+    from run_benchmarks.store import ResultStore
+
+    with ResultStore(orch.log_root / "results.db") as store:
+        statuses = [a["status"] for a in store.attempts()]
+    assert statuses[0] == "start_error" and statuses[-1] == "ok"

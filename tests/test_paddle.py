@@ -167,6 +167,8 @@ def test_multi_node_paddle_launch_names_master_rank_and_address(root, tmp_path):
 
 
 @pytest.mark.parametrize("line, start_error", [
+    ("torch.distributed.DistNetworkError: The server socket has failed to listen on any local network address. "
+     "port: 29977, useIpv6: false, code: -98, name: EADDRINUSE, message: address already in use", True),
     ("RuntimeError: [/paddle/third_party/gloo/gloo/transport/tcp/pair.cc:144] connect [127.0.0.1]:6170: "
      "Connection refused", True),
     ("[enforce fail at ../third_party/gloo/gloo/transport/tcp/unbound_buffer.cc:81] Timed out waiting 150000ms "
