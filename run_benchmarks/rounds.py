@@ -164,21 +164,26 @@ class RoundExecutor:
             time.sleep(ENDING_POLL_S if watcher.ended else POLL_S)
 
     def _stop(self, rnd: RoundPlan, jobs: dict[int, Job], monitors: dict[int, Job], result: RoundResult) -> None:
-        for job in jobs.values():
-            if job.poll() is None:
-                job.stop(STOP_GRACE_S)
-        result.exit_codes.update({rank: job.poll() for rank, job in jobs.items()})
-        result.endings.update({rank: why for rank, job in jobs.items() if (why := job.ending())})
-        for monitor in monitors.values():  # SIGTERM: it finishes its line and exits
-            if monitor.poll() is None:
-                monitor.stop(MONITOR_GRACE_S)
+        """Stop every node's launcher and monitor. A node whose engine or connection is gone cannot be asked:
+        that is a warning on the round, never an exception that would lose the round's record and leave the
+        other nodes running."""
+        for rank, job in jobs.items():
+            _tolerant(result, f"stopping node {rank}", lambda job=job: job.poll() is None and job.stop(STOP_GRACE_S))
+        for rank, job in jobs.items():
+            result.exit_codes[rank] = _tolerant(result, f"the exit code of node {rank}", job.poll)
+            why = _tolerant(result, f"how node {rank} ended", job.ending)
+            if why:
+                result.endings[rank] = why
+        for rank, monitor in monitors.items():  # SIGTERM: it finishes its line and exits
+            _tolerant(result, f"stopping the monitor of node {rank}",
+                      lambda monitor=monitor: monitor.poll() is None and monitor.stop(MONITOR_GRACE_S))
         for node in rnd.nodes:
             try:
                 self.runtimes.of(node).cleanup(node)
             except Exception as exc:  # noqa: BLE001 - the other nodes are still cleaned up
                 result.warnings.append(f"cleanup of node {node.node_rank} failed: {type(exc).__name__}: {exc}")
         for job in [*jobs.values(), *monitors.values()]:  # their parent-death guards, now idle
-            job.close()
+            _tolerant(result, "closing a node's guard", job.close)
 
     def _fetch_logs(self, node: NodePlan, result: RoundResult) -> None:
         try:
@@ -204,6 +209,15 @@ def write_inputs(case: CasePlan, rnd: RoundPlan) -> None:
         "set_by": {".".join(k): v for k, v in sorted(case.provenance.items())},
     }
     (rnd.dir / "resolved.yaml").write_text(yaml.safe_dump(resolved, sort_keys=False), encoding="utf-8")
+
+
+def _tolerant(result: RoundResult, what: str, action: Callable[[], object]) -> object:
+    """``action()``, or None with a warning on the round when it raises (a node's engine or host is gone)."""
+    try:
+        return action()
+    except Exception as exc:  # noqa: BLE001 - one node's failure must not stop the others' cleanup
+        result.warnings.append(f"{what} failed: {type(exc).__name__}: {str(exc)[:300]}")
+        return None
 
 
 class StepWatcher:
