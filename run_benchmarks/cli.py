@@ -4,6 +4,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import sqlite3
 import sys
 from datetime import datetime, timezone
@@ -98,6 +99,16 @@ def build_parser() -> argparse.ArgumentParser:
 # ---------------------------------------------------------------- commands
 
 
+def print_scheduler_dry_run(plan: RunPlan) -> None:
+    """What a scheduler would submit (Slurm: each round's sbatch command and batch script), verbatim."""
+    from .schedulers import get as get_scheduler
+
+    for case in plan.cases:
+        text = get_scheduler(case.cluster.scheduler).dry_run(case) if case.cluster else None
+        if text:
+            print(f"\n# {case.name}: {case.cluster.scheduler} submission\n{text}", flush=True)
+
+
 def cmd_run(args: argparse.Namespace, console: Console) -> int:
     inputs = load_inputs(args.root or default_root(), args.test_conf, args.cluster)
     names = split_case_names(args.case_names) or list(inputs.test_conf.cases)
@@ -108,6 +119,7 @@ def cmd_run(args: argparse.Namespace, console: Console) -> int:
                           tuple(args.assignments), args.timeout)
     if args.dry_run:
         print_plan(console, plan)
+        print_scheduler_dry_run(plan)
         return EXIT_OK
     environment = orchestrator_environment(inputs.paths.root)
     signals.install()  # TERM and HUP end a run as Ctrl-C does (see signals: exit 128 + the signal's number)
@@ -251,7 +263,15 @@ def dispatch(args: argparse.Namespace) -> int:
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
-    return dispatch(build_parser().parse_args(argv))
+    code = dispatch(build_parser().parse_args(argv))
+    if signals.received() is not None:
+        # Stopped by a signal and everything is recorded. Python's finalization puts the default handlers
+        # back, so one more TERM or HUP arriving during it would end the process as killed (-15) instead of
+        # with this exit code (seen on a loaded machine after a triple Ctrl-C, Ctrl-C, TERM): leave now.
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+    return code
 
 
 if __name__ == "__main__":
