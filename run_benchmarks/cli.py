@@ -99,16 +99,6 @@ def build_parser() -> argparse.ArgumentParser:
 # ---------------------------------------------------------------- commands
 
 
-def print_scheduler_dry_run(plan: RunPlan) -> None:
-    """What a scheduler would submit (Slurm: each round's sbatch command and batch script), verbatim."""
-    from .schedulers import get as get_scheduler
-
-    for case in plan.cases:
-        text = get_scheduler(case.cluster.scheduler).dry_run(case) if case.cluster else None
-        if text:
-            print(f"\n# {case.name}: {case.cluster.scheduler} submission\n{text}", flush=True)
-
-
 def cmd_run(args: argparse.Namespace, console: Console) -> int:
     inputs = load_inputs(args.root or default_root(), args.test_conf, args.cluster)
     names = split_case_names(args.case_names) or list(inputs.test_conf.cases)
@@ -119,7 +109,6 @@ def cmd_run(args: argparse.Namespace, console: Console) -> int:
                           tuple(args.assignments), args.timeout)
     if args.dry_run:
         print_plan(console, plan)
-        print_scheduler_dry_run(plan)
         return EXIT_OK
     environment = orchestrator_environment(inputs.paths.root)
     signals.install()  # TERM and HUP end a run as Ctrl-C does (see signals: exit 128 + the signal's number)
