@@ -168,7 +168,7 @@ class RoundExecutor:
         that is a warning on the round, never an exception that would lose the round's record and leave the
         other nodes running."""
         for rank, job in jobs.items():
-            _tolerant(result, f"stopping node {rank}", lambda job=job: job.poll() is None and job.stop(STOP_GRACE_S))
+            _tolerant(result, f"stopping node {rank}", lambda job=job: _stop_if_running(job, STOP_GRACE_S))
         for rank, job in jobs.items():
             result.exit_codes[rank] = _tolerant(result, f"the exit code of node {rank}", job.poll)
             why = _tolerant(result, f"how node {rank} ended", job.ending)
@@ -176,12 +176,10 @@ class RoundExecutor:
                 result.endings[rank] = why
         for rank, monitor in monitors.items():  # SIGTERM: it finishes its line and exits
             _tolerant(result, f"stopping the monitor of node {rank}",
-                      lambda monitor=monitor: monitor.poll() is None and monitor.stop(MONITOR_GRACE_S))
+                      lambda monitor=monitor: _stop_if_running(monitor, MONITOR_GRACE_S))
         for node in rnd.nodes:
-            try:
-                self.runtimes.of(node).cleanup(node)
-            except Exception as exc:  # noqa: BLE001 - the other nodes are still cleaned up
-                result.warnings.append(f"cleanup of node {node.node_rank} failed: {type(exc).__name__}: {exc}")
+            _tolerant(result, f"cleanup of node {node.node_rank}",
+                      lambda node=node: self.runtimes.of(node).cleanup(node))
         for job in [*jobs.values(), *monitors.values()]:  # their parent-death guards, now idle
             _tolerant(result, "closing a node's guard", job.close)
 
@@ -209,6 +207,11 @@ def write_inputs(case: CasePlan, rnd: RoundPlan) -> None:
         "set_by": {".".join(k): v for k, v in sorted(case.provenance.items())},
     }
     (rnd.dir / "resolved.yaml").write_text(yaml.safe_dump(resolved, sort_keys=False), encoding="utf-8")
+
+
+def _stop_if_running(job: Job, grace_s: float) -> None:
+    if job.poll() is None:
+        job.stop(grace_s)
 
 
 def _tolerant(result: RoundResult, what: str, action: Callable[[], object]) -> object:
