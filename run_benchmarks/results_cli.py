@@ -67,11 +67,11 @@ def add_commands(sub, default_root) -> None:
     add_store_options(cmp_)
 
     imp = sub.add_parser(
-        "import", help="store results from logs other tools wrote (PaddleNLP trainer, MLPerf MLLOG)",
+        "import", help="store results from logs other tools wrote (MLPerf MLLOG, Megatron-LM, torchtitan, PaddleNLP)",
         description="Each file becomes one attempt (round 1, 2, ...) of one imported run.")
     imp.add_argument("files", nargs="+", type=Path, metavar="LOG")
     imp.add_argument("--format", required=True, metavar="PARSER",
-                     help="paddlenlp or mllog (newest version), or pinned: paddlenlp/1, mllog/1")
+                     help="mllog, megatron, torchtitan or paddlenlp (newest version), or pinned: mllog/1, ...")
     imp.add_argument("--case-name", required=True, help=f"what ran: {casename.FORMAT}, e.g. "
                                                         "gpt3_6.7B:paddle_2.5.1:A100:1:8")
     imp.add_argument("--extern-config", help="the extern config name the run used, if any")
@@ -307,10 +307,13 @@ def _known_case(case: str, root: Path) -> None:
 
 def cmd_import(args: argparse.Namespace, console: Console, default_root) -> int:
     from . import importers
+    from .importers.case_facts import case_facts, complete
 
     parser = importers.get(args.format)
     name = casename.parse(args.case_name)
-    _known_case(name.case, (args.root or default_root()).resolve())
+    root = (args.root or default_root()).resolve()
+    _known_case(name.case, root)
+    facts = case_facts(root, name, args.extern_config)  # FLOPs, sequence length, precision, peak
     missing = [str(f) for f in args.files if not f.is_file()]
     if missing:
         raise UserError(f"{missing[0]}: file not found", "give the path of a log file to import")
@@ -324,6 +327,7 @@ def cmd_import(args: argparse.Namespace, console: Console, default_root) -> int:
         failed = 0  # a log that yields no result is stored (with its reason) but fails the command
         for index, path in enumerate(args.files, 1):
             imported = parser.parse(path, name.world_size, args.skip_intervals)
+            complete(imported, facts, name.world_size)
             failed += imported.status != "ok"
             store.add_attempt({
                 "run_id": run_id, "case_name": str(name), "case": name.case, "framework": name.framework,

@@ -18,7 +18,10 @@ from ..errors import UserError
 @dataclass
 class Imported:
     status: str  # ok | failed
-    metrics: dict  # RoundMetrics names: tokens_per_s_per_device, samples_per_s, peak_memory_bytes {max}, ...
+    # RoundMetrics names (tokens_per_s_per_device, samples_per_s, peak_memory_bytes {max},
+    # peak_memory_reserved_bytes {max}, ...), plus what only imports carry: time_to_train_s, eval_accuracy,
+    # and a tool's own FLOP counts as tflops_per_device_logged / mfu_logged (case_facts.complete adds ours)
+    metrics: dict
     reason: str = ""
     started_at: Optional[str] = None
     ended_at: Optional[str] = None
@@ -71,5 +74,5 @@ def read_lines(path: Path):
 
 def load_builtin() -> None:
     """Import the parser modules shipped here (each registers itself)."""
-    for module in ("mllog", "paddlenlp"):
+    for module in ("megatron", "mllog", "paddlenlp", "torchtitan"):
         importlib.import_module(f"{__name__}.{module}")
