@@ -93,10 +93,74 @@ class HostSpec(Strict):
         return self
 
 
-class ClusterSpec(Strict):
-    """``configs/cluster.yaml``: the hosts a case's nodes are placed on, in order."""
+_SLURM_NAME = r"^[A-Za-z0-9][A-Za-z0-9_.\-]*$"  # partition, account, QOS: passed as data, never as code
 
-    hosts: list[HostSpec] = Field(min_length=1)
+
+class SlurmContainer(Strict):
+    """How a node's launcher runs in the vendor's image under Slurm, where Docker is not the site's way:
+    ``pyxis`` (enroot images through ``srun --container-image``) or ``apptainer`` (``apptainer exec``)."""
+
+    kind: Literal["pyxis", "apptainer"]
+    image: str = Field(min_length=1, description="pyxis: an image reference or .sqsh file; apptainer: a .sif file")
+    mounts: list[str] = Field(default_factory=list, description="extra SRC:DST mounts; the shared directory is "
+                                                                "always mounted at the same path")
+    options: list[str] = Field(default_factory=list, description="more options of srun (pyxis) or apptainer exec, "
+                                                                 "one argument each, e.g. ['--nv']")
+
+
+class SlurmSpec(Strict):
+    """A Slurm cluster: one job per round, submitted with ``sbatch``, followed with ``scontrol``/``squeue``."""
+
+    partition: str = Field(pattern=_SLURM_NAME)
+    account: Optional[str] = Field(None, pattern=_SLURM_NAME)
+    qos: Optional[str] = Field(None, pattern=_SLURM_NAME)
+    time_limit: str = Field("01:00:00", pattern=r"^(\d+-)?\d+(:\d{1,2}){0,2}$",
+                            description="sbatch --time: minutes, MM:SS, HH:MM:SS or D-HH:MM:SS")
+    gpus_per_node: Optional[conint(ge=1, le=1024)] = Field(None, description="sbatch --gpus-per-node")
+    gres: Optional[str] = Field(None, pattern=r"^[A-Za-z0-9_:.,\-]+$", description="sbatch --gres, e.g. gpu:8")
+    sbatch_options: list[str] = Field(default_factory=list, description="more sbatch options, one argument each, "
+                                                                       "e.g. ['--exclusive', '--constraint=a100']")
+    shared_dir: str = Field(description="a folder every node and this machine see at the same path: code, "
+                                        "configs and logs go there")
+    python: Optional[str] = Field(None, description="the interpreter on the nodes; default: accelbench's own")
+    conf: Optional[str] = Field(None, description="slurm.conf for the client commands (SLURM_CONF); default: "
+                                                  "the site's")
+    container: Optional[SlurmContainer] = None
+    exclusive: bool = Field(True, description="sbatch --exclusive: whole nodes, so no other job disturbs the "
+                                              "figures")
+    max_nodes: conint(ge=1, le=65536) = Field(1024, description="most nodes one case may ask for")
+    poll_s: PositiveFloat = Field(0.5, allow_inf_nan=False, description="first interval between job polls; "
+                                                                        "it backs off to poll_max_s")
+    poll_max_s: PositiveFloat = Field(5.0, allow_inf_nan=False)
+
+    @field_validator("sbatch_options")
+    @classmethod
+    def _options_not_scripts(cls, options: list[str]) -> list[str]:
+        for option in options:
+            if not option.startswith("-"):
+                raise ValueError(f"{option!r} is not an sbatch option; write each as its own item starting with "
+                                 "'-', e.g. '--exclusive' or '--constraint=a100'")
+        return options
+
+    @model_validator(mode="after")
+    def _consistent(self) -> "SlurmSpec":
+        if not PurePosixPath(self.shared_dir).is_absolute():
+            raise ValueError(f"shared_dir {self.shared_dir!r} must be an absolute path that every node sees")
+        if self.gres and self.gpus_per_node:
+            raise ValueError("give gpus_per_node or gres, not both (they ask Slurm for the same devices)")
+        if self.poll_max_s < self.poll_s:
+            raise ValueError(f"poll_max_s {self.poll_max_s:g} is below poll_s {self.poll_s:g}")
+        return self
+
+
+class ClusterSpec(Strict):
+    """``configs/cluster.yaml``: where a case's nodes come from. ``scheduler: hosts`` (the default): the
+    listed hosts, in order. ``scheduler: slurm``: a Slurm allocation per round, described under ``slurm``."""
+
+    scheduler: Literal["hosts", "slurm"] = Field("hosts", description="hosts: the host list; slurm: one sbatch "
+                                                                      "job per round")
+    hosts: list[HostSpec] = Field(default_factory=list)
+    slurm: Optional[SlurmSpec] = Field(None, description="scheduler slurm: partition, limits, shared directory")
     master_port: Union[Literal["auto"], conint(ge=1, le=65535)] = "auto"
 
     @field_validator("hosts")
@@ -107,6 +171,28 @@ class ClusterSpec(Strict):
         if dupes:
             raise ValueError(f"host names must be unique; repeated: {', '.join(dupes)}")
         return hosts
+
+    @model_validator(mode="after")
+    def _scheduler_has_its_section(self) -> "ClusterSpec":
+        if self.scheduler == "hosts" and not self.hosts:
+            raise ValueError("hosts: list at least one host (or set 'scheduler: slurm' with a 'slurm:' section)")
+        if self.scheduler == "slurm" and self.slurm is None:
+            raise ValueError("scheduler slurm needs a 'slurm:' section with at least partition and shared_dir")
+        if self.scheduler == "hosts" and self.slurm is not None:
+            raise ValueError("a 'slurm:' section is read only with 'scheduler: slurm'; add that line, or remove "
+                             "the section")
+        if self.scheduler == "slurm" and self.hosts:
+            raise ValueError("with 'scheduler: slurm' the nodes come from Slurm; remove 'hosts:'")
+        return self
+
+    def node_hosts(self) -> list[HostSpec]:
+        """The hosts nodes are placed on, in order. Under Slurm every node is the one shared directory as
+        this machine sees it (code and logs go there; the nodes' own names are known once the job runs)."""
+        if self.scheduler == "hosts":
+            return self.hosts
+        slurm = self.slurm
+        return [HostSpec(name="slurm", backend="local", work_root=slurm.shared_dir, python=slurm.python)
+                ] * slurm.max_nodes
 
 
 class CaseFile(Strict):

@@ -75,7 +75,12 @@ class Runner:
             self.close()
         return self.results
 
+    @property
+    def scheduler(self):
+        return self.preflight.scheduler
+
     def close(self) -> None:
+        self.scheduler.close()
         self.runtimes.close()
         for host in self.hosts.values():
             host.close()

@@ -54,7 +54,7 @@ def now() -> str:
 def finish(case: CasePlan, rnd: RoundPlan, result: RoundResult, outcome: str, began: float,
            node_facts: Callable[[NodePlan], dict], orchestrator_env: dict) -> None:
     """Read the (collected) logs of every node, fill in ``result`` and write the round's results.json.
-    ``outcome``: how the round ended (done, node_failed, timeout, interrupted, start_failed);
+    ``outcome``: how the round ended (done, node_failed, timeout, interrupted, cancelled, start_failed);
     ``node_facts``: per node what preflight and its runtime know (probes, devices, image)."""
     ranks: list[collect.RankLog] = []
     figures = analyze.RoundAccumulator()
@@ -124,7 +124,9 @@ def classify(case: CasePlan, rnd: RoundPlan, result: RoundResult, outcome: str,
             result.status, result.reason = "failed", f"no figures: {exc}"
         return
     result.error_lines = collect.error_lines(ranks, [n.launcher_log for n in rnd.nodes])
-    if outcome == "interrupted":
+    if outcome == "cancelled":  # by someone else (the scheduler's scancel, preemption): the reason says who
+        result.status = "interrupted"
+    elif outcome == "interrupted":
         received = signals.received()
         by = "Ctrl-C" if received in (None, signal.SIGINT) else signal.Signals(received).name
         result.status, result.reason = "interrupted", f"stopped by {by}; every node was stopped"
@@ -132,7 +134,7 @@ def classify(case: CasePlan, rnd: RoundPlan, result: RoundResult, outcome: str,
         result.status = "timeout"
         result.reason += "; every node was stopped"
     else:
-        text = "\n".join(result.error_lines)
+        text = "\n".join([*result.error_lines, *result.endings.values()])  # a scheduler may say it (Slurm's OOM)
         unsupported = [rank.unsupported.reason for rank in ranks if rank.unsupported is not None]
         if unsupported:
             result.status, result.reason = "unsupported", f"not supported on this device: {unsupported[0]}"

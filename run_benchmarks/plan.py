@@ -24,6 +24,7 @@ from .errors import UserError
 from .frameworks import NodeLaunch
 from .runtimes import NodeSite, get as get_runtime
 from .runtimes.container import ContainerPlan
+from .schedulers import get as get_scheduler
 from .vendors import Hardware, VendorRegistry
 
 
@@ -112,6 +113,7 @@ class RunPlan:
     run_id: str
     dir: Path
     cases: list[CasePlan] = field(default_factory=list)
+    cluster: Optional[ClusterSpec] = None  # where the nodes come from (None: this machine's host list)
 
 
 @dataclass(frozen=True)
@@ -184,7 +186,7 @@ def build_run_plan(
         plans.append(_case_plan(inputs, name, run_id, case_dir, extern_config or entry.extern_config,
                                 (*entry.assignments(), *assignments),
                                 timeout_s if timeout_s is not None else inputs.test_conf.timeout_s, port_iter))
-    return RunPlan(run_id, run_dir, plans)
+    return RunPlan(run_id, run_dir, plans, inputs.cluster)
 
 
 def build_case_plan(inputs: PlanInputs, case_name: str, run_id: str, case_dir: Path,
@@ -217,10 +219,11 @@ def _case_plan(inputs: PlanInputs, name: casename.CaseName, run_id: str, case_di
         raise UserError(f"case {name.case!r} has no {name.framework} workload ({case_path}: frameworks)",
                         f"use one of: {', '.join(case.frameworks)}")
     hardware = inputs.vendors.find_hardware(name.hardware)
-    hosts = inputs.cluster.hosts
+    hosts = inputs.cluster.node_hosts()
     if name.nnodes > len(hosts):
-        raise UserError(f"case name {str(name)!r} asks for {name.nnodes} nodes but "
-                        f"{inputs.cluster_path} lists {len(hosts)} host(s)",
+        where = (f"{inputs.cluster_path} lists {len(hosts)} host(s)" if inputs.cluster.scheduler == "hosts"
+                 else f"slurm.max_nodes of {inputs.cluster_path} is {len(hosts)}")
+        raise UserError(f"case name {str(name)!r} asks for {name.nnodes} nodes but {where}",
                         f"lower nnodes to at most {len(hosts)}, or add hosts to {inputs.cluster_path}")
 
     layers = [Layer(source, layer) for source, layer in case.layers()]
@@ -267,7 +270,8 @@ def _node_plan(inputs: PlanInputs, framework: frameworks.Framework, name: casena
     node_dir = round_dir / f"{host.name}_noderank{node_rank}"
     runtime = get_runtime(host.runtime)
     python = host.python or runtime.default_python(inputs.default_python)
-    if host.backend == "ssh":
+    scheduler = get_scheduler(inputs.cluster.scheduler)
+    if host.backend == "ssh" or scheduler.shared_folder:
         # The same layout under the host's work_root; code is copied to code/ (see hosts.ssh.sync_code).
         run_dir = round_dir.parent.parent
         remote_round = PurePosixPath(host.work_root) / "runs" / run_dir.name / round_dir.parent.name / round_dir.name
@@ -279,7 +283,8 @@ def _node_plan(inputs: PlanInputs, framework: frameworks.Framework, name: casena
         host_node_dir, host_round, cache = node_dir, round_dir, round_dir.parent.parent / "cache"
     argv = framework.launcher_argv(NodeLaunch(
         python=python, nnodes=name.nnodes, nprocs_per_node=name.nprocs_per_node, node_rank=node_rank,
-        master_addr=hosts[0].address, master_port=port, local_addr=host.address,
+        master_addr=scheduler.master_address(hosts), master_port=port,
+        local_addr=scheduler.node_address(host),
         log_dir=host_node_dir, worker_config=host_round / "config.json", code_root=code_root,
     ))
     env = {

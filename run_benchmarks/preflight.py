@@ -14,6 +14,7 @@ from .parallel import parallel_map
 from .plan import CasePlan, NodePlan, RunPlan
 from .probes import run_probes
 from .runtimes import RunRuntimes
+from .schedulers import Scheduler, get as get_scheduler
 
 MIN_FREE_BYTES = 1 << 30  # logs, configs and compile caches of a round fit in far less
 
@@ -22,6 +23,8 @@ class Preflight:
     def __init__(self, plan: RunPlan, hosts: dict[str, Host], runtimes: RunRuntimes,
                  allow_version_mismatch: bool = False):
         self.plan, self.hosts, self.runtimes = plan, hosts, runtimes
+        self.scheduler: Scheduler = get_scheduler(plan.cluster.scheduler if plan.cluster else "hosts")(
+            plan, hosts, runtimes)
         self.allow_version_mismatch = allow_version_mismatch
         self.version_warnings: dict[str, list[str]] = {}  # per case name
         self.probed: dict[tuple[str, str], dict] = {}  # (host, vendor) -> probe results
@@ -33,6 +36,7 @@ class Preflight:
         connected, errors = parallel_map(connect, list(specs.values()))
         self.hosts.update({spec.name: host for spec, host in zip(specs.values(), connected) if host is not None})
         _raise_first(errors)
+        self.scheduler.preflight()  # before any code is copied: a refused partition costs nothing
         targets = {(node.host.name, str(node.cwd)): node for node in first_nodes if node.remote_dir is not None}
         _raise_first(parallel_map(lambda node: self.runtimes.of(node).sync_code(node), list(targets.values()))[1])
         _raise_first(parallel_map(self._check_resources, list(self._resource_needs().items()))[1])
@@ -40,7 +44,8 @@ class Preflight:
             runtime.prepare(self.plan.cases)
         for case in self.plan.cases:
             self.version_warnings[str(case.name)] = self._check_framework(case)
-        self._probe_hosts()
+        if self.scheduler.checks_hosts:
+            self._probe_hosts()
 
     def _probe_hosts(self) -> None:
         """The vendor's environment probes, once per host and vendor, all hosts at once."""
@@ -57,7 +62,7 @@ class Preflight:
             for node in case.rounds[0].nodes:
                 folder = node.host.work_root if node.remote_dir is not None else str(self.plan.dir.parent)
                 _, procs, counted, counted_case = needs.get(node.host.name, (folder, 0, None, None))
-                if case.hardware.kind.counted and case.name.nprocs_per_node >= procs:
+                if case.hardware.kind.counted and case.name.nprocs_per_node >= procs and self.scheduler.checks_hosts:
                     counted, counted_case = node, case
                 needs[node.host.name] = (folder, max(procs, case.name.nprocs_per_node), counted, counted_case)
         return needs

@@ -22,6 +22,7 @@ from .outcome import RoundResult
 from .plan import CasePlan, NodePlan, RoundPlan
 from .preflight import Preflight
 from .runtimes import RunRuntimes
+from .schedulers import Scheduler
 from .store import ResultStore
 
 MONITOR_GRACE_S = 5.0
@@ -52,8 +53,10 @@ _SSH_ERRORS = _ssh_errors()
 class RoundExecutor:
     def __init__(self, hosts: dict[str, Host], runtimes: RunRuntimes, preflight: Preflight, reporter: Reporter,
                  orchestrator_env: dict, results: list[RoundResult], store: Optional[ResultStore],
-                 clock: Callable[[], float] = time.monotonic, machine_warnings: Sequence[str] = ()):
+                 clock: Callable[[], float] = time.monotonic, machine_warnings: Sequence[str] = (),
+                 scheduler: Optional[Scheduler] = None):
         self.hosts, self.runtimes, self.preflight, self.reporter = hosts, runtimes, preflight, reporter
+        self.scheduler = scheduler or preflight.scheduler  # where the nodes come from, how they start and end
         self.orchestrator_env, self.results, self.store, self.clock = orchestrator_env, results, store, clock
         self.machine_warnings = list(machine_warnings)  # found at preflight: other runs on these hosts
 
@@ -112,6 +115,8 @@ class RoundExecutor:
         # (and a second one only cuts the grace short, see signals).
         with signals.deferred():
             self._stop(rnd, jobs, monitors, result)
+            ending = _tolerant(result, "reading how the scheduler ended the round",
+                               lambda: self.scheduler.conclude(ending, result)) or ending
             for node in rnd.nodes:
                 if node.remote_dir is not None:
                     self._fetch_logs(node, result)
@@ -124,32 +129,19 @@ class RoundExecutor:
 
     def _start_nodes(self, case: CasePlan, rnd: RoundPlan, result: RoundResult, jobs: dict[int, Job],
                      monitors: dict[int, Job]) -> None:
-        """Each node's monitor, then its launcher; ``jobs`` and ``monitors`` hold what started, for the stop."""
+        """Stage each node's folders and config, then let the scheduler start the nodes; ``jobs`` and
+        ``monitors`` hold what started, for the stop."""
         for node in rnd.nodes:
             (node.log_dir / "tmp").mkdir(parents=True, exist_ok=True)
             host = self.hosts[node.host.name]
             if node.remote_dir is not None:  # the host writes its logs there; they are fetched after
                 host.makedirs(node.remote_dir / "tmp")
                 host.put(rnd.config_path, node.remote_dir.parent / "config.json")
-            with signals.deferred():  # a start is not cut in half: what started is in the dicts, to stop
-                monitor = self._start_monitor(case, node, result)
-                if monitor is not None:
-                    monitors[node.node_rank] = monitor
-                jobs[node.node_rank] = self.runtimes.of(node).start_launcher(case, node)
-
-    def _start_monitor(self, case: CasePlan, node: NodePlan, result: RoundResult) -> Optional[Job]:
-        """The node's host and accelerator sampler; one that cannot start is a warning, not a failure."""
-        if node.monitor_argv is None:
-            return None
-        try:
-            return self.runtimes.of(node).start_monitor(case, node)
-        except Exception as exc:  # noqa: BLE001 - the benchmark runs without its monitor
-            result.warnings.append(f"the monitor of node {node.node_rank} did not start: {type(exc).__name__}: {exc}")
-            return None
+        self.scheduler.start_round(case, rnd, result, jobs, monitors)
 
     def _wait(self, case: CasePlan, rnd: RoundPlan, jobs: dict[int, Job], result: RoundResult) -> str:
         deadline = self.clock() + case.timeout_s
-        watcher = StepWatcher(case, rnd)
+        watcher = StepWatcher(case, rnd, self.scheduler.live_dir(rnd.nodes[0]))
         while True:
             codes = {rank: job.poll() for rank, job in jobs.items()}
             failed = [rank for rank, code in codes.items() if code not in (None, 0)]
@@ -185,13 +177,13 @@ class RoundExecutor:
 
     def _fetch_logs(self, node: NodePlan, result: RoundResult) -> None:
         try:
-            self.hosts[node.host.name].get(node.remote_dir, node.log_dir)
+            self.scheduler.fetch_logs(node)
         except (OSError, EOFError, ConnectionError) + _SSH_ERRORS as exc:  # a host whose connection died
             result.warnings.append(f"could not fetch the logs of node {node.node_rank} from "
                                    f"{node.host.name}:{node.remote_dir}: {exc}")
 
     def _node_facts(self, case: CasePlan, node: NodePlan) -> dict:
-        return {**self.runtimes.of(node).describe(case, node),
+        return {**self.runtimes.of(node).describe(case, node), **self.scheduler.node_facts(node),
                 "probes": self.preflight.probed.get((node.host.name, case.hardware.vendor), {}),
                 "devices": self.preflight.device_counts.get(node.host.name)}
 
@@ -226,8 +218,8 @@ def _tolerant(result: RoundResult, what: str, action: Callable[[], object]) -> o
 class StepWatcher:
     """Follows rank 0's live stdout for the latest step, to show progress, and for its end record."""
 
-    def __init__(self, case: CasePlan, rnd: RoundPlan):
-        self.framework, self.node_dir = case.framework, rnd.nodes[0].log_dir
+    def __init__(self, case: CasePlan, rnd: RoundPlan, node_dir: Optional[Path] = None):
+        self.framework, self.node_dir = case.framework, node_dir or rnd.nodes[0].log_dir
         self.path: Optional[Path] = None
         self.offset = 0
         self.step: Optional[int] = None

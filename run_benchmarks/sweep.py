@@ -201,7 +201,7 @@ def preflight(ctx: SweepContext, cases: list[CasePlan], reporter: SweepProgress)
     the points it refuses (too few devices, framework missing or of another version) are skipped, with
     why, and the rest run; when it refuses every case name, its first error stands for the sweep."""
     def runner_for(subset: list[CasePlan]) -> Runner:
-        return Runner(RunPlan(ctx.run_id, ctx.run_dir, subset), reporter, ctx.environment,
+        return Runner(RunPlan(ctx.run_id, ctx.run_dir, subset, ctx.inputs.cluster), reporter, ctx.environment,
                       allow_version_mismatch=ctx.options.allow_version_mismatch, plan_root=ctx.inputs.paths.root)
 
     runner = runner_for(cases)

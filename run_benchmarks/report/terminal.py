@@ -7,6 +7,7 @@ from typing import Optional
 from rich.console import Console
 from rich.table import Table
 
+from ..schedulers import get as get_scheduler
 from ..analyze import across_rounds
 from ..launch import RoundResult
 from ..plan import CasePlan, RoundPlan, RunPlan
@@ -171,6 +172,10 @@ def print_plan(console: Console, plan: RunPlan) -> None:
                     say(f"      monitor: {shlex.join(node.monitor_argv)}")
                 say(f"      logs: {node.log_dir}/launcher.log, "
                     + ", ".join(f"{node.log_dir}/{name}" for name in case.framework.rank_log_names))
+        if plan.cluster is not None and plan.cluster.scheduler != "hosts":
+            say(f"  {plan.cluster.scheduler}: what round 1 submits (later rounds alike, in their own folders):")
+            for line in get_scheduler(plan.cluster.scheduler).dry_run(plan, case):
+                say(f"    {line}")
 
 
 def layout_summary(workload, world_size: int) -> str:

@@ -1,0 +1,227 @@
+"""A real Slurm cluster on this machine for the tests: Debian's munged, slurmctld and one slurmd per node.
+
+Every daemon's files (key, sockets, pids, state, spool, logs) live under one private folder, so the
+cluster shares nothing with a system Slurm and leaves nothing behind. The nodes are ``slurmd -N nodeK``
+processes on distinct ports whose ``NodeAddr`` are distinct loopback addresses (127.0.0.2, .3, ...), so
+a job's master address and each node's local address differ as they would on a real cluster.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Optional
+
+NODE_MARK = "ACCELBENCH_TEST_SLURM_NODE"  # in a slurmd's environment, so its step daemons carry it too
+DAEMONS = ("munged", "slurmctld", "slurmd", "sbatch", "squeue", "scontrol", "scancel", "sinfo", "srun")
+
+
+def missing_tools() -> list[str]:
+    return [tool for tool in DAEMONS if shutil.which(tool) is None and not Path(f"/usr/sbin/{tool}").exists()]
+
+
+def _free_ports(count: int) -> list[int]:
+    sockets = []
+    try:
+        for _ in range(count):
+            s = socket.socket()
+            s.bind(("127.0.0.1", 0))
+            sockets.append(s)
+        return [s.getsockname()[1] for s in sockets]
+    finally:
+        for s in sockets:
+            s.close()
+
+
+def _tool(name: str) -> str:
+    return shutil.which(name) or f"/usr/sbin/{name}"
+
+
+@dataclass
+class SlurmCluster:
+    root: Path
+    nodes: int = 2
+    partition: str = "debug"
+    slurmd_timeout_s: int = 6
+    processes: dict[str, subprocess.Popen] = field(default_factory=dict)
+
+    @property
+    def conf(self) -> Path:
+        return self.root / "slurm.conf"
+
+    @property
+    def env(self) -> dict[str, str]:
+        """What a client (sbatch, squeue, accelbench) needs to find this cluster."""
+        return {"SLURM_CONF": str(self.conf)}
+
+    def node_name(self, index: int) -> str:
+        return f"node{index + 1}"
+
+    def node_addr(self, index: int) -> str:
+        return f"127.0.0.{index + 2}"
+
+    def start(self) -> "SlurmCluster":
+        for sub in ("state", "spool", "log", "munge"):
+            (self.root / sub).mkdir(parents=True, exist_ok=True)
+        os.chmod(self.root / "munge", 0o700)
+        key = self.root / "munge" / "munge.key"
+        key.write_bytes(os.urandom(1024))
+        os.chmod(key, 0o400)
+        self.munge_socket = self.root / "munge" / "munge.socket"
+        self._spawn("munged", [_tool("munged"), "-F", "-f", f"--socket={self.munge_socket}", f"--key-file={key}",
+                               f"--pid-file={self.root / 'munge' / 'munged.pid'}",
+                               f"--log-file={self.root / 'log' / 'munged.log'}",
+                               f"--seed-file={self.root / 'munge' / 'munged.seed'}"])
+        self._wait_for(lambda: self.munge_socket.exists(), "munged's socket")
+        ctld_port, *node_ports = _free_ports(1 + self.nodes)
+        self.conf.write_text(self._conf_text(ctld_port, node_ports), encoding="utf-8")
+        env = {**os.environ, **self.env}
+        self._spawn("slurmctld", [_tool("slurmctld"), "-D", "-i", "-f", str(self.conf)], env)
+        for index in range(self.nodes):
+            name = self.node_name(index)
+            self._spawn(name, [_tool("slurmd"), "-D", "-N", name, "-f", str(self.conf)], {**env, NODE_MARK: name})
+        self._wait_for(self._all_idle, "every node idle in sinfo", timeout_s=30)
+        return self
+
+    def _conf_text(self, ctld_port: int, node_ports: list[int]) -> str:
+        r = self.root
+        lines = [
+            "ClusterName=accelbench", f"SlurmctldHost=localhost(127.0.0.1)", f"SlurmctldPort={ctld_port}",
+            "AuthType=auth/munge", "CredType=cred/munge", f"AuthInfo=socket={self.munge_socket}",
+            "SlurmUser=root", "SlurmdUser=root", f"StateSaveLocation={r / 'state'}",
+            f"SlurmdSpoolDir={r / 'spool'}/%n", f"SlurmctldPidFile={r / 'slurmctld.pid'}",
+            f"SlurmdPidFile={r / 'spool'}/slurmd.%n.pid", f"SlurmctldLogFile={r / 'log' / 'slurmctld.log'}",
+            f"SlurmdLogFile={r / 'log'}/slurmd.%n.log", "ProctrackType=proctrack/linuxproc", "TaskPlugin=task/none",
+            "SelectType=select/cons_tres", "SelectTypeParameters=CR_Core", "MpiDefault=none", "MailProg=/bin/true",
+            "ReturnToService=2", "SchedulerType=sched/backfill", "JobAcctGatherType=jobacct_gather/none",
+            "AccountingStorageType=accounting_storage/none", "MinJobAge=600", "KillWait=3", "JobRequeue=0",
+            f"SlurmdTimeout={self.slurmd_timeout_s}", "InactiveLimit=0", "SlurmdParameters=config_overrides",
+            "OverTimeLimit=0", "MessageTimeout=5",
+        ]
+        cpus = os.cpu_count() or 1
+        for index, port in enumerate(node_ports):
+            lines.append(f"NodeName={self.node_name(index)} NodeAddr={self.node_addr(index)} NodeHostname=localhost "
+                         f"Port={port} CPUs={cpus} State=UNKNOWN")
+        nodes = ",".join(self.node_name(i) for i in range(self.nodes))
+        lines.append(f"PartitionName={self.partition} Nodes={nodes} Default=YES MaxTime=INFINITE State=UP "
+                     "OverSubscribe=FORCE:4")
+        return "\n".join(lines) + "\n"
+
+    def _spawn(self, name: str, argv: list[str], env: Optional[dict] = None) -> None:
+        log = open(self.root / "log" / f"{name}.out", "ab")
+        self.processes[name] = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=env,
+                                                start_new_session=True)
+        log.close()
+
+    def _wait_for(self, ready, what: str, timeout_s: float = 15) -> None:
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            for name, proc in self.processes.items():
+                if proc.poll() is not None:
+                    raise RuntimeError(f"{name} exited with {proc.returncode} while waiting for {what}: "
+                                       + self.logs_tail())
+            if ready():
+                return
+            time.sleep(0.2)
+        raise RuntimeError(f"no {what} after {timeout_s:g} s: " + self.logs_tail())
+
+    def _all_idle(self) -> bool:
+        out = self.client(["sinfo", "-h", "-N", "-o", "%N %t"])
+        states = dict(line.split() for line in out.stdout.splitlines() if line.strip())
+        return len(states) == self.nodes and all(s == "idle" for s in states.values())
+
+    def client(self, argv: list[str], timeout_s: float = 20) -> subprocess.CompletedProcess:
+        return subprocess.run(argv, env={**os.environ, **self.env}, capture_output=True, text=True,
+                              timeout=timeout_s)
+
+    def node_processes(self, index: int) -> list:
+        """Everything "on" a node: its slurmd and step daemons (marked at spawn) and its tasks (SLURMD_NODENAME)."""
+        import psutil
+        name, found = self.node_name(index), []
+        marks = {f"{NODE_MARK}={name}".encode(), f"SLURMD_NODENAME={name}".encode()}
+        for pid in filter(str.isdigit, os.listdir("/proc")):
+            try:
+                with open(f"/proc/{pid}/environ", "rb") as f:
+                    if marks & set(f.read().split(b"\0")):
+                        found.append(psutil.Process(int(pid)))
+            except (OSError, psutil.NoSuchProcess):
+                pass
+        return found
+
+    def freeze_node(self, index: int) -> list:
+        """The node stops answering, as a machine that hangs or loses power: every process of it stopped.
+        slurmctld finds it not responding after SlurmdTimeout and ends its jobs with NODE_FAIL."""
+        procs = self.node_processes(index)
+        for proc in procs:
+            try:
+                proc.suspend()
+            except Exception:  # noqa: BLE001 - already gone
+                pass
+        return procs
+
+    def kill_node(self, index: int, frozen: list = ()) -> None:
+        """The dead machine's processes go for good (with the node's slurmd)."""
+        for proc in [*frozen, *self.node_processes(index)]:
+            try:
+                proc.kill()
+                proc.resume()
+            except Exception:  # noqa: BLE001 - already gone
+                pass
+        self.processes[self.node_name(index)].wait(timeout=10)
+
+    def restart_node(self, index: int) -> None:
+        """Bring a killed node back (its slurmd registers again and slurmctld returns it to service)."""
+        name = self.node_name(index)
+        if self.processes[name].poll() is None:
+            return
+        self._spawn(name, [_tool("slurmd"), "-D", "-N", name, "-f", str(self.conf)],
+                    {**os.environ, **self.env, NODE_MARK: name})
+        self._wait_for(self._all_idle, "every node idle again", timeout_s=60)
+
+    def queue(self) -> list[str]:
+        out = self.client(["squeue", "-h", "-o", "%i %T"])
+        return [line for line in out.stdout.splitlines() if line.strip()]
+
+    def logs_tail(self) -> str:
+        texts = []
+        for path in sorted((self.root / "log").glob("*")):
+            text = path.read_text(errors="replace").strip().splitlines()[-5:]
+            texts.append(f"--- {path.name}\n" + "\n".join(text))
+        return "\n".join(texts)
+
+    def stop(self) -> None:
+        """Cancel what is queued, then end every daemon; processes the jobs left die with their session."""
+        try:
+            self.client(["scancel", "--full", "--partition", self.partition], timeout_s=10)
+        except (OSError, subprocess.SubprocessError):
+            pass
+        for name, proc in reversed(list(self.processes.items())):
+            try:
+                os.killpg(proc.pid, signal.SIGTERM)
+            except ProcessLookupError:
+                continue
+        for proc in self.processes.values():
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait(timeout=5)
+        self._sweep_daemonized()
+
+    def _sweep_daemonized(self) -> None:
+        """Step daemons leave their slurmd's session (and a job's tasks, whose sbatch named this cluster's
+        slurm.conf): whatever still carries this cluster's conf in its environment goes too. The raw
+        /proc/PID/environ is read: slurmstepd rewrites its environment in a way psutil's parser stops at."""
+        needle = f"SLURM_CONF={self.conf}".encode()
+        for pid in filter(str.isdigit, os.listdir("/proc")):
+            try:
+                with open(f"/proc/{pid}/environ", "rb") as f:
+                    if int(pid) != os.getpid() and needle in f.read().split(b"\0"):
+                        os.kill(int(pid), signal.SIGKILL)
+            except OSError:
+                pass
