@@ -239,3 +239,40 @@ def test_cluster_file_errors_name_the_key(cli, tmp_path):
     result = cli("run", CASE, "--dry-run", "--cluster", str(bad))
     assert result.returncode == 0  # an option is one argument, whatever it holds
     assert "'--exclusive; rm'" in result.stdout
+
+
+def test_repeats_are_separate_jobs(cli, slurm, slurm_file, tmp_path):
+    result = cli("run", CASE + ":2", *SHORT, "--cluster", str(slurm_file()))
+    assert result.returncode == 0, result.stderr
+    docs = result.results()
+    assert [d["status"] for d in docs] == ["ok", "ok"]
+    jobs = [d["environment"]["nodes"][0]["slurm"]["job_id"] for d in docs]
+    assert len(set(jobs)) == 2
+    assert_nothing_left(slurm, tmp_path / "shared")
+
+
+def test_slurm_states_become_statuses():
+    """The states this machine's Slurm cannot produce on demand (no memory cgroup here for OUT_OF_MEMORY)
+    map through the same code as the ones the tests above produce."""
+    from run_benchmarks.outcome import _OOM_MARKERS
+    from run_benchmarks.schedulers.slurm import describe_end
+    from run_benchmarks.schedulers.slurm_client import JobInfo
+
+    oom = describe_end("7", JobInfo("7", "OUT_OF_MEMORY", "n[1-2]"), 137, {})
+    assert oom == "Slurm job 7 ended OUT_OF_MEMORY (out of memory)"
+    assert any(marker in oom for marker in _OOM_MARKERS)  # classify reads endings: status oom
+    lost = describe_end("7", JobInfo("7", "NODE_FAIL", "n[1-2]"), None, {"n1": "alloc", "n2": "down*"})
+    assert lost == "Slurm job 7 ended NODE_FAIL (node n2 stopped responding)"
+    assert describe_end("7", JobInfo("7", "COMPLETED"), 0, {}) is None
+    assert describe_end("7", JobInfo("7", "FAILED"), 1, {}) == "Slurm job 7 ended FAILED; its launcher exited with 1"
+
+
+def test_a_sweep_submits_each_point_as_its_own_job(cli, slurm, slurm_file, tmp_path):
+    result = cli("sweep", CASE, *SHORT, "--grid", "train.micro_batch_size=1,2", "--cluster", str(slurm_file()),
+                 "--log-root", str(tmp_path / "logs"))
+    assert result.returncode == 0, result.stderr + result.stdout
+    docs = [json.loads(p.read_text()) for p in sorted((tmp_path / "logs").glob("*/*/round1/results.json"))]
+    assert [d["status"] for d in docs] == ["ok", "ok"]
+    assert sorted(d["workload"]["train"]["micro_batch_size"] for d in docs) == [1, 2]
+    assert len({d["environment"]["nodes"][0]["slurm"]["job_id"] for d in docs}) == 2
+    assert_nothing_left(slurm, tmp_path / "shared")

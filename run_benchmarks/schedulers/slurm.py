@@ -241,14 +241,21 @@ class NodeJob(Job):
 
     def ending(self) -> Optional[str]:
         info = self.job.settle()
-        if info is None or info.state == "COMPLETED":
+        if info is None:
             return None
-        state = {"OUT_OF_MEMORY": "OUT_OF_MEMORY (out of memory)"}.get(info.state, info.state)
-        why = f"Slurm job {self.job.job_id} ended {state}"
-        if info.state == "NODE_FAIL":
-            down = [name for name, s in self.job.client.node_states(info.nodes).items()
-                    if s.endswith("*") or s.startswith(("down", "fail"))]
-            why += f" (node {', '.join(down) if down else info.nodes} stopped responding)"
-        elif self._exit_code() is not None:
-            return None if self._exit_code() == 0 else f"{why}; its launcher exited with {self._exit_code()}"
-        return why
+        down = self.job.client.node_states(info.nodes) if info.state == "NODE_FAIL" else {}
+        return describe_end(self.job.job_id, info, self._exit_code(), down)
+
+
+def describe_end(job_id: str, info: JobInfo, exit_code: Optional[int], node_states: dict[str, str]) -> Optional[str]:
+    """Why a node ended, in Slurm's words, where its exit code alone would mislead (None: it says enough)."""
+    if info.state == "COMPLETED":
+        return None
+    state = {"OUT_OF_MEMORY": "OUT_OF_MEMORY (out of memory)"}.get(info.state, info.state)
+    why = f"Slurm job {job_id} ended {state}"
+    if info.state == "NODE_FAIL":
+        down = [name for name, s in node_states.items() if s.endswith("*") or s.startswith(("down", "fail"))]
+        return why + f" (node {', '.join(down) if down else info.nodes} stopped responding)"
+    if exit_code is not None and info.state not in ("OUT_OF_MEMORY",):
+        return None if exit_code == 0 else f"{why}; its launcher exited with {exit_code}"
+    return why
