@@ -60,7 +60,8 @@ def assert_nothing_left(slurm: SlurmCluster, shared: Path) -> None:
 def test_two_nodes_through_slurm_give_the_results_of_a_local_run(cli, slurm, slurm_file, tmp_path, nprocs):
     marker = tmp_path / "executed"
     option = f"--comment=x; touch {marker} $(touch {marker})"  # a value with shell syntax stays a value
-    cluster = slurm_file(sbatch_options=[option])
+    shared = tmp_path / f"shared $(touch {marker}); `touch {marker}` & echo"
+    cluster = slurm_file(shared=shared, sbatch_options=[option])
     result = cli("run", f"gpt2_tiny:torch:cpu:2:{nprocs}", *SHORT, "--cluster", str(cluster))
     assert result.returncode == 0, result.stderr + result.stdout
     (doc,) = result.results()
@@ -84,7 +85,8 @@ def test_two_nodes_through_slurm_give_the_results_of_a_local_run(cli, slurm, slu
     (local_doc,) = local.results()
     assert set(doc) == set(local_doc)
     assert set(doc["metrics"]) == set(local_doc["metrics"])
-    assert_nothing_left(slurm, tmp_path / "shared")
+    assert (shared / "code").is_dir()  # the odd name was used as a name
+    assert_nothing_left(slurm, shared)
 
 
 def test_a_rank_crash_is_a_failed_round_with_the_ranks_lines(cli, slurm, slurm_file, tmp_path):
