@@ -45,6 +45,19 @@ class Parser:
 PARSERS: dict[str, Parser] = {}
 
 
+def line_log_result(world_size: int, intervals: int, skipped: int, stamps: list, error: str) -> Imported:
+    """What every line-based log gives before its figures: when it ran (its first and last time stamps) and
+    whether it ends in an error (then the import is ``failed``, whatever figures came before)."""
+    result = Imported(status="ok", metrics={"world_size": world_size},
+                      details={"intervals": intervals, "skipped": skipped})
+    if stamps:
+        result.started_at, result.ended_at = stamps[0].isoformat(), stamps[-1].isoformat()
+        result.wall_time_s = (stamps[-1] - stamps[0]).total_seconds()
+    if error:
+        result.status, result.reason = "failed", f"the log ends in an error: {error}"
+    return result
+
+
 def register(format: str, version: int, description: str):
     def wrap(fn: Callable[..., Imported]) -> Callable[..., Imported]:
         parser = Parser(format, version, description, fn)

@@ -26,7 +26,7 @@ from datetime import datetime
 from pathlib import Path
 
 from ..analyze import Stats
-from . import Imported, read_lines, register
+from . import Imported, line_log_result, read_lines, register
 
 _ITERATION = re.compile(r"\biteration\s+(\d+)\s*/\s*(\d+)\s*\|(.*)")
 _FIELD = re.compile(r"\s*([^|:]+?)\s*:\s*([-+]?(?:\d+\.?\d*(?:[eE][-+]?\d+)?|nan|inf))\s*(?=\||$)")
@@ -62,13 +62,7 @@ def parse(path: Path, world_size: int, skip_intervals: int = 1) -> Imported:
             error = "a traceback"
         elif error and line.strip() and not line.startswith(" "):
             error = line.strip()  # the exception line that ends the traceback
-    result = Imported(status="ok", metrics={"world_size": world_size},
-                      details={"intervals": len(intervals), "skipped": skip_intervals})
-    if stamps:
-        result.started_at, result.ended_at = stamps[0].isoformat(), stamps[-1].isoformat()
-        result.wall_time_s = (stamps[-1] - stamps[0]).total_seconds()
-    if error:
-        result.status, result.reason = "failed", f"the log ends in an error: {error}"
+    result = line_log_result(world_size, len(intervals), skip_intervals, stamps, error)
     m = result.metrics
     measured = intervals[skip_intervals:]
     if measured:

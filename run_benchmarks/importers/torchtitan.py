@@ -18,7 +18,7 @@ import re
 from datetime import datetime
 from pathlib import Path
 
-from . import Imported, read_lines, register
+from . import Imported, line_log_result, read_lines, register
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 _NUMBER = r"([-+]?(?:[\d,]+\.?\d*(?:[eE][-+]?\d+)?|nan|inf))"
@@ -59,13 +59,7 @@ def parse(path: Path, world_size: int, skip_intervals: int = 1) -> Imported:
             error = "a traceback"
         elif error and line.strip() and not line.startswith(" ") and "Error" in line:
             error = line.strip()
-    result = Imported(status="ok", metrics={"world_size": world_size},
-                      details={"intervals": len(lines), "skipped": skip_intervals})
-    if stamps:
-        result.started_at, result.ended_at = stamps[0].isoformat(), stamps[-1].isoformat()
-        result.wall_time_s = (stamps[-1] - stamps[0]).total_seconds()
-    if error:
-        result.status, result.reason = "failed", f"the log ends in an error: {error}"
+    result = line_log_result(world_size, len(lines), skip_intervals, stamps, error)
     m = result.metrics
     measured = lines[skip_intervals:]
     if measured:
