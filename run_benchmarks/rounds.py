@@ -21,6 +21,7 @@ from .hosts import Host, Job
 from .outcome import RoundResult
 from .plan import CasePlan, NodePlan, RoundPlan
 from .preflight import Preflight
+from .report.live import LiveStep
 from .runtimes import RunRuntimes
 from .schedulers import Scheduler
 from .store import ResultStore
@@ -34,7 +35,7 @@ START_RETRIES = 2  # extra attempts for a round whose ranks never connected (Fra
 
 class Reporter(Protocol):
     def round_started(self, case: CasePlan, rnd: RoundPlan) -> None: ...
-    def progress(self, case: CasePlan, rnd: RoundPlan, step: int) -> None: ...
+    def progress(self, case: CasePlan, rnd: RoundPlan, step: int, live: Optional[LiveStep] = None) -> None: ...
     def round_finished(self, case: CasePlan, rnd: RoundPlan, result: RoundResult) -> None: ...
 
 
@@ -152,7 +153,7 @@ class RoundExecutor:
                 return "timeout"
             step = watcher.latest_step()
             if step is not None:
-                self.reporter.progress(case, rnd, step)
+                self.reporter.progress(case, rnd, step, watcher.live)
             time.sleep(ENDING_POLL_S if watcher.ended else POLL_S)
 
     def _stop(self, rnd: RoundPlan, jobs: dict[int, Job], monitors: dict[int, Job], result: RoundResult) -> None:
@@ -223,6 +224,7 @@ class StepWatcher:
         self.path: Optional[Path] = None
         self.offset = 0
         self.step: Optional[int] = None
+        self.live: Optional[LiveStep] = None  # what rank 0 last reported of its step (tokens/s, loss)
         self.ended = False  # rank 0 finished measuring: the round is only exiting now
 
     def latest_step(self) -> Optional[int]:
@@ -244,7 +246,7 @@ class StepWatcher:
             except perflog.PerfLogError:
                 continue
             if isinstance(record, perflog.StepRecord):
-                self.step = record.step
+                self.step, self.live = record.step, LiveStep.of(record)
             elif isinstance(record, perflog.EndRecord):
                 self.ended = True
         return self.step

@@ -67,7 +67,7 @@ class SweepProgress:
             self.bar.remove_task(self.steps)
         self.steps = self.bar.add_task(f"  {case.name} round {rnd.index}", total=case.workload.train.steps)
 
-    def progress(self, case: CasePlan, rnd: RoundPlan, step: int) -> None:
+    def progress(self, case: CasePlan, rnd: RoundPlan, step: int, live=None) -> None:
         if self.steps is not None:
             self.bar.update(self.steps, completed=step + 1)
 

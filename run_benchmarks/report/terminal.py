@@ -11,6 +11,7 @@ from ..schedulers import get as get_scheduler
 from ..analyze import across_rounds
 from ..launch import RoundResult
 from ..plan import CasePlan, RoundPlan, RunPlan
+from .live import LiveProgress, LiveStep
 from .summary import human_bytes, number as _num
 
 
@@ -42,25 +43,21 @@ class TerminalReporter:
 
     def __init__(self, console: Optional[Console] = None):
         self.console = console or Console(stderr=True, highlight=False)
-        self._shown_step: dict[tuple, int] = {}
+        self.live = LiveProgress(self.console)
 
     def round_started(self, case: CasePlan, rnd: RoundPlan) -> None:
-        hosts = ", ".join(n.host.name for n in rnd.nodes)
+        hosts = ", ".join(dict.fromkeys(n.host.name for n in rnd.nodes))
         self.console.print(f"[bold]▶ {case.name}[/] round {rnd.index}/{len(case.rounds)}: "
                            f"{case.name.nnodes} node(s) x {case.name.nprocs_per_node} process(es) on {hosts}; "
                            f"{case.workload.train.steps} steps ({case.workload.train.warmup_steps} warm-up); "
                            f"logs in {rnd.dir}")
+        self.live.start(f"{case.name.case} round {rnd.index}", case.workload.train.steps)
 
-    def progress(self, case: CasePlan, rnd: RoundPlan, step: int) -> None:
-        key = (str(case.name), rnd.index)
-        total = case.workload.train.steps
-        every = max(1, total // 5)
-        last = self._shown_step.get(key, -1)
-        if (step + 1) // every > (last + 1) // every:  # a fifth of the steps more since the last line
-            self._shown_step[key] = step
-            self.console.print(f"  step {step + 1}/{total}")
+    def progress(self, case: CasePlan, rnd: RoundPlan, step: int, live: Optional[LiveStep] = None) -> None:
+        self.live.update(step, live)
 
     def round_finished(self, case: CasePlan, rnd: RoundPlan, result: RoundResult) -> None:
+        self.live.stop()
         style = _STATUS_STYLE.get(result.status, "")
         detail = f": {result.reason}" if result.reason else ""
         self.console.print(f"  [{style}]{result.status}[/]{detail}")
