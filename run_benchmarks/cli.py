@@ -195,14 +195,17 @@ def report_unrecorded(plan: RunPlan, store: ResultStore, stopped: Optional[OSErr
 
 
 def write_summary(plan: RunPlan, results: list[RoundResult]) -> None:
+    """summary.json: one line per round, from the same record as its results.json and its store row."""
     plan.dir.mkdir(parents=True, exist_ok=True)
-    rows = [{
-        "case_name": r.case_name, "round": r.round, "status": r.status, "reason": r.reason,
-        "results": str(r.dir / "results.json"),
-        "tokens_per_s_per_device": r.metrics.tokens_per_s_per_device if r.metrics else None,
-        "tflops_per_device": r.metrics.tflops_per_device if r.metrics else None,
-        "mfu": r.metrics.mfu if r.metrics else None,
-    } for r in results]
+    rows = []
+    for r in results:
+        record = r.record
+        metrics = (record.metrics if record else None) or {}
+        rows.append({"case_name": r.case_name, "round": r.round,
+                     "status": record.status.value if record else r.status,
+                     "reason": record.reason if record else r.reason, "results": str(r.dir / "results.json"),
+                     "workload_hash": record.workload_hash if record else None,
+                     **{key: metrics.get(key) for key in ("tokens_per_s_per_device", "tflops_per_device", "mfu")}})
     (plan.dir / "summary.json").write_text(json.dumps({"run_id": plan.run_id, "rounds": rows}, indent=2) + "\n",
                                            encoding="utf-8")
 

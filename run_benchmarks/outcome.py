@@ -20,7 +20,9 @@ from typing import Callable, Optional
 from . import analyze, collect, monitoring, signals
 from . import figures as task_figures
 from .plan import CasePlan, NodePlan, RoundPlan
-from .store import ResultStore, StoreUnavailable, is_full, row_from_document
+from .record import CaseFacts, Environment, RoundRecord, Status
+from .store import ResultStore, StoreUnavailable, is_full
+from .workload import resolved_workload, workload_hash
 
 _OOM_MARKERS = ("OutOfMemoryError", "CUDA out of memory", "out of memory", "can't allocate memory")
 
@@ -45,6 +47,7 @@ class RoundResult:
     monitor: Optional[dict] = None  # monitoring.summarize_round: utilisation, power, energy per device
     figures: list[dict] = field(default_factory=list)  # task figures (figures.round_figures), e.g. PPO phases
     write_error: Optional[OSError] = None  # results.json could not be written (disk full): the run stops
+    record: Optional[RoundRecord] = None  # what results.json, summary.json and the store were written from
 
 
 def now() -> str:
@@ -110,6 +113,10 @@ def classify(case: CasePlan, rnd: RoundPlan, result: RoundResult, outcome: str,
                                        "finished and reported; the figures are complete")
         if outcome == "timeout":
             result.warnings.append("the launcher outlived the deadline after every rank had finished")
+        if case.workload.task == "micro":  # a micro-benchmark's figures are its result: it has no steps
+            if not result.figures:
+                result.status, result.reason = "failed", "no figures: every rank finished without reporting one"
+            return
         peak, note = case.hardware.peak_tflops(case.workload.train.precision)
         try:
             train = case.workload.train
@@ -165,35 +172,25 @@ def _remove_empty_tmp(path: Path) -> None:
             shutil.rmtree(path, ignore_errors=True)
 
 
-def result_document(case: CasePlan, result: RoundResult, orchestrator_env: dict) -> dict:
-    return {
-        "schema": "accelbench.results/1",
-        "run_id": case.rounds[0].worker_config.runtime.run_id,
-        "case_name": result.case_name,
-        "case": {
-            "case": case.name.case, "framework": case.name.framework,
-            "framework_version": case.name.framework_version, "hardware": case.name.hardware,
-            "vendor": case.hardware.vendor, "nnodes": case.name.nnodes,
-            "nprocs_per_node": case.name.nprocs_per_node, "world_size": case.name.world_size,
-            "repeat": case.name.repeat, "extern_config": str(case.extern_config) if case.extern_config else None,
-            "extern_config_hash": _file_sha256(case.extern_config),
-        },
-        "round": result.round,
-        "status": result.status,
-        "reason": result.reason,
-        "warnings": result.warnings,
-        "error_lines": result.error_lines,
-        "started_at": result.started_at,
-        "ended_at": result.ended_at,
-        "wall_time_s": result.wall_time_s,
-        "results_path": str(result.dir / "results.json"),
-        "steps_completed": result.steps_completed,
-        "metrics": result.metrics.to_dict() if result.metrics else None,
-        "monitor": result.monitor,
-        "figures": result.figures,
-        "workload": case.workload.model_dump(mode="json"),
-        "environment": {"orchestrator": orchestrator_env, "nodes": result.nodes},
-    }
+def result_document(case: CasePlan, result: RoundResult, orchestrator_env: dict) -> RoundRecord:
+    """The round's record, as results.json and the store hold it."""
+    workload = resolved_workload(case.name, case.workload)
+    return RoundRecord(
+        run_id=case.rounds[0].worker_config.runtime.run_id,
+        case_name=result.case_name,
+        case=CaseFacts(
+            case=case.name.case, framework=case.name.framework, framework_version=case.name.framework_version,
+            hardware=case.name.hardware, vendor=case.hardware.vendor, nnodes=case.name.nnodes,
+            nprocs_per_node=case.name.nprocs_per_node, world_size=case.name.world_size, repeat=case.name.repeat,
+            extern_config=str(case.extern_config) if case.extern_config else None,
+            extern_config_hash=_file_sha256(case.extern_config)),
+        round=result.round, status=Status(result.status), reason=result.reason, warnings=result.warnings,
+        error_lines=result.error_lines, started_at=result.started_at, ended_at=result.ended_at,
+        wall_time_s=result.wall_time_s, results_path=str(result.dir / "results.json"),
+        steps_completed=result.steps_completed, metrics=result.metrics.to_dict() if result.metrics else None,
+        monitor=result.monitor, figures=result.figures, workload=case.workload.model_dump(mode="json"),
+        workload_hash=workload_hash(workload),
+        environment=Environment(orchestrator=orchestrator_env, nodes=result.nodes))
 
 
 def _file_sha256(path: Optional[Path]) -> Optional[str]:
@@ -214,7 +211,8 @@ def write_results(path: Path, case: CasePlan, result: RoundResult, orchestrator_
     """results.json via a temporary file and a rename: a reader never sees half a file. When the write fails
     the temporary file goes, the failure becomes a warning and ``result.write_error``, and the round goes on to
     the store (which may still take it); store_attempt then stops the run."""
-    document = result_document(case, result, orchestrator_env)
+    result.record = result_document(case, result, orchestrator_env)
+    document = result.record.document()
     try:
         _write_atomically(path, json.dumps(document, indent=2, default=str) + "\n")
     except OSError as exc:
@@ -249,12 +247,10 @@ def store_attempt(store: Optional[ResultStore], case: CasePlan, result: RoundRes
     path = Path(results_path) if results_path else result.dir / "results.json"
     stored = False
     if store is not None:
-        document = result_document(case, result, orchestrator_env)
-        if status:
-            document["status"] = status
-        document["results_path"] = str(path)
+        record = (result.record or result_document(case, result, orchestrator_env)).model_copy(
+            update={"results_path": str(path), **({"status": Status(status)} if status else {})})
         try:
-            store.add_attempt(row_from_document(document, attempt),
+            store.add_attempt(record.to_row(attempt),
                               what=f"round {result.round} of {result.case_name}")
             stored = True
         except (sqlite3.Error, StoreUnavailable) as exc:

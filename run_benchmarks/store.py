@@ -38,6 +38,7 @@ from typing import Any, Callable, Iterable, Optional, Sequence
 import psutil
 
 from .errors import UserError
+from .record import RESULTS_SCHEMA, RoundRecord  # noqa: F401 - RESULTS_SCHEMA: where readers looked for it
 
 DB_NAME = "results.db"
 SCHEMA_VERSION = 1
@@ -104,17 +105,19 @@ CREATE TABLE IF NOT EXISTS attempts (
     error_lines TEXT,                -- JSON list
     accelbench_commit TEXT,
     results_path TEXT,
-    source TEXT NOT NULL
+    source TEXT NOT NULL,
+    record TEXT                      -- JSON: the whole round record (record.RoundRecord) the columns come from
 );
 CREATE INDEX IF NOT EXISTS attempts_run ON attempts(run_id);
 CREATE INDEX IF NOT EXISTS attempts_case ON attempts("case", framework, hardware);
 """
 
-_JSON_COLUMNS = ("metrics", "monitor", "figures", "workload", "environment", "warnings", "error_lines", "argv")
+_JSON_COLUMNS = ("metrics", "monitor", "figures", "workload", "environment", "warnings", "error_lines", "argv",
+                 "record")
 # Columns added after schema version 1 was first written: (name, type), added to older files on open.
 _ADDED_COLUMNS = tuple((c, "REAL") for c in MONITOR_COLUMNS) + (("monitor", "TEXT"),
                                                                   ("peak_memory_reserved_bytes", "REAL"),
-                                                                  ("figures", "TEXT"))
+                                                                  ("figures", "TEXT"), ("record", "TEXT"))
 _ADDED_RUN_COLUMNS = (("orchestrator_host", "TEXT"), ("orchestrator_pid", "INTEGER"),
                       ("orchestrator_started", "REAL"), ("note", "TEXT"))
 
@@ -129,7 +132,6 @@ WAIT_ENV, RETRY_ENV = "ACCELBENCH_STORE_WAIT_S", "ACCELBENCH_STORE_RETRY_S"
 DEFAULT_WAIT_S, DEFAULT_RETRY_S = 30.0, 120.0
 SCAN_BUDGET_S = 10.0  # the row scan of the open check stops here on a very large store (quick_check is whole)
 FINALIZE_WAIT_S = 2.0  # finalizing dead runs at open is a courtesy: it does not wait long for a lock
-RESULTS_SCHEMA = "accelbench.results/1"
 
 
 def _seconds(env: str, default: float) -> float:
@@ -208,6 +210,13 @@ class Attempt:
     @property
     def ok(self) -> bool:
         return self.row["status"] == "ok"
+
+    def record(self) -> RoundRecord:
+        """The round record the row was made from (rows older than the ``record`` column: rebuilt from the
+        columns, which held all of it)."""
+        if self.row.get("record"):
+            return RoundRecord.model_validate(self.row["record"])
+        return record_from_row(self.row)
 
 
 def _decode(row: sqlite3.Row) -> dict:
@@ -474,19 +483,20 @@ def store_path(log_root: Path) -> Path:
     return Path(log_root) / DB_NAME
 
 
-def row_from_document(doc: dict, attempt: int = 1, source: str = "accelbench") -> dict:
-    """An attempts row from a round's results document (launch.result_document, results.json)."""
-    case = doc["case"]
-    env = doc.get("environment") or {}
-    return {
-        "run_id": doc["run_id"], **{k: case.get(k) for k in CASE_COLUMNS if k != "case_name"},
-        "case_name": doc["case_name"], "round": doc["round"], "attempt": attempt, "status": doc["status"],
-        "reason": doc.get("reason"), "started_at": doc.get("started_at"), "ended_at": doc.get("ended_at"),
-        "wall_time_s": doc.get("wall_time_s"), "metrics": doc.get("metrics"), "monitor": doc.get("monitor"),
-        "figures": doc.get("figures") or None,
-        "workload": doc.get("workload"),
-        "environment": env, "warnings": doc.get("warnings") or [], "error_lines": doc.get("error_lines") or [],
-        "accelbench_commit": (env.get("orchestrator") or {}).get("accelbench_commit"),
-        "results_path": doc.get("results_path"), "source": source,
-        "precision": (doc.get("workload") or {}).get("train", {}).get("precision"),
-    }
+def row_from_document(doc: dict, attempt: int = 1) -> dict:
+    """An attempts row from a round's results document (results.json), validated as a round record."""
+    return RoundRecord.model_validate(doc).to_row(attempt)
+
+
+def record_from_row(row: dict) -> RoundRecord:
+    """A record from a row written before rows held their record whole."""
+    return RoundRecord.model_validate({
+        "run_id": row["run_id"], "case_name": row["case_name"],
+        "case": {k: row[k] for k in CASE_COLUMNS if k != "case_name" and row.get(k) is not None},
+        "round": row["round"],
+        "status": row["status"], "reason": row.get("reason") or "", "warnings": row.get("warnings") or [],
+        "error_lines": row.get("error_lines") or [], "started_at": row.get("started_at"),
+        "ended_at": row.get("ended_at"), "wall_time_s": row.get("wall_time_s"),
+        "results_path": row.get("results_path"), "metrics": row.get("metrics"), "monitor": row.get("monitor"),
+        "figures": row.get("figures") or [], "workload": row.get("workload"),
+        "environment": row.get("environment") or {}, "source": row.get("source") or "accelbench"})

@@ -13,8 +13,10 @@ from pathlib import Path
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Iterable, Iterator, Optional, Sequence
 
-from .store import (FINALIZE_WAIT_S, RESULTS_SCHEMA, WAIT_ENV, StoreUnavailable, _insert_attempt, _now,
-                    process_alive, row_from_document)
+from pydantic import ValidationError
+
+from .record import RESULTS_SCHEMA, RoundRecord, Status
+from .store import FINALIZE_WAIT_S, WAIT_ENV, StoreUnavailable, _insert_attempt, _now, process_alive
 
 if TYPE_CHECKING:
     from .store import ResultStore
@@ -82,12 +84,11 @@ def _add_missing(self, cur: sqlite3.Cursor, run_id: str, documents: Iterable[tup
         if str(path) in paths or key in keys:
             continue
         attempt, status = _attempt_of(path)
-        row = row_from_document(doc, attempt)
-        row["results_path"] = str(path)
-        if status:
-            row["status"] = status
-        row["warnings"] = list(row["warnings"]) + [f"added to the store from {path} at {_now()}: {why}"]
-        cur.execute(*_insert_attempt(row))
+        record = RoundRecord.model_validate(doc)
+        record = record.model_copy(update={
+            "results_path": str(path), **({"status": Status(status)} if status else {}),
+            "warnings": [*record.warnings, f"added to the store from {path} at {_now()}: {why}"]})
+        cur.execute(*_insert_attempt(record.to_row(attempt)))
         paths.add(str(path))
         keys.add(key)
         added += 1
@@ -182,5 +183,13 @@ def results_documents(folder: Path, unreadable: Optional[list] = None) -> Iterat
         if not isinstance(doc, dict) or doc.get("schema") != RESULTS_SCHEMA or "run_id" not in doc:
             if unreadable is not None:
                 unreadable.append((path, f"not an accelbench round document ({RESULTS_SCHEMA})"))
+            continue
+        try:
+            RoundRecord.model_validate(doc)
+        except ValidationError as exc:
+            if unreadable is not None:
+                first = exc.errors()[0]
+                where = ".".join(str(part) for part in first["loc"])
+                unreadable.append((path, f"not a valid round record: {where}: {first['msg']}"))
             continue
         yield path, doc

@@ -10,9 +10,13 @@ from __future__ import annotations
 import importlib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Optional
+from typing import TYPE_CHECKING, Callable, Optional
 
 from ..errors import UserError
+from ..record import CaseFacts, Environment, RoundRecord, Status
+
+if TYPE_CHECKING:
+    from ..casename import CaseName
 
 
 @dataclass
@@ -28,6 +32,20 @@ class Imported:
     wall_time_s: Optional[float] = None
     warnings: list[str] = field(default_factory=list)
     details: dict = field(default_factory=dict)  # whatever else the log states (platform, benchmark, ...)
+
+    def record(self, run_id: str, name: "CaseName", index: int, vendor: Optional[str],
+               extern_config: Optional[str], path: Path, parser: str) -> RoundRecord:
+        """The imported log as a round record, like a run's: what ran comes from the case name given."""
+        where = str(Path(path).resolve())
+        return RoundRecord(
+            run_id=run_id, case_name=str(name), round=index, status=Status(self.status), reason=self.reason,
+            case=CaseFacts(case=name.case, framework=name.framework, framework_version=name.framework_version,
+                           hardware=name.hardware, vendor=vendor, nnodes=name.nnodes,
+                           nprocs_per_node=name.nprocs_per_node, world_size=name.world_size, repeat=name.repeat,
+                           extern_config=extern_config),
+            started_at=self.started_at, ended_at=self.ended_at, wall_time_s=self.wall_time_s,
+            metrics=self.metrics, warnings=self.warnings, results_path=where, source=f"import:{parser}",
+            environment=Environment(imported_from=where, **self.details))
 
 
 @dataclass(frozen=True)
