@@ -69,6 +69,22 @@ def round_figures(ranks: Sequence[RankLog]) -> list[Figure]:
     return out
 
 
+def mfu_figures(figures: Sequence[Figure], peaks: Sequence[tuple[str, Optional[float], str]]) -> list[Figure]:
+    """Each ``<part>.tflops_per_device`` figure (a PPO phase's) against each known peak: ``<part>.mfu``
+    against the vendor's datasheet peak, ``<part>.mfu_measured`` against the calibrated GEMM peak, each
+    with its denominator named in the formula. ``peaks``: (suffix, TFLOP/s or None, what the peak is)."""
+    out = []
+    for figure in figures:
+        if not figure.name.endswith(".tflops_per_device"):
+            continue
+        part = figure.name.removesuffix(".tflops_per_device")
+        for suffix, peak, basis in peaks:
+            if peak:
+                out.append(Figure(f"{part}.{suffix}", figure.value / peak, "fraction", "higher", figure.params,
+                                  f"{figure.name} / {peak:g} TFLOP/s ({basis})", figure.ranks))
+    return out
+
+
 def figures_from_dicts(items: Sequence[dict]) -> list[Figure]:
     return [Figure(**item) for item in items]
 

@@ -74,7 +74,14 @@ def finish(case: CasePlan, rnd: RoundPlan, result: RoundResult, outcome: str, be
     for rank in ranks:
         result.warnings += rank.problems
     try:
-        result.figures = [figure.to_dict() for figure in task_figures.round_figures(ranks)]
+        combined = task_figures.round_figures(ranks)
+        precision = case.workload.train.precision
+        peak, basis = case.hardware.peak_tflops(precision)
+        measured, measured_note = case.hardware.measured_peak_tflops(precision)
+        combined += task_figures.mfu_figures(combined, [("mfu", peak, f"{case.hardware.name} {precision} "
+                                                                      f"datasheet peak {basis}".strip()),
+                                                        ("mfu_measured", measured, measured_note)])
+        result.figures = [figure.to_dict() for figure in combined]
     except task_figures.FigureConflict as exc:
         result.warnings.append(f"task figures left out: {exc}")
     result.steps_completed = min(steps_done, default=0)

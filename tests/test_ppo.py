@@ -2,7 +2,6 @@
 adapters, ppo_tiny under DDP and ZeRO-2 on real torchrun ranks, and every ppo_* case planned."""
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
 import pytest
@@ -136,6 +135,20 @@ def test_ppo_tiny_runs_on_real_torchrun_ranks(cli, processes, sharding):
     show = cli("show", "last", "--db", str(result.log_root / "results.db"))
     value = figures["iteration.samples_per_s"].value
     assert f"iteration.samples_per_s: {value:,.4g} samples/s" in show.stdout, show.stdout
+
+
+def test_each_phase_gets_an_mfu_against_the_named_peak(cli, root):
+    vendor = root / "vendors" / "cpu" / "vendor.yaml"
+    vendor.write_text(vendor.read_text().replace("peak_tflops: {}", "peak_tflops: {fp32: 0.5}"))
+    result = cli("run", "ppo_tiny:torch:cpu:1:1", "--root", str(root))
+    assert result.returncode == 0, result.stderr
+    (doc,) = result.results()
+    figures = {f["name"]: f for f in doc["figures"]}
+    for phase in ("experience", "learning"):
+        mfu = figures[f"{phase}.mfu"]
+        assert mfu["value"] == pytest.approx(figures[f"{phase}.tflops_per_device"]["value"] / 0.5, rel=1e-12)
+        assert mfu["formula"].startswith(f"{phase}.tflops_per_device / 0.5 TFLOP/s (cpu fp32 datasheet peak")
+    assert "iteration.mfu" not in figures  # a whole iteration has no TFLOP/s of its own
 
 
 PPO_CASES = sorted(p.name for p in (ROOT / "cases").iterdir() if p.name.startswith("ppo_"))
