@@ -62,6 +62,8 @@ def main(argv: list[str] | None = None) -> int:
             try:
                 files[name].write(json.dumps({"t": round(now, 3), **sampler.sample()}) + "\n")
             except Unavailable as exc:  # e.g. the device went away: stop this sampler, keep the others
+                if isinstance(exc, ToolKilled):  # the node's stop may have reached the tool before us
+                    _wait_for(lambda: bool(stopping), STOP_SIGNAL_WAIT_S)
                 if stopping:  # the stop reached the sampler's tool too (the node's whole tree is signalled)
                     break
                 status[name] = f"stopped: {exc}"
@@ -72,6 +74,12 @@ def main(argv: list[str] | None = None) -> int:
     for f in files.values():
         f.close()
     return 0
+
+
+def _wait_for(condition, seconds: float) -> None:
+    deadline = time.monotonic() + seconds
+    while not condition() and time.monotonic() < deadline:
+        time.sleep(0.05)
 
 
 if __name__ == "__main__":

@@ -16,7 +16,7 @@ import sys
 from training.contract import expand_placeholders
 from training.spec import CommandMonitorSpec
 
-from . import Unavailable
+from . import ToolKilled, Unavailable
 
 CODE_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -63,6 +63,8 @@ class CommandSampler:
                                   stdin=subprocess.DEVNULL)
         except (OSError, subprocess.TimeoutExpired) as exc:
             raise Unavailable(f"{self.argv[0]}: {exc}") from None
+        if done.returncode < 0:
+            raise ToolKilled(f"{self.argv[0]} was killed by signal {-done.returncode}")
         if done.returncode:
             raise Unavailable(f"{self.argv[0]} exited with {done.returncode}: {done.stderr.strip()[-200:]}")
         return parse(self.spec, done.stdout)
