@@ -204,13 +204,15 @@ class CaseFile(Strict):
 
     description: str = ""
     extends: Optional[str] = None
-    task: Optional[Literal["pretrain", "finetune", "lora", "ppo"]] = Field(None, description="default: pretrain")
+    task: Optional[Literal["pretrain", "finetune", "lora", "ppo", "micro"]] = Field(None, description="default: pretrain")
     frameworks: Optional[list[str]] = Field(None, min_length=1)
     model: dict[str, Any] = Field(default_factory=dict)
     train: dict[str, Any] = Field(default_factory=dict)
     data: dict[str, Any] = Field(default_factory=dict)
     parallel: dict[str, Any] = Field(default_factory=dict)
     ppo: dict[str, Any] = Field(default_factory=dict, description="task ppo: the RLHF loop's knobs (training.spec.PPOSpec)")
+    micro: dict[str, Any] = Field(default_factory=dict, description="task micro: the micro-benchmark "
+                                                                   "(training.micro.spec.MicroSpec)")
 
     @field_validator("extends")
     @classmethod
@@ -223,7 +225,9 @@ class CaseFile(Strict):
     @model_validator(mode="after")
     def _complete_unless_extending(self) -> "CaseFile":
         if self.extends is None:
-            missing = [key for key in ("frameworks", "model", "train") if not getattr(self, key)]
+            # a micro-benchmark measures the device: its micro section stands where a model and train would
+            needed = ("frameworks", "micro") if self.task == "micro" else ("frameworks", "model", "train")
+            missing = [key for key in needed if not getattr(self, key)]
             if missing:
                 raise ValueError(f"a case needs {', '.join(missing)} (or 'extends: <case>' to take them from "
                                  "another case)")
@@ -233,6 +237,8 @@ class CaseFile(Strict):
         layer = {"model": self.model, "train": self.train, "data": self.data, "parallel": self.parallel}
         if self.ppo:
             layer["ppo"] = self.ppo
+        if self.micro:
+            layer["micro"] = self.micro
         return {**layer, "task": self.task} if self.task else layer
 
 

@@ -56,7 +56,7 @@ def test_multi_node_plan_places_nodes_on_hosts_in_order(root, tmp_path):
 
 
 @pytest.mark.parametrize("name, fragments", [
-    ("gpt2_huge:torch:cpu:1:1", ["unknown case 'gpt2_huge'", "known cases: bloom_7b1,"]),
+    ("gpt2_huge:torch:cpu:1:1", ["unknown case 'gpt2_huge'", "known cases: allgather, allreduce,", "bloom_7b1"]),
     ("gpt2_tinny:torch:cpu:1:1", ["unknown case 'gpt2_tinny'", "did you mean 'gpt2_tiny'?"]),
     ("gpt2_tiny:torch:tpu:1:1", ["unknown hardware 'tpu'", "known hardware:"]),
     ("gpt2_tiny:torch:CPU:1:1", ["unknown hardware 'CPU'", "did you mean 'cpu'?"]),

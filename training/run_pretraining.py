@@ -34,7 +34,15 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     cfg = load_config(args.config)
     try:
-        if cfg.runtime.framework == "torch":
+        if cfg.workload.task == "micro":  # a micro-benchmark case: figures, no training
+            if cfg.runtime.framework != "torch":
+                raise UnsupportedOnDevice(f"task micro is measured with torch; {cfg.runtime.framework} has no "
+                                          "micro-benchmarks in this accelbench")
+            from torch.distributed.elastic.multiprocessing.errors import record
+            from training.micro.case import run
+
+            record(run)(cfg)
+        elif cfg.runtime.framework == "torch":
             from torch.distributed.elastic.multiprocessing.errors import record
             from training.torch.train import train
 

@@ -12,13 +12,15 @@ from typing import Literal, Optional, Union
 from pydantic import Field, NonNegativeInt, PositiveFloat, PositiveInt, conint, model_validator
 
 from training.contract import DEVICE_FIELDS
+from training.micro.spec import MicroSpec
 from training.spec_base import STEPS_REASON, WIDTH_REASON, StrictModel, bounded
+from training.spec_micro import with_stand_in
 from training.spec_ppo import PPOSpec, check_ppo
 
 SPEC_VERSION = 2
 
 Precision = Literal["fp32", "bf16", "fp16", "fp8"]
-Task = Literal["pretrain", "finetune", "lora", "ppo"]
+Task = Literal["pretrain", "finetune", "lora", "ppo", "micro"]
 LoraTarget = Literal["q", "k", "v", "o", "fc", "gate", "down"]
 
 
@@ -217,9 +219,21 @@ class WorkloadSpec(StrictModel):
     parallel: ParallelSpec = ParallelSpec()
     debug: DebugSpec = DebugSpec()
     ppo: Optional[PPOSpec] = Field(None, description="task ppo: the RLHF loop's knobs")
+    micro: Optional[MicroSpec] = Field(None, description="task micro: which micro-benchmark, at which sizes "
+                                                         "(training/micro/spec.py)")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _micro_trains_no_model(cls, data):
+        return with_stand_in(data, ModelSpec, TrainSpec)  # spec_micro.py says why
 
     @model_validator(mode="after")
     def _task_fits_data(self) -> "WorkloadSpec":
+        if (self.task == "micro") != (self.micro is not None):
+            raise ValueError("a micro section needs task micro, and task micro needs a micro section "
+                             "(e.g. micro: {bench: gemm})")
+        if self.task == "micro":
+            return self
         if self.task == "ppo" or self.ppo is not None:
             return check_ppo(self)
         if self.task == "pretrain" and self.data.instruction:

@@ -1,0 +1,134 @@
+"""Micro-benchmark cases (task micro) through the real CLI: the launcher starts the worker as for training,
+the figures land in results.json and the store, and ``accelbench show`` prints them as tables. The formulas
+are written out here again, not imported, so a wrong one cannot pass itself."""
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+
+from run_benchmarks.config_files import CaseFile
+from training.spec import WorkloadSpec
+
+from .conftest import ROOT
+
+pytest.importorskip("torch")
+
+TINY_GEMM = ("--set", "micro.shapes=[[32,48,16],[64,64,64]]", "--set", "micro.iters=2", "--set", "micro.warmup=1")
+SIZES = [1024, 65536]
+
+
+def run_case(cli, name: str, *sets: str) -> tuple[dict, dict]:
+    """One round of ``name``; its results.json and its store row, checked to hold the same figures."""
+    result = cli("run", name, *sets, timeout=120)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    (document,) = result.results()
+    (row,) = result.attempts()
+    assert document["status"] == row["status"] == "ok", document["reason"]
+    assert document["metrics"] is None and document["steps_completed"] == 0  # figures, not training steps
+    assert row["figures"] == document["figures"]
+    return document, row
+
+
+def by_params(figures: list[dict], name: str) -> dict[str, dict]:
+    return {json.dumps(f["params"], sort_keys=True): f for f in figures if f["name"] == name}
+
+
+def test_gemm_case_reports_tflops_of_exactly_2mnk_flops(cli):
+    document, _ = run_case(cli, "gemm:torch:cpu:1:1", *TINY_GEMM)
+    times, tflops = by_params(document["figures"], "gemm.time_s"), by_params(document["figures"], "gemm.tflops")
+    assert sorted((p["m"], p["n"], p["k"]) for p in (json.loads(k) for k in tflops)) == [(32, 48, 16), (64, 64, 64)]
+    assert times.keys() == tflops.keys()
+    for key, t in times.items():
+        p = t["params"]
+        assert p["dtype"] == "fp32" and t["unit"] == "s" and t["value"] > 0
+        # FLOPs = TFLOP/s x time x 1e12 = 2*M*N*K exactly (up to the float rounding of the two divisions)
+        assert tflops[key]["value"] * t["value"] * 1e12 == pytest.approx(2 * p["m"] * p["n"] * p["k"], rel=1e-12)
+        assert tflops[key]["ranks"] == 1 and tflops[key]["unit"] == "TFLOP/s"
+    (best,) = [f for f in document["figures"] if f["name"] == "gemm.best_tflops"]
+    assert best["value"] == max(f["value"] for f in tflops.values())
+
+
+@pytest.mark.parametrize("op,nprocs,factor", [("allreduce", 2, 2 * (2 - 1) / 2), ("allgather", 2, (2 - 1) / 2),
+                                              ("allreduce", 4, 2 * (4 - 1) / 4)])
+def test_collective_case_follows_nccl_tests_formulas(cli, op, nprocs, factor):
+    document, row = run_case(cli, f"{op}:torch:cpu:1:{nprocs}", "--set", f"micro.sizes_bytes={SIZES}",
+                             "--set", "micro.iters=3", "--set", "micro.warmup=1")
+    assert row["world_size"] == nprocs
+    figures = document["figures"]
+    times = by_params(figures, f"{op}.time_s")
+    algbw, busbw = by_params(figures, f"{op}.algbw_gbps"), by_params(figures, f"{op}.busbw_gbps")
+    # every size the case asked for, rounded down to whole fp32 elements per rank
+    assert sorted(json.loads(k)["bytes"] for k in times) == [s // 4 // nprocs * nprocs * 4 for s in SIZES]
+    assert times.keys() == algbw.keys() == busbw.keys()
+    for key, t in times.items():
+        p = t["params"]
+        assert p["op"] == op and p["ranks"] == nprocs and t["ranks"] == nprocs  # every rank reported it
+        assert algbw[key]["value"] == pytest.approx(p["bytes"] / t["value"] / 1e9, rel=1e-12)
+        assert busbw[key]["value"] == pytest.approx(algbw[key]["value"] * factor, rel=1e-12)
+
+
+def test_membw_case_counts_bytes_as_stream_does(cli):
+    nbytes = 1 << 20
+    document, _ = run_case(cli, "membw:torch:cpu:1:1", "--set", f"micro.sizes_bytes=[{nbytes}]",
+                           "--set", "micro.iters=3")
+    values = {f["name"]: f["value"] for f in document["figures"]}
+    for kernel, arrays in (("copy", 2), ("triad", 3)):
+        assert values[f"membw.{kernel}_gbps"] == pytest.approx(
+            arrays * nbytes / values[f"membw.{kernel}_time_s"] / 1e9, rel=1e-12)
+
+
+def test_show_prints_micro_figures_as_tables(cli):
+    result = cli("run", "allgather:torch:cpu:1:2", "--set", f"micro.sizes_bytes={SIZES}", "--set", "micro.iters=2",
+                 timeout=120)
+    assert result.returncode == 0, result.stderr[-3000:]
+    show = cli("show", "last", "--db", str(result.log_root / "results.db"))
+    assert show.returncode == 0, show.stderr
+    assert "allgather: bandwidth against message size (2 ranks)" in show.stdout
+    assert "busbw (GB/s)" in show.stdout and "busbw = algbw x (n-1)/n, n = 2" in show.stdout
+    (document,) = result.results()
+    (busbw,) = [f for f in document["figures"] if f["name"] == "allgather.busbw_gbps" and f["params"]["bytes"] == 1024]
+    row = next(line for line in show.stdout.splitlines() if line.strip("│ ").startswith("1024 "))
+    assert f"{busbw['value']:,.4g}" in row
+
+
+def test_a_micro_case_trains_no_model():
+    with pytest.raises(ValueError, match="task micro trains no model: remove model"):
+        WorkloadSpec.model_validate({"task": "micro", "micro": {"bench": "gemm"},
+                                     "model": {"n_layer": 2, "n_head": 2, "d_model": 8, "vocab_size": 8,
+                                               "seq_len": 8}})
+    with pytest.raises(ValueError, match="task micro needs a micro section"):
+        WorkloadSpec.model_validate({"task": "micro"})
+    with pytest.raises(ValueError, match="a case needs micro"):
+        CaseFile.model_validate({"task": "micro", "frameworks": ["torch"]})
+    spec = WorkloadSpec.model_validate({"task": "micro", "micro": {"bench": "collective", "op": "broadcast"}})
+    assert WorkloadSpec.model_validate(spec.model_dump(mode="json")) == spec  # the worker reads it back
+
+
+def test_a_typo_in_the_micro_section_fails_at_plan_time(cli):
+    result = cli("run", "gemm:torch:cpu:1:1", "--set", "micro.shapez=[[8,8,8]]")
+    assert result.returncode != 0 and "shapez" in result.stdout + result.stderr
+    assert not (result.log_root / "results.db").exists() or not result.attempts()
+
+
+def test_a_two_node_training_run_shows_the_allreduce_busbw_measured_on_its_hosts(cli, root):
+    # Two "hosts" that are both this machine (as tests/test_runs.py): the all-reduce case measures them, the
+    # training run on the same two nodes then shows that measurement beside its own figures.
+    (root / "configs/cluster.yaml").write_text("hosts:\n  - {name: n0}\n  - {name: n1}\n")
+    os.symlink(ROOT / "training", root / "training")
+    measured = cli("run", "allreduce:torch:cpu:2:1", "--root", str(root), "--set", f"micro.sizes_bytes={SIZES}",
+                   "--set", "micro.iters=2", timeout=120)
+    assert measured.returncode == 0, measured.stderr[-3000:]
+    trained = cli("run", "gpt2_tiny:torch:cpu:2:1", "--root", str(root), "--set", "train.steps=3",
+                  "--set", "train.warmup_steps=1", timeout=240)
+    assert trained.returncode == 0, trained.stderr[-3000:]
+    show = cli("show", "last", "--db", str(trained.log_root / "results.db"))
+    assert show.returncode == 0, show.stderr
+    (allreduce,) = [r for r in trained.attempts() if r["case"] == "allreduce"]
+    (largest,) = [f for f in allreduce["figures"] if f["name"] == "allreduce.busbw_gbps" and f["params"]["bytes"]
+                  == max(SIZES)]
+    assert (f"all-reduce busbw measured on these hosts: {largest['value']:,.4g} GB/s at 64.0 KiB "
+            f"(allreduce:torch:cpu:2:1, run {allreduce['run_id']})") in show.stdout
+    measurement = cli("show", allreduce["run_id"], "--db", str(trained.log_root / "results.db"))
+    assert "measured on these hosts" not in measurement.stdout  # the measurement itself is no training round
