@@ -15,6 +15,7 @@ from typing import Optional
 from pydantic import Field, NonNegativeFloat, conint
 
 from .config import Strict, load_model
+from .report.facts import describe, differing
 from .report.summary import FIGURE_BY_KEY, CaseSummary
 
 FILE_NAME = "references.yaml"
@@ -109,22 +110,28 @@ def load_references(cases_dir: Path, vendors_dir: Path, case: str, vendor: Optio
     return found
 
 
-def check(summary: CaseSummary, references: list[tuple[Reference, str]]) -> list[Check]:
+def check(summary: CaseSummary, references: list[tuple[Reference, str]], varying: tuple[str, ...] = ()) -> list[Check]:
+    """``varying``: the layout facts that differ between the summaries checked together, named beside the
+    config so two workloads of one case (micro batch 4 and 16) are two lines that say which is which."""
     chosen: dict[str, tuple[Tolerance, str]] = {}
     for ref, source in references:
         if ref.matches(summary):
             for figure, tolerance in ref.figures.items():
                 chosen[figure] = (tolerance, source)
-    return [Check(summary.label, summary.config, figure, summary.mean(figure), tol, source)
+    config = summary.config + (f" ({describe(summary.facts, varying)})" if varying else "")
+    return [Check(summary.label, config, figure, summary.mean(figure), tol, source)
             for figure, (tol, source) in chosen.items()]
 
 
 def check_all(summaries: list[CaseSummary], cases_dir: Path, vendors_dir: Path) -> list[Check]:
+    """Each summary is one workload (report/summary.py groups by its hash), so a reference is checked
+    against the mean of rounds that ran the same thing, never a blend of two batch sizes."""
+    varying = tuple(differing([s.facts for s in summaries]))
     cache: dict[tuple, list] = {}
     out = []
     for summary in summaries:
         key = (summary.key["case"], summary.key.get("vendor"))
         if key not in cache:
             cache[key] = load_references(cases_dir, vendors_dir, *key)
-        out += check(summary, cache[key])
+        out += check(summary, cache[key], varying)
     return out

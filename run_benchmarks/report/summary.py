@@ -2,6 +2,10 @@
 
 This is the last level of the aggregation (step -> rank -> device -> node -> round -> case); the
 levels below happen in analyze.py when a round ends. Every report format reads these summaries.
+
+Rounds share a summary only when they ran the same workload: the hash of the resolved workload each round
+stored (report/facts.py). Micro batch 4 and 16, or fp32 and bf16, are two rows, never one mean of both. A
+row without a stored workload (older imports) falls back to the case columns (KEY_FIELDS).
 """
 from __future__ import annotations
 
@@ -12,6 +16,7 @@ from typing import Callable, Optional, Sequence
 
 from ..analyze import CV_FLAG, Stats
 from ..store import Attempt
+from .facts import RoundFacts, round_facts
 
 
 @dataclass(frozen=True)
@@ -71,6 +76,15 @@ class CaseSummary:
     attempts: list[Attempt]
     figures: dict[str, Stats] = field(default_factory=dict)
     flags: list[str] = field(default_factory=list)
+    what: RoundFacts = RoundFacts(None, None)  # the workload hash and layout facts its rounds share
+
+    @property
+    def facts(self) -> dict:
+        return self.what.facts
+
+    @property
+    def workload_hash(self) -> Optional[str]:
+        return self.what.workload_hash
 
     @property
     def statuses(self) -> Counter:
@@ -88,7 +102,9 @@ class CaseSummary:
 
     @property
     def config(self) -> str:
-        return config_name(self.key.get("extern_config"))
+        """The extern config name(s) its rounds used: one workload run from two files shows both."""
+        names = dict.fromkeys(config_name(a.get("extern_config")) for a in self.attempts)
+        return ", ".join(names) if names else config_name(self.key.get("extern_config"))
 
     def mean(self, key: str) -> Optional[float]:
         stats = self.figures.get(key)
@@ -139,14 +155,24 @@ def case_key(attempt: Attempt, fields: Sequence[str] = KEY_FIELDS) -> tuple:
     return tuple(config_name(attempt.get(f)) if f == "extern_config" else attempt.get(f) for f in fields)
 
 
+def group_key(attempt: Attempt, what: RoundFacts, fields: Sequence[str] = KEY_FIELDS) -> tuple:
+    """The workload hash (with the vendor, whose references apply) where the round stored its workload;
+    else ``fields`` of the row, as before workloads were stored."""
+    if what.workload_hash is not None:
+        return ("workload", what.workload_hash, attempt.get("vendor"))
+    return ("case",) + case_key(attempt, fields)
+
+
 def summarize(attempts: Sequence[Attempt], fields: Sequence[str] = KEY_FIELDS) -> list[CaseSummary]:
-    """Group by ``fields`` (in first-seen order) and aggregate every figure over the ok attempts."""
-    groups: dict[tuple, list[Attempt]] = {}
+    """Group by workload hash (``fields`` for rows without a workload), in first-seen order, and aggregate
+    every figure over the ok attempts. ``key`` holds ``fields`` of the group's first row."""
+    groups: dict[tuple, tuple[RoundFacts, list[Attempt]]] = {}
     for attempt in attempts:
-        groups.setdefault(case_key(attempt, fields), []).append(attempt)
+        what = round_facts(attempt)
+        groups.setdefault(group_key(attempt, what, fields), (what, []))[1].append(attempt)
     out = []
-    for key, members in groups.items():
-        summary = CaseSummary(dict(zip(fields, key)), members)
+    for what, members in groups.values():
+        summary = CaseSummary(dict(zip(fields, case_key(members[0], fields))), members, what=what)
         noisy = []  # (label, cv): throughput, TFLOP/s and MFU scale together, so one flag names them all
         for name in [f.key for f in FIGURES] + ["samples_per_step", "memory_total_bytes", "peak_memory_reserved_bytes",
                                                "device_memory_used_bytes"]:

@@ -197,20 +197,26 @@ def layout_summary(workload, world_size: int) -> str:
 
 
 def summary_table(summaries, title: str) -> Table:
-    """One row per case: each figure's mean over ok rounds (± its coefficient of variation)."""
+    """One row per workload: each figure's mean over ok rounds (± its coefficient of variation). The layout
+    and batch facts that differ between the rows are columns of their own, so no two rows look alike."""
+    from .facts import FACT_LABEL, differing, fact_text
     from .summary import FIGURE_BY_KEY
 
     table = Table(title=title)
     columns = ("tokens_per_s_per_device", "tokens_per_s_total", "tflops_per_device", "mfu", "step_time_median_s")
+    varying = differing([s.facts for s in summaries])
     table.add_column("case", no_wrap=True)
-    table.add_column("config")
+    table.add_column("config", overflow="fold")
+    for key in varying:
+        table.add_column(FACT_LABEL[key], justify="right")
     table.add_column("rounds")
     for key in columns:
         table.add_column(FIGURE_BY_KEY[key].label, justify="right")
     table.add_column("memory actual / total", justify="right")
     for s in summaries:
         rounds = ", ".join(f"[{_STATUS_STYLE.get(st, '')}]{n} {st}[/]" for st, n in s.statuses.items())
-        table.add_row(s.label, s.config, rounds, *[s.cell(key) for key in columns], s.memory())
+        table.add_row(s.label, s.config, *[fact_text(s.facts.get(k)) for k in varying], rounds,
+                      *[s.cell(key) for key in columns], s.memory())
     return table
 
 
@@ -229,7 +235,30 @@ def checks_table(checks) -> Table:
 
 
 def print_summaries(console: Console, summaries, title: str) -> None:
+    from .facts import describe, differing
+
     console.print(summary_table(summaries, title))
+    varying = differing([s.facts for s in summaries])
     for s in summaries:
+        which = f" ({describe(s.facts, varying)})" if varying else ""
         for flag in s.flags:
-            console.print(f"[yellow]⚑[/] {s.label} {s.config}: {flag}", soft_wrap=True)
+            console.print(f"[yellow]⚑[/] {s.label} {s.config}{which}: {flag}", soft_wrap=True)
+
+
+def compare_table(a, b, rows) -> Table:
+    """A against B per paired workload: each side's mean ± CV with its rounds, and the change, marked when
+    it is inside the two sides' combined noise (compare.NOISE_RULE, printed as the caption)."""
+    from .compare import COMPARED, NOISE_RULE, SHORT, format_change, format_rounds, format_value
+
+    table = Table(title=f"A = {a.text}   B = {b.text}   (B vs A: +32% = B does 32% more)", caption=NOISE_RULE)
+    for column, justify in (("case", "left"), ("figure", "left"), ("A (mean ±CV)", "right"), ("A rounds", "left"),
+                            ("B (mean ±CV)", "right"), ("B rounds", "left"), ("B vs A", "right")):
+        table.add_column(column, justify=justify, overflow="fold")
+    for row in rows:
+        for i, figure in enumerate(COMPARED):
+            first = i == 0
+            table.add_row(row.label if first else "", SHORT[figure], format_value(row.a, figure),
+                          format_rounds(row.a) if first else "", format_value(row.b, figure),
+                          format_rounds(row.b) if first else "", format_change(row, figure),
+                          end_section=i == len(COMPARED) - 1)
+    return table
