@@ -9,22 +9,24 @@ from pathlib import Path
 from typing import Optional, Sequence
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
-from . import casename, references
+from . import bundle_cli, casename, references
 from .config_files import TestConf
 from .config import load_model
 from .errors import UserError
 from .exit_codes import EXIT_FAILED
-from .figures import figure_key
 from .report import export, html, markdown
 from .report.compare import Selection, compare
 from .report.summary import FIGURE_BY_KEY, summarize
+from .report.sweep_views import to_rich
+from .report.task_figures import interconnect_line, micro_views
 from .report.terminal import checks_table, human_bytes, print_summaries
 from .store import FILTER_KEYS, ResultStore, StoreCorrupt, process_alive, store_path
 
 EXIT_OK, EXIT_REGRESSION = 0, 3
-FORMATS = ("terminal", "markdown", "html", "json", "csv")
+FORMATS = ("terminal", "markdown", "html", "json", "csv", "summary-json", "summary-csv")  # json/csv: raw attempts
 
 
 def add_store_options(parser: argparse.ArgumentParser) -> None:
@@ -59,20 +61,24 @@ def add_commands(sub, default_root) -> None:
     cmp_ = sub.add_parser(
         "compare", help="A against B per matching case, with B's speedup in percent",
         description="Each side is a run (id, prefix, 'last') or comma-separated KEY=VALUE filters, e.g. "
-                    "'accelbench compare framework=torch framework=paddle'. Cases match on case, framework, "
-                    "hardware, layout and extern config name, less the keys the two sides filter differently.")
+                    "'accelbench compare framework=torch framework=paddle'. Rows pair on what ran: case, framework, "
+                    "hardware, model and the layout and batch facts (not the extern config's file name), less "
+                    "the keys the two sides filter differently; a change smaller than CV(A) + CV(B) is marked "
+                    "'within noise'.")
     cmp_.add_argument("a", metavar="A")
     cmp_.add_argument("b", metavar="B")
     cmp_.add_argument("--format", choices=("terminal", "markdown"), default="terminal")
+    cmp_.add_argument("--html", type=Path, metavar="FILE",
+                      help="also write the compare as one self-contained HTML page (table and charts) to FILE")
     add_store_options(cmp_)
 
     imp = sub.add_parser(
         "import", help="store results from logs other tools wrote (MLPerf MLLOG, Megatron-LM, torchtitan, PaddleNLP)",
         description="Each file becomes one attempt (round 1, 2, ...) of one imported run.")
     imp.add_argument("files", nargs="+", type=Path, metavar="LOG")
-    imp.add_argument("--format", required=True, metavar="PARSER",
+    imp.add_argument("--format", metavar="PARSER",  # not for a bundle (accelbench bundle), found by its manifest
                      help="mllog, megatron, torchtitan or paddlenlp (newest version), or pinned: mllog/1, ...")
-    imp.add_argument("--case-name", required=True, help=f"what ran: {casename.FORMAT}, e.g. "
+    imp.add_argument("--case-name", help=f"what ran: {casename.FORMAT}, e.g. "
                                                         "gpt3_6.7B:paddle_2.5.1:A100:1:8")
     imp.add_argument("--extern-config", help="the extern config name the run used, if any")
     imp.add_argument("--vendor", help="the vendor whose references apply (default: none)")
@@ -80,6 +86,8 @@ def add_commands(sub, default_root) -> None:
                      help="leading logged intervals to treat as warm-up and exclude (default 1)")
     imp.add_argument("--run-id", help="id for the imported run (default: import-<time>-<hex>)")
     add_store_options(imp)
+
+    bundle_cli.add_command(sub, add_store_options)
 
     store = sub.add_parser("store", help="look after the results store: repair",
                            description="The results store's upkeep.")
@@ -185,6 +193,8 @@ def cmd_show(args: argparse.Namespace, console: Console, default_root) -> int:
         run_id = store.resolve_run(args.run)
         run = store.run(run_id)
         attempts = store.attempts(run_ids=[run_id])
+        allreduce = [a.row for a in store.attempts({"case": "allreduce", "status": "ok"})] \
+            if any((a.row.get("nnodes") or 1) > 1 for a in attempts) else []
     console.print(f"[bold]run {run_id}[/] ({run['source']}) {run['status']}: {run['started_at']} -> "
                   f"{run.get('ended_at') or '(not ended)'}", soft_wrap=True)
     if run.get("argv"):
@@ -197,37 +207,49 @@ def cmd_show(args: argparse.Namespace, console: Console, default_root) -> int:
     if run.get("note"):
         console.print(f"  note: {run['note']}", markup=False, soft_wrap=True)
     for a in attempts:
-        console.print(f"\n[bold]{a['case_name']}[/] round {a['round']} attempt {a['attempt']}: {a['status']}"
-                      + (f" — {a['reason']}" if a.get("reason") else ""), soft_wrap=True)
-        if a.get("extern_config"):
-            console.print(f"  extern config: {a['extern_config']} (sha256 {str(a.get('extern_config_hash'))[:12]})",
-                          markup=False, soft_wrap=True)
-        for figure in FIGURE_BY_KEY.values():
-            value = a.get(figure.key)
-            if value is not None:
-                console.print(f"  {figure.label}: {figure.fmt(value)}", markup=False)
-        if a.get("memory_total_bytes"):
-            console.print(f"  device memory total: {human_bytes(a['memory_total_bytes'])}", markup=False)
-        for figure in a.get("figures") or []:  # the task's own figures (PPO phases, micro-benchmarks)
-            console.print(f"  {figure_key(figure['name'], figure.get('params'))}: {figure['value']:,.4g} "
-                          f"{figure['unit']}", markup=False, soft_wrap=True)
-        for warning in a.get("warnings") or []:
-            console.print(f"  [yellow]warning[/] {warning}", soft_wrap=True)
-        for line in a.get("error_lines") or []:
-            console.print(f"    {line}", markup=False, soft_wrap=True)
-        for node in (a.get("environment") or {}).get("nodes") or []:
-            env = node.get("environment") or {}
-            facts = ", ".join(f"{k}={env[k]}" for k in sorted(env) if not isinstance(env[k], (dict, list)))
-            console.print(f"  node {node.get('node_rank')} ({node.get('host')}): {facts}", markup=False,
-                          soft_wrap=True)
-            if node.get("image"):
-                console.print(f"    image: {node['image']} ({node.get('image_id')})", markup=False, soft_wrap=True)
-            for key, value in sorted((node.get("probes") or {}).items()):
-                first = str(value).splitlines()[0] if value else ""
-                console.print(f"    {key}: {first}", markup=False, soft_wrap=True)
-        if a.get("results_path"):
-            console.print(f"  results: {a['results_path']}", markup=False, soft_wrap=True)
+        show_record(console, a.record(), a["attempt"], a, allreduce)
     return EXIT_OK
+
+
+def show_record(console: Console, r, attempt: int, columns, allreduce: Sequence[dict] = ()) -> None:
+    """One round record: status, the headline figures (the store's columns, derived from it), task figures,
+    warnings, error lines and where each node ran."""
+    console.print(f"\n[bold]{escape(r.case_name)}[/] round {r.round} attempt {attempt}: {r.status.value}"
+                  + (f" — {escape(r.reason)}" if r.reason else ""), soft_wrap=True)
+    if r.case.extern_config:
+        console.print(f"  extern config: {r.case.extern_config} (sha256 {str(r.case.extern_config_hash)[:12]})",
+                      markup=False, soft_wrap=True)
+    if r.workload_hash:
+        console.print(f"  workload: {r.workload_hash}", markup=False)
+    for figure in FIGURE_BY_KEY.values():
+        value = columns.get(figure.key)
+        if value is not None:
+            console.print(f"  {figure.label}: {figure.fmt(value)}", markup=False)
+    if columns.get("memory_total_bytes"):
+        console.print(f"  device memory total: {human_bytes(columns['memory_total_bytes'])}", markup=False)
+    interconnect = interconnect_line(columns.row, allreduce)
+    if interconnect:
+        console.print(f"  {interconnect}", markup=False, soft_wrap=True)
+    views, rest = micro_views([f.model_dump() for f in r.figures])  # micro-benchmarks' own tables; PPO phases
+    for view in views:
+        console.print(to_rich(view))
+    for figure in rest:
+        console.print(f"  {figure.key}: {figure.value:,.4g} {figure.unit}", markup=False, soft_wrap=True)
+    for warning in r.warnings:
+        console.print(f"  [yellow]warning[/] {escape(warning)}", soft_wrap=True)
+    for line in r.error_lines:
+        console.print(f"    {line}", markup=False, soft_wrap=True)
+    for node in r.environment.nodes:
+        env = node.get("environment") or {}
+        facts = ", ".join(f"{k}={env[k]}" for k in sorted(env) if not isinstance(env[k], (dict, list)))
+        console.print(f"  node {node.get('node_rank')} ({node.get('host')}): {facts}", markup=False, soft_wrap=True)
+        if node.get("image"):
+            console.print(f"    image: {node['image']} ({node.get('image_id')})", markup=False, soft_wrap=True)
+        for key, value in sorted((node.get("probes") or {}).items()):
+            first = str(value).splitlines()[0] if value else ""
+            console.print(f"    {key}: {first}", markup=False, soft_wrap=True)
+    if r.results_path:
+        console.print(f"  results: {r.results_path}", markup=False, soft_wrap=True)
 
 
 def cmd_report(args: argparse.Namespace, console: Console, default_root) -> int:
@@ -250,9 +272,13 @@ def cmd_report(args: argparse.Namespace, console: Console, default_root) -> int:
     elif args.format == "html":
         _write(console, html.render(title, summaries, attempts, checks), args.output)
     elif args.format == "json":
-        _write(console, export.to_json(attempts), args.output)
+        _write(console, export.to_json(attempts, root), args.output)
+    elif args.format == "summary-json":
+        _write(console, export.summary_json(summaries, root), args.output)
+    elif args.format == "summary-csv":
+        _write(console, export.summary_csv(summaries, root), args.output)
     else:
-        _write(console, export.to_csv(attempts), args.output)
+        _write(console, export.to_csv(attempts, root), args.output)
     return report_checks(console, checks, args.check)
 
 
@@ -275,20 +301,17 @@ def cmd_compare(args: argparse.Namespace, console: Console, default_root) -> int
     with open_store(args, default_root) as store:
         a, b = parse_selection(store, [args.a]), parse_selection(store, [args.b])
         rows = compare(a, b, select(store, a), select(store, b))
+    if args.html is not None:
+        if not args.html.parent.is_dir():
+            raise UserError(f"--html {args.html}: no folder {args.html.parent}", "create it, or name a file in a folder")
+        args.html.write_text(html.render_compare(a, b, rows), encoding="utf-8")
+        console.print(f"wrote {args.html}", markup=False, soft_wrap=True)
     if args.format == "markdown":
         console.print(markdown.compare_table(a, b, rows), markup=False, highlight=False, soft_wrap=True, end="")
         return EXIT_OK
-    from .report.compare import COMPARED, SHORT, format_change, format_value
+    from .report.terminal import compare_table
 
-    table = Table(title=f"A = {a.text}   B = {b.text}   (B vs A: +32% = B does 32% more)")
-    for column, justify in (("case", "left"), ("figure", "left"), ("A", "right"), ("B", "right"),
-                            ("B vs A", "right")):
-        table.add_column(column, justify=justify)
-    for row in rows:
-        for i, figure in enumerate(COMPARED):
-            table.add_row(row.label if i == 0 else "", SHORT[figure], format_value(row.a, figure),
-                          format_value(row.b, figure), format_change(row, figure), end_section=i == len(COMPARED) - 1)
-    console.print(table)
+    console.print(compare_table(a, b, rows))
     return EXIT_OK
 
 
@@ -309,6 +332,11 @@ def cmd_import(args: argparse.Namespace, console: Console, default_root) -> int:
     from . import importers
     from .importers.case_facts import case_facts, complete
 
+    if bundle_cli.bundles_among(args.files):
+        return bundle_cli.cmd_import_bundles(args, console, lambda a, **kw: open_store(a, default_root, **kw))
+    if not args.format or not args.case_name:
+        raise UserError("import needs --format and --case-name for a log (only a bundle says what it holds)",
+                        f"add --format mllog|megatron|torchtitan|paddlenlp --case-name {casename.EXAMPLE}")
     parser = importers.get(args.format)
     name = casename.parse(args.case_name)
     root = (args.root or default_root()).resolve()
@@ -329,17 +357,8 @@ def cmd_import(args: argparse.Namespace, console: Console, default_root) -> int:
             imported = parser.parse(path, name.world_size, args.skip_intervals)
             complete(imported, facts, name.world_size)
             failed += imported.status != "ok"
-            store.add_attempt({
-                "run_id": run_id, "case_name": str(name), "case": name.case, "framework": name.framework,
-                "framework_version": name.framework_version, "hardware": name.hardware, "vendor": args.vendor,
-                "nnodes": name.nnodes, "nprocs_per_node": name.nprocs_per_node, "world_size": name.world_size,
-                "repeat": name.repeat, "extern_config": args.extern_config, "round": index, "status": imported.status,
-                "reason": imported.reason, "started_at": imported.started_at, "ended_at": imported.ended_at,
-                "wall_time_s": imported.wall_time_s, "metrics": imported.metrics,
-                "environment": {"imported_from": str(Path(path).resolve()), **imported.details},
-                "warnings": imported.warnings, "error_lines": [], "results_path": str(Path(path).resolve()),
-                "source": f"import:{parser.name}",
-            })
+            store.add_attempt(imported.record(run_id, name, index, args.vendor, args.extern_config, path,
+                                              parser.name).to_row())
             tok = imported.metrics.get("tokens_per_s_per_device")
             console.print(f"{path}: {imported.status}"
                           + (f", {FIGURE_BY_KEY['tokens_per_s_per_device'].fmt(tok)} tokens/s/device" if tok else "")
@@ -380,5 +399,9 @@ def cmd_store(args: argparse.Namespace, console: Console, default_root) -> int:
     return EXIT_OK
 
 
-COMMANDS = {"store": cmd_store, "runs": cmd_runs, "show": cmd_show, "report": cmd_report, "compare": cmd_compare, "import": cmd_import}
+def cmd_bundle(args: argparse.Namespace, console: Console, default_root) -> int:
+    return bundle_cli.cmd_bundle(args, console, lambda a: open_store(a, default_root))
+
+
+COMMANDS = {"bundle": cmd_bundle, "store": cmd_store, "runs": cmd_runs, "show": cmd_show, "report": cmd_report, "compare": cmd_compare, "import": cmd_import}
 
