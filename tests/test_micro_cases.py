@@ -91,6 +91,13 @@ def test_show_prints_micro_figures_as_tables(cli):
     (busbw,) = [f for f in document["figures"] if f["name"] == "allgather.busbw_gbps" and f["params"]["bytes"] == 1024]
     row = next(line for line in show.stdout.splitlines() if line.strip("│ ").startswith("1024 "))
     assert f"{busbw['value']:,.4g}" in row
+    assert "allgather: bandwidth against message size" in result.stdout  # the end-of-run tables too
+    page = result.log_root / "report.html"
+    html = cli("report", "last", "--db", str(result.log_root / "results.db"), "--format", "html", "-o", str(page))
+    assert html.returncode == 0, html.stderr
+    svg = page.read_text()
+    assert 'id="busbw-allgather"' in svg and "allgather: bus bandwidth against message size" in svg
+    assert "global batch" not in svg  # a micro case has no batch: its placeholder train section is not a fact
 
 
 def test_a_micro_case_trains_no_model():

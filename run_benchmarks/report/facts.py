@@ -69,7 +69,10 @@ def round_facts(attempt: Attempt) -> RoundFacts:
         return RoundFacts(None, None, {"precision": precision} if precision else {})
     name = case_name_of(attempt)
     resolved = resolved_workload(name, spec)
-    return RoundFacts(workload_hash(resolved), layout_key(resolved), layout_facts(name, spec),
+    facts = layout_facts(name, spec)
+    if spec.task == "micro":  # no batch: its model and train sections are placeholders no worker reads
+        facts = {"data_parallel": facts.get("data_parallel"), "task": "micro"}
+    return RoundFacts(workload_hash(resolved), layout_key(resolved), facts,
                       spec.model_dump(mode="json", exclude_defaults=True))
 
 

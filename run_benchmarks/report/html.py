@@ -15,7 +15,7 @@ import jinja2
 from .. import __version__
 from ..analyze import CV_FLAG
 from ..store import Attempt
-from . import chart_data, charts
+from . import chart_data, charts, micro_charts
 from .summary import FIGURE_BY_KEY, CaseSummary
 
 # Two tables rather than one of 20 columns: each fits a 1400 px page with its numbers on one line.
@@ -52,7 +52,7 @@ def report_charts(summaries: Sequence[CaseSummary]) -> dict[str, list[str]]:
         other.append(charts.lines("step time over the run (slowest rank, first ok round)", steps, "step", "ms",
                                   "steps"))
     other += _monitor_charts(summaries) + charts.memory_bars(summaries, palette)
-    return {"per_model": per_model, "wide": wide, "other": other}
+    return {"per_model": per_model, "wide": wide, "other": micro_charts.bandwidth_charts(summaries) + other}
 
 
 def _series_name(s: CaseSummary, summaries: Sequence[CaseSummary]) -> str:

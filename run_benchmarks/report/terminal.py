@@ -12,6 +12,8 @@ from ..analyze import across_rounds
 from ..launch import RoundResult
 from ..plan import CasePlan, RoundPlan, RunPlan
 from .live import LiveProgress, LiveStep
+from .sweep_views import to_rich
+from .task_figures import micro_views
 from .summary import human_bytes, number as _num
 
 
@@ -38,6 +40,12 @@ _STATUS_STYLE = {"ok": "green", "failed": "red", "oom": "red", "unsupported": "m
                  "interrupted": "yellow"}
 
 
+def _what_runs(case: CasePlan) -> str:
+    if case.workload.task == "micro":  # its train section is a placeholder: it has no steps
+        return f"micro-benchmark {case.name.case}"
+    return f"{case.workload.train.steps} steps ({case.workload.train.warmup_steps} warm-up)"
+
+
 class TerminalReporter:
     """Progress lines on stderr, so stdout stays for the result table."""
 
@@ -49,8 +57,7 @@ class TerminalReporter:
         hosts = ", ".join(dict.fromkeys(n.host.name for n in rnd.nodes))
         self.console.print(f"[bold]▶ {case.name}[/] round {rnd.index}/{len(case.rounds)}: "
                            f"{case.name.nnodes} node(s) x {case.name.nprocs_per_node} process(es) on {hosts}; "
-                           f"{case.workload.train.steps} steps ({case.workload.train.warmup_steps} warm-up); "
-                           f"logs in {rnd.dir}")
+                           f"{_what_runs(case)}; logs in {rnd.dir}")
         self.live.start(f"{case.name.case} round {rnd.index}", case.workload.train.steps)
 
     def progress(self, case: CasePlan, rnd: RoundPlan, step: int, live: Optional[LiveStep] = None) -> None:
@@ -122,6 +129,12 @@ def print_results(console: Console, results: list[RoundResult], cases: list[Case
     formulas = {r.metrics.flop_formula for r in results if r.metrics}
     for formula in sorted(formulas):
         console.print(f"FLOPs: {formula}")
+    for r in results:  # a micro-benchmark round's figures are its own tables, not the training columns
+        if r.status == "ok" and r.metrics is None and r.figures:
+            console.print(f"[bold]{r.case_name}[/] round {r.round}:", soft_wrap=True)
+            views, _ = micro_views(r.figures)
+            for view in views:
+                console.print(to_rich(view))
     for r in results:
         for warning in r.warnings:
             console.print(f"[yellow]warning[/] {r.case_name} #{r.round}: {warning}", soft_wrap=True)
