@@ -221,10 +221,15 @@ def show_record(console: Console, r, attempt: int, columns, allreduce: Sequence[
                       markup=False, soft_wrap=True)
     if r.workload_hash:
         console.print(f"  workload: {r.workload_hash}", markup=False)
+    kind = (r.metrics or {}).get("memory_kind")
     for figure in FIGURE_BY_KEY.values():
         value = columns.get(figure.key)
         if value is not None:
-            console.print(f"  {figure.label}: {figure.fmt(value)}", markup=False)
+            which = f" ({kind})" if figure.key == "peak_memory_bytes" and kind else ""
+            console.print(f"  {figure.label}: {figure.fmt(value)}{which}", markup=False)
+    if columns.get("peak_memory_reserved_bytes"):  # the allocator's reserved peak: device memory in use
+        console.print(f"  peak memory reserved/device: {human_bytes(columns['peak_memory_reserved_bytes'])}",
+                      markup=False)
     if columns.get("memory_total_bytes"):
         console.print(f"  device memory total: {human_bytes(columns['memory_total_bytes'])}", markup=False)
     interconnect = interconnect_line(columns.row, allreduce)

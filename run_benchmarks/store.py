@@ -411,10 +411,10 @@ class ResultStore:
         return rows
 
     def resolve_run(self, ref: str) -> str:
-        """A run id from a full id, a unique prefix, or ``last``."""
+        """A run id from a full id, a unique prefix, or ``last``: the newest run of any source, the first row of
+        ``accelbench runs`` (an import included, so that ``show last`` after an import shows it)."""
         if ref in ("last", "latest"):
-            row = self.conn.execute("SELECT run_id FROM runs WHERE source = 'accelbench' "
-                                    "ORDER BY started_at DESC LIMIT 1").fetchone()
+            row = self.conn.execute("SELECT run_id FROM runs ORDER BY started_at DESC LIMIT 1").fetchone()
             if row is None:
                 raise UserError(f"{self.path} holds no run yet", "run a case first: accelbench run ...")
             return row[0]

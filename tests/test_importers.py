@@ -223,6 +223,10 @@ def test_an_a100_paddlenlp_import_gets_tflops_mfu_and_both_memory_peaks(cli, tmp
                          "memory_total_bytes": 80 * GIB, "step_time_median_s": 1 / 0.01, "loss_last": 6.25})
     assert row["metrics"]["memory_kind"] == "allocated" and row["precision"] == "fp16"
     assert row["extern_config"] == "config_TP1PP1SH2SP8A10080Gx1x8" and row["wall_time_s"] == 180
+    shown = cli("show", "last", "--db", str(db))  # the newest run, as `accelbench runs` lists it first
+    assert shown.returncode == 0 and "run paddle-1 (import:paddlenlp/1)" in shown.stdout, shown.stdout
+    assert "peak memory/device: 41.6 GiB (allocated)" in shown.stdout  # both peaks, each named
+    assert "peak memory reserved/device: 66.3 GiB" in shown.stdout
 
 
 # ---------------------------------------------------------------- nothing to store
