@@ -22,7 +22,7 @@ from .report.compare import Selection, compare
 from .report.summary import FIGURE_BY_KEY, summarize
 from .report.sweep_views import to_rich
 from .report.task_figures import interconnect_line, micro_views
-from .report.terminal import checks_table, human_bytes, print_summaries
+from .report.terminal import checks_table, print_table, human_bytes, print_summaries
 from .store import FILTER_KEYS, ResultStore, StoreCorrupt, process_alive, store_path
 
 EXIT_OK, EXIT_REGRESSION = 0, 3
@@ -293,7 +293,7 @@ def report_checks(console: Console, checks, asked: bool) -> int:
     if not checks:
         console.print("--check: no reference matches these cases (add references.yaml to the case or vendor)")
         return EXIT_OK
-    console.print(checks_table(checks))
+    print_table(console, checks_table(checks))
     failed = [c for c in checks if not c.passed]
     if failed:
         console.print(f"[red]{len(failed)} of {len(checks)} figure(s) outside their reference band[/]")
@@ -316,7 +316,7 @@ def cmd_compare(args: argparse.Namespace, console: Console, default_root) -> int
         return EXIT_OK
     from .report.terminal import compare_table
 
-    console.print(compare_table(a, b, rows))
+    print_table(console, compare_table(a, b, rows))
     return EXIT_OK
 
 

@@ -6,6 +6,7 @@ from typing import Optional
 
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from ..schedulers import get as get_scheduler
 from ..analyze import across_rounds
@@ -112,8 +113,40 @@ def results_table(results: list[RoundResult], cases: list[CasePlan]) -> Table:
     return table
 
 
+def print_table(console: Console, table: Table) -> None:
+    """The table where it fits the terminal. Where it does not (an 80-column terminal), each row as a block
+    of ``column: value`` lines: rich would otherwise squeeze every column and cut the numbers ("16,…")."""
+    headers = [_text(c.header).plain.replace("\n", " ") for c in table.columns]
+    cells = [list(c.cells) for c in table.columns]
+    if _uncut_width(headers, cells) <= console.width:
+        console.print(table)
+        return
+    if table.title:
+        console.print(Text(str(table.title), style="bold"))
+    for row in range(table.row_count):
+        console.print(Text.assemble(_text(cells[0][row]), style="bold"), soft_wrap=True)
+        for header, column in zip(headers[1:], cells[1:]):
+            value = _text(column[row])
+            if value.plain.strip():
+                console.print(Text.assemble(f"  {header}: ", value), soft_wrap=True)
+    if table.caption:
+        console.print(Text(str(table.caption)), soft_wrap=True)
+
+
+def _uncut_width(headers: list[str], cells: list[list]) -> int:
+    """The narrowest the table can be with no word cut: each column its longest word (a number is one),
+    plus rich's padding and borders."""
+    widest = [max([len(w) for w in header.split()] + [len(w) for c in column for w in _text(c).plain.split()],
+                  default=1) for header, column in zip(headers, cells)]
+    return sum(widest) + 3 * len(widest) + 1
+
+
+def _text(cell) -> Text:
+    return cell if isinstance(cell, Text) else Text.from_markup(cell) if isinstance(cell, str) else Text(str(cell))
+
+
 def print_results(console: Console, results: list[RoundResult], cases: list[CasePlan]) -> None:
-    console.print(results_table(results, cases))
+    print_table(console, results_table(results, cases))
     notes = {r.metrics.mfu_note for r in results if r.metrics and r.metrics.mfu is None}
     for note in sorted(notes):
         console.print(f"¹ MFU n/a: {note}")
@@ -250,7 +283,7 @@ def checks_table(checks) -> Table:
 def print_summaries(console: Console, summaries, title: str) -> None:
     from .facts import describe, differing
 
-    console.print(summary_table(summaries, title))
+    print_table(console, summary_table(summaries, title))
     varying = differing([s.facts for s in summaries])
     for s in summaries:
         which = f" ({describe(s.facts, varying)})" if varying else ""

@@ -1,0 +1,36 @@
+"""Tables in a narrow terminal: no number is ever cut; a table too wide for the terminal becomes one block of
+``column: value`` lines per row."""
+from __future__ import annotations
+
+import io
+
+from rich.console import Console
+
+from run_benchmarks.report.summary import summarize
+from run_benchmarks.report.terminal import print_summaries
+from run_benchmarks.store import ResultStore
+
+from .test_results import document, fill
+
+
+def render(db, width: int) -> str:
+    out = io.StringIO()
+    with ResultStore(db) as store:
+        print_summaries(Console(file=out, width=width, force_terminal=False), summarize(store.attempts()), "t")
+    return out.getvalue()
+
+
+def test_an_80_column_terminal_gets_every_figure_whole(tmp_path):
+    db = tmp_path / "results.db"
+    fill(db, [document("r1", "gpt2_tiny", "torch", 0.0005, config="vendors/acme/config_TP1PP1SH2SP8A10080Gx1x8.yaml"),
+              document("r1", "gpt2_tiny", "torch", 0.0005, round_=2,
+                       config="vendors/acme/config_TP1PP1SH2SP8A10080Gx1x8.yaml")])
+    with ResultStore(db) as store:
+        (summary,) = summarize(store.attempts())
+    tokens = f"{summary.mean('tokens_per_s_per_device'):,.0f}"
+    narrow = render(db, 80)
+    assert "…" not in narrow and max(len(line) for line in narrow.splitlines()) <= 80
+    assert f"tokens/s/device: {tokens}" in narrow  # a whole number, named
+    assert "config_TP1PP1SH2SP8A10080Gx1x8" in narrow  # the field that tells rows apart, whole
+    wide = render(db, 250)
+    assert "┃ case" in wide and tokens in wide and "…" not in wide  # wide enough: the table itself
