@@ -1,5 +1,6 @@
 """``python -m training.micro --bench gemm|membw|collective [...]``, one process per device (under torchrun
-for several): measure, and print each figure as a perf record on stdout."""
+for several), with torch: measure, and print each figure as a perf record on stdout. (A case runs the same
+benchmarks with its framework, torch or Paddle: training/micro/case.py.)"""
 from __future__ import annotations
 
 import argparse
@@ -10,11 +11,10 @@ import sys
 import torch
 
 from training import contract, perflog
-from training.micro import collectives, gemm, membw
+from training.micro.case import figures
 from training.micro.spec import MicroSpec
+from training.micro.torch_ops import TorchOps
 from training.unsupported import UnsupportedOnDevice
-
-BENCHES = {"gemm": gemm.run, "membw": membw.run, "collective": collectives.run}
 
 
 def parse_spec(argv: list[str] | None = None) -> tuple[MicroSpec, str]:
@@ -32,14 +32,12 @@ def main(argv: list[str] | None = None) -> None:
     device = torch.device(device_type) if device_type == "cpu" else torch.device(device_type, local)
     if device.type != "cpu":
         torch.accelerator.set_device_index(local)
+    ops = TorchOps(device)
     grouped = spec.bench == "collective"  # GEMM and memory figures are per device: no group needed
     if grouped:
-        import torch.distributed as dist
-        # gloo on a CPU; the device's own backend (nccl, rccl, hccl...) chosen by torch from the device
-        dist.init_process_group(backend="gloo" if device.type == "cpu" else None,
-                                device_id=None if device.type == "cpu" else device)
+        ops.open_group()
     try:
-        for record in BENCHES[spec.bench](spec, device, rank):
+        for record in figures(spec, ops, rank):
             perflog.emit(record)
     except UnsupportedOnDevice as exc:  # as a training round: ``unsupported``, not ``failed``
         perflog.emit(perflog.UnsupportedRecord(rank=rank, reason=str(exc)))
@@ -47,7 +45,7 @@ def main(argv: list[str] | None = None) -> None:
         raise SystemExit(contract.EXIT_UNSUPPORTED) from None
     finally:
         if grouped:
-            dist.destroy_process_group()
+            ops.close_group()
 
 
 if __name__ == "__main__":

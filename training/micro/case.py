@@ -1,63 +1,79 @@
 """Task micro as a case: the worker entry runs the case's micro-benchmark under the framework's launcher
-(torchrun), exactly as a training round starts, and reports it through the perf-record contract.
+(torchrun, ``paddle.distributed.launch``), exactly as a training round starts, and reports it through the
+perf-record contract.
 
 A round reads as ``ok`` when every rank reported start and end (training/perflog.py); a micro-benchmark has
 no steps, so its start record carries no model (zero parameters, zero FLOPs per token) and its figures are
-the round's result. ``python -m training.micro --spec`` stays the direct way in, without a case.
+the round's result. Framework-free: each framework brings its ``MicroOps`` (torch_ops.py, paddle_ops.py),
+picked here once. ``python -m training.micro --spec`` stays the direct way in (torch), without a case.
 """
 from __future__ import annotations
 
+import importlib
 import os
-
-import torch
+from typing import Iterator
 
 from training import harness, perflog, plugins
 from training.micro import collectives, gemm, membw
-from training.sysinfo import node_environment, process_age_s
+from training.micro.ops import MicroOps
+from training.micro.spec import MicroSpec
 from training.spec import WorkerConfig
-from training.torch import device as devices
+from training.sysinfo import node_environment, process_age_s
 from training.unsupported import UnsupportedOnDevice
 
 BENCHES = {"gemm": gemm.run, "membw": membw.run, "collective": collectives.run}
-TORCHRUN = harness.RankVariables(rank="RANK", world_size="WORLD_SIZE", local_rank="LOCAL_RANK",
-                                 node_rank="GROUP_RANK")
+# module and class of each framework's operations, imported only for the framework a round runs
+FRAMEWORK_OPS = {"torch": ("training.micro.torch_ops", "TorchOps")}
 NO_MODEL_FORMULA = "micro-benchmark: no model; each figure states its own formula"
+
+
+def figures(spec: MicroSpec, ops: MicroOps, rank: int) -> Iterator[perflog.FigureRecord]:
+    """The benchmark's figure records, in the order measured."""
+    return BENCHES[spec.bench](spec, ops, rank)
+
+
+def ops_class(framework: str) -> type[MicroOps]:
+    if framework not in FRAMEWORK_OPS:
+        raise UnsupportedOnDevice(f"task micro has no {framework} operations in this accelbench "
+                                  f"(frameworks: {', '.join(FRAMEWORK_OPS)})")
+    module, name = FRAMEWORK_OPS[framework]
+    return getattr(importlib.import_module(module), name)
 
 
 def run(cfg: WorkerConfig) -> None:
     """Start record, the benchmark's figures, end record; a group only for collectives (GEMM and memory
     figures are each device's own)."""
-    spec, ranks = cfg.workload.micro, harness.read_ranks(TORCHRUN)
+    spec, opener = cfg.workload.micro, ops_class(cfg.runtime.framework)
+    ranks = harness.read_ranks(opener.ranks)
     try:
         plugin = plugins.load(cfg.runtime.device)
         if plugin is not None:
-            plugin.setup(cfg.runtime.device)
-        device = devices.open_device(cfg.runtime.device, ranks.local_rank)
+            plugin.setup(cfg.runtime.device)  # before the framework touches the device
+        ops = opener.open(cfg.runtime.device, ranks.local_rank)
     except UnsupportedOnDevice as exc:
         exc.rank = ranks.rank
         raise
     grouped = spec.bench == "collective"
     if grouped:
-        devices.init_process_group(cfg.runtime.device, device)
+        ops.open_group()
     try:
-        perflog.emit(_start_record(cfg, ranks, device, plugin))
+        perflog.emit(_start_record(cfg, ranks, ops, plugin))
         try:
-            for record in BENCHES[spec.bench](spec, device, ranks.rank):
+            for record in figures(spec, ops, ranks.rank):
                 perflog.emit(record)
         except UnsupportedOnDevice as exc:
             exc.rank = ranks.rank
             raise
-        perflog.emit(_end_record(ranks.rank, device))
+        perflog.emit(_end_record(ranks.rank, ops))
     finally:
         if grouped:
-            torch.distributed.destroy_process_group()
+            ops.close_group()
 
 
-def _start_record(cfg: WorkerConfig, ranks: harness.Ranks, device: torch.device, plugin) -> perflog.StartRecord:
+def _start_record(cfg: WorkerConfig, ranks: harness.Ranks, ops: MicroOps, plugin) -> perflog.StartRecord:
     environment = None
     if ranks.local_rank == 0:
-        environment = {**node_environment(), **devices.environment(device),
-                       "accelerator_kind": cfg.runtime.device.kind}
+        environment = {**node_environment(), **ops.environment(), "accelerator_kind": cfg.runtime.device.kind}
         variable = cfg.runtime.device.visible_devices_env
         if variable:
             environment["visible_devices"] = {variable: os.environ.get(variable)}
@@ -65,18 +81,17 @@ def _start_record(cfg: WorkerConfig, ranks: harness.Ranks, device: torch.device,
             environment.update(plugin.environment())
     return perflog.StartRecord(
         rank=ranks.rank, local_rank=ranks.local_rank, node_rank=ranks.node_rank, world_size=ranks.world_size,
-        framework="torch", framework_version=torch.__version__, device=str(device), precision="n/a",
+        framework=ops.framework, framework_version=ops.version, device=ops.device, precision="n/a",
         n_params=0, flops_per_token=0.0, flop_formula=NO_MODEL_FORMULA, tokens_per_step=0,
         environment=environment, trainable_params=0, init_time_s=process_age_s())
 
 
-def _end_record(rank: int, device: torch.device) -> perflog.EndRecord:
+def _end_record(rank: int, ops: MicroOps) -> perflog.EndRecord:
     """Peak memory as training rounds report it: the process's peak RSS on a CPU, the allocator's on a device."""
-    if device.type == "cpu":
+    if ops.on_cpu:
         return perflog.EndRecord(rank=rank, steps=0, peak_memory_bytes=harness._peak_rss(),
                                  memory_total_bytes=harness.memory_total_bytes(), memory_kind="rss")
-    memory = devices.memory(device)
+    memory = ops.memory()
     return perflog.EndRecord(rank=rank, steps=0, peak_memory_bytes=memory.peak_allocated,
                              memory_total_bytes=memory.total, memory_kind="allocated",
                              peak_memory_reserved_bytes=memory.peak_reserved)
-

@@ -1,52 +1,35 @@
 """Collective bandwidth per message size, as nccl-tests measures it: each rank times its average iteration
 after warm-up with the device synchronised, the slowest rank's time is the operation's time, and algbw and
-busbw follow from it (formulas.py)."""
+busbw follow from it (formulas.py). Framework-free: the operation comes from ``MicroOps.collective``."""
 from __future__ import annotations
 
-from typing import Callable, Iterator
-
-import torch
-import torch.distributed as dist
+from typing import Iterator
 
 from training import perflog
 from training.micro.formulas import BUS_FACTOR_TEXT, busbw, algbw
+from training.micro.ops import MicroOps
 from training.micro.spec import MicroSpec
-from training.micro.timing import average_seconds, synchronizer
+from training.micro.timing import average_seconds
+
+FP32_BYTES = 4
 
 
-def make_op(op: str, nbytes: int, world: int, device: torch.device) -> tuple[Callable[[], object], int]:
-    """The call to time and the message size it moves, in nccl-tests' terms: the whole buffer for all-reduce
-    and broadcast, the gathered (all-gather) or scattered (reduce-scatter) whole, each rank's total for
-    all-to-all. Sizes are rounded down to a multiple of the rank count's elements."""
-    count = max(world, nbytes // 4 // world * world)
-    full = torch.ones(count, device=device)
-    part = torch.ones(count // world, device=device)
-    calls = {
-        "allreduce": lambda: dist.all_reduce(full),
-        "broadcast": lambda: dist.broadcast(full, src=0),
-        "allgather": lambda: dist.all_gather_into_tensor(full, part),
-        "reducescatter": lambda: dist.reduce_scatter_tensor(part, full),
-    }
-    if op == "alltoall":
-        out = torch.empty_like(full)
-        calls[op] = lambda: dist.all_to_all_single(out, full)
-    return calls[op], count * 4
+def elements(nbytes: int, world: int) -> int:
+    """fp32 elements of a message of ``nbytes``, rounded down to a multiple of the rank count (each rank's
+    part is whole). The message size in nccl-tests' terms is then elements x 4: the whole buffer for
+    all-reduce and broadcast, the gathered (all-gather) or scattered (reduce-scatter) whole, each rank's
+    total for all-to-all."""
+    return max(world, nbytes // FP32_BYTES // world * world)
 
 
-def slowest(seconds: float, device: torch.device) -> float:
-    """The maximum of every rank's time."""
-    t = torch.tensor([seconds], dtype=torch.float64, device=device)
-    dist.all_reduce(t, op=dist.ReduceOp.MAX)
-    return float(t.item())
-
-
-def run(spec: MicroSpec, device: torch.device, rank: int) -> Iterator[perflog.FigureRecord]:
-    sync, world, op = synchronizer(device), dist.get_world_size(), spec.op
+def run(spec: MicroSpec, ops: MicroOps, rank: int) -> Iterator[perflog.FigureRecord]:
+    world, op = ops.world_size(), spec.op
     formula_time = f"max over {world} ranks of the mean of {spec.iters} iterations after {spec.warmup} warm-up"
     for size in spec.sizes_bytes:
-        call, nbytes = make_op(op, size, world, device)
-        dist.barrier()
-        seconds = slowest(average_seconds(call, spec.warmup, spec.iters, sync), device)
+        count = elements(size, world)
+        call, nbytes = ops.collective(op, count), count * FP32_BYTES
+        ops.barrier()
+        seconds = ops.slowest(average_seconds(call, spec.warmup, spec.iters, ops.synchronize))
         params = {"op": op, "bytes": nbytes, "dtype": "fp32", "ranks": world}
         # every rank reports the group's figures (already the slowest rank's), so any reduction agrees
         yield perflog.FigureRecord(rank=rank, name=f"{op}.time_s", value=seconds, unit="s", better="lower",

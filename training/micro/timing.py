@@ -1,17 +1,9 @@
-"""The timed loop of every micro-benchmark: warm-up untimed, device synchronised before each clock read."""
+"""The timed loop of every micro-benchmark: warm-up untimed, device synchronised before each clock read.
+Framework-free: the framework's ``synchronize`` is passed in."""
 from __future__ import annotations
 
 import time
 from typing import Callable
-
-import torch
-
-
-def synchronizer(device: torch.device) -> Callable[[], None]:
-    """Wait for the device's queued work; a CPU runs each operation before returning."""
-    if device.type == "cpu":
-        return lambda: None
-    return lambda: torch.accelerator.synchronize(device)
 
 
 def average_seconds(fn: Callable[[], object], warmup: int, iters: int, sync: Callable[[], None]) -> float:

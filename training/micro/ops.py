@@ -1,0 +1,97 @@
+"""What a framework brings to the micro-benchmarks: its device, its operations and its process group.
+
+The benchmarks themselves (gemm.py, membw.py, collectives.py: the loops over sizes and dtypes, the timed
+loop, the formulas, the records) are framework-free and call only this interface, so torch
+(``torch_ops.py``) and Paddle (``paddle_ops.py``) are measured by one piece of code. An operation the
+framework or its backend lacks raises ``UnsupportedOnDevice`` naming what is missing, never a stand-in.
+"""
+from __future__ import annotations
+
+import contextlib
+from abc import ABC, abstractmethod
+from typing import Callable, ContextManager
+
+from training.harness import DeviceMemory, RankVariables
+from training.spec import DeviceSpec
+
+Call = Callable[[], object]
+
+
+class MicroOps(ABC):
+    """One rank's framework and device. Attributes: ``framework`` and ``version`` (name and version),
+    ``device`` (the framework's name for this rank's device), ``on_cpu``, ``ranks`` (the variables its
+    launcher sets in each process)."""
+
+    framework: str
+    version: str
+    device: str
+    on_cpu: bool
+    ranks: RankVariables
+
+    @classmethod
+    @abstractmethod
+    def open(cls, spec: DeviceSpec, local_rank: int) -> "MicroOps":
+        """Make this rank's device current (a vendor's device the build lacks: ``UnsupportedOnDevice``)."""
+
+    @abstractmethod
+    def synchronize(self) -> None:
+        """Wait for the device's queued work (nothing to wait for on a CPU)."""
+
+    # GEMM
+    def matmul_precision(self, dtype: str) -> ContextManager:
+        """The matmul math ``dtype`` names, for the products made and timed inside (fp32 is IEEE fp32 on a
+        tensor-core device too: tf32 is its own row)."""
+        return contextlib.nullcontext()
+
+    @abstractmethod
+    def gemm(self, m: int, n: int, k: int, dtype: str) -> Call:
+        """One (M x K) @ (K x N) product in ``dtype``, operands allocated once (allocation is not timed)."""
+
+    # memory bandwidth
+    @abstractmethod
+    def stream(self, elements: int) -> dict[str, Call]:
+        """Kernels over fp32 arrays of ``elements``: ``copy`` (b = a) and ``triad`` (a = b + s*c), each reading
+        and writing every array once; on a device also ``h2d`` and ``d2h`` (one array to and from pinned host
+        memory)."""
+
+    @abstractmethod
+    def tiny_kernel(self) -> Call:
+        """A one-element kernel (launch latency; devices only)."""
+
+    # collectives
+    @abstractmethod
+    def open_group(self) -> None:
+        """Join the process group of every rank of the round (the device's collective backend)."""
+
+    @abstractmethod
+    def close_group(self) -> None: ...
+
+    @abstractmethod
+    def world_size(self) -> int: ...
+
+    @abstractmethod
+    def barrier(self) -> None: ...
+
+    @abstractmethod
+    def collective(self, op: str, elements: int) -> Call:
+        """The collective ``op`` over fp32 buffers: ``elements`` in the whole (all-reduce, broadcast,
+        all-to-all; all-gather's output, reduce-scatter's input), ``elements / world`` in each rank's part."""
+
+    @abstractmethod
+    def slowest(self, seconds: float) -> float:
+        """The maximum of every rank's ``seconds`` (an all-reduce MAX)."""
+
+    # records
+    @abstractmethod
+    def environment(self) -> dict:
+        """Facts about the framework and the device, for the node's environment."""
+
+    @abstractmethod
+    def memory(self) -> DeviceMemory:
+        """The device allocator's peaks (never asked on a CPU: the process's peak RSS is used)."""
+
+
+def first_line(exc: BaseException) -> str:
+    """A framework error's first line (Paddle's carry pages of C++ hints below it)."""
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
