@@ -190,7 +190,7 @@ class Paddle(Framework):
     def unsupported(self, workload: "WorkloadSpec", world_size: int) -> list[str]:
         par, train = workload.parallel, workload.train
         missing = []
-        if workload.task != "pretrain":
+        if workload.task not in ("pretrain", "micro"):  # micro: training/micro/paddle_ops.py
             missing.append(f"task {workload.task}: training/paddle trains pretraining cases only")
         if train.precision == "fp8":
             missing.append("precision fp8: training/paddle has no fp8 path; use fp16 or bf16")

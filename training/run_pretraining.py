@@ -34,24 +34,23 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     cfg = load_config(args.config)
     try:
-        if cfg.workload.task == "micro":  # a micro-benchmark case: figures, no training
-            if cfg.runtime.framework != "torch":
-                raise UnsupportedOnDevice(f"task micro is measured with torch; {cfg.runtime.framework} has no "
-                                          "micro-benchmarks in this accelbench")
+        micro = cfg.workload.task == "micro"  # a micro-benchmark case: figures, no training
+        if cfg.runtime.framework == "torch":
             from torch.distributed.elastic.multiprocessing.errors import record
-            from training.micro.case import run
+            if micro:
+                from training.micro.case import run as entry
+            else:
+                from training.torch.train import train as entry
 
-            record(run)(cfg)
-        elif cfg.runtime.framework == "torch":
-            from torch.distributed.elastic.multiprocessing.errors import record
-            from training.torch.train import train
-
-            record(train)(cfg)  # under torchrun, a failure's traceback reaches the launcher's summary
+            record(entry)(cfg)  # under torchrun, a failure's traceback reaches the launcher's summary
         elif cfg.runtime.framework == "paddle":
             _set_cpu_threads(cfg)  # before paddle is imported: its OpenMP runtime reads the variable once
-            from training.paddle.train import train
+            if micro:
+                from training.micro.case import run as entry
+            else:
+                from training.paddle.train import train as entry
 
-            train(cfg)
+            entry(cfg)
         else:
             raise SystemExit(f"framework {cfg.runtime.framework!r} has no workload in this accelbench")
     except UnsupportedOnDevice as exc:

@@ -23,7 +23,8 @@ from training.unsupported import UnsupportedOnDevice
 
 BENCHES = {"gemm": gemm.run, "membw": membw.run, "collective": collectives.run}
 # module and class of each framework's operations, imported only for the framework a round runs
-FRAMEWORK_OPS = {"torch": ("training.micro.torch_ops", "TorchOps")}
+FRAMEWORK_OPS = {"torch": ("training.micro.torch_ops", "TorchOps"),
+                 "paddle": ("training.micro.paddle_ops", "PaddleOps")}
 NO_MODEL_FORMULA = "micro-benchmark: no model; each figure states its own formula"
 
 

@@ -1,0 +1,145 @@
+"""The micro-benchmarks' operations in Paddle: ``paddle.set_device``, ``paddle.device.synchronize`` and
+``paddle.distributed``, so the CPU tests (gloo) run the code a device runs.
+
+What Paddle 3.3 cannot do on a place is found by asking it once, untimed, and ends the round
+``unsupported`` with Paddle's own reason: on a CPU, matmul has no bf16, fp16 or fp8 kernels, and the gloo
+process group has no reduce-scatter and no all-to-all ("ProcessGroupGLOO does not support ...").
+``training/paddle/cpu_compat.py`` emulates reduce-scatter with an all-reduce for fleet's layers; it is never
+installed here, so an emulation is never measured as the collective.
+"""
+from __future__ import annotations
+
+import contextlib
+from typing import Iterator
+
+import paddle
+import paddle.distributed as dist
+
+from training import harness
+from training.micro.ops import Call, MicroOps, first_line
+from training.paddle import device as devices
+from training.paddle.precision import TF32_FLAGS, _flags_in_build
+from training.paddle.train import PADDLE_LAUNCH
+from training.spec import DeviceSpec
+from training.unsupported import UnsupportedOnDevice
+
+_DTYPES = {"fp32": "float32", "tf32": "float32", "bf16": "bfloat16", "fp16": "float16", "fp8": "float8_e4m3fn"}
+_OP_NAMES = {"allreduce": "all_reduce", "broadcast": "broadcast", "allgather": "all_gather",
+             "reducescatter": "reduce_scatter", "alltoall": "alltoall_single"}
+# What each failure of a first call means: the build or backend lacks the operation, not a broken run.
+_MISSING = (NotImplementedError, RuntimeError)
+
+
+class PaddleOps(MicroOps):
+    framework, version, ranks = "paddle", paddle.__version__, PADDLE_LAUNCH
+
+    def __init__(self, spec: DeviceSpec):
+        self.spec = spec
+        self.device = devices.open_device(spec)  # "cpu", "gpu:0", "npu:1", ...: the launcher picks the index
+        self.on_cpu = spec.paddle_device == "cpu"
+
+    @classmethod
+    def open(cls, spec: DeviceSpec, local_rank: int) -> "PaddleOps":
+        return cls(spec)
+
+    def synchronize(self) -> None:
+        if not self.on_cpu:  # a CPU runs each operation before returning (and Paddle refuses to sync one)
+            devices.synchronize()
+
+    @contextlib.contextmanager
+    def matmul_precision(self, dtype: str) -> Iterator[None]:
+        """TF32 on for tf32 and off otherwise where the build has the switch (Paddle's CUDA builds allow TF32
+        in fp32 matmuls by default, which would count TF32 work as fp32)."""
+        flags = _flags_in_build(TF32_FLAGS)
+        if dtype == "tf32" and not flags:
+            raise UnsupportedOnDevice(f"tf32 is a tensor-core mode of Paddle's CUDA builds ({TF32_FLAGS[0]}); "
+                                      f"this build ({paddle.__version__}) on {self.device} has no such switch")
+        before = paddle.get_flags(flags)
+        paddle.set_flags({name: dtype == "tf32" for name in flags})
+        try:
+            yield
+        finally:
+            paddle.set_flags(before)
+
+    def gemm(self, m: int, n: int, k: int, dtype: str) -> Call:
+        name = _DTYPES[dtype]
+        a = paddle.randn([m, k]).astype(name)
+        b = paddle.randn([k, n]).astype(name)
+        try:  # whether the place has a matmul kernel for the dtype is Paddle's to say: ask it once, untimed
+            out = paddle.matmul(a, b)
+        except _MISSING as exc:
+            raise UnsupportedOnDevice(f"{dtype} GEMM (paddle.matmul in {name}) does not run on {self.device} "
+                                      f"with Paddle {paddle.__version__}: {first_line(exc)}") from None
+        return lambda: paddle.matmul(a, b, out=out)
+
+    def stream(self, elements: int) -> dict[str, Call]:
+        a = paddle.ones([elements], dtype="float32")
+        b, c = paddle.empty_like(a), paddle.full_like(a, 2.0)
+        # paddle.add's alpha is a separate scale kernel with a temporary (two more arrays moved per call, 4x
+        # the time on a CPU): s*c is made before the clock, so the timed kernel reads b and 3c and writes a,
+        # the three arrays STREAM's triad moves.
+        c3 = paddle.scale(c, 3.0)
+        kernels = {"copy": lambda: paddle.assign(a, output=b), "triad": lambda: paddle.add(b, c3, out=a)}
+        if not self.on_cpu:
+            host = a.cpu().pin_memory()
+            kernels["h2d"] = lambda: a.copy_(host, False)
+            kernels["d2h"] = lambda: host.copy_(a, False)
+        return kernels
+
+    def tiny_kernel(self) -> Call:
+        one, step = paddle.zeros([1]), paddle.ones([1])
+        return lambda: paddle.add(one, step, out=one)
+
+    def open_group(self) -> None:
+        # The world group alone: what fleet.init(is_collective=True) starts under the training worker's
+        # hybrid groups; gloo on a CPU place, the device's own backend elsewhere.
+        dist.init_parallel_env()
+
+    def close_group(self) -> None:
+        pass  # Paddle's groups end with the process
+
+    def world_size(self) -> int:
+        return dist.get_world_size()
+
+    def barrier(self) -> None:
+        dist.barrier()
+
+    def collective(self, op: str, elements: int) -> Call:
+        world = dist.get_world_size()
+        full = paddle.ones([elements], dtype="float32")
+        part = paddle.ones([elements // world], dtype="float32")
+        calls = {
+            "allreduce": lambda: dist.all_reduce(full),
+            "broadcast": lambda: dist.broadcast(full, src=0),
+            "allgather": lambda: dist.all_gather(full, part),  # a tensor as the list: into one buffer
+            "reducescatter": lambda: dist.reduce_scatter(part, full),
+        }
+        if op == "alltoall":
+            out = paddle.empty_like(full)
+            calls[op] = lambda: dist.alltoall_single(out, full)
+        try:  # every rank asks, so every rank finds out (gloo refuses before any rank sends)
+            calls[op]()
+        except _MISSING as exc:
+            raise UnsupportedOnDevice(f"{op}: paddle.distributed.{_OP_NAMES[op]} does not run on {self.device} "
+                                      f"with Paddle {paddle.__version__}'s {_backend()} process group: "
+                                      f"{first_line(exc)}") from None
+        return calls[op]
+
+    def slowest(self, seconds: float) -> float:
+        t = paddle.to_tensor([seconds], dtype="float64")
+        dist.all_reduce(t, op=dist.ReduceOp.MAX)
+        return float(t.item())
+
+    def environment(self) -> dict:
+        return devices.environment(self.spec)
+
+    def memory(self) -> harness.DeviceMemory:
+        return devices.memory(self.spec)
+
+
+def _backend() -> str:
+    """The world group's backend as Paddle names it (GLOO, NCCL, ...)."""
+    try:
+        return dist.get_backend()
+    except Exception:  # noqa: BLE001 - a name for the message only
+        return "default"
