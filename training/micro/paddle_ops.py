@@ -26,8 +26,13 @@ from training.unsupported import UnsupportedOnDevice
 _DTYPES = {"fp32": "float32", "tf32": "float32", "bf16": "bfloat16", "fp16": "float16", "fp8": "float8_e4m3fn"}
 _OP_NAMES = {"allreduce": "all_reduce", "broadcast": "broadcast", "allgather": "all_gather",
              "reducescatter": "reduce_scatter", "alltoall": "alltoall_single"}
-# What each failure of a first call means: the build or backend lacks the operation, not a broken run.
-_MISSING = (NotImplementedError, RuntimeError)
+# Paddle's error classes for an operation its build or backend lacks (a kernel not registered for the dtype
+# on the place, a process group without the collective); anything else (out of memory) stays a failure.
+_MISSING_CLASSES = ("(NotFound)", "(Unimplemented)", "(Unavailable)")
+
+
+def _missing(exc: Exception) -> bool:
+    return isinstance(exc, NotImplementedError) or first_line(exc).startswith(_MISSING_CLASSES)
 
 
 class PaddleOps(MicroOps):
@@ -67,7 +72,9 @@ class PaddleOps(MicroOps):
         b = paddle.randn([k, n]).astype(name)
         try:  # whether the place has a matmul kernel for the dtype is Paddle's to say: ask it once, untimed
             out = paddle.matmul(a, b)
-        except _MISSING as exc:
+        except (NotImplementedError, RuntimeError) as exc:
+            if not _missing(exc):
+                raise
             raise UnsupportedOnDevice(f"{dtype} GEMM (paddle.matmul in {name}) does not run on {self.device} "
                                       f"with Paddle {paddle.__version__}: {first_line(exc)}") from None
         return lambda: paddle.matmul(a, b, out=out)
@@ -119,7 +126,9 @@ class PaddleOps(MicroOps):
             calls[op] = lambda: dist.alltoall_single(out, full)
         try:  # every rank asks, so every rank finds out (gloo refuses before any rank sends)
             calls[op]()
-        except _MISSING as exc:
+        except (NotImplementedError, RuntimeError) as exc:
+            if not _missing(exc):
+                raise
             raise UnsupportedOnDevice(f"{op}: paddle.distributed.{_OP_NAMES[op]} does not run on {self.device} "
                                       f"with Paddle {paddle.__version__}'s {_backend()} process group: "
                                       f"{first_line(exc)}") from None
