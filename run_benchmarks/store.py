@@ -460,7 +460,8 @@ def _now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
 
 
-def _insert_attempt(fields: dict) -> tuple[str, list]:
+def with_columns(fields: dict) -> dict:
+    """The row with the columns derived from its metrics and monitor (what a stored row holds, decoded)."""
     row = dict(fields)
     metrics = row.get("metrics") or {}
     for column, key, sub in METRIC_COLUMNS:
@@ -470,6 +471,11 @@ def _insert_attempt(fields: dict) -> tuple[str, list]:
     monitor = row.get("monitor") or {}
     for column in MONITOR_COLUMNS:
         row[column] = monitor.get(column)
+    return row
+
+
+def _insert_attempt(fields: dict) -> tuple[str, list]:
+    row = with_columns(fields)
     for key in _JSON_COLUMNS:
         if key in row and row[key] is not None:
             row[key] = json.dumps(row[key], default=str)

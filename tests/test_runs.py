@@ -15,6 +15,7 @@ import psutil
 import pytest
 
 from .conftest import ROOT, write
+from run_benchmarks.report.summary import number
 
 SHORT = ("--set", "train.steps=8", "--set", "train.warmup_steps=2")
 
@@ -78,7 +79,7 @@ def test_two_process_run_end_to_end(cli):
         assert "ACCELBENCH_PERF" in (node_dir / f"rank{rank}.stdout.log").read_text()
         assert (node_dir / f"rank{rank}.stderr.log").is_file()
     assert (round_dir / "config.json").is_file() and (round_dir / "resolved.yaml").is_file()
-    assert "tok/s/dev" in result.stdout and "gpt2_tiny:torch_2.13:cpu:1:2" in result.stdout
+    assert "tokens/s/device" in result.stdout and "gpt2_tiny:torch_2.13:cpu:1:2" in result.stdout
     assert "MFU n/a: no fp32 peak for cpu" in result.stdout
     # Launchers and compilers wrote nothing into the system temp dir.
     assert list(cli.system_tmp.iterdir()) == []
@@ -113,7 +114,7 @@ def test_repeat_rounds_and_two_nodes_on_this_machine(cli, root):
     for doc in docs:
         assert_complete_ok(doc, world_size=2, steps=8, warmup=2, checkout=root)
         assert [n["host"] for n in doc["environment"]["nodes"]] == ["n0", "n1"]
-    assert "mean of 2" in result.stdout
+    assert "2 ok" in result.stdout  # the end-of-run table is the report's: one row per workload
     rows = result.attempts()
     assert [(r["round"], r["status"], r["nnodes"]) for r in rows] == [(1, "ok", 2), (2, "ok", 2)]
     for row, doc in zip(rows, docs):
@@ -270,7 +271,9 @@ def test_lora_finetune_trains_adapters_and_reports_tokens_without_padding(cli):
     assert m["trainable_params"] == 2 * 8 * ((128 + 128) + (128 + 64))  # rank 8 on q and v (GQA) of 2 blocks
     assert m["n_params"] > 50 * m["trainable_params"]  # 1.5 % of the tiny model trains
     assert 0 < m["effective_tokens_per_s_per_device"] < m["tokens_per_s_per_device"]
-    assert "w/o padding" in result.stdout
+    # the end-of-run table gets the effective column only where a round pads
+    assert "(no padding)" in result.stdout  # the header of "effective tokens/s/device (no padding)"
+    assert number(m["effective_tokens_per_s_per_device"]) in result.stdout
     assert doc["workload"]["task"] == "lora"
 
 

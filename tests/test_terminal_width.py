@@ -34,3 +34,16 @@ def test_an_80_column_terminal_gets_every_figure_whole(tmp_path):
     assert "config_TP1PP1SH2SP8A10080Gx1x8" in narrow  # the field that tells rows apart, whole
     wide = render(db, 250)
     assert "┃ case" in wide and tokens in wide and "…" not in wide  # wide enough: the table itself
+
+
+def test_a_table_that_fits_wraps_columns_but_never_cuts_a_word(tmp_path):
+    """Between the two: rich's own squeeze shrank the widest columns alike and cut headers ("tokens/s/devi…");
+    every width from the narrowest uncut table up prints the table with every word whole."""
+    db = tmp_path / "results.db"
+    fill(db, [document("r1", "gpt2_tiny", "torch", 0.0005, config="vendors/acme/config_TP1PP1SH2SP8A10080Gx1x8.yaml")])
+    for width in range(100, 200, 7):
+        text = render(db, width)
+        assert "┃ case" in text or "tokens/s/device: " in text
+        assert "…" not in text and max(len(line) for line in text.splitlines()) <= width, width
+        if "┃ case" in text:
+            assert "tokens/s/device" in text and "config_TP1PP1SH2SP8A10080Gx1x8" in text.replace("│", "")

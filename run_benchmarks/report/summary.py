@@ -49,6 +49,7 @@ FIGURES = (
     Figure("samples_per_s", "samples/s", "samples/s", True, number),
     Figure("tflops_per_device", "TFLOP/s/device (model)", "TFLOP/s", True, lambda x: f"{x:.3g}"),
     Figure("mfu", "MFU", "", True, lambda x: f"{x:.1%}"),
+    Figure("mfu_measured", "MFU (measured)", "", True, lambda x: f"{x:.1%}"),
     Figure("peak_memory_bytes", "peak memory/device", "B", False, human_bytes),
     Figure("step_time_median_s", "step time (median)", "s", False, lambda x: f"{x * 1e3:.1f} ms"),
     Figure("init_time_s", "init time", "s", False, lambda x: f"{x:.1f} s"),
@@ -176,7 +177,7 @@ def summarize(attempts: Sequence[Attempt], fields: Sequence[str] = KEY_FIELDS) -
         noisy = []  # (label, cv): throughput, TFLOP/s and MFU scale together, so one flag names them all
         for name in [f.key for f in FIGURES] + ["samples_per_step", "memory_total_bytes", "peak_memory_reserved_bytes",
                                                "device_memory_used_bytes"]:
-            values = [a.get(name) for a in summary.ok if a.get(name) is not None]
+            values = [v for v in (_value(a, name) for a in summary.ok) if v is not None]
             stats = Stats.of(values)
             if stats is None:
                 continue
@@ -189,6 +190,14 @@ def summarize(attempts: Sequence[Attempt], fields: Sequence[str] = KEY_FIELDS) -
                                  + ", ".join(f"{label} {cv:.1%}" for label, cv in noisy))
         out.append(summary)
     return out
+
+
+def _value(attempt: Attempt, name: str) -> Optional[float]:
+    """A figure of a round: its store column, else its metrics (figures no column holds, e.g. mfu_measured)."""
+    value = attempt.get(name)
+    if value is None and name not in ("wall_time_s",):
+        value = (attempt.get("metrics") or {}).get(name)
+    return value if isinstance(value, (int, float)) else None
 
 
 FLAGGED = ("tokens_per_s_per_device", "tokens_per_s_total", "tflops_per_device", "mfu", "step_time_median_s")

@@ -9,13 +9,13 @@ from rich.table import Table
 from rich.text import Text
 
 from ..schedulers import get as get_scheduler
-from ..analyze import across_rounds
 from ..launch import RoundResult
 from ..plan import CasePlan, RoundPlan, RunPlan
 from .live import LiveProgress, LiveStep
 from .sweep_views import to_rich
 from .task_figures import micro_views
-from .summary import human_bytes, number as _num
+from ..store import Attempt, with_columns
+from .summary import human_bytes, summarize
 
 
 def _device_summary(case) -> str:
@@ -27,15 +27,6 @@ def _device_summary(case) -> str:
     return (f"torch {device.torch_device} / paddle {device.paddle_device}, backend {device.backend or 'default'}, "
             f"visible {device.visible_devices_env or '-'}, counted by {counted}, monitor {monitor}")
 
-
-def _memory_cell(m) -> str:
-    """Allocator (or RSS) peak, the reserved peak where the framework reports one, against the declared total."""
-    text = f"{human_bytes(m.peak_memory_bytes.max)} ({m.memory_kind})"
-    if m.peak_memory_reserved_bytes is not None:
-        text += f", {human_bytes(m.peak_memory_reserved_bytes.max)} (reserved)"
-    if m.memory_total_bytes and m.memory_total_source == "declared":
-        text += f" / {human_bytes(m.memory_total_bytes)}"
-    return text
 
 _STATUS_STYLE = {"ok": "green", "failed": "red", "oom": "red", "unsupported": "magenta", "timeout": "yellow",
                  "interrupted": "yellow"}
@@ -71,54 +62,15 @@ class TerminalReporter:
         self.console.print(f"  [{style}]{result.status}[/]{detail}")
 
 
-def results_table(results: list[RoundResult], cases: list[CasePlan]) -> Table:
-    """The end-of-run table. "MFU (measured)" is a column only once some round has a calibrated peak to
-    divide by: a column of n/a would only push the others into wrapping."""
-    measured = any(r.metrics and r.metrics.mfu_measured is not None for r in results)
-    columns = [("case", "left"), ("status", "left"), ("tok/s/dev", "right"), ("tok/s total", "right"),
-               ("TFLOP/s/dev", "right"), ("MFU", "right"), ("MFU (measured)", "right"), ("peak mem/dev", "right"),
-               ("step time: median ±std (min–max)", "right")]
-    keep = [measured or name != "MFU (measured)" for name, _ in columns]
-    table = Table(title="accelbench results (warm-up excluded)", show_lines=False)
-    for (column, justify), kept in zip(columns, keep):
-        if kept:
-            table.add_column(column, justify=justify, no_wrap=column == "case")
-
-    def add(*cells: str) -> None:
-        table.add_row(*(cell for cell, kept in zip(cells, keep) if kept))
-
-    for case in cases:
-        rounds = [r for r in results if r.case_name == str(case.name)]
-        for r in rounds:
-            label = str(case.name) if len(case.rounds) == 1 else f"{case.name} #{r.round}"
-            m = r.metrics
-            status = f"[{_STATUS_STYLE.get(r.status, '')}]{r.status}[/]"
-            if m is None:
-                add(label, status, "", "", "", "", "", "", "")
-                continue
-            mfu = f"{m.mfu:.1%}" if m.mfu is not None else "n/a¹"
-            st = m.step_time_s
-            tokens = _num(m.tokens_per_s_per_device)
-            if m.effective_tokens_per_s_per_device is not None:
-                tokens += f" ({_num(m.effective_tokens_per_s_per_device)} w/o padding)"
-            add(label, status, tokens, _num(m.tokens_per_s_total), _num(m.tflops_per_device, 3), mfu,
-                f"{m.mfu_measured:.1%}" if m.mfu_measured is not None else "n/a²", _memory_cell(m),
-                f"{st.median * 1e3:.1f} ms (±{st.std * 1e3:.1f}, {st.min * 1e3:.1f}–{st.max * 1e3:.1f})")
-        if len(rounds) > 1:
-            agg = across_rounds([r.metrics for r in rounds])
-            tok = agg.get("tokens_per_s_per_device")
-            if tok:
-                add(f"{case.name} mean of {agg['rounds_ok']}", "", f"{_num(tok['mean'])} ±{tok['cv']:.1%}",
-                    "", "", "", "", "", "")
-    return table
-
-
 def print_table(console: Console, table: Table) -> None:
     """The table where it fits the terminal. Where it does not (an 80-column terminal), each row as a block
     of ``column: value`` lines: rich would otherwise squeeze every column and cut the numbers ("16,…")."""
     headers = [_text(c.header).plain.replace("\n", " ") for c in table.columns]
     cells = [list(c.cells) for c in table.columns]
-    if _uncut_width(headers, cells) <= console.width:
+    widths = _fitted_widths(headers, cells, console.width - 3 * len(headers) - 1)  # less padding and borders
+    if widths is not None:
+        for column, width in zip(table.columns, widths):  # rich's own squeeze cuts words ("tokens/s/devi…")
+            column.width = width
         console.print(table)
         return
     if table.title:
@@ -133,12 +85,19 @@ def print_table(console: Console, table: Table) -> None:
         console.print(Text(str(table.caption)), soft_wrap=True)
 
 
-def _uncut_width(headers: list[str], cells: list[list]) -> int:
-    """The narrowest the table can be with no word cut: each column its longest word (a number is one),
-    plus rich's padding and borders."""
-    widest = [max([len(w) for w in header.split()] + [len(w) for c in column for w in _text(c).plain.split()],
-                  default=1) for header, column in zip(headers, cells)]
-    return sum(widest) + 3 * len(widest) + 1
+def _fitted_widths(headers: list[str], cells: list[list], room: int) -> Optional[list[int]]:
+    """Column widths that fit ``room`` with no word cut: each column starts at its widest line and the widest
+    column that can still wrap gives up a character until the table fits; None where even each column's
+    longest word (a number is one) does not fit."""
+    texts = [[header] + [_text(c).plain for c in column] for header, column in zip(headers, cells)]
+    least = [max(len(w) for text in column for w in text.split() or [""]) or 1 for column in texts]
+    widths = [max(len(line) for text in column for line in text.splitlines() or [""]) or 1 for column in texts]
+    if sum(least) > room:
+        return None
+    while sum(widths) > room:
+        index = max((i for i in range(len(widths)) if widths[i] > least[i]), key=lambda i: widths[i])
+        widths[index] -= 1
+    return widths
 
 
 def _text(cell) -> Text:
@@ -146,10 +105,13 @@ def _text(cell) -> Text:
 
 
 def print_results(console: Console, results: list[RoundResult], cases: list[CasePlan]) -> None:
-    print_table(console, results_table(results, cases))
+    """The end of a run: the same table as ``accelbench report RUN`` (one row per workload, made from the
+    rounds' records as the store holds them), then the notes, warnings and failures round by round."""
+    attempts = [Attempt(with_columns(r.record.to_row())) for r in results if r.record is not None]
+    print_summaries(console, summarize(attempts), "accelbench results (warm-up excluded)")
     notes = {r.metrics.mfu_note for r in results if r.metrics and r.metrics.mfu is None}
     for note in sorted(notes):
-        console.print(f"¹ MFU n/a: {note}")
+        console.print(f"MFU n/a: {note}", markup=False, soft_wrap=True)
     for note in sorted({r.metrics.mfu_note for r in results if r.metrics and r.metrics.mfu is not None}):
         console.print(note, markup=False, soft_wrap=True)  # which peak, and what it means
     measured = any(r.metrics and r.metrics.mfu_measured is not None for r in results)
@@ -242,6 +204,9 @@ def layout_summary(workload, world_size: int) -> str:
 # ---------------------------------------------------------------- from the results store
 
 
+_WHERE_MEASURED = ("effective_tokens_per_s_per_device", "mfu_measured")
+
+
 def summary_table(summaries, title: str) -> Table:
     """One row per workload: each figure's mean over ok rounds (± its coefficient of variation). The layout
     and batch facts that differ between the rows are columns of their own, so no two rows look alike."""
@@ -249,7 +214,11 @@ def summary_table(summaries, title: str) -> Table:
     from .summary import FIGURE_BY_KEY
 
     table = Table(title=title)
-    columns = ("tokens_per_s_per_device", "tokens_per_s_total", "tflops_per_device", "mfu", "step_time_median_s")
+    columns = ("tokens_per_s_per_device", "effective_tokens_per_s_per_device", "tokens_per_s_total",
+               "tflops_per_device", "mfu", "mfu_measured", "step_time_median_s")
+    # Effective tokens/s (padding left out) only where a round pads, "MFU (measured)" only once a round has a
+    # calibrated peak: a column of n/a would push the others to wrap
+    columns = tuple(k for k in columns if k not in _WHERE_MEASURED or any(s.mean(k) is not None for s in summaries))
     varying = differing([s.facts for s in summaries])
     table.add_column("case", no_wrap=True)
     table.add_column("config", overflow="fold")
