@@ -91,13 +91,30 @@ def _fitted_widths(headers: list[str], cells: list[list], room: int) -> Optional
     longest word (a number is one) does not fit."""
     texts = [[header] + [_text(c).plain for c in column] for header, column in zip(headers, cells)]
     least = [max(len(w) for text in column for w in text.split() or [""]) or 1 for column in texts]
-    widths = [max(len(line) for text in column for line in text.splitlines() or [""]) or 1 for column in texts]
+    natural_widths = [max(len(line) for text in column for line in text.splitlines() or [""]) or 1
+                      for column in texts]
+    widths = list(natural_widths)
     if sum(least) > room:
         return None
     while sum(widths) > room:
         index = max((i for i in range(len(widths)) if widths[i] > least[i]), key=lambda i: widths[i])
-        widths[index] -= 1
+        widths[index] = _wrapped_width(texts[index], widths[index] - 1)  # what its wrapped lines really need
+    for index, natural in enumerate(natural_widths):  # a wrap that the room left over can undo
+        if sum(widths) - widths[index] + natural <= room:
+            widths[index] = natural
     return widths
+
+
+def _wrapped_width(texts: list[str], width: int) -> int:
+    """The longest line of ``texts`` wrapped at word boundaries into ``width`` columns."""
+    longest = 0
+    for text in texts:
+        for line in text.splitlines() or [""]:
+            current = -1
+            for word in line.split():
+                current = len(word) if current < 0 or current + 1 + len(word) > width else current + 1 + len(word)
+                longest = max(longest, current)
+    return max(longest, 1)
 
 
 def _text(cell) -> Text:
