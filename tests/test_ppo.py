@@ -59,17 +59,30 @@ def test_each_phase_counts_what_flop_counter_counts(critic):
     assert phase["learning"].attention > 0 and phase["learning"].reference != phase["learning"].total
 
 
-def test_lora_learning_counts_what_flop_counter_counts():
+def test_lora_phases_count_what_flop_counter_counts():
+    """With LoRA every phase counts the adapters too: their forwards in generation and in the actor's and
+    critic's scoring passes (the frozen initial and reward copies have none), and the LoRA training count."""
     actor_spec, ppo = ModelSpec(**TINY), PPOSpec(**PPO)
     train = TrainSpec(micro_batch_size=2, steps=2, warmup_steps=1, lora_rank=4, lora_targets=("q", "v", "fc"))
     roles = build_roles(actor_spec, actor_spec, train, torch.device("cpu"))
-    sequences = torch.randint(0, actor_spec.vocab_size, (2, ppo.total_length))
     phase = flops.ppo_phase_flops(actor_spec, actor_spec, ppo.prompt_length, ppo.generation_length, train)
+    b, g = 3, ppo.generation_length
+    prompts = torch.randint(0, actor_spec.vocab_size, (b, ppo.prompt_length))
+    gen = torch.Generator().manual_seed(0)
+    assert _count(lambda: generate(roles.actor, prompts, g, 1.0, 50, gen)) == b * phase["generation"].total
+    sequences = torch.randint(0, actor_spec.vocab_size, (b, ppo.total_length))
+
+    def forwards():
+        with torch.no_grad():
+            action_log_probs(roles.actor, sequences, g), action_log_probs(roles.initial, sequences, g)
+            action_values(roles.critic, sequences, g), roles.reward(sequences)[:, -1]
+    assert _count(forwards) == b * phase["forwards"].total
 
     def learning():
-        action_log_probs(roles.actor, sequences, ppo.generation_length).sum().backward()
-        action_values(roles.critic, sequences, ppo.generation_length).sum().backward()
-    assert _count(learning) == 2 * phase["learning"].total
+        action_log_probs(roles.actor, sequences, g).sum().backward()
+        action_values(roles.critic, sequences, g).sum().backward()
+    assert _count(learning) == b * phase["learning"].total
+    assert flops.lora_adapter_forward_per_token(actor_spec, train) == 2 * 2 * 4 * ((64 + 64) * 2 + 64 + 256)
 
 
 def _worker(train: dict, ppo: dict) -> PPOWorker:

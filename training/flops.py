@@ -77,6 +77,25 @@ def lora_training_flops_per_token(model: ModelSpec, train: TrainSpec) -> int:
     return first + (model.n_layer - 1) * rest + lm_head
 
 
+def _projection_shapes(model: ModelSpec) -> dict[str, tuple[int, int]]:
+    """(inputs, outputs) of each projection of a block, by its ``lora_targets`` name."""
+    d, f, kv = model.d_model, model.ffn_hidden, model.kv_heads * model.head_dim
+    shapes = {"q": (d, d), "k": (d, kv), "v": (d, kv), "o": (d, d), "fc": (d, f), "down": (f, d)}
+    if model.activation == "swiglu":
+        shapes["gate"] = (d, f)
+    return shapes
+
+
+def lora_adapter_forward_per_token(model: ModelSpec, train: TrainSpec) -> int:
+    """The adapters' own forward FLOPs per token, 2*r*(inputs + outputs) per adapted projection of every
+    block (A then B); 0 without LoRA. What a LoRA model adds to a forward-only pass (PPO's generation and
+    scoring forwards)."""
+    if train.lora_rank is None:
+        return 0
+    shapes = _projection_shapes(model)
+    return model.n_layer * sum(2 * train.lora_rank * sum(shapes[t]) for t in train.lora_targets if t in shapes)
+
+
 def _lora_block_flops(model: ModelSpec, train: TrainSpec, input_needs_grad: bool) -> int:
     d, f, r = model.d_model, model.ffn_hidden, train.lora_rank
     kv = model.kv_heads * model.head_dim
@@ -116,7 +135,8 @@ PPO_FORMULA = (
     "what runs (M = matmul weights of the blocks, V vocab, d width; KV cache): generation = 2*M_a*(P+G-1) "
     "+ 2*d*V*G + attention 4*L*d*(P^2 + sum_{k=P+1}^{S-1} k); forwards = 2*S*(2*(M_a + d*V) + 2*(M_c + d_c)) "
     "+ attention 2*4*L*d*S^2 per model pair; learning = 3 (4 with recompute) x the forward of actor and critic "
-    "(LoRA: the LoRA formula per token at width S); attention shown apart")
+    "(LoRA: the LoRA formula per token at width S; generation and the actor's and critic's forwards add "
+    "2*r*(in+out) per adapted projection per token); attention shown apart")
 
 
 @dataclass(frozen=True)
@@ -153,14 +173,18 @@ def ppo_phase_flops(actor: ModelSpec, critic: ModelSpec, prompt: int, generated:
     s = prompt + generated
     head_a, head_c = actor.d_model * actor.vocab_size, critic.d_model
     n_a, n_c = total_params(actor), critic_params(critic)
+    adapters_a = lora_adapter_forward_per_token(actor, train)
+    adapters_c = lora_adapter_forward_per_token(critic, train)
     generation = PhaseFlops(
-        matmul=2 * _blocks_matmul(actor) * (prompt + generated - 1) + 2 * head_a * generated,
+        matmul=(2 * _blocks_matmul(actor) + adapters_a) * (prompt + generated - 1) + 2 * head_a * generated,
         attention=_attention_fwd(actor, prompt, prompt)
         + sum(_attention_fwd(actor, 1, k) for k in range(prompt + 1, s)),
         reference=2 * n_a * sum(range(prompt, s)))
     fwd_a, fwd_c = 2 * s * (_blocks_matmul(actor) + head_a), 2 * s * (_blocks_matmul(critic) + head_c)
     attn_a, attn_c = _attention_fwd(actor, s, s), _attention_fwd(critic, s, s)
-    forwards = PhaseFlops(matmul=2 * (fwd_a + fwd_c), attention=2 * (attn_a + attn_c),
+    # the initial and reward models are frozen copies without adapters: only actor and critic run them
+    forwards = PhaseFlops(matmul=2 * (fwd_a + fwd_c) + s * (adapters_a + adapters_c),
+                          attention=2 * (attn_a + attn_c),
                           reference=2 * s * 2 * (n_a + n_c))
     passes = 4 if train.recompute != "none" else 3
     if train.lora_rank is None:
