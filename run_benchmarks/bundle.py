@@ -30,7 +30,8 @@ from typing import Any, BinaryIO, Optional
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from .errors import UserError
-from .store import ResultStore, _insert_attempt
+from .store import ResultStore
+from .store_schema import _insert_attempt
 from .store_recovery import _add_missing, results_documents
 
 BUNDLE_SCHEMA = "accelbench.bundle/1"

@@ -23,7 +23,8 @@ from .outcome import ResultsUnwritable
 from .plan import RunPlan, build_run_plan
 from .report.summary import summarize
 from .report.terminal import TerminalReporter, print_plan, print_results
-from .store import ResultStore, StoreUnavailable, is_full, orchestrator_identity, store_path
+from .store import ResultStore, store_path
+from .store_faults import StoreUnavailable, is_full, orchestrator_identity
 from .catalog_cli import cmd_clean, cmd_list, cmd_vendor
 from .exit_codes import EXIT_FAILED, EXIT_NOT_RECORDED, EXIT_OK, EXIT_USAGE
 from .inputs import default_root, load_inputs, new_run_id, split_case_names

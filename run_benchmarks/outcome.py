@@ -21,7 +21,8 @@ from . import analyze, collect, monitoring, signals
 from . import figures as task_figures
 from .plan import CasePlan, NodePlan, RoundPlan
 from .record import CaseFacts, Environment, RoundRecord, Status
-from .store import ResultStore, StoreUnavailable, is_full
+from .store import ResultStore
+from .store_faults import StoreUnavailable, is_full
 from .workload import resolved_workload, workload_hash
 
 _OOM_MARKERS = ("OutOfMemoryError", "CUDA out of memory", "out of memory", "can't allocate memory")

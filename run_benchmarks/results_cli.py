@@ -23,7 +23,9 @@ from .report.summary import FIGURE_BY_KEY, summarize
 from .report.sweep_views import to_rich
 from .report.task_figures import interconnect_line, micro_views
 from .report.terminal import checks_table, print_table, human_bytes, print_summaries
-from .store import FILTER_KEYS, ResultStore, StoreCorrupt, process_alive, store_path
+from .store import ResultStore, store_path
+from .store_faults import StoreCorrupt, process_alive
+from .store_schema import FILTER_KEYS
 
 EXIT_OK, EXIT_REGRESSION = 0, 3
 FORMATS = ("terminal", "markdown", "html", "json", "csv", "summary-json", "summary-csv")  # json/csv: raw attempts

@@ -16,7 +16,9 @@ from typing import TYPE_CHECKING, Iterable, Iterator, Optional, Sequence
 from pydantic import ValidationError
 
 from .record import RESULTS_SCHEMA, RoundRecord, Status
-from .store import FINALIZE_WAIT_S, WAIT_ENV, StoreUnavailable, _insert_attempt, _now, process_alive
+from .store import FINALIZE_WAIT_S, WAIT_ENV, _now
+from .store_faults import StoreUnavailable, process_alive
+from .store_schema import _insert_attempt
 
 if TYPE_CHECKING:
     from .store import ResultStore

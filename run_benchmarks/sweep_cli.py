@@ -17,7 +17,8 @@ from .launch import Runner
 from .report import sweep_views as views
 from .report.summary import summarize
 from .outcome import ResultsUnwritable
-from .store import ResultStore, is_full, orchestrator_identity, store_path
+from .store import ResultStore, store_path
+from .store_faults import is_full, orchestrator_identity
 from .sweep import Sweep, SweepContext, pending_rows, preflight, refuse
 from .sweep_grid import SweepFile, expand, load_sweep_file, merge_command_line
 from .sweep_progress import SweepProgress, describe

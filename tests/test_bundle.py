@@ -139,7 +139,7 @@ def test_import_of_a_log_still_needs_its_format_and_case(cli, tmp_path):
 
 
 def test_an_imported_run_bundles_the_logs_it_was_read_from(cli, tmp_path):
-    from run_benchmarks.store import row_from_document
+    from run_benchmarks.store_schema import row_from_document
 
     from .test_grouping import round_doc
 

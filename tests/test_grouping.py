@@ -1,7 +1,7 @@
 """Reports group rounds by what ran (the workload hash), compare pairs by layout, and exports carry the facts.
 
 Stores are filled the way a run fills them: each round's results document (metrics computed by analyze.py
-from perf records, the resolved workload as the worker was handed it) through store.row_from_document.
+from perf records, the resolved workload as the worker was handed it) through store_schema.row_from_document.
 """
 from __future__ import annotations
 
@@ -16,7 +16,8 @@ from run_benchmarks import references
 from run_benchmarks.report import export
 from run_benchmarks.report.compare import NOISE_RULE, Selection, compare, format_change
 from run_benchmarks.report.summary import summarize
-from run_benchmarks.store import ResultStore, row_from_document
+from run_benchmarks.store import ResultStore
+from run_benchmarks.store_schema import row_from_document
 from training.spec import WorkloadSpec
 
 from .conftest import ROOT, write

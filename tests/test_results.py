@@ -1,7 +1,7 @@
 """The results store and what reads it: reports, compare, references, import, and the record reader.
 
 Rows are made the way a run makes them: metrics computed by analyze.py from perf records, written
-through store.row_from_document; the CLI is run as a user runs it.
+through store_schema.row_from_document; the CLI is run as a user runs it.
 """
 from __future__ import annotations
 
@@ -19,7 +19,8 @@ import pytest
 
 from run_benchmarks import analyze, collect, records
 from run_benchmarks.frameworks import RankLogs
-from run_benchmarks.store import ResultStore, row_from_document
+from run_benchmarks.store import ResultStore
+from run_benchmarks.store_schema import row_from_document
 from training import perflog
 from training.perflog import EndRecord, StartRecord, StepRecord
 

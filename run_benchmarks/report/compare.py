@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from itertools import zip_longest
 from typing import Optional, Sequence
 
-from ..store import Attempt
+from ..store_schema import Attempt
 from .facts import MATCH_FACTS, describe, differing
 from .summary import FIGURE_BY_KEY, CaseSummary, summarize
 

@@ -14,7 +14,7 @@ import json
 from pathlib import Path
 from typing import Any, Optional, Sequence
 
-from ..store import CASE_COLUMNS, METRIC_COLUMNS, MONITOR_COLUMNS, Attempt
+from ..store_schema import CASE_COLUMNS, METRIC_COLUMNS, MONITOR_COLUMNS, Attempt
 from .facts import FACT_KEYS, round_facts
 from .summary import FIGURES, CaseSummary
 

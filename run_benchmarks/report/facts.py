@@ -17,7 +17,7 @@ from pydantic import ValidationError
 from training.spec import WorkloadSpec
 
 from ..casename import CaseName
-from ..store import Attempt
+from ..store_schema import Attempt
 from ..workload import layout_facts, layout_key, resolved_workload, workload_hash
 
 # (fact, short column heading): the layout and batch facts a reader tells rows apart by, in table order.

@@ -14,7 +14,7 @@ import jinja2
 
 from .. import __version__
 from ..analyze import CV_FLAG
-from ..store import Attempt
+from ..store_schema import Attempt
 from . import chart_data, charts, micro_charts
 from .summary import FIGURE_BY_KEY, CaseSummary
 

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Callable, Optional, Sequence
 
 from ..analyze import CV_FLAG, Stats
-from ..store import Attempt
+from ..store_schema import Attempt
 from .facts import RoundFacts, round_facts
 
 

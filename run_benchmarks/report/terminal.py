@@ -14,7 +14,7 @@ from ..plan import CasePlan, RoundPlan, RunPlan
 from .live import LiveProgress, LiveStep
 from .sweep_views import to_rich
 from .task_figures import micro_views
-from ..store import Attempt, with_columns
+from ..store_schema import Attempt, with_columns
 from .summary import human_bytes, summarize
 
 
