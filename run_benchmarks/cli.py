@@ -15,7 +15,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.text import Text
 
-from . import __version__, calibrate, casename, plan_checks, results_cli, signals, sweep_cli
+from . import __version__, calibrate, casename, plan_checks, report_cli, results_cli, signals, sweep_cli
 from .environment import orchestrator_environment
 from .errors import UserError
 from .launch import RoundResult, Runner
@@ -53,7 +53,7 @@ def add_run_options(parser: argparse.ArgumentParser) -> None:
                                                 "(default: <log root>/results.db)")
     parser.add_argument("--check", action="store_true",
                         help="after the run, check each figure against the case's and vendor's references.yaml; "
-                             f"exit {results_cli.EXIT_REGRESSION} on a regression")
+                             f"exit {report_cli.EXIT_REGRESSION} on a regression")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -166,7 +166,7 @@ def cmd_run(args: argparse.Namespace, console: Console) -> int:
     regression = EXIT_OK
     if args.check:
         summaries = summarize(store.attempts(run_ids=[plan.run_id]))
-        regression = results_cli.report_checks(console, results_cli.run_checks(summaries, inputs.paths.root), True)
+        regression = report_cli.report_checks(console, report_cli.run_checks(summaries, inputs.paths.root), True)
     store.close()
     if interrupted:
         return signals.exit_code(signals.received())

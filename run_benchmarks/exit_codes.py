@@ -1,4 +1,4 @@
-"""Exit statuses of the accelbench command (README, "Exit status"); 3 is results_cli.EXIT_REGRESSION and
+"""Exit statuses of the accelbench command (README, "Exit status"); 3 is report_cli.EXIT_REGRESSION and
 128 + N a run stopped by signal N."""
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
