@@ -226,6 +226,8 @@ def write_results(path: Path, case: CasePlan, result: RoundResult, orchestrator_
     except OSError as exc:
         result.write_error = exc
         result.warnings.append(f"{path} could not be written: {exc.strerror or exc}")
+        # the record was made before the write: the store's row and the end-of-run table must say it too
+        result.record = result.record.model_copy(update={"warnings": list(result.warnings)})
         _loud(f"round {result.round} of {result.case_name}: {path} could not be written: {exc.strerror or exc}")
 
 
