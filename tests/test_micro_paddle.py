@@ -12,6 +12,8 @@ import pytest
 if importlib.util.find_spec("paddle") is None:
     pytest.skip("paddle is not installed", allow_module_level=True)
 
+from .test_micro_cases import assert_gemm_is_2mnk_over_time, by_params
+
 SIZES = [1024, 65536]
 FEW = ("--set", "micro.iters=3", "--set", "micro.warmup=1")
 # nccl-tests, doc/PERFORMANCE.md
@@ -31,10 +33,6 @@ def rounds(cli, names: list[str], *sets: str, expect_rc: int = 0) -> dict[str, t
     return {case: (documents[case], rows[case]) for case in documents}
 
 
-def by_params(figures: list[dict], name: str) -> dict[str, dict]:
-    return {json.dumps(f["params"], sort_keys=True): f for f in figures if f["name"] == name}
-
-
 def assert_ok_on_paddle(document: dict) -> None:
     assert document["status"] == "ok", document["reason"]
     assert document["metrics"] is None and document["steps_completed"] == 0  # figures, not training steps
@@ -48,17 +46,8 @@ def test_gemm_and_membw_on_paddle_follow_the_formulas(cli):
                   "--set", "micro.shapes=[[32,48,16],[64,64,64]]", "--set", f"micro.sizes_bytes=[{nbytes}]")
     gemm, _ = done["gemm"]
     assert_ok_on_paddle(gemm)
-    times, tflops = by_params(gemm["figures"], "gemm.time_s"), by_params(gemm["figures"], "gemm.tflops")
-    assert sorted((p["m"], p["n"], p["k"]) for p in (json.loads(k) for k in tflops)) == [(32, 48, 16), (64, 64, 64)]
-    assert times.keys() == tflops.keys()
-    for key, t in times.items():
-        p = t["params"]
-        assert p["dtype"] == "fp32" and t["unit"] == "s" and t["value"] > 0
-        # FLOPs = TFLOP/s x time x 1e12 = 2*M*N*K exactly (up to the float rounding of the two divisions)
-        assert tflops[key]["value"] * t["value"] * 1e12 == pytest.approx(2 * p["m"] * p["n"] * p["k"], rel=1e-12)
-        assert tflops[key]["unit"] == "TFLOP/s" and "2*M*N*K" in tflops[key]["formula"]
-    (best,) = [f for f in gemm["figures"] if f["name"] == "gemm.best_tflops"]
-    assert best["value"] == max(f["value"] for f in tflops.values()) and best["params"] == {"dtype": "fp32"}
+    best = assert_gemm_is_2mnk_over_time(gemm["figures"])
+    assert best["params"] == {"dtype": "fp32"}
 
     membw, _ = done["membw"]
     assert_ok_on_paddle(membw)
