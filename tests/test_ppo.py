@@ -2,6 +2,7 @@
 adapters, ppo_tiny under DDP and ZeRO-2 on real torchrun ranks, and every ppo_* case planned."""
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
