@@ -15,9 +15,12 @@ from pathlib import Path
 
 from training.contract import MONITOR_ACCELERATOR_FILE, MONITOR_HOST_FILE, MONITOR_SCHEMA, MONITOR_STATUS_FILE
 
-from . import Unavailable, describe, opener
+from . import ToolKilled, Unavailable, describe, opener
 
 FILES = {"host": MONITOR_HOST_FILE, "accelerator": MONITOR_ACCELERATOR_FILE}
+# A sampler tool killed by a signal: how long the monitor waits for its own SIGTERM before it counts the kill
+# as the sampler's end (a node's stop signals its whole tree, and the tool can be reached first).
+STOP_SIGNAL_WAIT_S = 2.0
 
 
 def main(argv: list[str] | None = None) -> int:
