@@ -18,7 +18,7 @@ from .exit_codes import EXIT_OK
 from .report.summary import FIGURE_BY_KEY
 from .report.sweep_views import to_rich
 from .report.task_figures import interconnect_line, micro_views
-from .report.terminal import human_bytes
+from .report.summary import human_bytes
 from .store import ResultStore, store_path
 from .store_faults import StoreCorrupt, process_alive
 from .store_options import add_store_options, log_root_of, open_store

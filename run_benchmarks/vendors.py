@@ -122,12 +122,12 @@ class VendorSpec(Strict):
     @field_validator("probes")
     @classmethod
     def _commands_split(cls, probes: dict[str, str]) -> dict[str, str]:
-        for field, command in probes.items():
+        for name, command in probes.items():
             try:
                 if not shlex.split(command):
                     raise ValueError("empty command")
             except ValueError as exc:
-                raise ValueError(f"probes.{field}: {exc}: write one command with its arguments, e.g. "
+                raise ValueError(f"probes.{name}: {exc}: write one command with its arguments, e.g. "
                                  "'nvidia-smi --query-gpu=name --format=csv,noheader'") from None
         return probes
 

@@ -23,7 +23,7 @@ from typing import Optional, Sequence
 
 from ..store_schema import Attempt
 from .facts import MATCH_FACTS, describe, differing
-from .summary import FIGURE_BY_KEY, CaseSummary, summarize
+from .summary import CaseSummary, summarize
 
 # Rows without a stored workload pair as before workloads were stored:
 MATCH_FIELDS = ("case", "framework", "hardware", "nnodes", "nprocs_per_node", "extern_config")

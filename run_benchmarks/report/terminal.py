@@ -15,7 +15,7 @@ from .live import LiveProgress, LiveStep
 from .sweep_views import to_rich
 from .task_figures import micro_views
 from ..store_schema import Attempt, with_columns
-from .summary import human_bytes, summarize
+from .summary import summarize
 
 
 def _device_summary(case) -> str:

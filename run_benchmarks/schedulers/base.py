@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from pathlib import Path
-from typing import TYPE_CHECKING, ClassVar, Mapping, Optional, Sequence
+from typing import TYPE_CHECKING, ClassVar, Mapping, Sequence
 
 from ..config_files import HostSpec
 
