@@ -18,7 +18,7 @@ import paddle.distributed as dist
 from training import harness
 from training.micro.ops import Call, MicroOps, first_line
 from training.paddle import device as devices
-from training.paddle.precision import TF32_FLAGS, _flags_in_build
+from training.paddle.precision import TF32_FLAGS, flags_in_build
 from training.paddle.train import PADDLE_LAUNCH
 from training.spec import DeviceSpec
 from training.unsupported import UnsupportedOnDevice
@@ -55,7 +55,7 @@ class PaddleOps(MicroOps):
     def matmul_precision(self, dtype: str) -> Iterator[None]:
         """TF32 on for tf32 and off otherwise where the build has the switch (Paddle's CUDA builds allow TF32
         in fp32 matmuls by default, which would count TF32 work as fp32)."""
-        flags = _flags_in_build(TF32_FLAGS)
+        flags = flags_in_build(TF32_FLAGS)
         if dtype == "tf32" and not flags:
             raise UnsupportedOnDevice(f"tf32 is a tensor-core mode of Paddle's CUDA builds ({TF32_FLAGS[0]}); "
                                       f"this build ({paddle.__version__}) on {self.device} has no such switch")

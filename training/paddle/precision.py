@@ -16,7 +16,7 @@ from training.spec import WorkloadSpec
 TF32_FLAGS = ("FLAGS_allow_tf32_cublas", "FLAGS_allow_tf32_cudnn")  # defined by CUDA builds only
 
 
-def _flags_in_build(names) -> list[str]:
+def flags_in_build(names) -> list[str]:
     present = []
     for name in names:
         try:
@@ -30,7 +30,7 @@ def _flags_in_build(names) -> list[str]:
 def set_fp32_matmul(precision: str, on_cpu: bool) -> str:
     """Turn TF32 off for an fp32 run where the build has the flags; returns the fp32 matmul math for the
     environment facts: ``ieee``, ``tf32``, or ``device default`` (a build that offers no switch)."""
-    flags = _flags_in_build(TF32_FLAGS)
+    flags = flags_in_build(TF32_FLAGS)
     if precision == "fp32" and flags:
         paddle.set_flags({name: False for name in flags})
     if on_cpu:
