@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# docs/gpu-readiness.md's checklist in one command, for a lent single-GPU NVIDIA machine with no registry:
+# its python3 already holds a CUDA torch; accelbench's own dependencies come as wheels in .whl/ (see the
+# page for how they are fetched). Every step is bounded by `timeout` and runs even when one before failed,
+# so one lease yields every figure it can. Full output and the run logs go to $OUT (or ./gpu-out).
+#
+#   bash benchmarks/gpu_checklist.sh [HARDWARE] [PART]   # HARDWARE: vendors/ name, default H100; PART 1, 2 or all
+# A part fits one 10-minute device call: 1 = peaks and the pretraining runs, 2 = compile and PPO.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+hw=${1:-H100}
+part=${2:-all}
+export COLUMNS=200
+out=${OUT:-$PWD/gpu-out}
+mkdir -p "$out"
+exec > >(tee "$out/checklist-$part.log") 2>&1
+export PYTHONUNBUFFERED=1
+
+step() { printf '\n=== %s  [%s]\n' "$*" "$(date -u +%H:%M:%S)"; }
+run() { local limit=$1; shift; step "$*"; timeout -k 10 "$limit" "$@"; echo "--- rc=$?"; }
+
+step "machine"
+nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.max.sm,power.limit --format=csv
+python3 -c 'import torch, sys; p = torch.cuda.get_device_properties(0); print(sys.version.split()[0], torch.__version__, torch.version.cuda, p.name, p.multi_processor_count, "SMs", p.total_memory >> 20, "MiB")'
+
+step "install accelbench's dependencies from .whl/ (no registry here)"
+python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir .whl/*.whl
+python3 -m pip install -q --no-index --no-deps --no-build-isolation -e . || exit 1
+for ao in "" .whl/alt/torchao-0.17*.whl .whl/alt/torchao-0.16*.whl; do
+  [ -n "$ao" ] && python3 -m pip install -q --no-index --no-deps --force-reinstall "$ao"
+  python3 -c 'import torchao.float8, torchao; print("torchao", torchao.__version__)' 2>&1 | tail -1 && break
+done
+accelbench --version
+
+if [ "$part" != 2 ]; then
+run 120 accelbench calibrate "$hw" --dtype bf16 --dtype fp16 --dtype tf32 --dtype fp32 --dtype fp8
+cat vendors/*/measured_peaks.yaml 2>/dev/null
+run 120 accelbench run "gemm:torch:$hw:1:1" --set "micro.shapes=[[8192,8192,8192],[8192,12288,4096],[16384,8192,8192]]" --set "micro.dtypes=[bf16,fp16,fp32,tf32]"
+run 120 accelbench run "membw:torch:$hw:1:1" --set "micro.sizes_bytes=[268435456,2147483648]"
+run 120 accelbench run "gpt3_tiny:torch:$hw:1:1" --set train.steps=50 --set train.warmup_steps=10 --set train.precision=bf16
+run 180 accelbench run "gpt2_xl:torch:$hw:1:1" --set train.steps=30 --set train.warmup_steps=10
+run 180 accelbench run "gpt2_xl:torch:$hw:1:1" --set train.steps=30 --set train.warmup_steps=10 --set train.recompute=full
+run 240 accelbench run "gpt2_tiny:torch:$hw:1:1" --set train.steps=40 --set train.warmup_steps=10 --set train.precision=fp8 --set train.compile=default
+fi
+if [ "$part" != 1 ]; then
+run 300 accelbench run "gpt2_xl:torch:$hw:1:1" --set train.steps=30 --set train.warmup_steps=10 --set train.compile=default
+run 240 accelbench run "ppo_gpt2_s:torch:$hw:1:1" --set train.micro_batch_size=1 --set ppo.experience_batch_size=1
+run 240 accelbench run "ppo_gpt2_s:torch:$hw:1:1"
+fi
+
+step "paddle"
+python3 -c 'import paddle' 2>&1 | tail -1
+
+step "results"
+accelbench runs
+for id in $(accelbench runs 2>/dev/null | grep -oE '[0-9]{8}-[0-9]{6}-[0-9a-f]{4}' | sort -u); do
+  accelbench show "$id"
+done
+accelbench report --format markdown $(accelbench runs 2>/dev/null | grep -oE '[0-9]{8}-[0-9]{6}-[0-9a-f]{4}' | sort -u) > "$out/report-$part.md" 2>&1
+tar --exclude='cache' -czf "$out/logs-$part.tgz" logs vendors/*/measured_peaks.yaml 2>/dev/null
+ls -la "$out"
