@@ -120,3 +120,20 @@ def test_init_weights_that_do_not_fit_are_refused_by_name(tmp_path):
     cfg = worker_config(GPT2_SMALLISH, {**TRAIN, "init_weights": str(path)})
     with pytest.raises(ValueError, match=r"does not fit the model: missing \['blocks.1"):
         open_worker(0, 1, cfg)
+
+
+def test_initial_values_are_made_on_the_cpu_whatever_the_default_device():
+    """PPO builds its roles under ``with torch.device(device)``; the seeded values must still come from the
+    CPU generator (on an H100 the value landed on cuda and normal_ refused the CPU generator). The meta
+    device stands in for the accelerator: a value made there would have no data at all."""
+    import torch
+    from torch import nn
+
+    from training.torch.init import initial_value
+
+    module = nn.Linear(4, 3)
+    expected = initial_value(module, "h.0.mlp.c_fc.weight", torch.Size([3, 4]), n_layer=2, seed=7)
+    with torch.device("meta"):
+        made = initial_value(module, "h.0.mlp.c_fc.weight", torch.Size([3, 4]), n_layer=2, seed=7)
+    assert made.device.type == "cpu"
+    assert torch.equal(made, expected)

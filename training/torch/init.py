@@ -44,8 +44,10 @@ def parameter_seed(seed: int, name: str) -> int:
 def initial_value(module: nn.Module, name: str, shape: torch.Size, n_layer: int, seed: int) -> torch.Tensor:
     """The full fp32 value of one parameter on the CPU (GPT-2's init: N(0, 0.02), residual projections
     scaled by depth, norms at one, biases at zero; LoRA's A Kaiming-uniform, B zero)."""
-    value = torch.empty(shape, dtype=torch.float32)
-    generator = torch.Generator().manual_seed(parameter_seed(seed, name))
+    # device="cpu" explicitly: a caller's ``with torch.device(...)`` (PPO builds its roles under the device)
+    # would otherwise put the value there while the seeded generator stays on the CPU (seen on an H100).
+    value = torch.empty(shape, dtype=torch.float32, device="cpu")
+    generator = torch.Generator(device="cpu").manual_seed(parameter_seed(seed, name))
     module_name, _, kind = name.rpartition(".")
     if kind == "bias" or module_name.endswith("lora_b"):
         return value.zero_()
