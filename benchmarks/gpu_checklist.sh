@@ -44,6 +44,7 @@ run 240 accelbench run "gpt2_tiny:torch:$hw:1:1" --set train.steps=40 --set trai
 fi
 if [ "$part" != 1 ]; then
 run 300 accelbench run "gpt2_xl:torch:$hw:1:1" --set train.steps=30 --set train.warmup_steps=10 --set train.compile=default
+run 300 accelbench run "gpt2_xl:torch:$hw:1:1" --set train.steps=30 --set train.warmup_steps=10 --set train.compile=default --set train.micro_batch_size=8
 run 240 accelbench run "ppo_gpt2_s:torch:$hw:1:1" --set train.micro_batch_size=1 --set ppo.experience_batch_size=1
 run 240 accelbench run "ppo_gpt2_s:torch:$hw:1:1"
 fi
