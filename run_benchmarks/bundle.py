@@ -22,6 +22,7 @@ import io
 import json
 import secrets
 import shutil
+import sqlite3
 import tarfile
 from datetime import datetime, timezone
 from pathlib import Path, PurePosixPath
@@ -29,7 +30,10 @@ from typing import Any, BinaryIO, Optional
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from . import limits
 from .errors import UserError
+from .pathnames import component, component_problem, output_target
+from .pathnames import run_id as run_id_name
 from .store import ResultStore
 from .store_schema import _insert_attempt
 from .store_recovery import _add_missing, results_documents
@@ -120,7 +124,10 @@ def write_bundle(store: ResultStore, ref: str, output: Optional[Path] = None) ->
                 files.append((path, f"{RUN_PREFIX}{IMPORTED}/{a['round']}-{path.name}"))
     manifest = BundleManifest(run_id=run_id, created_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
                               source=run["source"], attempts=len(attempts), files=len(files), run=run)
-    output = Path(output or f"{run_id}.accelbench.tar.gz")
+    if output is None:
+        component(run_id, "run id", "bundle it with -o FILE, a name of your choosing")
+        output = Path(f"{run_id}.accelbench.tar.gz")
+    output = output_target(Path(output))
     partial = output.with_name(f".{output.name}.partial-{secrets.token_hex(3)}")
     sums: dict[str, str] = {}
     try:
@@ -142,21 +149,40 @@ def write_bundle(store: ResultStore, ref: str, output: Optional[Path] = None) ->
 # ---------------------------------------------------------------- reading a bundle back
 
 
+ASK_ORIGINAL = "ask whoever sent it for the bundle `accelbench bundle` wrote"
+
+
 def _safe_name(name: str, bundle: Path) -> PurePosixPath:
+    """A member's path inside the staging folder: relative, no '..', each part a plain file name (a log may
+    start with '.'; nothing may hold a control character or be longer than a file name can be)."""
     path = PurePosixPath(name)
     if path.is_absolute() or ".." in path.parts or not path.parts:
         raise UserError(f"{bundle}: member {name!r} would be written outside its folder; nothing was imported",
-                        "ask whoever sent it for the bundle `accelbench bundle` wrote")
+                        ASK_ORIGINAL)
+    for part in path.parts:
+        problem = component_problem(part.lstrip(".") or "x")
+        if problem:
+            raise UserError(f"{bundle}: member {name[:80]!r} cannot be a file name here ({problem}); nothing was "
+                            "imported", ASK_ORIGINAL)
     return path
+
+
+def _read_small(tar: tarfile.TarFile, name: str, bundle: Path) -> bytes:
+    """One of the bundle's own files, whole, after checking its size against the cap."""
+    member = tar.getmember(name)
+    limits.BUNDLE_META_BYTES.check(member.size, f"{bundle}: {name}")
+    return tar.extractfile(member).read(limits.BUNDLE_META_BYTES.value() + 1)
 
 
 def _read_sums(tar: tarfile.TarFile, bundle: Path) -> tuple[dict[str, str], BundleManifest]:
     try:
-        sums_text = tar.extractfile(CHECKSUMS).read().decode()
-        manifest = BundleManifest.model_validate_json(tar.extractfile(MANIFEST).read())
-    except (KeyError, AttributeError, UnicodeDecodeError, ValidationError) as exc:
-        raise UserError(f"{bundle}: not a complete accelbench bundle ({exc})",
+        sums_text = _read_small(tar, CHECKSUMS, bundle).decode()
+        manifest = BundleManifest.model_validate_json(_read_small(tar, MANIFEST, bundle))
+    except (KeyError, AttributeError, UnicodeDecodeError, ValidationError, RecursionError) as exc:
+        raise UserError(f"{bundle}: not a complete accelbench bundle ({str(exc)[:300]})",
                         f"a bundle holds {MANIFEST} and {CHECKSUMS}; write one with `accelbench bundle RUN`")
+    run_id_name(manifest.run_id, f"{bundle}: its run id", "a bundle names its run by the id `accelbench` gave it; "
+              + ASK_ORIGINAL)
     if manifest.schema_ != BUNDLE_SCHEMA:
         raise UserError(f"{bundle}: bundle schema {manifest.schema_!r}, this accelbench reads {BUNDLE_SCHEMA!r}",
                         "import it with the accelbench version that wrote it")
@@ -168,11 +194,16 @@ def _read_sums(tar: tarfile.TarFile, bundle: Path) -> tuple[dict[str, str], Bund
 
 
 def _extract_verified(tar: tarfile.TarFile, sums: dict[str, str], into: Path, bundle: Path) -> None:
-    """Every member into ``into``, each hashed as it is written and compared with SHA256SUMS."""
+    """Every member into ``into``, each hashed as it is written and compared with SHA256SUMS. The bytes and
+    files are counted as they are written, against the caps: a header's size is never trusted."""
     seen = set()
-    for member in tar.getmembers():
+    files = written = 0
+    max_bytes = limits.BUNDLE_BYTES.value()
+    for member in tar:  # one header at a time: a bundle of millions of members stops at the cap
         if member.isdir():
             continue
+        files += 1
+        limits.BUNDLE_FILES.check(files, f"{bundle} (nothing was imported)")
         if not member.isfile():
             raise UserError(f"{bundle}: member {member.name!r} is a link or device, which a bundle never holds; "
                             "nothing was imported", "ask for the bundle as `accelbench bundle` wrote it")
@@ -185,6 +216,10 @@ def _extract_verified(tar: tarfile.TarFile, sums: dict[str, str], into: Path, bu
         sha = hashlib.sha256()
         with tar.extractfile(member) as src, open(target, "wb") as dst:
             while chunk := src.read(CHUNK):
+                written += len(chunk)
+                if written > max_bytes:
+                    raise limits.BUNDLE_BYTES.refusal(f"over {max_bytes:,} bytes", f"{bundle} (nothing was "
+                                                                                     "imported)")
                 sha.update(chunk)
                 dst.write(chunk)
         if member.name == CHECKSUMS:
@@ -214,6 +249,36 @@ def _moved(path: Optional[str], old_dir: Optional[str], new_dir: Path, imported:
     return path
 
 
+def _inside(path: Optional[str], folder: Path) -> Optional[str]:
+    """A stored path only if it is in the imported run's folder: a received row must not point the store
+    at another file of this machine (a later `accelbench bundle` of the run would pack it up)."""
+    if not path:
+        return path
+    resolved = Path(path).resolve()
+    return str(resolved) if resolved.is_relative_to(folder.resolve()) else None
+
+
+def _read_attempts(path: Path, run_id: str, bundle: Path) -> list[dict]:
+    """The bundle's attempts, each a row of the run the manifest names (one bundle, one run)."""
+    try:
+        attempts = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError, RecursionError) as exc:
+        raise UserError(f"{bundle}: {ATTEMPTS} is not readable JSON ({str(exc)[:200]}); nothing was imported",
+                        ASK_ORIGINAL) from None
+    if not isinstance(attempts, list) or not all(isinstance(a, dict) for a in attempts):
+        raise UserError(f"{bundle}: {ATTEMPTS} is not a list of attempts; nothing was imported", ASK_ORIGINAL)
+    for a in attempts:
+        if a.get("run_id") != run_id:
+            raise UserError(f"{bundle}: an attempt of run {str(a.get('run_id'))[:80]!r} in a bundle of run "
+                            f"{run_id!r}; nothing was imported", ASK_ORIGINAL)
+        if not isinstance(a.get("round"), int) or isinstance(a.get("round"), bool) or a["round"] < 1:
+            raise UserError(f"{bundle}: an attempt with round {str(a.get('round'))[:40]!r}, not a whole number "
+                            "from 1; nothing was imported", ASK_ORIGINAL)
+        if a.get("results_path") is not None and not isinstance(a["results_path"], str):
+            raise UserError(f"{bundle}: an attempt's results_path is not text; nothing was imported", ASK_ORIGINAL)
+    return attempts
+
+
 def _columns(store: ResultStore, table: str) -> set[str]:
     return {row[1] for row in store.conn.execute(f"PRAGMA table_info({table})")}
 
@@ -239,7 +304,7 @@ def import_bundle(bundle: Path, store: ResultStore, log_root: Path) -> str:
         staging = log_root / f".{run_id}.bundle-{secrets.token_hex(3)}"
         try:
             _extract_verified(tar, sums, staging, bundle)
-            attempts = json.loads((staging / ATTEMPTS).read_text(encoding="utf-8"))
+            attempts = _read_attempts(staging / ATTEMPTS, run_id, bundle)
             run_folder = staging / RUN_PREFIX.rstrip("/")
             run_folder.mkdir(exist_ok=True)
             for meta in (MANIFEST, CHECKSUMS, ENVIRONMENT, ATTEMPTS):  # kept beside the logs, as handed over
@@ -252,7 +317,7 @@ def import_bundle(bundle: Path, store: ResultStore, log_root: Path) -> str:
     old_dir = manifest.run.get("log_dir")
     imported = {a["results_path"]: target / IMPORTED / f"{a['round']}-{Path(a['results_path']).name}"
                 for a in attempts if manifest.source != "accelbench" and a.get("results_path")}
-    run_row = {**manifest.run, "log_dir": str(target / IMPORTED if imported else target)}
+    run_row = {**manifest.run, "run_id": run_id, "log_dir": str(target / IMPORTED if imported else target)}
     run_row["note"] = "; ".join(filter(None, [run_row.get("note"), f"imported from bundle {Path(bundle).name} "
                                               f"at {datetime.now(timezone.utc).isoformat(timespec='seconds')}"]))
     run_cols, attempt_cols = _columns(store, "runs"), _columns(store, "attempts")
@@ -262,7 +327,7 @@ def import_bundle(bundle: Path, store: ResultStore, log_root: Path) -> str:
         cur.execute(f"INSERT INTO runs ({', '.join(run)}) VALUES ({', '.join('?' for _ in run)})", list(run.values()))
         for row in attempts:
             row = {k: v for k, v in row.items() if k in attempt_cols and k != "id"}
-            row["results_path"] = _moved(row.get("results_path"), old_dir, target, imported)
+            row["results_path"] = _inside(_moved(row.get("results_path"), old_dir, target, imported), target)
             if isinstance(row.get("record"), dict):
                 row["record"] = {**row["record"], "results_path": row["results_path"]}
             cur.execute(*_insert_attempt(row))
@@ -271,6 +336,10 @@ def import_bundle(bundle: Path, store: ResultStore, log_root: Path) -> str:
 
     try:
         extra = store._write(work, store.retry_s, "ACCELBENCH_STORE_RETRY_S", f"the attempts of run {run_id}")
+    except (sqlite3.Error, TypeError, ValueError, OverflowError) as exc:  # a received row with values no column takes
+        shutil.rmtree(target, ignore_errors=True)
+        raise UserError(f"{bundle}: its rows do not fit a results store ({str(exc)[:200]}); nothing was imported",
+                        ASK_ORIGINAL) from None
     except BaseException:
         shutil.rmtree(target, ignore_errors=True)  # no folder without its rows: the import can be run again
         raise

@@ -54,6 +54,9 @@ MAXIMA = {
 }
 
 
+MAX_FIELD = 100  # case, framework and hardware become one folder name (CaseName.slug), kept under NAME_MAX
+
+
 def _positive(text: str, what: str, name: str) -> int:
     limit, why = MAXIMA[what]
     text = text.strip()
@@ -73,11 +76,18 @@ def _positive(text: str, what: str, name: str) -> int:
 
 
 def parse(name: str) -> CaseName:
+    if len(name) > 6 * MAX_FIELD:
+        raise UserError(f"case name {name[:60]!r}... is {len(name)} characters long", f"write it as {FORMAT}, "
+                        f"each name at most {MAX_FIELD} characters")
     fields = name.strip().split(":")
     if len(fields) not in (5, 6):
         raise UserError(f"case name {name!r} has {len(fields)} field(s); it needs 5 or 6",
                         f"write it as {FORMAT}, e.g. {EXAMPLE!r}")
     case, framework, hardware = fields[0], fields[1], fields[2]
+    for what, value in (("case", case), ("framework", framework), ("hardware", hardware)):
+        if len(value) > MAX_FIELD:
+            raise UserError(f"case name {name[:60]!r}...: {what} is {len(value)} characters long, over {MAX_FIELD}",
+                            "shorten it (it becomes part of a folder name)")
     for what, value in (("case", case), ("hardware", hardware)):
         if not _NAME.match(value):
             raise UserError(f"case name {name!r}: {what} {value!r} is empty or has characters other than "

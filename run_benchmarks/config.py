@@ -9,6 +9,7 @@ holds it rather than on the merged result.
 from __future__ import annotations
 
 import copy
+import os
 import difflib
 import re
 from dataclasses import dataclass, field
@@ -18,6 +19,7 @@ from typing import Any, Optional, Type, TypeVar
 import yaml
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from . import limits
 from .errors import UserError
 
 M = TypeVar("M", bound=BaseModel)
@@ -70,10 +72,26 @@ class _PlainLoader(yaml.SafeLoader):
         finally:
             self._depth -= 1
 
+    def construct_mapping(self, node, deep=False):
+        """A key given twice is refused where it appears: YAML keeps the last silently, and the first
+        (the one a reader sees) would not be what runs."""
+        seen: dict = {}
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=True)
+            try:
+                first = seen.setdefault(key, key_node)
+            except TypeError:  # an unhashable key: SafeLoader's own error says so
+                break
+            if first is not key_node:
+                raise YamlRefused(f"key {key!r} is given twice (first on line {first.start_mark.line + 1})",
+                                  key_node.start_mark, "keep one of them")
+        return super().construct_mapping(node, deep)
+
 
 def parse_yaml(text: str, source: str):
-    """``text`` as plain YAML data (no anchors, aliases or tags beyond the safe ones); errors name
-    ``source`` with the line and column."""
+    """``text`` as plain YAML data (no anchors, aliases or tags beyond the safe ones, no key twice);
+    errors name ``source`` with the line and column."""
+    limits.CONFIG_BYTES.check(len(text), source)
     try:
         return yaml.load(text, Loader=_PlainLoader)  # noqa: S506 - a SafeLoader subclass
     except YamlRefused as exc:
@@ -91,9 +109,13 @@ def parse_yaml(text: str, source: str):
 
 
 def load_yaml(path: Path) -> dict:
-    """A YAML mapping from ``path``; syntax errors name the line and column."""
+    """A YAML mapping from ``path``; syntax errors name the line and column. The file's size is checked
+    against the cap before a byte is parsed (PyYAML takes ~170x a file's size in memory)."""
     try:
-        text = Path(path).read_text(encoding="utf-8")
+        with open(path, "rb") as f:
+            raw = f.read(limits.CONFIG_BYTES.value() + 1)
+            limits.CONFIG_BYTES.check(max(len(raw), os.fstat(f.fileno()).st_size), str(path))
+        text = raw.decode("utf-8")
     except FileNotFoundError:
         raise UserError(f"{path}: file not found", "check the path (a relative one is read from the current "
                         "directory)") from None

@@ -10,6 +10,7 @@ from rich.console import Console
 
 from . import bundle_cli, casename
 from .errors import UserError
+from .pathnames import run_id as run_id_name
 from .exit_codes import EXIT_FAILED, EXIT_OK
 from .report.summary import FIGURE_BY_KEY
 from .store_options import add_store_options, open_store
@@ -65,6 +66,8 @@ def cmd_import(args: argparse.Namespace, console: Console, default_root) -> int:
         raise UserError(f"{missing[0]}: file not found", "give the path of a log file to import")
     if args.skip_intervals < 0:
         raise UserError(f"--skip-intervals {args.skip_intervals} is negative", "give 0 or more")
+    if args.run_id is not None:
+        run_id_name(args.run_id, "--run-id", "use letters, digits, '_', '-' and '.', e.g. mlperf-gpt3-h100")
     run_id = args.run_id or f"import-{datetime.now().strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(2)}"
     now = datetime.now(timezone.utc).isoformat(timespec="seconds")
     with open_store(args, default_root, must_exist=False) as store:

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+import io
 from pathlib import Path
 from typing import Optional, Sequence
 
@@ -9,6 +10,7 @@ from rich.console import Console
 
 from . import references
 from .errors import UserError
+from .pathnames import write_text_file
 from .report import export, html, markdown
 from .report.compare import Selection, compare
 from .report.summary import summarize
@@ -77,7 +79,7 @@ def _write(console: Console, text: str, output: Optional[Path]) -> None:
     if output is None:
         console.print(text, markup=False, highlight=False, soft_wrap=True, end="")
     else:
-        output.write_text(text, encoding="utf-8")
+        write_text_file(output, text)
         console.print(f"wrote {output}", markup=False, soft_wrap=True)
 
 
@@ -96,9 +98,9 @@ def cmd_report(args: argparse.Namespace, console: Console, default_root) -> int:
     title = f"accelbench report: {selection.text}"
     if args.format == "terminal":
         if args.output:
-            with open(args.output, "w", encoding="utf-8") as f:
-                print_summaries(Console(file=f, width=160, highlight=False), summaries, title)
-            console.print(f"wrote {args.output}", markup=False, soft_wrap=True)
+            text = Console(file=io.StringIO(), width=160, highlight=False, record=True)
+            print_summaries(text, summaries, title)
+            _write(console, text.export_text(), args.output)
         else:
             print_summaries(console, summaries, title)
     elif args.format == "markdown":
@@ -136,9 +138,7 @@ def cmd_compare(args: argparse.Namespace, console: Console, default_root) -> int
         a, b = parse_selection(store, [args.a]), parse_selection(store, [args.b])
         rows = compare(a, b, select(store, a), select(store, b))
     if args.html is not None:
-        if not args.html.parent.is_dir():
-            raise UserError(f"--html {args.html}: no folder {args.html.parent}", "create it, or name a file in a folder")
-        args.html.write_text(html.render_compare(a, b, rows), encoding="utf-8")
+        write_text_file(args.html, html.render_compare(a, b, rows), "--html")
         console.print(f"wrote {args.html}", markup=False, soft_wrap=True)
     if args.format == "markdown":
         console.print(markdown.compare_table(a, b, rows), markup=False, highlight=False, soft_wrap=True, end="")

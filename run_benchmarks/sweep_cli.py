@@ -14,6 +14,7 @@ from .errors import UserError
 from .exit_codes import EXIT_FAILED, EXIT_OK
 from .inputs import default_root, load_inputs, new_run_id
 from .launch import Runner
+from .pathnames import component, write_text_file
 from .report import sweep_views as views
 from .report.summary import summarize
 from .outcome import ResultsUnwritable
@@ -171,7 +172,7 @@ def show(console: Console, args: argparse.Namespace, options: SweepOptions, rows
         text = views.html_page(title, table_views, chart) if args.format == "html" else \
             f"## {title}\n\n" + "\n".join(views.to_markdown(v) for v in table_views)
         if args.output:
-            args.output.write_text(text, encoding="utf-8")
+            write_text_file(args.output, text, "--output")
             console.print(f"wrote {args.output}", markup=False)
         else:
             console.print(text, markup=False, highlight=False, soft_wrap=True)
@@ -180,8 +181,7 @@ def show(console: Console, args: argparse.Namespace, options: SweepOptions, rows
 
 
 def _run_dir(log_root: Path, run_id: str) -> Path:
-    if not run_id or "/" in run_id or run_id in (".", ".."):
-        raise UserError(f"run {run_id!r}: not a run id", "give the folder name of the sweep's run under the log root")
+    component(run_id, "run", "give the folder name of the sweep's run under the log root")
     return log_root / run_id
 
 

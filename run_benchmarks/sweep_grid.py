@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import itertools
 import json
+import math
 from pathlib import Path
 from typing import Any, Optional, Sequence, Union
 
 from pydantic import Field, field_validator, model_validator
 
-from . import casename
+from . import casename, limits
 from .config import Strict, load_model, parse_yaml
 from .config_files import CaseEntry
 from .errors import UserError
@@ -144,6 +145,9 @@ def expand(sweep: SweepFile) -> list[Point]:
                                                                 "sweep file, e.g. gpt2_tiny:torch:cpu:1:1")
     names = list(sweep.axes)
     _check_rules(sweep, names)
+    # Counted before anything is built: a grid of a few long axes is millions of points.
+    limits.SWEEP_POINTS.check(math.prod([len(sweep.cases), *(len(sweep.axes[n].bundles()) for n in names)]),
+                              "sweep (before exclusions)")
     points: list[Point] = []
     for entry in sweep.cases:
         base, own = _entry(entry)

@@ -19,6 +19,7 @@ from .cases import CaseCatalog
 from .config_files import ClusterSpec, HostSpec, TestConf
 from .config import load_model
 from .errors import UserError
+from .pathnames import component
 from .plan import Paths, PlanInputs, build_run_plan
 from .vendors import VendorRegistry, VendorSpec
 
@@ -40,6 +41,7 @@ class Finding:
 
 def scaffold(vendors_dir: Path, name: str) -> Path:
     """Copy vendors/template to vendors/<name>, with the name filled in."""
+    component(name, "vendor name", "use lower-case letters, digits and '_', e.g. acme")
     if not NAME.match(name):
         raise UserError(f"vendor name {name!r} is not valid", "use lower-case letters, digits and '_', e.g. acme")
     source, target = vendors_dir / TEMPLATE, vendors_dir / name
@@ -90,6 +92,7 @@ def _accelerator_for(config: Path, spec: VendorSpec) -> Optional[str]:
 
 
 def check(root: Path, name: str) -> list[Finding]:
+    component(name, "vendor name", "name a folder under vendors/, e.g. nvidia")
     paths = Paths(root)
     folder = paths.vendors_dir / name
     vendor_file = folder / "vendor.yaml"
