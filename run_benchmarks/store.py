@@ -16,15 +16,20 @@ Faults the store meets and what it does (tests/test_store_faults.py):
 - a run whose orchestrator died (SIGKILL, a crash, a reboot) stays ``running``: whoever opens the store next on
   the orchestrator's host finds the process gone (pid and start time, since pids are reused), adds the attempts
   its results.json files hold that never reached the store, and marks the run ``killed`` (``done`` when the run
-  had written its summary.json: it ended, only its end was not recorded). A run started on another host is left
-  alone: its process cannot be looked at from here;
+  had written its summary.json: it ended, only its end was not recorded; ``aborted`` when that summary.json is
+  empty or unreadable: it reached its end on a full disk). A run started on another host is left alone: its
+  process cannot be looked at from here;
 - ``repair`` adds the attempts of results.json files the store lacks, never twice: the way back after any of
   the above, and the way to rebuild a store that had to be moved aside.
+
+summary.json and results.json are to be written with ``write_text_atomically`` (temporary file, fsync,
+rename): a full disk then leaves the old file or none, never an empty one.
 """
 from __future__ import annotations
 
 import json
 import os
+import secrets
 import sqlite3
 import sys
 import time
@@ -271,3 +276,39 @@ def _now() -> str:
 
 def store_path(log_root: Path) -> Path:
     return Path(log_root) / DB_NAME
+
+
+def _fsync_folder(folder: Path) -> None:
+    """A rename or a link is on the disk only once its folder is (best effort: not every system allows it)."""
+    try:
+        fd = os.open(folder, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def write_text_atomically(path: Path, text: str) -> None:
+    """``path`` holds ``text`` whole, or stays as it was: written to a temporary file beside it, flushed to the
+    disk (fsync), renamed over it, and the folder flushed. A full disk leaves neither an empty nor a half file
+    (the temporary one is removed) and raises the OSError. For summary.json and results.json: a reader (the
+    store's recovery among them) never takes an empty file for a run's end."""
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}-{secrets.token_hex(4)}.tmp")
+    try:
+        with open(tmp, "w", encoding="utf-8") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            tmp.unlink(missing_ok=True)
+        except OSError:
+            pass
+        raise
+    _fsync_folder(path.parent)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import socket
 import sqlite3
 from pathlib import Path
@@ -27,7 +28,8 @@ if TYPE_CHECKING:
 
 def finalize_dead_runs(self: "ResultStore") -> list[str]:
     """Runs still ``running`` whose orchestrator on this host is gone: their results.json files not yet in
-    the store are added and the run is marked ``killed`` (``done`` if it wrote summary.json)."""
+    the store are added and the run is marked ``killed`` (``done`` if it wrote its summary.json, ``aborted``
+    if that summary.json is empty or unreadable, see summary_state)."""
     host = socket.gethostname()
     rows = self.conn.execute("SELECT run_id, orchestrator_pid, orchestrator_started, log_dir FROM runs "
                              "WHERE status = 'running' AND orchestrator_host = ? AND orchestrator_pid IS NOT NULL",
@@ -49,6 +51,39 @@ def finalize_dead_runs(self: "ResultStore") -> list[str]:
     self.finalized += notes
     return notes
 
+
+def summary_state(folder: Optional[Path], run_id: str) -> tuple[str, str]:
+    """What the run folder's summary.json says of the run's end: ``("ended", "")`` when it holds this run's
+    summary (the run ended by itself: ``done``); ``("unreadable", why)`` when it is there but empty, cut
+    short or someone else's: the run reached its end and could not write it (a full disk: ``aborted``), and
+    it never reads as a finished run; ``("absent", "")`` when there is none (the run died before its end)."""
+    path = folder / "summary.json" if folder else None
+    if path is None or not (path.is_file() or path.is_symlink()):
+        return "absent", ""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, ValueError) as exc:
+        return "unreadable", f"its summary.json cannot be read ({exc})"
+    if not text.strip():
+        return "unreadable", f"its summary.json is empty ({len(text.encode())} bytes)"
+    try:
+        doc = json.loads(text)
+    except ValueError as exc:
+        return "unreadable", f"its summary.json is not whole JSON ({exc})"
+    if not isinstance(doc, dict) or not isinstance(doc.get("rounds"), list):
+        return "unreadable", "its summary.json is not a run summary (no list of rounds)"
+    if doc.get("run_id") != run_id:
+        return "unreadable", f"its summary.json is the summary of another run ({doc.get('run_id')!r})"
+    return "ended", ""
+
+
+_ENDINGS = {
+    "ended": ("done", "it wrote its summary.json, so it ended, but its end never reached the store"),
+    "unreadable": ("aborted", "{why}: it stopped without writing its results whole (a full disk?), and its end "
+                              "never reached the store"),
+}
+
+
 def _finalize(self, cur: sqlite3.Cursor, run_id: str, log_dir: Optional[str], status: str) -> Optional[str]:
     """Inside a write transaction: the run's missing attempts from its results.json files, then its end."""
     row = cur.execute("SELECT status, orchestrator_host, orchestrator_pid FROM runs WHERE run_id = ?",
@@ -58,11 +93,13 @@ def _finalize(self, cur: sqlite3.Cursor, run_id: str, log_dir: Optional[str], st
     folder = Path(log_dir) if log_dir else None
     added = _add_missing(self, cur, run_id, results_documents(folder) if folder and folder.is_dir() else [],
                               "the run's orchestrator had died before storing it")
-    ended = bool(folder and (folder / "summary.json").is_file())
-    final = "done" if ended else status
+    state, detail = summary_state(folder, run_id)
+    free = _free_bytes(folder) if state == "absent" else None
+    if free is not None and free < FULL_BELOW_BYTES:
+        state, detail = "unreadable", f"it has no summary.json and its file system is full ({free} bytes free)"
+    final, why = _ENDINGS.get(state, (status, "it died without ending the run (SIGKILL, a crash, a reboot)"))
+    why = why.format(why=detail)
     last = _newest_mtime(folder) if folder and folder.is_dir() else None
-    why = ("it wrote its summary.json, so it ended, but its end never reached the store" if ended
-           else "it died without ending the run (SIGKILL, a crash, a reboot)")
     note = (f"run {run_id}: marked {final} — its orchestrator (pid {row['orchestrator_pid']} on "
             f"{row['orchestrator_host']}) is gone and {why}; {added} attempt(s) added from its results.json "
             f"files; checked at {_now()} by pid {os.getpid()}")
@@ -137,15 +174,32 @@ def _recreate_run(self, cur: sqlite3.Cursor, run_id: str, documents: list[tuple[
     run_dir = _run_dir(documents[0][0])
     starts = sorted(d.get("started_at") or "" for _, d in documents if d.get("started_at"))
     ends = sorted(d.get("ended_at") or "" for _, d in documents if d.get("ended_at"))
-    ended = run_dir is not None and (run_dir / "summary.json").is_file()
+    state, detail = summary_state(run_dir, run_id)
+    status = {"ended": "done", "unreadable": "aborted"}.get(state, "killed")
+    ending = {"ended": "", "unreadable": f"; {detail}: the run could not write its results whole (a full disk?)"}
     env = (documents[0][1].get("environment") or {}).get("orchestrator") or {}
     cur.execute("INSERT INTO runs (run_id, started_at, ended_at, status, argv, accelbench_commit, log_dir, "
                 "source, orchestrator_host, note) VALUES (?, ?, ?, ?, ?, ?, ?, 'accelbench', ?, ?)",
                 (run_id, starts[0] if starts else _now(), ends[-1] if ends else None,
-                 "done" if ended else "killed", json.dumps(env.get("argv")) if env.get("argv") else None,
+                 status, json.dumps(env.get("argv")) if env.get("argv") else None,
                  env.get("accelbench_commit"), str(run_dir) if run_dir else None, env.get("orchestrator_host"),
                  f"run row rebuilt from results.json by accelbench store repair at {_now()}"
-                 + ("" if ended else "; no summary.json: the run did not end by itself")))
+                 + ending.get(state, "; no summary.json: the run did not end by itself")))
+
+FULL_BELOW_BYTES = 1 << 20  # a run starts with 1 GiB free (preflight): this little left means the disk filled
+
+
+def _free_bytes(folder: Optional[Path]) -> Optional[int]:
+    """Free bytes of the file system holding ``folder`` (None when there is no folder to look at): a run
+    stopped by a full disk (summary.json, its end in the store) could write neither, so a full disk is what
+    tells it from a killed run."""
+    if folder is None or not folder.is_dir():
+        return None
+    try:
+        return shutil.disk_usage(folder).free
+    except OSError:
+        return None
+
 
 def _newest_mtime(folder: Path) -> Optional[str]:
     try:
