@@ -22,20 +22,34 @@ Faults the store meets and what it does (tests/test_store_faults.py):
 - ``repair`` adds the attempts of results.json files the store lacks, never twice: the way back after any of
   the above, and the way to rebuild a store that had to be moved aside.
 
+What it refuses or reads with care (tests/test_store_hostile.py):
+
+- a path that is not a regular file (``--db /dev/null``, a folder, a pipe): refused with what it is;
+- an empty (0-byte) file: never a store, since a new store is made whole in a temporary file and linked into
+  place. Reading commands refuse it ("empty file, not a results store"); writing ones refuse it as damaged
+  (``StoreCorrupt``), so ``store repair`` moves it aside and rebuilds;
+- a store this process cannot write (read-only media, another user's archive): a reading command
+  (``reader=True``: runs, show, report, compare, bundle) opens it with SQLite's ``mode=ro``, or with
+  ``immutable=1`` when its -wal/-shm files cannot be made there, says so on stderr and writes nothing; a
+  writing command is refused with the way out (a copy);
+
 summary.json and results.json are to be written with ``write_text_atomically`` (temporary file, fsync,
 rename): a full disk then leaves the old file or none, never an empty one.
 """
 from __future__ import annotations
 
+import errno
 import json
 import os
 import secrets
 import sqlite3
+import stat
 import sys
 import time
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable, Iterable, Optional, Sequence
+from urllib.parse import quote
 
 from .errors import UserError
 from .record import RESULTS_SCHEMA  # noqa: F401 - RESULTS_SCHEMA: where readers looked for it
@@ -68,20 +82,39 @@ class ResultStore:
     notes go (stderr)."""
 
     def __init__(self, path: Path, wait_s: Optional[float] = None, retry_s: Optional[float] = None,
-                 finalize: bool = True, announce: Optional[Callable[[str], None]] = None):
+                 finalize: bool = True, announce: Optional[Callable[[str], None]] = None, reader: bool = False):
         self.path = Path(path)
         self.wait_s = _seconds(WAIT_ENV, DEFAULT_WAIT_S) if wait_s is None else wait_s
         self.retry_s = _seconds(RETRY_ENV, DEFAULT_RETRY_S) if retry_s is None else retry_s
         self.announce = announce or _stderr
         self.unstored: list[str] = []  # what this process could not write (attempts, the run's end)
         self.finalized: list[str] = []  # notes on the runs this open finalized
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        existed = self.path.is_file() and self.path.stat().st_size > 0
+        self.read_only: Optional[str] = None  # why a reader opened the store read-only; None: opened to write
+        size = _store_file_size(self.path)
+        if size is None:
+            if reader:
+                raise UserError(f"no results store at {self.path}",
+                                "run a case first (accelbench run ...), or point --db / --log-root at one")
+            self._create()
+        elif size == 0:
+            raise _empty_file(self.path, reader)
+        blocked = _write_blocked(self.path)
+        if blocked and not reader:
+            raise UserError(f"the results store {self.path} cannot be written: {blocked}",
+                            "copy it (with any -wal file beside it) to a writable folder and point --db at the copy, "
+                            "or point --db at another file; runs, show and report can read it where it is")
+        if blocked:
+            self._open_read_only(blocked)
+        else:
+            self._open()
+        if finalize and self.read_only is None:
+            self.finalize_dead_runs()
+
+    def _open(self) -> None:
         self.conn = sqlite3.connect(self.path, timeout=self.wait_s, isolation_level=None)
         self.conn.row_factory = sqlite3.Row
         try:
-            if existed:
-                self._check_integrity()  # before anything writes to a file that may be damaged
+            self._check_integrity()  # before anything writes to a file that may be damaged
             self.conn.execute("PRAGMA journal_mode=WAL")  # readers never block the run that writes
             self.conn.execute("PRAGMA synchronous=FULL")
             create_schema(self.conn)
@@ -89,23 +122,105 @@ class ResultStore:
             add_missing_columns(self.conn)
         except sqlite3.DatabaseError as exc:
             self.conn.close()
-            if is_locked(exc):
-                raise StoreUnavailable(f"the results store {self.path} is locked: another process has held a write "
-                                       f"transaction on it for more than {self.wait_s:g} s",
-                                       locked_fix(self.path, WAIT_ENV)) from None
+            raise self._open_error(exc) from None
+
+    def _open_error(self, exc: sqlite3.DatabaseError) -> UserError:
+        if is_locked(exc):
+            return StoreUnavailable(f"the results store {self.path} is locked: another process has held a write "
+                                    f"transaction on it for more than {self.wait_s:g} s",
+                                    locked_fix(self.path, WAIT_ENV))
+        if is_full(exc):
+            return StoreUnavailable(f"the results store {self.path} cannot be written: the disk is full",
+                                    "free space on its file system, or point --db at another file")
+        if "malformed" in str(exc) or "corrupt" in str(exc) or isinstance(exc, _Damaged):
+            where = (f"copy it to a writable folder, then rebuild the copy: accelbench store repair --db COPY "
+                     f"--log-root {self.path.parent}" if self.read_only else
+                     f"rebuild it from the runs' results.json files: accelbench store repair --db {self.path} "
+                     f"--log-root {self.path.parent} (it first moves the damaged file aside to "
+                     f"{self.path.name}.damaged-<time>; or move it yourself)")
+            return StoreCorrupt(f"the results store {self.path} is damaged: {exc}",
+                                f"{where}; runs brought in with `accelbench import` must be imported again")
+        return UserError(f"{self.path} is not an accelbench results store: {exc}",
+                         "point --db (or the log root) at another file, or move this one away")
+
+    def _create(self) -> None:
+        """A new store is made whole in a temporary file beside ``path`` and linked into place, so that the
+        path never shows an empty or half-made store: an empty file there is never one of ours (see
+        _empty_file). When another process made the store first, its file is kept and this one dropped."""
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = self.path.with_name(f".{self.path.name}.new-{os.getpid()}-{secrets.token_hex(4)}")
+        try:
+            conn = sqlite3.connect(tmp, isolation_level=None)
+            try:
+                conn.execute("PRAGMA journal_mode=WAL")
+                conn.execute("PRAGMA synchronous=FULL")
+                create_schema(conn)
+                check_version(conn)
+            finally:
+                conn.close()  # the last connection: the WAL is merged into the file and removed
+            try:
+                os.link(tmp, self.path)  # never replaces: a store another process just made stays
+            except FileExistsError:
+                pass
+            except OSError as exc:
+                if exc.errno not in _NO_HARD_LINKS:
+                    raise
+                if not os.path.lexists(self.path):  # a file system without hard links
+                    os.replace(tmp, self.path)
+            _fsync_folder(self.path.parent)
+        except (sqlite3.DatabaseError, OSError) as exc:
             if is_full(exc):
-                raise StoreUnavailable(f"the results store {self.path} cannot be written: the disk is full",
+                raise StoreUnavailable(f"the results store {self.path} cannot be created: the disk is full",
                                        "free space on its file system, or point --db at another file") from None
-            if existed and ("malformed" in str(exc) or "corrupt" in str(exc) or isinstance(exc, _Damaged)):
-                raise StoreCorrupt(f"the results store {self.path} is damaged: {exc}",
-                                   f"rebuild it from the runs' results.json files: accelbench store repair --db "
-                                   f"{self.path} --log-root {self.path.parent} (it first moves the damaged file "
-                                   f"aside to {self.path.name}.damaged-<time>; or move it yourself); runs brought "
-                                   "in with `accelbench import` must be imported again") from None
-            raise UserError(f"{self.path} is not an accelbench results store: {exc}",
-                            "point --db (or the log root) at another file, or move this one away") from None
-        if finalize:
-            self.finalize_dead_runs()
+            raise UserError(f"the results store {self.path} cannot be created: {exc}",
+                            "point --db (or --log-root) at a folder you can write to") from None
+        finally:
+            for suffix in ("", "-wal", "-shm", "-journal"):
+                try:
+                    os.unlink(f"{tmp}{suffix}")
+                except OSError:
+                    pass
+
+    def _open_read_only(self, why: str) -> None:
+        """A reader's open of a store it cannot write (read-only media, another user's archive): SQLite's
+        ``mode=ro``, which reads the -wal file too but needs its -shm file to exist or be creatable; else
+        ``immutable=1``, which reads the main file alone (the store is then taken not to change while read).
+        Nothing is written: no migration (missing columns read as NULL through temporary views), no
+        finalizing of dead runs. Said on stderr, with what a -wal file that cannot be read would hide."""
+        self.read_only = why
+        uri = "file:" + quote(str(self.path.resolve()))
+        immutable = False
+        for query in ("mode=ro", "mode=ro&immutable=1"):
+            immutable = "immutable" in query
+            self.conn = sqlite3.connect(f"{uri}?{query}", uri=True, timeout=self.wait_s, isolation_level=None)
+            self.conn.row_factory = sqlite3.Row
+            try:
+                self.conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
+                break
+            except sqlite3.DatabaseError as exc:
+                self.conn.close()
+                if immutable or is_locked(exc) or not isinstance(exc, sqlite3.OperationalError):
+                    raise self._open_error(exc) from None
+        try:
+            self._check_integrity()
+            tables = {row[0] for row in self.conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+            if not {"meta", "runs", "attempts"} <= tables:
+                raise sqlite3.DatabaseError("it has no meta, runs and attempts tables")
+            check_version(self.conn, write=False)
+            add_missing_columns(self.conn, write=False)
+        except sqlite3.DatabaseError as exc:
+            self.conn.close()
+            raise self._open_error(exc) from None
+        note = f"the results store {self.path} is read-only ({why}): opened read-only"
+        if immutable:
+            note += " as immutable (SQLite cannot make its -wal and -shm files there)"
+        note += "; nothing is written to it, runs whose orchestrator died are not finalized from here"
+        wal = Path(f"{self.path}-wal")
+        if immutable and wal.is_file() and wal.stat().st_size > 0:
+            note += (f". WARNING: {wal} ({wal.stat().st_size} bytes) holds changes not yet merged into the store, "
+                     f"which cannot be read from here: copy {self.path.name} and {wal.name} together to a writable "
+                     "folder and read the copy")
+        self.announce(note)
 
     def _check_integrity(self) -> None:
         """quick_check walks every page of every b-tree; reading every row then decodes every record, which
@@ -276,6 +391,66 @@ def _now() -> str:
 
 def store_path(log_root: Path) -> Path:
     return Path(log_root) / DB_NAME
+
+
+_NO_HARD_LINKS = (errno.EPERM, errno.EOPNOTSUPP, errno.ENOTSUP, errno.EXDEV, errno.EMLINK, errno.ENOSYS)
+_KINDS = ((stat.S_ISDIR, "a folder"), (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
+          (stat.S_ISFIFO, "a named pipe (FIFO)"), (stat.S_ISSOCK, "a socket"))
+
+
+def _store_file_size(path: Path) -> Optional[int]:
+    """The size of the store file, None when there is none yet; anything but a regular file (``--db
+    /dev/null``, a folder, a pipe, a broken link) is refused: SQLite would fail on it in ways that read as
+    something else (a device reads as a store locked for the whole wait)."""
+    try:
+        info = os.stat(path)
+    except FileNotFoundError:
+        if os.path.islink(path):
+            raise UserError(f"the results store {path} is a symbolic link to {os.readlink(path)}, which does not "
+                            "exist", "point --db at the store itself, or remove the link to start a new store "
+                                     "there") from None
+        return None
+    except OSError as exc:
+        raise UserError(f"the results store {path} cannot be looked at: {exc.strerror or exc}",
+                        "point --db (or --log-root) at a file you can read") from None
+    if stat.S_ISREG(info.st_mode):
+        return info.st_size
+    what = next((words for test, words in _KINDS if test(info.st_mode)), "not a file")
+    raise UserError(f"the results store {path} is {what}, not a regular file: a results store is an SQLite file",
+                    "point --db at a file (made if missing), e.g. --db ./results.db; leave --db out to use "
+                    "<log root>/results.db")
+
+
+def _empty_file(path: Path, reader: bool) -> UserError:
+    """An empty file is never a store: a new store is made whole, then linked into place (ResultStore._create),
+    so an empty file where one should be was emptied or copied wrong. Reading commands are refused; writing
+    ones too (StoreCorrupt, so ``store repair`` moves it aside and rebuilds the store from results.json)."""
+    if reader:
+        return UserError(f"{path} is an empty file (0 bytes), not a results store",
+                         "point --db (or --log-root) at the store itself; an empty file is what a copy or a "
+                         "download that failed leaves, or a shell redirection (> file)")
+    return StoreCorrupt(f"the results store {path} is an empty file (0 bytes), not a results store: accelbench "
+                        "never leaves one empty, so it was emptied or copied wrong",
+                        f"remove it (rm {path}) to start a new store there, or rebuild it from the runs' "
+                        f"results.json files: accelbench store repair --db {path} --log-root {path.parent} (it "
+                        "moves the empty file aside first); or point --db at another file")
+
+
+def _write_blocked(path: Path) -> Optional[str]:
+    """Why this process cannot write the store (None when it can): read-only media, a file it may not write,
+    or a folder where SQLite cannot make the store's -wal and -shm files."""
+    try:
+        if os.statvfs(path).f_flag & os.ST_RDONLY:
+            return "it is on a read-only file system"
+    except OSError:
+        pass
+    if not os.access(path, os.W_OK):
+        return "this user may not write the file"
+    if not os.access(path.parent, os.W_OK | os.X_OK):
+        beside = [Path(f"{path}{suffix}") for suffix in ("-wal", "-shm")]
+        if not all(p.is_file() and os.access(p, os.W_OK) for p in beside):
+            return "its folder is not writable, so SQLite cannot make its -wal and -shm files"
+    return None
 
 
 def _fsync_folder(folder: Path) -> None:

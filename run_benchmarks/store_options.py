@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 from pathlib import Path
 
 from .config_files import TestConf
@@ -26,10 +27,13 @@ def log_root_of(args: argparse.Namespace, default_root) -> Path:
 
 
 def open_store(args: argparse.Namespace, default_root, must_exist: bool = True) -> ResultStore:
+    """``must_exist``: a reading command (runs, show, report, compare, bundle): the store is never created, and
+    one that cannot be written (read-only media, an archive of another user) is opened read-only, which it
+    says on stderr. Otherwise a writing command (import): the store is made if missing."""
     path = args.db
     if path is None:
         path = store_path(log_root_of(args, default_root))
-    if must_exist and not Path(path).is_file():
+    if must_exist and not os.path.lexists(path):
         raise UserError(f"no results store at {path}",
                         "run a case first (accelbench run ...), or point --db / --log-root at one")
-    return ResultStore(path)
+    return ResultStore(path, reader=must_exist)

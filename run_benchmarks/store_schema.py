@@ -103,22 +103,30 @@ def create_schema(conn: sqlite3.Connection) -> None:
         conn.executescript(_SCHEMA)
 
 
-def check_version(conn: sqlite3.Connection) -> None:
+def check_version(conn: sqlite3.Connection, write: bool = True) -> None:
+    """A store newer than this accelbench is refused; one without its version gets it (when ``write``)."""
     row = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
     if row is None:
-        with conn:
-            conn.execute("INSERT OR IGNORE INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
+        if write:
+            with conn:
+                conn.execute("INSERT OR IGNORE INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
     elif int(row[0]) > SCHEMA_VERSION:
         raise sqlite3.DatabaseError(f"schema version {row[0]} is newer than this accelbench reads "
                                     f"({SCHEMA_VERSION})")
 
 
-def add_missing_columns(conn: sqlite3.Connection) -> None:
+def add_missing_columns(conn: sqlite3.Connection, write: bool = True) -> None:
+    """Columns added since the file was made: added to it (``write``), or, for a store opened read-only, read
+    as NULL through a temporary view of the same name (temp comes first in SQLite's name lookup)."""
     for table, added in (("attempts", _ADDED_COLUMNS), ("runs", _ADDED_RUN_COLUMNS)):
-        have = {row[1] for row in conn.execute(f"PRAGMA table_info({table})")}
-        for name, kind in added:
-            if name not in have:
+        have = {row[1] for row in conn.execute(f"PRAGMA main.table_info({table})")}
+        missing = [(name, kind) for name, kind in added if name not in have]
+        if write:
+            for name, kind in missing:
                 conn.execute(f"ALTER TABLE {table} ADD COLUMN {name} {kind}")
+        elif missing:
+            nulls = ", ".join(f"CAST(NULL AS {kind}) AS {name}" for name, kind in missing)
+            conn.execute(f"CREATE TEMP VIEW {table} AS SELECT *, {nulls} FROM main.{table}")
 
 
 @dataclass(frozen=True)

@@ -5,20 +5,26 @@ its fix for what is refused, no traceback."""
 from __future__ import annotations
 
 import json
+import os
 import socket
+import sqlite3
 import subprocess
 import sys
+import time
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
 
 import pytest
 
+from run_benchmarks.errors import UserError
 from run_benchmarks.store import ResultStore, write_text_atomically
+from run_benchmarks.store_faults import StoreCorrupt
 from run_benchmarks.store_recovery import summary_state
 from run_benchmarks.store_schema import row_from_document
 from tests.infra.tmpfs import tmpfs
 
+from .conftest import ROOT
 from .test_results import document
 from .test_store_faults import fill
 
@@ -144,3 +150,210 @@ def test_a_dead_run_without_a_summary_on_a_full_disk_is_marked_aborted_not_kille
         with ResultStore(db, announce=lambda _: None) as store:
             run = store.run("r1")
     assert run["status"] == "aborted" and "no summary.json and its file system is full" in run["note"]
+
+
+# ---------------------------------------------------------------- (b) a store on read-only media
+
+
+_LEAVE_WAL = """
+import os, sqlite3, sys
+conn = sqlite3.connect(sys.argv[1], isolation_level=None)
+conn.execute("PRAGMA wal_autocheckpoint=0")
+conn.execute("UPDATE runs SET status = 'done', note = 'only in the wal' WHERE run_id = 'r1'")
+os._exit(0)  # no close: the change stays in the -wal file, not merged into the store
+"""
+
+
+@contextmanager
+def read_only_store(tmp_path: Path, wal: str = "none") -> Iterator[Path]:
+    """A store with one run of one attempt on a tmpfs then remounted read-only (the tests run as root, which
+    a chmod does not stop). ``wal``: ``none`` (closed cleanly: the store file alone), ``with-shm`` (a change
+    left in its -wal file, with the -shm file beside it), ``without-shm`` (the -wal file alone)."""
+    with tmpfs(tmp_path / "archive", "16m") as mount_point:
+        db = mount_point / "results.db"
+        stored_run(db, ended=wal == "none")
+        if wal != "none":
+            subprocess.run([sys.executable, "-c", _LEAVE_WAL, str(db)], check=True)
+            assert Path(f"{db}-wal").stat().st_size > 0
+            if wal == "without-shm":
+                os.unlink(f"{db}-shm")
+        done = subprocess.run(["mount", "-o", "remount,ro", str(mount_point)], capture_output=True, text=True)
+        assert done.returncode == 0, done.stderr
+        with pytest.raises(OSError):
+            (mount_point / "probe").write_text("")
+        before = sorted(os.listdir(mount_point))
+        yield db
+        assert sorted(os.listdir(mount_point)) == before
+
+
+@pytest.mark.parametrize("wal, status, how", [("none", "done", "as immutable"),
+                                              ("with-shm", "done", "opened read-only;"),
+                                              ("without-shm", "running", "as immutable")])
+def test_a_store_on_read_only_media_is_read_by_runs_show_and_report(cli, tmp_path, wal, status, how):
+    with read_only_store(tmp_path, wal) as db:
+        listed = cli("runs", "--db", str(db))
+        shown = cli("show", "r1", "--db", str(db))
+        reported = cli("report", "--db", str(db), "--format", "csv")
+    for result in (listed, shown, reported):
+        assert result.returncode == 0, result.stderr
+        assert "Traceback" not in result.stderr
+        assert f"the results store {db} is read-only (it is on a read-only file system): opened read-only" \
+            in result.stderr and how in result.stderr
+        assert "not an accelbench results store" not in result.stderr
+    assert "r1" in listed.stdout and status in listed.stdout
+    assert "gpt3_tiny" in shown.stdout and "gpt3_tiny" in reported.stdout
+    if wal == "with-shm":  # mode=ro reads the -wal file too
+        assert "only in the wal" in shown.stdout
+    if wal == "without-shm":  # immutable cannot: it says what it cannot see
+        assert f"WARNING: {db}-wal" in listed.stderr and "copy results.db and results.db-wal" in listed.stderr
+
+
+def test_a_read_only_store_of_an_older_layout_reads_its_new_columns_as_empty(tmp_path):
+    """Columns added since (on open of a writable store) cannot be added to a read-only one: read as NULL."""
+    with tmpfs(tmp_path / "archive", "16m") as mount_point:
+        db = mount_point / "results.db"
+        stored_run(db)
+        conn = sqlite3.connect(db)
+        conn.execute("ALTER TABLE attempts DROP COLUMN record")
+        conn.execute("ALTER TABLE runs DROP COLUMN note")
+        conn.commit()
+        conn.close()
+        subprocess.run(["mount", "-o", "remount,ro", str(mount_point)], check=True)
+        notes = []
+        with ResultStore(db, reader=True, announce=notes.append) as store:
+            assert store.read_only == "it is on a read-only file system"
+            (attempt,) = store.attempts(run_ids=[store.resolve_run("last")])
+            assert attempt["record"] is None and attempt.record().case_name == attempt["case_name"]
+            assert store.run("r1")["note"] is None
+        assert len(notes) == 1 and "opened read-only" in notes[0]
+
+
+def test_writing_commands_refuse_a_read_only_store_with_the_way_out(cli, tmp_path):
+    log = tmp_path / "train.log"
+    log.write_text("step 1\n")
+    with read_only_store(tmp_path) as db:
+        imported = cli("import", str(log), "--format", "torchtitan", "--case-name", CASE, "--db", str(db))
+        repaired = cli("store", "repair", "--db", str(db), "--log-root", str(tmp_path))
+    for result in (imported, repaired):
+        refused(result, f"the results store {db} cannot be written: it is on a read-only file system",
+                "copy it (with any -wal file beside it) to a writable folder")
+
+
+# ---------------------------------------------------------------- (c) a path that is no file
+
+
+@pytest.fixture
+def fifo(tmp_path):
+    path = tmp_path / "pipe.db"
+    os.mkfifo(path)
+    return path
+
+
+@pytest.mark.parametrize("command", [("runs",), ("show", "last"), ("report",), ("compare", "a", "b"),
+                                     ("bundle", "last")])
+def test_a_db_that_is_a_device_or_a_pipe_is_refused_at_once(cli, tmp_path, fifo, command):
+    for path, what in (("/dev/null", "a character device"), (str(fifo), "a named pipe (FIFO)")):
+        began = time.monotonic()
+        result = cli(*command, "--db", path)
+        refused(result, f"the results store {path} is {what}, not a regular file", "--db ./results.db")
+        assert time.monotonic() - began < 20  # no wait for a lock that is not there
+
+
+def test_writing_commands_refuse_dev_null_instead_of_a_false_lock(cli, tmp_path):
+    log = tmp_path / "train.log"
+    log.write_text("step 1\n")
+    began = time.monotonic()
+    imported = cli("import", str(log), "--format", "torchtitan", "--case-name", CASE, "--db", "/dev/null",
+                   extra_env={"ACCELBENCH_STORE_WAIT_S": "30"})
+    err = refused(imported, "the results store /dev/null is a character device, not a regular file")
+    assert "locked" not in err and time.monotonic() - began < 20
+    ran = cli("run", CASE, "--db", "/dev/null")  # refused after preflight, whose warnings may come first
+    assert ran.returncode == 2 and "Traceback" not in ran.stderr, ran.stderr
+    assert "accelbench: error: the results store /dev/null is a character device, not a regular file" \
+        in ran.stderr and "\n  fix: " in ran.stderr
+    assert not ran.log_root.is_dir() or not any(ran.log_root.iterdir())  # refused before any round
+
+
+def test_a_folder_or_a_broken_link_as_db_is_refused(cli, tmp_path):
+    folder = tmp_path / "folder.db"
+    folder.mkdir()
+    refused(cli("runs", "--db", str(folder)), f"the results store {folder} is a folder, not a regular file")
+    link = tmp_path / "link.db"
+    link.symlink_to(tmp_path / "nowhere" / "results.db")
+    refused(cli("runs", "--db", str(link)), f"{link} is a symbolic link to {tmp_path / 'nowhere'}")
+    log = tmp_path / "train.log"
+    log.write_text("step 1\n")
+    refused(cli("import", str(log), "--format", "torchtitan", "--case-name", CASE, "--db", str(link)),
+            "which does not exist")
+    assert not (tmp_path / "nowhere").exists()
+
+
+# ---------------------------------------------------------------- (d) an empty file
+
+
+@pytest.mark.parametrize("command", [("runs",), ("show", "last"), ("report",)])
+def test_reading_commands_refuse_an_empty_file_and_leave_it_as_it_was(cli, tmp_path, command):
+    db = tmp_path / "results.db"
+    db.write_bytes(b"")
+    refused(cli(*command, "--db", str(db)), f"{db} is an empty file (0 bytes), not a results store")
+    assert db.stat().st_size == 0 and sorted(os.listdir(tmp_path)) == ["results.db", "system-tmp"]
+
+
+def test_writing_commands_refuse_an_empty_file_and_repair_rebuilds_it(cli, tmp_path):
+    db = tmp_path / "results.db"
+    db.write_bytes(b"")
+    log = tmp_path / "train.log"
+    log.write_text("step 1\n")
+    refused(cli("import", str(log), "--format", "torchtitan", "--case-name", CASE, "--db", str(db)),
+            f"the results store {db} is an empty file (0 bytes), not a results store", f"rm {db}",
+            "accelbench store repair")
+    assert db.stat().st_size == 0
+    refused(cli("run", CASE, "--db", str(db)), "is an empty file (0 bytes)")
+    assert db.stat().st_size == 0
+    with pytest.raises(StoreCorrupt):
+        ResultStore(db)
+    with pytest.raises(UserError, match="empty file"):
+        ResultStore(db, reader=True)
+    (tmp_path / "logs").mkdir(exist_ok=True)
+    repaired = cli("store", "repair", "--db", str(db), "--log-root", str(tmp_path / "logs"))
+    assert repaired.returncode == 0, repaired.stderr
+    assert "moved it aside" in repaired.stdout and db.stat().st_size > 0
+    assert [p.stat().st_size for p in tmp_path.glob("results.db.damaged-*")] == [0]
+
+
+_CREATE = """
+import sys, time
+from run_benchmarks.store import ResultStore
+time.sleep(max(0.0, float(sys.argv[2]) - time.time()))
+with ResultStore(sys.argv[1]) as store:
+    store.begin_run(sys.argv[3], "2026-11-23T10:00:00+00:00", [], None, None)
+"""
+
+
+def test_a_new_store_is_never_seen_empty_even_when_several_processes_make_it_at_once(tmp_path):
+    """A store is made whole beside its path and linked into place: a reader never meets an empty file (the
+    rule above would refuse it), and processes racing to make it all end in one store."""
+    db = tmp_path / "new" / "results.db"
+    at = time.time() + 2.0
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    procs = [subprocess.Popen([sys.executable, "-c", _CREATE, str(db), str(at), f"run{i}"], env=env,
+                              stderr=subprocess.PIPE, text=True) for i in range(4)]
+    seen_empty = False
+    while any(p.poll() is None for p in procs):
+        try:
+            seen_empty |= db.stat().st_size == 0
+        except FileNotFoundError:
+            pass
+        time.sleep(0.0005)
+    for proc in procs:
+        assert proc.wait() == 0, proc.stderr.read()
+    assert not seen_empty
+    with ResultStore(db) as store:
+        assert sorted(r["run_id"] for r in store.runs()) == ["run0", "run1", "run2", "run3"]
+    assert [name for name in os.listdir(db.parent) if name.startswith(".")] == []  # no temporary store left
+
+
+def test_a_reader_never_makes_a_store(tmp_path):
+    with pytest.raises(UserError, match="no results store at"):
+        ResultStore(tmp_path / "results.db", reader=True)
+    assert not (tmp_path / "results.db").exists()
