@@ -27,7 +27,8 @@ What it refuses or reads with care (tests/test_store_hostile.py):
 - a path that is not a regular file (``--db /dev/null``, a folder, a pipe): refused with what it is;
 - an empty (0-byte) file: never a store, since a new store is made whole in a temporary file and linked into
   place. Reading commands refuse it ("empty file, not a results store"); writing ones refuse it as damaged
-  (``StoreCorrupt``), so ``store repair`` moves it aside and rebuilds;
+  (``StoreCorrupt``), so ``store repair`` moves it aside and rebuilds. Unless another process holds an SQLite
+  lock on it: then it is a store being made (by an sqlite3 shell, an older accelbench), waited for as a lock;
 - a store this process cannot write (read-only media, another user's archive): a reading command
   (``reader=True``: runs, show, report, compare, bundle) opens it with SQLite's ``mode=ro``, or with
   ``immutable=1`` when its -wal/-shm files cannot be made there, says so on stderr and writes nothing; a
@@ -96,8 +97,8 @@ class ResultStore:
                 raise UserError(f"no results store at {self.path}",
                                 "run a case first (accelbench run ...), or point --db / --log-root at one")
             self._create()
-        elif size == 0:
-            raise _empty_file(self.path, reader)
+        elif size == 0 and not _held_by_another(self.path):
+            raise _empty_file(self.path, reader)  # held: being made by another process, waited for as a lock
         blocked = _write_blocked(self.path)
         if blocked and not reader:
             raise UserError(f"the results store {self.path} cannot be written: {blocked}",
@@ -422,9 +423,10 @@ def _store_file_size(path: Path) -> Optional[int]:
 
 
 def _empty_file(path: Path, reader: bool) -> UserError:
-    """An empty file is never a store: a new store is made whole, then linked into place (ResultStore._create),
-    so an empty file where one should be was emptied or copied wrong. Reading commands are refused; writing
-    ones too (StoreCorrupt, so ``store repair`` moves it aside and rebuilds the store from results.json)."""
+    """An empty file no process holds is never a store: a new store is made whole, then linked into place
+    (ResultStore._create), so an empty file where one should be was emptied or copied wrong. Reading commands
+    are refused; writing ones too (StoreCorrupt, so ``store repair`` moves it aside and rebuilds the store from
+    results.json). One another process holds a lock on is being made: opened, and waited for as a lock."""
     if reader:
         return UserError(f"{path} is an empty file (0 bytes), not a results store",
                          "point --db (or --log-root) at the store itself; an empty file is what a copy or a "
@@ -436,6 +438,24 @@ def _empty_file(path: Path, reader: bool) -> UserError:
                         "moves the empty file aside first); or point --db at another file")
 
 
+def _held_by_another(path: Path) -> bool:
+    """Whether another process holds an SQLite lock on the file: an empty file it holds is a store being made
+    (by an older accelbench or an sqlite3 shell, which make the file before they write it), not an empty one."""
+    try:
+        conn = sqlite3.connect(f"file:{quote(str(Path(path).resolve()))}?mode=rw", uri=True, timeout=0,
+                               isolation_level=None)
+    except sqlite3.Error:
+        return False
+    try:
+        conn.execute("BEGIN IMMEDIATE")  # takes the write lock, writes nothing: given back at once
+        conn.execute("ROLLBACK")
+        return False
+    except sqlite3.Error as exc:
+        return is_locked(exc)
+    finally:
+        conn.close()
+
+
 def _write_blocked(path: Path) -> Optional[str]:
     """Why this process cannot write the store (None when it can): read-only media, a file it may not write,
     or a folder where SQLite cannot make the store's -wal and -shm files."""
@@ -445,7 +465,7 @@ def _write_blocked(path: Path) -> Optional[str]:
     except OSError:
         pass
     if not os.access(path, os.W_OK):
-        return "this user may not write the file"
+        return "this process may not write the file (its permissions, or an immutable file)"
     if not os.access(path.parent, os.W_OK | os.X_OK):
         beside = [Path(f"{path}{suffix}") for suffix in ("-wal", "-shm")]
         if not all(p.is_file() and os.access(p, os.W_OK) for p in beside):

@@ -19,14 +19,14 @@ import pytest
 
 from run_benchmarks.errors import UserError
 from run_benchmarks.store import ResultStore, write_text_atomically
-from run_benchmarks.store_faults import StoreCorrupt
+from run_benchmarks.store_faults import StoreCorrupt, StoreUnavailable
 from run_benchmarks.store_recovery import summary_state
 from run_benchmarks.store_schema import row_from_document
 from tests.infra.tmpfs import tmpfs
 
 from .conftest import ROOT
 from .test_results import document
-from .test_store_faults import fill
+from .test_store_faults import Locker, fill
 
 CASE = "gpt2_tiny:torch:cpu:1:1"
 
@@ -208,6 +208,25 @@ def test_a_store_on_read_only_media_is_read_by_runs_show_and_report(cli, tmp_pat
         assert f"WARNING: {db}-wal" in listed.stderr and "copy results.db and results.db-wal" in listed.stderr
 
 
+def test_a_store_file_that_may_not_be_written_in_a_writable_folder_is_read_with_mode_ro(cli, tmp_path):
+    """Another user's file, or an immutable one (chattr +i: what stops root, who runs these tests): SQLite's
+    mode=ro reads it and makes its -shm file beside it."""
+    db = tmp_path / "results.db"
+    stored_run(db)
+    done = subprocess.run(["chattr", "+i", str(db)], capture_output=True, text=True)
+    if done.returncode != 0:
+        pytest.skip(f"cannot make a file immutable here (chattr +i): {done.stderr.strip()}")
+    try:
+        listed = cli("runs", "--db", str(db))
+        imported = cli("import", str(db), "--format", "torchtitan", "--case-name", CASE, "--db", str(db))
+    finally:
+        subprocess.run(["chattr", "-i", str(db)], check=True)
+    assert listed.returncode == 0 and "r1" in listed.stdout, listed.stderr
+    assert (f"the results store {db} is read-only (this process may not write the file (its permissions, or an "
+            "immutable file)): opened read-only;") in listed.stderr
+    refused(imported, f"the results store {db} cannot be written: this process may not write the file")
+
+
 def test_a_read_only_store_of_an_older_layout_reads_its_new_columns_as_empty(tmp_path):
     """Columns added since (on open of a writable store) cannot be added to a read-only one: read as NULL."""
     with tmpfs(tmp_path / "archive", "16m") as mount_point:
@@ -319,6 +338,21 @@ def test_writing_commands_refuse_an_empty_file_and_repair_rebuilds_it(cli, tmp_p
     assert repaired.returncode == 0, repaired.stderr
     assert "moved it aside" in repaired.stdout and db.stat().st_size > 0
     assert [p.stat().st_size for p in tmp_path.glob("results.db.damaged-*")] == [0]
+
+
+def test_an_empty_file_another_process_holds_is_a_store_being_made_and_waited_for(tmp_path):
+    """An sqlite3 shell (or an older accelbench) makes the file before it writes it: locked, it is waited for
+    and said to be locked, not refused as empty; once let go and still empty, it is refused."""
+    db = tmp_path / "results.db"
+    locker = Locker(db, 60)
+    try:
+        assert db.stat().st_size == 0
+        with pytest.raises(StoreUnavailable, match="is locked: another process has held a write transaction"):
+            ResultStore(db, wait_s=1)
+    finally:
+        locker.release()
+    with pytest.raises(StoreCorrupt, match="is an empty file"):
+        ResultStore(db, wait_s=1)
 
 
 _CREATE = """
