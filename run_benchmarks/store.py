@@ -33,6 +33,8 @@ What it refuses or reads with care (tests/test_store_hostile.py):
   (``reader=True``: runs, show, report, compare, bundle) opens it with SQLite's ``mode=ro``, or with
   ``immutable=1`` when its -wal/-shm files cannot be made there, says so on stderr and writes nothing; a
   writing command is refused with the way out (a copy);
+- two runs at once on one machine: each round's row names the other runs whose orchestrator ran here during
+  it (``overlapping_runs``), whichever run started first.
 
 summary.json and results.json are to be written with ``write_text_atomically`` (temporary file, fsync,
 rename): a full disk then leaves the old file or none, never an empty one.
@@ -42,6 +44,7 @@ from __future__ import annotations
 import errno
 import json
 import os
+import re
 import secrets
 import sqlite3
 import stat
@@ -54,7 +57,7 @@ from urllib.parse import quote
 
 from .errors import UserError
 from .record import RESULTS_SCHEMA  # noqa: F401 - RESULTS_SCHEMA: where readers looked for it
-from .store_faults import StoreCorrupt, StoreUnavailable, is_full, is_locked, locked_fix
+from .store_faults import StoreCorrupt, StoreUnavailable, is_full, is_locked, locked_fix, process_alive
 from .store_schema import (FILTER_KEYS, Attempt, _decode, _insert_attempt, add_missing_columns, check_version,
                            create_schema)
 
@@ -313,9 +316,67 @@ class ResultStore:
                           self.retry_s, f"the end of run {run_id}")
 
     def add_attempt(self, fields: dict, what: str = "the attempt") -> int:
-        """``fields``: CASE_COLUMNS, run_id, round, status, ... and ``metrics`` as a dict (or None)."""
+        """``fields``: CASE_COLUMNS, run_id, round, status, ... and ``metrics`` as a dict (or None). The other
+        runs that ran on this machine during the attempt (overlapping_runs) are added to its warnings."""
+        overlaps = self.overlapping_runs(fields)
+        if overlaps:
+            fields = {**fields, "warnings": [*(fields.get("warnings") or []), *overlaps]}
+            if isinstance(fields.get("record"), dict):
+                fields["record"] = {**fields["record"], "warnings": list(fields["warnings"])}
         sql, params = _insert_attempt(fields)
         return self._transaction(sql, params, self.retry_s, what)
+
+    def overlapping_runs(self, fields: dict) -> list[str]:
+        """A warning for each other accelbench run whose orchestrator ran on this machine while the attempt
+        ran (its run row from before the attempt's end to after its start; still running counts), unless the
+        attempt's warnings name that run already (the run that started second finds the first one's workers
+        at preflight) or the two ran their nodes on different hosts. This is how the run that started first
+        learns of the second: when its round ends, the second's row is in the store."""
+        started, ended = _instant(fields.get("started_at")), _instant(fields.get("ended_at"))
+        if started is None or ended is None:
+            return []
+        try:
+            own = self.conn.execute("SELECT orchestrator_host FROM runs WHERE run_id = ? AND source = 'accelbench'",
+                                    (fields.get("run_id"),)).fetchone()
+            if own is None or not own["orchestrator_host"]:
+                return []
+            host = own["orchestrator_host"]
+            others = self.conn.execute(
+                "SELECT run_id, started_at, ended_at, status, orchestrator_pid, orchestrator_started FROM runs "
+                "WHERE run_id != ? AND orchestrator_host = ? AND source = 'accelbench' ORDER BY started_at",
+                (fields.get("run_id"), host)).fetchall()
+        except sqlite3.Error:
+            return []  # a courtesy: never a reason to lose the attempt
+        said = " ".join(fields.get("warnings") or [])
+        nodes = _node_hosts(fields.get("environment"))
+        lines = []
+        for other in others:
+            begun, over = _instant(other["started_at"]), _instant(other["ended_at"])
+            if begun is None or begun >= ended or re.search(rf"\brun {re.escape(other['run_id'])}(?![\w.-])", said):
+                continue  # began after the attempt ended, or named already
+            if over is not None:
+                if over <= started:
+                    continue  # ended before the attempt began
+            elif (other["status"] != "running"
+                  or not process_alive(other["orchestrator_pid"], other["orchestrator_started"])):
+                if begun < started:
+                    continue  # ended, when is not known: it counts only when it began during the attempt
+            theirs = self._run_node_hosts(other["run_id"])
+            if nodes and theirs and not nodes & theirs:
+                continue  # both placed their nodes, on different hosts
+            lines.append(f"another run, {other['run_id']}, ran on this machine ({host}) during this attempt "
+                         f"({other['started_at']} -> {other['ended_at'] or other['status']}, orchestrator pid "
+                         f"{other['orchestrator_pid']}): figures may be low where they shared cores or devices")
+        return lines
+
+    def _run_node_hosts(self, run_id: str) -> set[str]:
+        hosts: set[str] = set()
+        for row in self.conn.execute("SELECT environment FROM attempts WHERE run_id = ?", (run_id,)):
+            try:
+                hosts |= _node_hosts(json.loads(row[0]) if row[0] else None)
+            except ValueError:
+                continue
+        return hosts
 
     # ------------------------------------------------------------ finalizing and repairing (store_recovery.py)
 
@@ -388,6 +449,22 @@ class _Damaged(sqlite3.DatabaseError):
 
 def _now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+def _instant(text: Any) -> Optional[datetime]:
+    """An ISO time as the store holds it (UTC when it names no zone); None when there is none."""
+    if not isinstance(text, str) or not text:
+        return None
+    try:
+        value = datetime.fromisoformat(text)
+    except ValueError:
+        return None
+    return value if value.tzinfo else value.replace(tzinfo=timezone.utc)
+
+
+def _node_hosts(environment: Any) -> set[str]:
+    nodes = environment.get("nodes") if isinstance(environment, dict) else None
+    return {str(n["host"]) for n in nodes or () if isinstance(n, dict) and n.get("host")}
 
 
 def store_path(log_root: Path) -> Path:
