@@ -20,6 +20,7 @@ from .environment import orchestrator_environment
 from .errors import UserError
 from .launch import RoundResult, Runner
 from .outcome import ResultsUnwritable
+from .pathnames import write_text_atomically
 from .plan import RunPlan, build_run_plan
 from .report.summary import summarize
 from .report.terminal import TerminalReporter, print_plan, print_results
@@ -119,7 +120,7 @@ def cmd_run(args: argparse.Namespace, console: Console) -> int:
     try:
         # An existing store is checked (locked, damaged) before any host is touched; a new one is created only
         # after preflight: a run refused at preflight leaves no trace.
-        store = ResultStore(db) if Path(db).is_file() else None
+        store = ResultStore(db) if os.path.lexists(db) else None  # a --db that is no store: refused before preflight
         runner.connect_and_preflight()
         for notice in runner.notices:
             make_console(stderr=True).print(f"[yellow]warning:[/] {escape(notice)}", soft_wrap=True)
@@ -207,8 +208,8 @@ def write_summary(plan: RunPlan, results: list[RoundResult]) -> None:
                      "reason": record.reason if record else r.reason, "results": str(r.dir / "results.json"),
                      "workload_hash": record.workload_hash if record else None,
                      **{key: metrics.get(key) for key in ("tokens_per_s_per_device", "tflops_per_device", "mfu")}})
-    (plan.dir / "summary.json").write_text(json.dumps({"run_id": plan.run_id, "rounds": rows}, indent=2) + "\n",
-                                           encoding="utf-8")
+    write_text_atomically(plan.dir / "summary.json", json.dumps({"run_id": plan.run_id, "rounds": rows}, indent=2)
+                          + "\n")
 
 
 COMMANDS = {"run": cmd_run, "list": cmd_list, "vendor": cmd_vendor, "clean": cmd_clean,

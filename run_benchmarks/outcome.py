@@ -19,6 +19,7 @@ from typing import Callable, Optional
 
 from . import analyze, collect, monitoring, signals
 from . import figures as task_figures
+from .pathnames import write_text_atomically
 from .plan import CasePlan, NodePlan, RoundPlan
 from .record import CaseFacts, Environment, RoundRecord, Status
 from .store import ResultStore
@@ -222,26 +223,13 @@ def write_results(path: Path, case: CasePlan, result: RoundResult, orchestrator_
     result.record = result_document(case, result, orchestrator_env)
     document = result.record.document()
     try:
-        _write_atomically(path, json.dumps(document, indent=2, default=str) + "\n")
+        write_text_atomically(path, json.dumps(document, indent=2, default=str) + "\n")
     except OSError as exc:
         result.write_error = exc
         result.warnings.append(f"{path} could not be written: {exc.strerror or exc}")
         # the record was made before the write: the store's row and the end-of-run table must say it too
         result.record = result.record.model_copy(update={"warnings": list(result.warnings)})
         _loud(f"round {result.round} of {result.case_name}: {path} could not be written: {exc.strerror or exc}")
-
-
-def _write_atomically(path: Path, text: str) -> None:
-    tmp = path.with_suffix(".json.tmp")
-    try:
-        tmp.write_text(text, encoding="utf-8")
-        tmp.replace(path)
-    except BaseException:
-        try:
-            tmp.unlink(missing_ok=True)
-        except OSError:
-            pass
-        raise
 
 
 def _loud(message: str) -> None:
@@ -296,6 +284,6 @@ def _add_warning(path: Path, warning: str) -> None:
     try:
         document = json.loads(path.read_text(encoding="utf-8"))
         document["warnings"] = list(document.get("warnings") or []) + [warning]
-        _write_atomically(path, json.dumps(document, indent=2, default=str) + "\n")
+        write_text_atomically(path, json.dumps(document, indent=2, default=str) + "\n")
     except (OSError, ValueError) as exc:
         _loud(f"could not add the warning to {path}: {exc}")

@@ -84,15 +84,49 @@ def output_target(path: Path, what: str = "-o") -> Path:
 
 
 def write_text_file(path: Path, text: str, what: str = "-o") -> Path:
-    """``text`` into ``path`` as a whole: written beside it, then renamed over it (a reader never sees half
-    a report), and only where ``output_target`` allows."""
+    """``text`` into a file a user named, whole (``write_text_atomically``), only where ``output_target``
+    allows; a failure is a UserError."""
     path = output_target(path, what)
-    partial = path.with_name(f".{path.name}.partial-{secrets.token_hex(3)}")
     try:
-        partial.write_text(text, encoding="utf-8")
-        partial.replace(path)
+        write_text_atomically(path, text)
     except OSError as exc:
-        partial.unlink(missing_ok=True)
         raise UserError(f"{what} {path}: cannot be written: {exc.strerror or exc}",
                         "free space there, or write somewhere else") from None
     return path
+
+
+def write_text_atomically(path: Path, text: str) -> None:
+    """``path`` holds ``text`` whole, or stays as it was: written to a temporary file beside it, flushed to the
+    disk (fsync), renamed over it, and the folder flushed. A full disk leaves neither an empty nor a half file
+    (the temporary one is removed) and raises the OSError. For summary.json and results.json: a reader (the
+    store's recovery among them) never takes an empty file for a run's end."""
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}-{secrets.token_hex(4)}.tmp")
+    try:
+        with open(tmp, "w", encoding="utf-8") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            tmp.unlink(missing_ok=True)
+        except OSError:
+            pass
+        raise
+    fsync_folder(path.parent)
+
+
+def fsync_folder(folder: Path) -> None:
+    """A rename or a link is on the disk only once its folder is (best effort: not every system allows it)."""
+    try:
+        fd = os.open(folder, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+

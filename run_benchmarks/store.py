@@ -36,7 +36,7 @@ What it refuses or reads with care (tests/test_store_hostile.py):
 - two runs at once on one machine: each round's row names the other runs whose orchestrator ran here during
   it (``overlapping_runs``), whichever run started first.
 
-summary.json and results.json are to be written with ``write_text_atomically`` (temporary file, fsync,
+summary.json and results.json are to be written with ``pathnames.write_text_atomically`` (temporary file, fsync,
 rename): a full disk then leaves the old file or none, never an empty one.
 """
 from __future__ import annotations
@@ -56,6 +56,7 @@ from typing import Any, Callable, Iterable, Optional, Sequence
 from urllib.parse import quote
 
 from .errors import UserError
+from .pathnames import fsync_folder
 from .record import RESULTS_SCHEMA  # noqa: F401 - RESULTS_SCHEMA: where readers looked for it
 from .store_faults import StoreCorrupt, StoreUnavailable, is_full, is_locked, locked_fix, process_alive
 from .store_schema import (FILTER_KEYS, Attempt, _decode, _insert_attempt, add_missing_columns, check_version,
@@ -171,7 +172,7 @@ class ResultStore:
                     raise
                 if not os.path.lexists(self.path):  # a file system without hard links
                     os.replace(tmp, self.path)
-            _fsync_folder(self.path.parent)
+            fsync_folder(self.path.parent)
         except (sqlite3.DatabaseError, OSError) as exc:
             if is_full(exc):
                 raise StoreUnavailable(f"the results store {self.path} cannot be created: the disk is full",
@@ -548,39 +549,3 @@ def _write_blocked(path: Path) -> Optional[str]:
         if not all(p.is_file() and os.access(p, os.W_OK) for p in beside):
             return "its folder is not writable, so SQLite cannot make its -wal and -shm files"
     return None
-
-
-def _fsync_folder(folder: Path) -> None:
-    """A rename or a link is on the disk only once its folder is (best effort: not every system allows it)."""
-    try:
-        fd = os.open(folder, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
-
-
-def write_text_atomically(path: Path, text: str) -> None:
-    """``path`` holds ``text`` whole, or stays as it was: written to a temporary file beside it, flushed to the
-    disk (fsync), renamed over it, and the folder flushed. A full disk leaves neither an empty nor a half file
-    (the temporary one is removed) and raises the OSError. For summary.json and results.json: a reader (the
-    store's recovery among them) never takes an empty file for a run's end."""
-    path = Path(path)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}-{secrets.token_hex(4)}.tmp")
-    try:
-        with open(tmp, "w", encoding="utf-8") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            tmp.unlink(missing_ok=True)
-        except OSError:
-            pass
-        raise
-    _fsync_folder(path.parent)

@@ -20,7 +20,8 @@ import psutil
 import pytest
 
 from run_benchmarks.errors import UserError
-from run_benchmarks.store import ResultStore, write_text_atomically
+from run_benchmarks.pathnames import write_text_atomically
+from run_benchmarks.store import ResultStore
 from run_benchmarks.store_faults import StoreCorrupt, StoreUnavailable
 from run_benchmarks.store_recovery import summary_state
 from run_benchmarks.store_schema import row_from_document
