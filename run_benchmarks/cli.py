@@ -18,8 +18,7 @@ from rich.text import Text
 from . import __version__, calibrate, casename, plan_checks, report_cli, results_cli, signals, sweep_cli
 from .environment import orchestrator_environment
 from .errors import UserError
-from .launch import RoundResult, Runner
-from .outcome import ResultsUnwritable
+from .outcome import ResultsUnwritable, RoundResult
 from .pathnames import write_text_atomically
 from .plan import RunPlan, build_run_plan
 from .report.summary import summarize
@@ -112,6 +111,8 @@ def cmd_run(args: argparse.Namespace, console: Console) -> int:
     if args.dry_run:
         print_plan(console, plan)
         return EXIT_OK
+    from .launch import Runner  # what a real run needs (paramiko among it), not a dry run
+
     environment = orchestrator_environment(inputs.paths.root)
     signals.install()  # TERM and HUP end a run as Ctrl-C does (see signals: exit 128 + the signal's number)
     runner = Runner(plan, TerminalReporter(make_console(stderr=True)), environment,

@@ -11,7 +11,7 @@ from rich.console import Console
 from . import references
 from .errors import UserError
 from .pathnames import write_text_file
-from .report import export, html, markdown
+from .report import export, markdown
 from .report.compare import Selection, compare
 from .report.summary import summarize
 from .report.terminal import checks_table, print_table, print_summaries
@@ -106,6 +106,8 @@ def cmd_report(args: argparse.Namespace, console: Console, default_root) -> int:
     elif args.format == "markdown":
         _write(console, markdown.report(summaries, title), args.output)
     elif args.format == "html":
+        from .report import html  # its charts need matplotlib: imported only for an HTML page
+
         _write(console, html.render(title, summaries, attempts, checks), args.output)
     elif args.format == "json":
         _write(console, export.to_json(attempts, root), args.output)
@@ -138,6 +140,8 @@ def cmd_compare(args: argparse.Namespace, console: Console, default_root) -> int
         a, b = parse_selection(store, [args.a]), parse_selection(store, [args.b])
         rows = compare(a, b, select(store, a), select(store, b))
     if args.html is not None:
+        from .report import html  # its charts need matplotlib: imported only for an HTML page
+
         write_text_file(args.html, html.render_compare(a, b, rows), "--html")
         console.print(f"wrote {args.html}", markup=False, soft_wrap=True)
     if args.format == "markdown":

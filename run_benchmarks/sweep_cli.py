@@ -4,7 +4,7 @@ from __future__ import annotations
 import argparse
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Callable, Optional
+from typing import TYPE_CHECKING, Callable, Optional
 
 from rich.console import Console
 
@@ -13,17 +13,19 @@ from .environment import orchestrator_environment
 from .errors import UserError
 from .exit_codes import EXIT_FAILED, EXIT_OK
 from .inputs import default_root, load_inputs, new_run_id
-from .launch import Runner
 from .pathnames import component, write_text_file
 from .report import sweep_views as views
 from .report.summary import summarize
 from .outcome import ResultsUnwritable
 from .store import ResultStore, store_path
 from .store_faults import is_full, orchestrator_identity
-from .sweep import Sweep, SweepContext, pending_rows, preflight, refuse
 from .sweep_grid import SweepFile, expand, load_sweep_file, merge_command_line
 from .sweep_progress import SweepProgress, describe
 from .sweep_state import Row, SweepOptions, load, save
+
+if TYPE_CHECKING:
+    from .launch import Runner
+    from .sweep import Sweep, SweepContext
 
 FORMATS = ("terminal", "markdown", "html")
 
@@ -79,6 +81,8 @@ def cmd_sweep(args: argparse.Namespace, console: Console, err: Console) -> int:
                                max_batch_limit=args.max_batch_limit, scaling=grid.scaling, timeout_s=args.timeout,
                                allow_version_mismatch=args.allow_version_mismatch)
         run_id = new_run_id()
+    from .sweep import Sweep, SweepContext, pending_rows  # the runner and its rounds (paramiko): for a sweep only
+
     run_dir = log_root / run_id
     environment = orchestrator_environment(inputs.paths.root)
     ctx = SweepContext(inputs, run_id, run_dir, options, environment)
@@ -109,6 +113,8 @@ def cmd_sweep(args: argparse.Namespace, console: Console, err: Console) -> int:
 
 def _execute(ctx: SweepContext, sweep: Sweep, planned, args, log_root: Path, err: Console) -> bool:
     """Preflight once (when anything is left to run), then every point; True when a signal stopped it."""
+    from .sweep import preflight, refuse
+
     signals.install()
     needed = sweep.needs_running(planned)
     runner: Optional[Runner] = None

@@ -9,7 +9,7 @@ from rich.table import Table
 from rich.text import Text
 
 from ..schedulers import get as get_scheduler
-from ..launch import RoundResult
+from ..outcome import RoundResult
 from ..plan import CasePlan, RoundPlan, RunPlan
 from .live import LiveProgress, LiveStep
 from .sweep_views import to_rich
