@@ -5,19 +5,20 @@ The same as ``accelbench run CASE_NAME``; every ``accelbench run`` option works 
 """
 import argparse
 import sys
+from typing import Optional, Sequence
 
 from run_benchmarks import casename
 from run_benchmarks.cli import add_run_options, dispatch
 
 
-def main() -> int:
+def main(argv: Optional[Sequence[str]] = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
                                      epilog=f"case names: {casename.FORMAT}")
     parser.add_argument("--case_name", "--case-name", dest="case_names", action="append", default=[],
                         metavar="CASE_NAME", help="case to run (repeatable, or comma-separated); "
                                                   "default: the cases in configs/test_conf.yaml")
     add_run_options(parser)
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     args.command = "run"
     return dispatch(args)
 

@@ -93,29 +93,57 @@ def cli(tmp_path):
 
 @pytest.fixture
 def accelbench(tmp_path, monkeypatch):
-    """The CLI in this process: ``dispatch`` of the parsed argv, exactly what the console script runs after
-    parsing, with stdout and stderr captured, the current folder ``cwd`` (default the test's) and
-    ``env`` set for this call. For commands that never reach a launcher: it saves the ~1.5 s start of
-    a new interpreter. An exception other than a UserError escapes (a traceback fails the test)."""
+    """The CLI in this process, called as the ``cli`` fixture calls it (same arguments; ``env`` for its
+    ``extra_env``): ``dispatch`` of the parsed argv, exactly what the console script runs after parsing
+    (``entry="start_task"``: start_task.main), with stdout and stderr captured, the current folder ``cwd``
+    (default the test's), ``env`` set and TMPDIR the test's own for this call, and ``run`` given
+    ``--log-root``. For commands that never reach a launcher: it saves the ~1.5 s start of a new interpreter.
+    An exception other than a UserError escapes (a traceback fails the test), and so does a command that
+    leaves its signal handlers installed in this process.
+
+    Rich's width is what a subprocess gets: stdout is no terminal here either (a StringIO), so
+    ``cli.make_console`` prints 160 columns, whatever COLUMNS says."""
     import contextlib
     import io
+    import signal
+    import tempfile
 
     from run_benchmarks.cli import build_parser, dispatch
+    from run_benchmarks.signals import HANDLED
 
-    def run(*args: str, cwd: Path | None = None, env: dict | None = None,
+    system_tmp = tmp_path / "system-tmp"
+    system_tmp.mkdir(exist_ok=True)
+
+    def run(*args: str, entry: str = "accelbench", cwd: Path | None = None, env: dict | None = None,
             log_root: Path | None = None) -> CliResult:
+        log_root = log_root or tmp_path / "logs"
+        argv = [str(a) for a in args]
+        if argv and argv[0] == "run" or entry == "start_task":
+            argv += ["--log-root", str(log_root)]
+        handlers = {sig: signal.getsignal(sig) for sig in HANDLED}
         with monkeypatch.context() as m:
             m.chdir(cwd or tmp_path)
-            for key, value in (env or {}).items():
+            for key, value in {"TMPDIR": str(system_tmp), **(env or {})}.items():
                 m.setenv(key, value)
+            m.setattr(tempfile, "tempdir", None)  # read again from TMPDIR, as a new process would
             out, err = io.StringIO(), io.StringIO()
             with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
                 try:
-                    code = dispatch(build_parser().parse_args([str(a) for a in args]))
+                    if entry == "start_task":
+                        import start_task
+
+                        code = start_task.main(argv)
+                    else:
+                        code = dispatch(build_parser().parse_args(argv))
                 except SystemExit as exc:  # argparse's own refusals
                     code = exc.code if isinstance(exc.code, int) else 2
-        return CliResult(code, out.getvalue(), err.getvalue(), log_root or tmp_path / "logs")
+        left = {sig: handler for sig, handler in handlers.items() if signal.getsignal(sig) is not handler}
+        for sig, handler in left.items():
+            signal.signal(sig, handler)
+        assert not left, f"{' '.join(argv)} left its handlers of {', '.join(s.name for s in left)} installed"
+        return CliResult(code, out.getvalue(), err.getvalue(), log_root)
 
+    run.system_tmp = system_tmp
     return run
 
 
