@@ -247,9 +247,10 @@ def check_run_args(args: argparse.Namespace) -> None:
 def dispatch(args: argparse.Namespace) -> int:
     console = make_console()
     try:
-        if args.command in ("run", "sweep"):
-            check_run_args(args)
-        return COMMANDS[args.command](args, console)
+        with signals.restored():  # run and sweep install their handlers; the caller's are back when they end
+            if args.command in ("run", "sweep"):
+                check_run_args(args)
+            return COMMANDS[args.command](args, console)
     except UserError as exc:
         # The message holds user text (case names, paths, YAML): printed as it is, never read as markup.
         make_console(stderr=True).print(Text.assemble(("accelbench: error: ", "bold red"), str(exc)),

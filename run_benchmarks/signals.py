@@ -79,6 +79,21 @@ def install(notify: Callable[[str], None] = _stderr) -> Callable[[], None]:
 
 
 @contextmanager
+def restored() -> Iterator[None]:
+    """The block leaves the handlers as it found them (a run refused at preflight has installed its own), unless
+    a signal arrived: the process then leaves with 128 + its number (cli.main), and the handlers hold until it
+    has, so that one more signal cannot kill it first."""
+    previous = {sig: signal.getsignal(sig) for sig in HANDLED}
+    try:
+        yield
+    finally:
+        if received() is None:
+            for sig, handler in previous.items():
+                if handler is not None and signal.getsignal(sig) is not handler:
+                    signal.signal(sig, handler)
+
+
+@contextmanager
 def deferred() -> Iterator[None]:
     """A signal arriving inside waits until the block has finished, then raises."""
     _state.deferring += 1

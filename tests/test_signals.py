@@ -99,6 +99,32 @@ def test_a_second_ctrl_c_does_not_cut_the_cleanup_short(tmp_path):
     assert left == [], left
 
 
+def test_a_run_refused_at_preflight_gives_the_caller_its_handlers_back(accelbench, tmp_path, monkeypatch):
+    """A caller of cli.dispatch in its own process (these tests, through the accelbench fixture) has handlers of
+    its own: a run installs accelbench's before preflight and, refused there (an SSH host it cannot trust),
+    puts the caller's back. Only a signal keeps them, until the process has left (cli.main)."""
+    from run_benchmarks import signals
+
+    installed = []
+    install = signals.install
+    monkeypatch.setattr(signals, "install", lambda *args: installed.append(args) or install(*args))
+
+    def mine(signum, frame):
+        pass
+
+    callers = {sig: signal.signal(sig, mine) for sig in signals.HANDLED}
+    try:
+        cluster = write(tmp_path / "cluster.yaml", "hosts:\n  - {name: far, backend: ssh, address: 127.0.0.1, "
+                                                   f"port: 1, known_hosts: {tmp_path / 'none'}}}\n")
+        result = accelbench("run", "gpt2_tiny:torch:cpu:1:1", "--cluster", str(cluster))
+        assert result.returncode == 2 and result.stderr.startswith("accelbench: error: host far"), result.stderr
+        assert installed, "the run was refused before it installed its handlers: the test proves nothing"
+        assert {sig: signal.getsignal(sig) for sig in signals.HANDLED} == {sig: mine for sig in signals.HANDLED}
+    finally:
+        for sig, handler in callers.items():
+            signal.signal(sig, handler)
+
+
 def test_the_next_run_warns_about_a_dead_runs_workers_and_clean_ends_them(cli, tmp_path):
     # A worker left by a run whose orchestrator was killed (before guards existed, or on a guard-less host).
     owner = dead_orchestrator()
