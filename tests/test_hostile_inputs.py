@@ -1,5 +1,6 @@
-"""Bad and hostile inputs through the real CLI: each is refused with exit 2 and one message that names the
-file or flag, the key and the fix; no traceback, no log folder, no process."""
+"""Bad and hostile inputs through the CLI: each is refused with exit 2 and one message that names the file or
+flag, the key and the fix; no traceback, no log folder, no process. The CLI runs in this process (the
+``accelbench`` fixture), except where its memory is watched: the YAML alias bombs run it as a process."""
 from __future__ import annotations
 
 import os
@@ -90,37 +91,37 @@ def test_alias_bomb_is_refused_fast_and_small(where, root, tmp_path):
     assert not logs.exists()
 
 
-def test_deeply_nested_yaml_is_refused(cli):
-    err = refused(cli("run", CASE, "--set", "model=" + "[" * 500 + "]" * 500), "nested more than 32 levels")
+def test_deeply_nested_yaml_is_refused(accelbench):
+    err = refused(accelbench("run", CASE, "--set", "model=" + "[" * 500 + "]" * 500), "nested more than 32 levels")
     assert "--set" in err
 
 
 # ---------------------------------------------------------------- user text is never markup
 
 
-def test_markup_in_a_case_name_is_printed_as_text(cli):
-    err = refused(cli("run", "gpt2_tiny[/]:torch:cpu:1:2"), "gpt2_tiny[/]", "fix:")
+def test_markup_in_a_case_name_is_printed_as_text(accelbench):
+    err = refused(accelbench("run", "gpt2_tiny[/]:torch:cpu:1:2"), "gpt2_tiny[/]", "fix:")
     assert "MarkupError" not in err
 
 
-def test_markup_in_a_key_is_printed_as_text(cli):
-    refused(cli("run", CASE, "--set", "model.[bold]x[/]=1"), "unknown key 'model.[bold]x[/]'")
+def test_markup_in_a_key_is_printed_as_text(accelbench):
+    refused(accelbench("run", CASE, "--set", "model.[bold]x[/]=1"), "unknown key 'model.[bold]x[/]'")
 
 
 # ---------------------------------------------------------------- paths and files
 
 
-def test_log_root_that_is_a_file(cli, tmp_path):
+def test_log_root_that_is_a_file(accelbench, tmp_path):
     blocker = write(tmp_path / "blocker", "not a folder\n")
-    result = cli("run", CASE, log_root=blocker)
+    result = accelbench("run", CASE, log_root=blocker)
     assert result.returncode == 2 and "Traceback" not in result.stderr
     assert f"--log-root {blocker} is a file, not a folder" in result.stderr and "fix:" in result.stderr
     assert blocker.read_text() == "not a folder\n"
-    result = cli("run", CASE, log_root=blocker / "runs")
+    result = accelbench("run", CASE, log_root=blocker / "runs")
     assert result.returncode == 2 and f"{blocker} is a file" in result.stderr
 
 
-def test_log_root_on_a_read_only_filesystem(cli, tmp_path):
+def test_log_root_on_a_read_only_filesystem(accelbench, tmp_path):
     if os.getuid() != 0:
         folder = tmp_path / "sealed"
         folder.mkdir()
@@ -129,39 +130,39 @@ def test_log_root_on_a_read_only_filesystem(cli, tmp_path):
         folder = Path("/proc/sys")
         if os.access(folder, os.W_OK):
             pytest.skip("no folder here refuses writes to root")
-    result = cli("run", CASE, log_root=folder / "accelbench-logs")
+    result = accelbench("run", CASE, log_root=folder / "accelbench-logs")
     assert result.returncode == 2 and "Traceback" not in result.stderr
     assert "--log-root" in result.stderr and "is not writable" in result.stderr, result.stderr
     assert not (folder / "accelbench-logs").exists()
 
 
-def test_db_that_is_a_folder(cli, tmp_path):
+def test_db_that_is_a_folder(accelbench, tmp_path):
     folder = tmp_path / "db-folder"
     folder.mkdir()
-    refused(cli("run", CASE, "--db", str(folder)), f"--db {folder} is a folder, not a file", "results.db")
+    refused(accelbench("run", CASE, "--db", str(folder)), f"--db {folder} is a folder, not a file", "results.db")
 
 
-def test_extends_is_a_case_name_not_a_path(cli, root):
+def test_extends_is_a_case_name_not_a_path(accelbench, root):
     write(root / "cases/evil/case.yaml", "extends: ../../outside\n")
-    refused(cli("run", "evil:torch:cpu:1:1", "--root", str(root)),
+    refused(accelbench("run", "evil:torch:cpu:1:1", "--root", str(root)),
             "cases/evil/case.yaml: extends:", "not a path", "extends: gpt2_tiny")
 
 
-def test_relative_log_root_may_not_leave_the_checkout(cli, tmp_path):
+def test_relative_log_root_may_not_leave_the_checkout(accelbench, tmp_path):
     conf = write(tmp_path / "test_conf.yaml", "log_root: ../../logs\n")
-    refused(cli("run", CASE, "--test-conf", str(conf)), f"{conf}: log_root:", "leaves it", "absolute path")
+    refused(accelbench("run", CASE, "--test-conf", str(conf)), f"{conf}: log_root:", "leaves it", "absolute path")
 
 
-def test_relative_ssh_work_root(cli, tmp_path):
+def test_relative_ssh_work_root(accelbench, tmp_path):
     cluster = write(tmp_path / "cluster.yaml", "hosts:\n  - {name: far, backend: ssh, address: 192.0.2.1, "
                                                "work_root: bench}\n")
-    refused(cli("run", CASE, "--cluster", str(cluster)), str(cluster), "work_root 'bench' must be an absolute",
+    refused(accelbench("run", CASE, "--cluster", str(cluster)), str(cluster), "work_root 'bench' must be an absolute",
             "/tmp/accelbench")
 
 
-def test_missing_local_python(cli, tmp_path):
+def test_missing_local_python(accelbench, tmp_path):
     cluster = write(tmp_path / "cluster.yaml", "hosts:\n  - {name: box, python: /nonexistent/bin/python3}\n")
-    refused(cli("run", CASE, "--cluster", str(cluster)), str(cluster), "host box",
+    refused(accelbench("run", CASE, "--cluster", str(cluster)), str(cluster), "host box",
             "'/nonexistent/bin/python3' is not an executable", "hosts[].python")
 
 
@@ -176,8 +177,8 @@ def test_missing_local_python(cli, tmp_path):
     ("gpt2_tiny:torch:cpu:1:" + "9" * 5000, ["nprocs_per_node must be at most 1024"]),
     ("gpt2_tiny:torch:cpu:1:500", ["CPU worker(s) on this machine", "core(s)", "lower nprocs_per_node"]),
 ])
-def test_case_name_bounds(cli, name, needles):
-    refused(cli("run", name), *needles)
+def test_case_name_bounds(accelbench, name, needles):
+    refused(accelbench("run", name), *needles)
 
 
 @pytest.mark.parametrize("assignment, key, limit", [
@@ -187,19 +188,19 @@ def test_case_name_bounds(cli, name, needles):
     ("model.d_model=" + "1" + "0" * 12, "model.d_model", "131072"),
     ("train.gradient_accumulation_steps=" + "1" + "0" * 9, "train.gradient_accumulation_steps", "65536"),
 ])
-def test_workload_maxima(cli, assignment, key, limit):
-    err = refused(cli("run", CASE, "--set", assignment), f"--set {assignment[:20]}", key, f"at most {limit}")
+def test_workload_maxima(accelbench, assignment, key, limit):
+    err = refused(accelbench("run", CASE, "--set", assignment), f"--set {assignment[:20]}", key, f"at most {limit}")
     assert "fix:" in err
 
 
 @pytest.mark.parametrize("value", ["0", "-5", "nan", "inf"])
-def test_timeout_must_be_finite_and_positive(cli, value):
-    refused(cli("run", CASE, "--timeout", value), f"--timeout {value}", "finite number of seconds above 0")
+def test_timeout_must_be_finite_and_positive(accelbench, value):
+    refused(accelbench("run", CASE, "--timeout", value), f"--timeout {value}", "finite number of seconds above 0")
 
 
-def test_explicit_empty_case_name(cli):
-    refused(cli("--case_name", "", entry="start_task"), "no case named", "omit --case_name")
-    refused(cli("run", " "), "no case named")
+def test_explicit_empty_case_name(accelbench):
+    refused(accelbench("--case_name", "", entry="start_task"), "no case named", "omit --case_name")
+    refused(accelbench("run", " "), "no case named")
 
 
 # ---------------------------------------------------------------- SSH hosts
@@ -212,9 +213,9 @@ def ssh_cluster(tmp_path: Path, port: int, extra: str = "") -> Path:
                                             f"{extra}}}\n")
 
 
-def test_missing_identity_file_is_named(cli, tmp_path):
+def test_missing_identity_file_is_named(accelbench, tmp_path):
     key = tmp_path / "no_such_key"
-    err = refused(cli("run", CASE, "--cluster", str(ssh_cluster(tmp_path, 1, f", identity_file: {key}"))),
+    err = refused(accelbench("run", CASE, "--cluster", str(ssh_cluster(tmp_path, 1, f", identity_file: {key}"))),
                   f"identity_file {key} not found", "cluster config")
     assert "unreachable" not in err
 
@@ -241,15 +242,15 @@ def silent_port():
         conn.close()
 
 
-def test_no_ssh_banner(cli, tmp_path, silent_port):
+def test_no_ssh_banner(accelbench, tmp_path, silent_port):
     started = time.monotonic()
-    err = refused(cli("run", CASE, "--cluster", str(ssh_cluster(tmp_path, silent_port)), timeout=60),
+    err = refused(accelbench("run", CASE, "--cluster", str(ssh_cluster(tmp_path, silent_port))),
                   "no SSH banner within 2 s: is sshd running on that port?")
     assert "authorized_keys" not in err and "paramiko" not in err
     assert time.monotonic() - started < 30
 
 
-def test_docker_engine_that_does_not_answer(cli, tmp_path):
+def test_docker_engine_that_does_not_answer(accelbench, tmp_path):
     cluster = write(tmp_path / "cluster.yaml", "hosts:\n  - {name: box, runtime: container, "
                                                f"docker_host: 'unix://{tmp_path}/no-docker.sock'}}\n")
-    refused(cli("run", CASE, "--cluster", str(cluster)), "host box", "Docker engine", "does not answer")
+    refused(accelbench("run", CASE, "--cluster", str(cluster)), "host box", "Docker engine", "does not answer")
