@@ -53,7 +53,7 @@ def attempts_of(db, **where):
 # ---------------------------------------------------------------- acceptance 1: one workload per row
 
 
-def test_two_runs_with_different_micro_batches_never_share_a_row(tmp_path, cli):
+def test_two_runs_with_different_micro_batches_never_share_a_row(tmp_path, accelbench):
     db = tmp_path / "results.db"
     fill(db, [round_doc("r1", 0.5, micro=4), round_doc("r1", 0.6, round_=2, micro=4),
               round_doc("r2", 0.9, micro=16)])
@@ -70,7 +70,7 @@ def test_two_runs_with_different_micro_batches_never_share_a_row(tmp_path, cli):
     assert by_micro[16].facts["global_batch_samples"] == 16 * 2  # micro batch x data parallel 2
     assert by_micro[16].facts["global_batch_tokens"] == 16 * 2 * SEQ
 
-    done = cli("report", "r1", "r2", "--db", str(db), extra_env={"COLUMNS": "250"})
+    done = accelbench("report", "r1", "r2", "--db", str(db), env={"COLUMNS": "250"})
     assert done.returncode == 0, done.stderr
     assert "micro batch" in done.stdout and "global batch" in done.stdout  # the differing facts are columns
     assert "precision" not in done.stdout.split("\n", 3)[2]  # equal facts are not
@@ -140,7 +140,7 @@ def _cv(values):
     return statistics.stdev(values) / statistics.mean(values)
 
 
-def test_a_difference_inside_the_noise_is_marked(tmp_path, cli):
+def test_a_difference_inside_the_noise_is_marked(tmp_path, accelbench):
     db = tmp_path / "results.db"
     vendors_store(db)
     _, _, rows = sides(db)
@@ -151,7 +151,7 @@ def test_a_difference_inside_the_noise_is_marked(tmp_path, cli):
     assert row.within_noise("tokens_per_s_per_device") is True
     assert format_change(row, "tokens_per_s_per_device").endswith("(within noise)")
 
-    done = cli("compare", "hardware=A100", "hardware=X1", "--db", str(db), extra_env={"COLUMNS": "250"})
+    done = accelbench("compare", "hardware=A100", "hardware=X1", "--db", str(db), env={"COLUMNS": "250"})
     assert done.returncode == 0, done.stderr
     assert "(within noise)" in done.stdout and NOISE_RULE in done.stdout
     assert "2 ok" in done.stdout and f"±{_cv(a_tok):.1%}" in done.stdout and f"±{_cv(b_tok):.1%}" in done.stdout
@@ -171,13 +171,13 @@ def test_a_difference_beyond_the_noise_is_not_marked(tmp_path):
 # ---------------------------------------------------------------- exports
 
 
-def test_summary_exports_carry_layout_columns_and_paths_relative_to_the_checkout(tmp_path, cli):
+def test_summary_exports_carry_layout_columns_and_paths_relative_to_the_checkout(tmp_path, accelbench):
     db = tmp_path / "results.db"
     inside = str(ROOT / "configs" / "torch" / "config_x.yaml")
     fill(db, [round_doc("r1", 0.5, micro=4, tp=2, config=inside),
               round_doc("r1", 0.5, round_=2, micro=4, tp=2, config=inside),
               round_doc("r2", 0.8, micro=16, config="/elsewhere/vendor/config_y.yaml")])
-    done = cli("report", "r1", "r2", "--db", str(db), "--format", "summary-csv", "--root", str(ROOT))
+    done = accelbench("report", "r1", "r2", "--db", str(db), "--format", "summary-csv", "--root", str(ROOT))
     assert done.returncode == 0, done.stderr
     rows = list(csv.DictReader(io.StringIO(done.stdout)))
     assert [(r["micro_batch_size"], r["tensor_parallel"], r["data_parallel"], r["rounds_ok"]) for r in rows] == [
@@ -186,7 +186,7 @@ def test_summary_exports_carry_layout_columns_and_paths_relative_to_the_checkout
     assert float(rows[1]["tokens_per_s_per_device"]) == pytest.approx(16 * SEQ / 0.8)
     assert rows[0]["tokens_per_s_per_device_cv"] == "0.0" and rows[1]["tokens_per_s_per_device_cv"] == ""
 
-    done = cli("report", "r1", "--db", str(db), "--format", "json", "--root", str(ROOT))
+    done = accelbench("report", "r1", "--db", str(db), "--format", "json", "--root", str(ROOT))
     raw = json.loads(done.stdout)
     assert {r["extern_config"] for r in raw} == {"configs/torch/config_x.yaml"}
     assert {(r["micro_batch_size"], r["tensor_parallel"]) for r in raw} == {(4, 2)}

@@ -44,9 +44,9 @@ def assert_figures(row: dict, expected: dict) -> None:
             assert row[column] == pytest.approx(expected[column], rel=1e-12), column
 
 
-def imported(cli, db, log, fmt: str, case_name: str, run_id: str, *extra: str):
-    return cli("import", str(log), "--format", fmt, "--case-name", case_name, "--run-id", run_id,
-               "--db", str(db), *extra)
+def imported(accelbench, db, log, fmt: str, case_name: str, run_id: str, *extra: str):
+    return accelbench("import", str(log), "--format", fmt, "--case-name", case_name, "--run-id", run_id,
+                      "--db", str(db), *extra)
 
 
 # ---------------------------------------------------------------- MLPerf
@@ -74,10 +74,10 @@ def mlperf_log(status: str) -> str:
     return text + mllog("run_stop", 1400, event_type="INTERVAL_END", status=status)
 
 
-def test_a_standard_mlperf_log_is_stored_ok_with_time_to_train_block_throughput_and_accuracy(cli, tmp_path):
+def test_a_standard_mlperf_log_is_stored_ok_with_time_to_train_block_throughput_and_accuracy(accelbench, tmp_path):
     db, log = tmp_path / "results.db", tmp_path / "result_0.txt"
     log.write_text("some launcher output\n" + mlperf_log("success"))
-    done = imported(cli, db, log, "mllog", "gpt3_13B:torch:A100:1:8", "mlperf-ok")
+    done = imported(accelbench, db, log, "mllog", "gpt3_13B:torch:A100:1:8", "mlperf-ok")
     assert done.returncode == 0, done.stdout + done.stderr
     row = stored(db, "mlperf-ok")
     assert row["status"] == "ok" and row["source"] == "import:mllog/1" and row["precision"] == "fp16"
@@ -94,13 +94,13 @@ def test_a_standard_mlperf_log_is_stored_ok_with_time_to_train_block_throughput_
     assert row["environment"]["submission_benchmark"] == "gpt3"
 
     log.write_text(mlperf_log("aborted"))  # figures kept, the attempt failed, the command too
-    done = imported(cli, db, log, "mllog", "gpt3_13B:torch:A100:1:8", "mlperf-aborted")
+    done = imported(accelbench, db, log, "mllog", "gpt3_13B:torch:A100:1:8", "mlperf-aborted")
     assert done.returncode == 1 and "run_stop status 'aborted'" in done.stdout
     row = stored(db, "mlperf-aborted")
     assert row["status"] == "failed" and row["samples_per_s"] == pytest.approx(samples_per_s, rel=1e-12)
 
 
-def test_an_epoch_counted_mlperf_log_counts_epoch_count_times_train_samples(cli, tmp_path):
+def test_an_epoch_counted_mlperf_log_counts_epoch_count_times_train_samples(accelbench, tmp_path):
     db, log = tmp_path / "results.db", tmp_path / "result_1.txt"
     text = mllog("train_samples", 0, 4096) + mllog("max_sequence_length", 0, 2048)
     text += mllog("run_start", 1, event_type="INTERVAL_START")
@@ -108,7 +108,7 @@ def test_an_epoch_counted_mlperf_log_counts_epoch_count_times_train_samples(cli,
         text += mllog("block_start", start, event_type="INTERVAL_START", first_epoch_num=first, epoch_count=count)
         text += mllog("block_stop", stop, event_type="INTERVAL_END", first_epoch_num=first)
     log.write_text(text + mllog("eval_accuracy", 3062, 0.759) + mllog("run_stop", 3065, status="success"))
-    done = imported(cli, db, log, "mllog/1", "gpt3_13B:torch:A100:1:8", "mlperf-epochs", "--skip-intervals", "0")
+    done = imported(accelbench, db, log, "mllog/1", "gpt3_13B:torch:A100:1:8", "mlperf-epochs", "--skip-intervals", "0")
     assert done.returncode == 0, done.stdout + done.stderr
     row = stored(db, "mlperf-epochs")
     samples_per_s = (1 + 2 + 2) * 4096 / ((700 - 2) + (1905 - 705) + (3060 - 1910))
@@ -130,7 +130,7 @@ def megatron_line(stamp: str, iteration: int, ms: float, tflops: float, loss: fl
             f"grad norm: 0.912 | number of skipped iterations:   0 | number of nan iterations:   0 |\n")
 
 
-def test_megatron_iteration_and_memory_lines(cli, tmp_path):
+def test_megatron_iteration_and_memory_lines(accelbench, tmp_path):
     db, log = tmp_path / "results.db", tmp_path / "megatron.log"
     log.write_text(
         "using world size: 8, data-parallel size: 8, context-parallel size: 1, tensor-model-parallel size: 1\n"
@@ -142,7 +142,7 @@ def test_megatron_iteration_and_memory_lines(cli, tmp_path):
         + megatron_line("05:40", 20, 14000.0, 400.0, 2.5)
         + megatron_line("08:05", 30, 14500.0, 386.2, 2.25)
         + "[after training is done] datetime: 2024-05-01 12:08:06\n")
-    done = imported(cli, db, log, "megatron", "gpt3_6.7B:torch:H100:1:8", "megatron-1")
+    done = imported(accelbench, db, log, "megatron", "gpt3_6.7B:torch:H100:1:8", "megatron-1")
     assert done.returncode == 0, done.stdout + done.stderr
     row = stored(db, "megatron-1")
     assert row["status"] == "ok" and row["source"] == "import:megatron/1"
@@ -171,13 +171,13 @@ def titan_line(second: int, step: int, loss: float, gib: float, tps: int, tflops
             f"{BLUE}tps: {tps:,}  {CYAN}tflops: {tflops:,.2f}  {MAGENTA}mfu: {mfu:.2f}%{RESET}\n")
 
 
-def test_torchtitan_metric_lines_with_colour_codes(cli, tmp_path):
+def test_torchtitan_metric_lines_with_colour_codes(accelbench, tmp_path):
     db, log = tmp_path / "results.db", tmp_path / "titan.log"
     log.write_text("[rank0]:[titan] 2025-01-10 12:00:00,000 - root - INFO - Training starts at step 1.\n"
                    + titan_line(5, 1, 12.25, 50.5, 3000, 173.74, 17.56)  # step 1 alone: warm-up
                    + titan_line(17, 10, 9.5, 52.31, 6000, 347.48, 35.12)  # steps 2..10
                    + titan_line(31, 20, 7.8125, 52.0, 6200, 359.06, 36.29))  # steps 11..20
-    done = imported(cli, db, log, "torchtitan", "llama3.1_8b:torch:H100:1:8", "titan-1")
+    done = imported(accelbench, db, log, "torchtitan", "llama3.1_8b:torch:H100:1:8", "titan-1")
     assert done.returncode == 0, done.stdout + done.stderr
     row = stored(db, "titan-1")
     per_device = (9 + 10) / (9 / 6000 + 10 / 6200)  # tokens over time, not the mean of the lines
@@ -205,13 +205,13 @@ def paddle_line(minute: int, step: int, loss: float, allocated: float, reserved:
             "progress_or_epoch: 0.01\n")
 
 
-def test_an_a100_paddlenlp_import_gets_tflops_mfu_and_both_memory_peaks(cli, tmp_path):
+def test_an_a100_paddlenlp_import_gets_tflops_mfu_and_both_memory_peaks(accelbench, tmp_path):
     db, log = tmp_path / "results.db", tmp_path / "workerlog.0"
     log.write_text("[2026-11-20 10:00:00,000] [    INFO] - ***** Running training *****\n"
                    + paddle_line(1, 1, 7.0, 40.1, 60.0, 1.5625, 400.0)  # warm-up
                    + paddle_line(2, 2, 6.5, 41.6, 66.3, 10.15625, 2600.0)
                    + paddle_line(3, 3, 6.25, 41.5, 66.0, 10.546875, 2700.0))
-    done = imported(cli, db, log, "paddlenlp", "gpt3_6.7B:paddle_2.5.1:A100:1:8", "paddle-1",
+    done = imported(accelbench, db, log, "paddlenlp", "gpt3_6.7B:paddle_2.5.1:A100:1:8", "paddle-1",
                     "--extern-config", "config_TP1PP1SH2SP8A10080Gx1x8")
     assert done.returncode == 0, done.stdout + done.stderr
     row = stored(db, "paddle-1")
@@ -224,7 +224,7 @@ def test_an_a100_paddlenlp_import_gets_tflops_mfu_and_both_memory_peaks(cli, tmp
                          "memory_total_bytes": 80 * GIB, "step_time_median_s": 1 / 0.01, "loss_last": 6.25})
     assert row["metrics"]["memory_kind"] == "allocated" and row["precision"] == "fp16"
     assert row["extern_config"] == "config_TP1PP1SH2SP8A10080Gx1x8" and row["wall_time_s"] == 180
-    shown = cli("show", "last", "--db", str(db))  # the newest run, as `accelbench runs` lists it first
+    shown = accelbench("show", "last", "--db", str(db))  # the newest run, as `accelbench runs` lists it first
     assert shown.returncode == 0 and "run paddle-1 (import:paddlenlp/1)" in shown.stdout, shown.stdout
     assert "peak memory/device: 41.6 GiB (allocated)" in shown.stdout  # both peaks, each named
     assert "peak memory reserved/device: 66.3 GiB" in shown.stdout
@@ -234,10 +234,10 @@ def test_an_a100_paddlenlp_import_gets_tflops_mfu_and_both_memory_peaks(cli, tmp
 
 
 @pytest.mark.parametrize("fmt", ["mllog", "megatron", "torchtitan", "paddlenlp"])
-def test_a_log_with_no_figure_fails_the_import(cli, tmp_path, fmt):
+def test_a_log_with_no_figure_fails_the_import(accelbench, tmp_path, fmt):
     db, log = tmp_path / "results.db", tmp_path / "empty.log"
     log.write_text("[2024-05-01 12:00:00] starting\nbuilding the model ...\nsaving checkpoint done\n")
-    done = imported(cli, db, log, fmt, "gpt3_6.7B:torch:H100:1:8", f"empty-{fmt}")
+    done = imported(accelbench, db, log, fmt, "gpt3_6.7B:torch:H100:1:8", f"empty-{fmt}")
     assert done.returncode == 1, done.stdout + done.stderr
     assert "empty.log: failed" in done.stdout and "Traceback" not in done.stderr
     row = stored(db, f"empty-{fmt}")

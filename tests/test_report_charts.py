@@ -108,13 +108,13 @@ def test_scaling_and_loss_charts_from_a_sweep(tmp_path):
     assert len(ys) == len(losses) and ys == sorted(ys)  # every step, loss falling (SVG y grows downward)
 
 
-def test_report_and_compare_pages_are_self_contained_and_fit_the_page(cli, tmp_path):
+def test_report_and_compare_pages_are_self_contained_and_fit_the_page(accelbench, tmp_path):
     db = tmp_path / "results.db"
     fill(db, [document("t", "gpt3_tiny", "torch", 0.5, config="/v/torch/config_X.yaml"),
               document("t", "gpt3_tiny", "torch", 0.55, round_=2, config="/v/torch/config_X.yaml"),
               document("p", "gpt3_tiny", "paddle", 0.4, config="/v/paddle/config_X.yaml")])
     out = tmp_path / "compare.html"
-    done = cli("compare", "framework=torch", "framework=paddle", "--db", str(db), "--html", str(out))
+    done = accelbench("compare", "framework=torch", "framework=paddle", "--db", str(db), "--html", str(out))
     assert done.returncode == 0, done.stderr
     assert f"wrote {out}" in done.stdout
     page = out.read_text()
@@ -127,6 +127,6 @@ def test_report_and_compare_pages_are_self_contained_and_fit_the_page(cli, tmp_p
     # torch 8192 and 7447 tokens/s/device (mean 7820), paddle 10240: B does 31% more
     torch_mean = (4096 / 0.5 + 4096 / 0.55) / 2
     assert f"{4096 / 0.4 / torch_mean - 1:+.0%}" in page
-    missing = cli("compare", "framework=torch", "framework=paddle", "--db", str(db), "--html",
-                  str(tmp_path / "no" / "c.html"))
+    missing = accelbench("compare", "framework=torch", "framework=paddle", "--db", str(db), "--html",
+                         str(tmp_path / "no" / "c.html"))
     assert missing.returncode != 0 and "no folder" in missing.stdout + missing.stderr

@@ -4,11 +4,11 @@ from __future__ import annotations
 from .test_results import document, fill
 
 
-def test_report_to_a_file_in_terminal_format_is_the_table_without_escapes(cli, tmp_path):
+def test_report_to_a_file_in_terminal_format_is_the_table_without_escapes(accelbench, tmp_path):
     db = tmp_path / "results.db"
     fill(db, [document("run-a", "gpt3_tiny", "torch", 0.5), document("run-a", "gpt3_tiny", "paddle", 0.4)])
     out = tmp_path / "report.txt"
-    done = cli("report", "run-a", "--db", str(db), "-o", str(out))
+    done = accelbench("report", "run-a", "--db", str(db), "-o", str(out))
     assert done.returncode == 0, done.stderr
     text = out.read_text()
     assert "\x1b[" not in text  # a file gets no colours

@@ -1,7 +1,7 @@
 """The results store and what reads it: reports, compare, references, import, and the record reader.
 
 Rows are made the way a run makes them: metrics computed by analyze.py from perf records, written
-through store_schema.row_from_document; the CLI is run as a user runs it.
+through store_schema.row_from_document; the CLI runs in this process (the ``accelbench`` fixture).
 """
 from __future__ import annotations
 
@@ -157,11 +157,11 @@ def test_a_run_killed_with_sigkill_leaves_every_finished_attempt_readable(tmp_pa
 # ---------------------------------------------------------------- reports
 
 
-def test_report_formats(cli, tmp_path):
+def test_report_formats(accelbench, tmp_path):
     db = tmp_path / "results.db"
     fill(db, [document("run-a", "gpt3_tiny", "torch", 0.50), document("run-a", "gpt3_tiny", "torch", 0.60, round_=2),
               document("run-a", "gpt3_tiny", "paddle", 0.40, config="/v/config_TP2PP1SH1SP1cpux1x2.yaml")])
-    md = cli("report", "run-a", "--db", str(db), "--format", "markdown")
+    md = accelbench("report", "run-a", "--db", str(db), "--format", "markdown")
     assert md.returncode == 0, md.stderr
     table = [line for line in md.stdout.splitlines() if line.startswith("| gpt3_tiny |")]
     # torch: mean of 8192 and 6827 tokens/s/device; paddle 10240 -> +36% over the first row
@@ -178,7 +178,7 @@ def test_report_formats(cli, tmp_path):
     assert "tokens/s/device 12.9%" in flagged and "tokens/s total 12.9%" in flagged
 
     out = tmp_path / "report.html"
-    html = cli("report", "run-a", "--db", str(db), "--format", "html", "-o", str(out))
+    html = accelbench("report", "run-a", "--db", str(db), "--format", "html", "-o", str(out))
     assert html.returncode == 0, html.stderr
     text = out.read_text()
     assert "http://" not in re.sub(r"http://www\.w3\.org/[\w/.]+", "", text)  # self-contained
@@ -187,38 +187,38 @@ def test_report_formats(cli, tmp_path):
     assert len(bars) == 2  # tokens/s per device of the one model: one bar per case
     assert any("step time over the run" in (s.get("aria-label") or "") for s in svgs)
 
-    js = cli("report", "run-a", "--db", str(db), "--format", "json")
+    js = accelbench("report", "run-a", "--db", str(db), "--format", "json")
     rows = json.loads(js.stdout)
     assert len(rows) == 3 and rows[2]["framework"] == "paddle" and rows[2]["metrics"]["world_size"] == 2
-    cs = cli("report", "framework=paddle", "--db", str(db), "--format", "csv")
+    cs = accelbench("report", "framework=paddle", "--db", str(db), "--format", "csv")
     (row,) = list(csv.DictReader(io.StringIO(cs.stdout)))
     assert float(row["tokens_per_s_per_device"]) == pytest.approx(4096 / 0.4)
 
-    term = cli("report", "--db", str(db))
+    term = accelbench("report", "--db", str(db))
     assert term.returncode == 0 and "gpt3_tiny:paddle:cpu:1:2" in term.stdout
-    show = cli("show", "run-", "--db", str(db))  # a unique prefix is enough
+    show = accelbench("show", "run-", "--db", str(db))  # a unique prefix is enough
     assert show.returncode == 0 and "round 2 attempt 1: ok" in show.stdout
     assert "tokens/s/device: 6,827" in show.stdout and "samples/s: 16" in show.stdout
 
 
-def test_html_plots_throughput_against_device_count_when_a_run_has_several(cli, tmp_path):
+def test_html_plots_throughput_against_device_count_when_a_run_has_several(accelbench, tmp_path):
     db = tmp_path / "results.db"
     fill(db, [document("s", "gpt3_tiny", "torch", 0.5, world=1), document("s", "gpt3_tiny", "torch", 0.55, world=2),
               document("s", "gpt3_tiny", "torch", 0.6, world=4)])
     out = tmp_path / "scale.html"
-    assert cli("report", "s", "--db", str(db), "--format", "html", "-o", str(out)).returncode == 0
+    assert accelbench("report", "s", "--db", str(db), "--format", "html", "-o", str(out)).returncode == 0
     (chart,) = [c for c in re.findall(r"<svg .*?</svg>", out.read_text(), re.S) if "throughput against device count" in c]
     (line,) = [g for g in ET.fromstring(chart).iter("{http://www.w3.org/2000/svg}g") if g.get("id") == "scaling-series-0"]
     path = next(line.iter("{http://www.w3.org/2000/svg}path")).get("d")
     assert len(re.findall(r"[ML] ", path)) == 3  # 1, 2 and 4 devices, one line
 
 
-def test_compare_frameworks_gives_the_speedup_per_matching_case(cli, tmp_path):
+def test_compare_frameworks_gives_the_speedup_per_matching_case(accelbench, tmp_path):
     db = tmp_path / "results.db"
     fill(db, [document("t", "gpt3_tiny", "torch", 0.5, config="/v/torch/config_X.yaml"),
               document("p", "gpt3_tiny", "paddle", 0.4, config="/v/paddle/config_X.yaml"),
               document("p", "llama_tiny", "paddle", 0.4)])
-    done = cli("compare", "framework=torch", "framework=paddle", "--db", str(db), "--format", "markdown")
+    done = accelbench("compare", "framework=torch", "framework=paddle", "--db", str(db), "--format", "markdown")
     assert done.returncode == 0, done.stderr
     (row,) = [line for line in done.stdout.splitlines() if line.startswith("| gpt3_tiny")]
     cells = [c.strip() for c in row.strip("|").split("|")]
@@ -227,7 +227,7 @@ def test_compare_frameworks_gives_the_speedup_per_matching_case(cli, tmp_path):
     assert "(no run)" in other
     runs_db = tmp_path / "runs.db"  # two runs of one case: paired by everything but the run
     fill(runs_db, [document("t", "gpt3_tiny", "torch", 0.5), document("t2", "gpt3_tiny", "torch", 0.4)])
-    runs = cli("compare", "t", "t2", "--db", str(runs_db), "--format", "markdown")
+    runs = accelbench("compare", "t", "t2", "--db", str(runs_db), "--format", "markdown")
     assert runs.returncode == 0, runs.stderr
     (row,) = [line for line in runs.stdout.splitlines() if line.startswith("| gpt3_tiny")]
     cells = [c.strip() for c in row.strip("|").split("|")]
@@ -237,7 +237,7 @@ def test_compare_frameworks_gives_the_speedup_per_matching_case(cli, tmp_path):
 # ---------------------------------------------------------------- references
 
 
-def test_references_pass_and_regress(cli, tmp_path, root):
+def test_references_pass_and_regress(accelbench, tmp_path, root):
     db = tmp_path / "results.db"
     fill(db, [document("r", "gpt3_tiny", "torch", 0.5)])  # 8192 tokens/s/device
     write(root / "cases/gpt3_tiny/references.yaml", """
@@ -247,18 +247,18 @@ references:
     figures:
       tokens_per_s_per_device: {value: 8000, lower: 0.05, upper: 0.05, unit: tok/s}
 """)
-    ok = cli("report", "--db", str(db), "--root", str(root), "--check")
+    ok = accelbench("report", "--db", str(db), "--root", str(root), "--check")
     assert ok.returncode == 0, ok.stdout + ok.stderr
     assert "pass" in ok.stdout
     write(root / "vendors/cpu/references.yaml", """
 references:
   - {case: gpt3_tiny, hardware: cpu, framework: torch, figures: {tokens_per_s_per_device: {value: 10000, lower: 0.1}}}
 """)
-    bad = cli("report", "--db", str(db), "--root", str(root), "--check")
+    bad = accelbench("report", "--db", str(db), "--root", str(root), "--check")
     assert bad.returncode == 3, bad.stdout + bad.stderr  # the vendor's entry wins: 8192 < 9000
     assert "FAIL (regression)" in bad.stdout
     write(root / "vendors/cpu/references.yaml", "references:\n  - {hardware: cpu, figures: {tok: {value: 1}}}\n")
-    wrong = cli("report", "--db", str(db), "--root", str(root), "--check")
+    wrong = accelbench("report", "--db", str(db), "--root", str(root), "--check")
     assert wrong.returncode == 2 and "references.yaml: references[0].figures: unknown figure 'tok'" in wrong.stderr
     assert "Traceback" not in wrong.stderr
 
@@ -273,7 +273,7 @@ PADDLENLP_LINE = ("[2026-11-20 10:{minute:02d}:00,000] [    INFO] - loss: {loss}
                   "progress_or_epoch: 0.01\n")
 
 
-def test_import_paddlenlp_and_mllog_logs_beside_accelbench_runs(cli, tmp_path):
+def test_import_paddlenlp_and_mllog_logs_beside_accelbench_runs(accelbench, tmp_path):
     db = tmp_path / "results.db"
     paddle_log = tmp_path / "workerlog.0"
     text = "[2026-11-20 10:00:00,000] [    INFO] - ***** Running training *****\n"
@@ -281,8 +281,9 @@ def test_import_paddlenlp_and_mllog_logs_beside_accelbench_runs(cli, tmp_path):
         text += PADDLENLP_LINE.format(minute=i + 1, loss=7 - i, step=10 * (i + 1), mem=24.0 + i, sps=2.5 + i,
                                       tps=tps)
     paddle_log.write_text(text)
-    done = cli("import", str(paddle_log), "--format", "paddlenlp", "--case-name", "gpt3_6.7B:paddle_2.5.1:A100:1:8",
-               "--extern-config", "config_TP1PP1SH2SP8A10080Gx1x8", "--db", str(db))
+    done = accelbench("import", str(paddle_log), "--format", "paddlenlp", "--case-name",
+                      "gpt3_6.7B:paddle_2.5.1:A100:1:8", "--extern-config", "config_TP1PP1SH2SP8A10080Gx1x8",
+                      "--db", str(db))
     assert done.returncode == 0, done.stderr
     assert "2,650 tokens/s/device" in done.stdout
     with ResultStore(db) as store:
@@ -301,8 +302,8 @@ def test_import_paddlenlp_and_mllog_logs_beside_accelbench_runs(cli, tmp_path):
     mlperf.write_text("".join(
         f':::MLLOG {json.dumps({"namespace": "", "time_ms": 1_763_600_000_000 + 60_000 * i, "event_type": "POINT_IN_TIME", "key": k, "value": v, "metadata": md})}\n'
         for i, (k, v, md) in enumerate(events)))
-    done = cli("import", str(mlperf), "--format", "mllog/1", "--case-name", "gpt3_13B:torch:A100:1:8",
-               "--db", str(db))
+    done = accelbench("import", str(mlperf), "--format", "mllog/1", "--case-name", "gpt3_13B:torch:A100:1:8",
+                      "--db", str(db))
     assert done.returncode == 0, done.stderr
     with ResultStore(db) as store:
         (row,) = store.attempts({"case": "gpt3_13B"})
@@ -312,15 +313,16 @@ def test_import_paddlenlp_and_mllog_logs_beside_accelbench_runs(cli, tmp_path):
 
     broken = tmp_path / "broken.log"
     broken.write_text(mlperf.read_text().rsplit(":::MLLOG", 1)[0])  # no run_stop
-    done = cli("import", str(broken), "--format", "mllog", "--case-name", "gpt3_13B:torch:A100:1:8", "--db", str(db))
+    done = accelbench("import", str(broken), "--format", "mllog", "--case-name", "gpt3_13B:torch:A100:1:8",
+                      "--db", str(db))
     assert done.returncode == 1 and "broken.log: failed" in done.stdout and "no run_stop event" in done.stdout
-    bad = cli("import", str(broken), "--format", "nemo", "--case-name", "x:torch:A100:1:8", "--db", str(db))
+    bad = accelbench("import", str(broken), "--format", "nemo", "--case-name", "x:torch:A100:1:8", "--db", str(db))
     assert bad.returncode == 2 and "no log parser 'nemo'" in bad.stderr and "paddlenlp/1" in bad.stderr
-    unknown = cli("import", str(mlperf), "--format", "mllog", "--case-name", "gpt3_175B:torch:A100:1:8",
-                  "--db", str(db))
+    unknown = accelbench("import", str(mlperf), "--format", "mllog", "--case-name", "gpt3_175B:torch:A100:1:8",
+                         "--db", str(db))
     assert unknown.returncode == 2 and "no case 'gpt3_175B'" in unknown.stderr and "gpt3_13B" in unknown.stderr
     assert "Traceback" not in unknown.stderr
-    runs = cli("runs", "--db", str(db))
+    runs = accelbench("runs", "--db", str(db))
     assert runs.stdout.count("import:") == 3
 
 
