@@ -137,13 +137,13 @@ frameworks:
 """
 
 
-def test_a_kind_declared_in_a_vendor_yaml_reaches_the_worker_config(cli, root):
+def test_a_kind_declared_in_a_vendor_yaml_reaches_the_worker_config(accelbench, root):
     _vendor_root(root, ASCEND)
-    listed = cli("list", "--root", str(root))
+    listed = accelbench("list", "--root", str(root))
     assert listed.returncode == 0, listed.stderr
     assert "ascend" in listed.stdout and "ASCEND_RT_VISIBLE_DEVICES" in listed.stdout
     (root / "training").symlink_to(ROOT / "training")
-    dry = cli("run", "gpt2_tiny:torch:910B:1:8", "--root", str(root), "--dry-run")
+    dry = accelbench("run", "gpt2_tiny:torch:910B:1:8", "--root", str(root), "--dry-run")
     assert dry.returncode == 0, dry.stderr
     registry = VendorRegistry(root / "vendors")
     device = registry.hardware["910B"].device_spec("torch")
@@ -152,19 +152,19 @@ def test_a_kind_declared_in_a_vendor_yaml_reaches_the_worker_config(cli, root):
     assert "kind ascend" in dry.stdout
 
 
-def test_the_old_device_key_and_an_unknown_kind_get_the_fix(cli, root):
+def test_the_old_device_key_and_an_unknown_kind_get_the_fix(accelbench, root):
     _vendor_root(root, ASCEND.replace("    kind: ascend\n", "    device: npu\n"))
-    done = cli("list", "--root", str(root))
+    done = accelbench("list", "--root", str(root))
     assert done.returncode == 2 and "Traceback" not in done.stderr
     assert "vendors/acme/vendor.yaml: accelerators.910B: 'device' is now 'kind'" in done.stderr
     write(root / "vendors/acme/vendor.yaml", ASCEND.replace("    kind: ascend\n", "    kind: npu\n"))
-    done = cli("list", "--root", str(root))
+    done = accelbench("list", "--root", str(root))
     assert done.returncode == 2
     assert "accelerators.910B.kind: unknown accelerator kind 'npu'" in done.stderr
     assert "declare it under kinds:" in done.stderr
 
 
-def test_vendor_check_matches_config_names_exactly_and_to_declared_frameworks(cli, root):
+def test_vendor_check_matches_config_names_exactly_and_to_declared_frameworks(accelbench, root):
     folder = root / "vendors" / "acme"
     _vendor_root(root, ASCEND.replace("  910B:", "  X1:").replace("frameworks:\n  torch: {env: {}}\n  paddle: {env: {}}\n",
                                                                   "frameworks:\n  torch: {env: {}}\n"))
@@ -173,7 +173,7 @@ def test_vendor_check_matches_config_names_exactly_and_to_declared_frameworks(cl
     for name in ("config_TP1PP1SH1SP2X1x1x2", "config_TP1PP1SH1SP2H100x1x2", "config_fastx1x2"):
         write(folder / f"gpt3_tiny/torch/{name}.yaml", config)
     write(folder / "gpt3_tiny/paddle/config_TP1PP1SH1SP2X1x1x2.yaml", config)
-    done = cli("vendor", "check", "acme", "--root", str(root))
+    done = accelbench("vendor", "check", "acme", "--root", str(root))
     assert done.returncode == 1
     out = done.stdout
     findings = {name: f"{name}.yaml" in out for name in ("config_TP1PP1SH1SP2H100x1x2", "config_fastx1x2",
@@ -186,16 +186,16 @@ def test_vendor_check_matches_config_names_exactly_and_to_declared_frameworks(cl
     assert f"{torch_ok}\n" not in out  # the well-named torch config has no finding
 
 
-def test_a_missing_cluster_file_says_what_to_write(cli):
-    done = cli("run", "gpt2_tiny:torch:cpu:2:1", "--cluster", "hosts.yaml")
+def test_a_missing_cluster_file_says_what_to_write(accelbench):
+    done = accelbench("run", "gpt2_tiny:torch:cpu:2:1", "--cluster", "hosts.yaml")
     assert done.returncode == 2
     assert "--cluster hosts.yaml: file not found" in done.stderr and "hosts:" in done.stderr
     assert "Hosts over SSH" in done.stderr
 
 
-def test_the_tree_is_found_from_the_current_directory_first(cli, root, tmp_path):
+def test_the_tree_is_found_from_the_current_directory_first(accelbench, root, tmp_path):
     inner = root / "vendors" / "cpu"
-    done = cli("vendor", "new", "acme", cwd=inner)
+    done = accelbench("vendor", "new", "acme", cwd=inner)
     assert done.returncode == 0, done.stderr
     assert (root / "vendors" / "acme" / "vendor.yaml").is_file()  # the copy, not the installed checkout
     assert not (ROOT / "vendors" / "acme").exists()

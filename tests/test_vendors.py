@@ -24,8 +24,8 @@ from .conftest import ROOT, write
 # ---------------------------------------------------------------- vendor folders
 
 
-def test_shipped_vendors_check_clean_and_declare_their_peaks(cli):
-    done = cli("vendor", "check")
+def test_shipped_vendors_check_clean_and_declare_their_peaks(accelbench):
+    done = accelbench("vendor", "check")
     assert done.returncode == 0, done.stdout + done.stderr
     for name in ("amd", "cpu", "nvidia"):
         assert f"vendor {name}: ok" in done.stdout
@@ -34,13 +34,13 @@ def test_shipped_vendors_check_clean_and_declare_their_peaks(cli):
     assert "fp8" in hardware["A100"].spec.unsupported_dtypes and "template" not in VendorRegistry(ROOT / "vendors").vendors
 
 
-def test_a_new_vendor_starts_from_the_template_and_check_lists_what_is_left(cli, root):
-    done = cli("vendor", "new", "acme", "--root", str(root))
+def test_a_new_vendor_starts_from_the_template_and_check_lists_what_is_left(accelbench, root):
+    done = accelbench("vendor", "new", "acme", "--root", str(root))
     assert done.returncode == 0, done.stderr
     folder = root / "vendors/acme"
     assert (folder / "docker/torch_2.13/Dockerfile").is_file()
     assert (folder / "gpt3_tiny/torch/config_acme_accx1x2.yaml").is_file()  # placeholder renamed in paths too
-    check = cli("vendor", "check", "acme", "--root", str(root))
+    check = accelbench("vendor", "check", "acme", "--root", str(root))
     assert check.returncode == 1
     assert f"{folder / 'vendor.yaml'}" in check.stdout and "still says TODO" in check.stdout
     # Fill in the placeholders as a vendor engineer would: the check passes.
@@ -54,13 +54,13 @@ def test_a_new_vendor_starts_from_the_template_and_check_lists_what_is_left(cli,
                                ("TODO_SMI_TOOL", "xpu-smi"), ("TODO_BACKEND", "xccl"), ("'^TODO (", "'^Device (")):
         text = text.replace(placeholder, value)
     (folder / "vendor.yaml").write_text(text)
-    check = cli("vendor", "check", "acme", "--root", str(root))
+    check = accelbench("vendor", "check", "acme", "--root", str(root))
     assert check.returncode == 0, check.stdout
-    again = cli("vendor", "new", "acme", "--root", str(root))
+    again = accelbench("vendor", "new", "acme", "--root", str(root))
     assert again.returncode == 2 and "already exists" in again.stderr
 
 
-def test_check_names_each_bad_file_and_its_fix(cli, root):
+def test_check_names_each_bad_file_and_its_fix(accelbench, root):
     nvidia = root / "vendors/nvidia"
     good = nvidia / "gpt3_6.7B/paddle/config_TP2PP4SH1SP1A10080Gx1x8.yaml"
     (nvidia / "gpt3_6.7B/paddle/config_TP2PP4SH1SP1A10080Gx1x4.yaml").write_text(good.read_text())
@@ -68,7 +68,7 @@ def test_check_names_each_bad_file_and_its_fix(cli, root):
     write(nvidia / "gpt3_6.7B/paddle/config_FASTA100x1x8.yaml", "train: {lr: 1.0}\n")
     vendor = nvidia / "vendor.yaml"
     vendor.write_text(vendor.read_text().replace("    unsupported_dtypes: [fp8]\n", "", 1))
-    done = cli("vendor", "check", "nvidia", "--root", str(root))
+    done = accelbench("vendor", "check", "nvidia", "--root", str(root))
     assert done.returncode == 1
     out = done.stdout
     assert "config_TP2PP4SH1SP1A10080Gx1x4.yaml" in out and "runs 1 node(s) x 4 process(es) = 4" in out
