@@ -1,7 +1,8 @@
 """The results store against what it may find instead of a healthy file: a summary.json a full disk left
 empty, a store on read-only media, a path that is no file (``--db /dev/null``), an empty file, and a second
-run on the same machine. Commands run as a user runs them (a real subprocess): exit 2 and one message with
-its fix for what is refused, no traceback."""
+run on the same machine. Commands that start nothing run in this process (the ``accelbench`` fixture), real
+runs as a user runs them (a subprocess): exit 2 and one message with its fix for what is refused, no
+traceback."""
 from __future__ import annotations
 
 import json
@@ -192,11 +193,11 @@ def read_only_store(tmp_path: Path, wal: str = "none") -> Iterator[Path]:
 @pytest.mark.parametrize("wal, status, how", [("none", "done", "as immutable"),
                                               ("with-shm", "done", "opened read-only;"),
                                               ("without-shm", "running", "as immutable")])
-def test_a_store_on_read_only_media_is_read_by_runs_show_and_report(cli, tmp_path, wal, status, how):
+def test_a_store_on_read_only_media_is_read_by_runs_show_and_report(accelbench, tmp_path, wal, status, how):
     with read_only_store(tmp_path, wal) as db:
-        listed = cli("runs", "--db", str(db))
-        shown = cli("show", "r1", "--db", str(db))
-        reported = cli("report", "--db", str(db), "--format", "csv")
+        listed = accelbench("runs", "--db", str(db))
+        shown = accelbench("show", "r1", "--db", str(db))
+        reported = accelbench("report", "--db", str(db), "--format", "csv")
     for result in (listed, shown, reported):
         assert result.returncode == 0, result.stderr
         assert "Traceback" not in result.stderr
@@ -211,7 +212,7 @@ def test_a_store_on_read_only_media_is_read_by_runs_show_and_report(cli, tmp_pat
         assert f"WARNING: {db}-wal" in listed.stderr and "copy results.db and results.db-wal" in listed.stderr
 
 
-def test_a_store_file_that_may_not_be_written_in_a_writable_folder_is_read_with_mode_ro(cli, tmp_path):
+def test_a_store_file_that_may_not_be_written_in_a_writable_folder_is_read_with_mode_ro(accelbench, tmp_path):
     """Another user's file, or an immutable one (chattr +i: what stops root, who runs these tests): SQLite's
     mode=ro reads it and makes its -shm file beside it."""
     db = tmp_path / "results.db"
@@ -220,8 +221,8 @@ def test_a_store_file_that_may_not_be_written_in_a_writable_folder_is_read_with_
     if done.returncode != 0:
         pytest.skip(f"cannot make a file immutable here (chattr +i): {done.stderr.strip()}")
     try:
-        listed = cli("runs", "--db", str(db))
-        imported = cli("import", str(db), "--format", "torchtitan", "--case-name", CASE, "--db", str(db))
+        listed = accelbench("runs", "--db", str(db))
+        imported = accelbench("import", str(db), "--format", "torchtitan", "--case-name", CASE, "--db", str(db))
     finally:
         subprocess.run(["chattr", "-i", str(db)], check=True)
     assert listed.returncode == 0 and "r1" in listed.stdout, listed.stderr
@@ -250,12 +251,12 @@ def test_a_read_only_store_of_an_older_layout_reads_its_new_columns_as_empty(tmp
         assert len(notes) == 1 and "opened read-only" in notes[0]
 
 
-def test_writing_commands_refuse_a_read_only_store_with_the_way_out(cli, tmp_path):
+def test_writing_commands_refuse_a_read_only_store_with_the_way_out(accelbench, tmp_path):
     log = tmp_path / "train.log"
     log.write_text("step 1\n")
     with read_only_store(tmp_path) as db:
-        imported = cli("import", str(log), "--format", "torchtitan", "--case-name", CASE, "--db", str(db))
-        repaired = cli("store", "repair", "--db", str(db), "--log-root", str(tmp_path))
+        imported = accelbench("import", str(log), "--format", "torchtitan", "--case-name", CASE, "--db", str(db))
+        repaired = accelbench("store", "repair", "--db", str(db), "--log-root", str(tmp_path))
     for result in (imported, repaired):
         refused(result, f"the results store {db} cannot be written: it is on a read-only file system",
                 "copy it (with any -wal file beside it) to a writable folder")
@@ -273,39 +274,39 @@ def fifo(tmp_path):
 
 @pytest.mark.parametrize("command", [("runs",), ("show", "last"), ("report",), ("compare", "a", "b"),
                                      ("bundle", "last")])
-def test_a_db_that_is_a_device_or_a_pipe_is_refused_at_once(cli, tmp_path, fifo, command):
+def test_a_db_that_is_a_device_or_a_pipe_is_refused_at_once(accelbench, tmp_path, fifo, command):
     for path, what in (("/dev/null", "a character device"), (str(fifo), "a named pipe (FIFO)")):
         began = time.monotonic()
-        result = cli(*command, "--db", path)
+        result = accelbench(*command, "--db", path)
         refused(result, f"the results store {path} is {what}, not a regular file", "--db ./results.db")
         assert time.monotonic() - began < 20  # no wait for a lock that is not there
 
 
-def test_writing_commands_refuse_dev_null_instead_of_a_false_lock(cli, tmp_path):
+def test_writing_commands_refuse_dev_null_instead_of_a_false_lock(accelbench, tmp_path):
     log = tmp_path / "train.log"
     log.write_text("step 1\n")
     began = time.monotonic()
-    imported = cli("import", str(log), "--format", "torchtitan", "--case-name", CASE, "--db", "/dev/null",
-                   extra_env={"ACCELBENCH_STORE_WAIT_S": "30"})
+    imported = accelbench("import", str(log), "--format", "torchtitan", "--case-name", CASE, "--db", "/dev/null",
+                          env={"ACCELBENCH_STORE_WAIT_S": "30"})
     err = refused(imported, "the results store /dev/null is a character device, not a regular file")
     assert "locked" not in err and time.monotonic() - began < 20
-    ran = cli("run", CASE, "--db", "/dev/null")  # refused after preflight, whose warnings may come first
+    ran = accelbench("run", CASE, "--db", "/dev/null")  # refused after preflight, whose warnings may come first
     assert ran.returncode == 2 and "Traceback" not in ran.stderr, ran.stderr
     assert "accelbench: error: the results store /dev/null is a character device, not a regular file" \
         in ran.stderr and "\n  fix: " in ran.stderr
     assert not ran.log_root.is_dir() or not any(ran.log_root.iterdir())  # refused before any round
 
 
-def test_a_folder_or_a_broken_link_as_db_is_refused(cli, tmp_path):
+def test_a_folder_or_a_broken_link_as_db_is_refused(accelbench, tmp_path):
     folder = tmp_path / "folder.db"
     folder.mkdir()
-    refused(cli("runs", "--db", str(folder)), f"the results store {folder} is a folder, not a regular file")
+    refused(accelbench("runs", "--db", str(folder)), f"the results store {folder} is a folder, not a regular file")
     link = tmp_path / "link.db"
     link.symlink_to(tmp_path / "nowhere" / "results.db")
-    refused(cli("runs", "--db", str(link)), f"{link} is a symbolic link to {tmp_path / 'nowhere'}")
+    refused(accelbench("runs", "--db", str(link)), f"{link} is a symbolic link to {tmp_path / 'nowhere'}")
     log = tmp_path / "train.log"
     log.write_text("step 1\n")
-    refused(cli("import", str(log), "--format", "torchtitan", "--case-name", CASE, "--db", str(link)),
+    refused(accelbench("import", str(log), "--format", "torchtitan", "--case-name", CASE, "--db", str(link)),
             "which does not exist")
     assert not (tmp_path / "nowhere").exists()
 
@@ -314,30 +315,30 @@ def test_a_folder_or_a_broken_link_as_db_is_refused(cli, tmp_path):
 
 
 @pytest.mark.parametrize("command", [("runs",), ("show", "last"), ("report",)])
-def test_reading_commands_refuse_an_empty_file_and_leave_it_as_it_was(cli, tmp_path, command):
+def test_reading_commands_refuse_an_empty_file_and_leave_it_as_it_was(accelbench, tmp_path, command):
     db = tmp_path / "results.db"
     db.write_bytes(b"")
-    refused(cli(*command, "--db", str(db)), f"{db} is an empty file (0 bytes), not a results store")
+    refused(accelbench(*command, "--db", str(db)), f"{db} is an empty file (0 bytes), not a results store")
     assert db.stat().st_size == 0 and sorted(os.listdir(tmp_path)) == ["results.db", "system-tmp"]
 
 
-def test_writing_commands_refuse_an_empty_file_and_repair_rebuilds_it(cli, tmp_path):
+def test_writing_commands_refuse_an_empty_file_and_repair_rebuilds_it(accelbench, tmp_path):
     db = tmp_path / "results.db"
     db.write_bytes(b"")
     log = tmp_path / "train.log"
     log.write_text("step 1\n")
-    refused(cli("import", str(log), "--format", "torchtitan", "--case-name", CASE, "--db", str(db)),
+    refused(accelbench("import", str(log), "--format", "torchtitan", "--case-name", CASE, "--db", str(db)),
             f"the results store {db} is an empty file (0 bytes), not a results store", f"rm {db}",
             "accelbench store repair")
     assert db.stat().st_size == 0
-    refused(cli("run", CASE, "--db", str(db)), "is an empty file (0 bytes)")
+    refused(accelbench("run", CASE, "--db", str(db)), "is an empty file (0 bytes)")
     assert db.stat().st_size == 0
     with pytest.raises(StoreCorrupt):
         ResultStore(db)
     with pytest.raises(UserError, match="empty file"):
         ResultStore(db, reader=True)
     (tmp_path / "logs").mkdir(exist_ok=True)
-    repaired = cli("store", "repair", "--db", str(db), "--log-root", str(tmp_path / "logs"))
+    repaired = accelbench("store", "repair", "--db", str(db), "--log-root", str(tmp_path / "logs"))
     assert repaired.returncode == 0, repaired.stderr
     assert "moved it aside" in repaired.stdout and db.stat().st_size > 0
     assert [p.stat().st_size for p in tmp_path.glob("results.db.damaged-*")] == [0]
