@@ -98,9 +98,9 @@ def test_grid_crosses_axes_with_exclusions_and_where_rules():
         grid_axis("train.micro_batch_size")
 
 
-def test_a_bad_sweep_file_is_one_message_naming_the_key(tmp_path):
+def test_a_bad_sweep_file_is_one_message_naming_the_key(accelbench, tmp_path):
     bad = write(tmp_path / "bad.yaml", "cases: [gpt2_tiny:torch:cpu:1:1]\naxes:\n  mb: {values: [1, 2]}\n")
-    done = run_sweep(tmp_path, "--file", str(bad), "--dry-run")
+    done = accelbench("sweep", "--file", str(bad), "--dry-run", "--log-root", tmp_path / "logs")
     assert done.returncode == 2 and "Traceback" not in done.stderr
     assert "bad.yaml" in done.stderr and "key" in done.stderr
 
@@ -128,16 +128,17 @@ def test_views_put_oom_and_skips_in_their_cells_and_compute_speedup_and_efficien
     assert "t &lt;x&gt;" in page and 'class="oom"' in page and "<svg" in page
 
 
-def test_test_conf_entries_give_a_case_its_own_extern_config_and_settings(cli, tmp_path):
+def test_test_conf_entries_give_a_case_its_own_extern_config_and_settings(accelbench, tmp_path):
     conf = write(tmp_path / "test_conf.yaml", "cases:\n  - gpt2_tiny:torch:cpu:1:1\n"
                  "  - {case: gpt3_tiny:torch:cpu:1:2, extern_config: config_TP1PP1SH1SP2cpux1x2,"
                  " set: {train.micro_batch_size: 3}}\n")
-    done = cli("run", "--dry-run", "--test-conf", str(conf))
+    done = accelbench("run", "--dry-run", "--test-conf", str(conf))
     assert done.returncode == 0, done.stderr
     first, second = done.stdout.split("gpt3_tiny:torch:cpu:1:2", 1)
     assert "extern config: (none)" in first and "micro batch 8 " in first
     assert "config_TP1PP1SH1SP2cpux1x2.yaml" in second and "micro batch 3 " in second
-    swept = run_sweep(tmp_path, "--dry-run", "--test-conf", str(conf))  # a sweep over test_conf's list
+    # a sweep over test_conf's list
+    swept = accelbench("sweep", "--dry-run", "--test-conf", str(conf), "--log-root", tmp_path / "logs")
     assert swept.returncode == 0, swept.stderr
     assert "train.micro_batch_size=3" in swept.stdout and swept.stdout.count("-> runs") == 2
 
@@ -234,7 +235,7 @@ def test_max_batch_finds_the_largest_size_trying_every_size_finds(tmp_path):
 
 def test_points_preflight_refuses_are_skipped_and_the_rest_run(tmp_path):
     """torch 2.12 is not what this checkout has: its point is skipped with preflight's reason, the other
-    runs; a sweep whose every point preflight refuses is refused whole (exit 2, one message)."""
+    runs."""
     few = ["--set", "train.steps=3", "--set", "train.warmup_steps=1"]
     done = run_sweep(tmp_path, "gpt2_tiny:torch:cpu:1:1", "--grid", "framework=torch_2.13,torch_2.12", *few)
     assert done.returncode == 0, done.stderr[-3000:]
@@ -242,5 +243,11 @@ def test_points_preflight_refuses_are_skipped_and_the_rest_run(tmp_path):
     rows = {r["labels"]["framework"]: r for r in state(run_dir)["rows"]}
     assert rows["torch_2.13"]["status"] == "ok"
     assert rows["torch_2.12"]["status"] == "skipped" and "asks for torch 2.12" in rows["torch_2.12"]["reason"]
-    refused = run_sweep(tmp_path, "gpt2_tiny:torch_2.12:cpu:1:1", "--grid", "train.seed=1,2", *few)
+
+
+def test_a_sweep_whose_every_point_preflight_refuses_is_refused_whole(accelbench, tmp_path):
+    """Exit 2, one message; nothing starts (so the CLI runs in this process)."""
+    few = ["--set", "train.steps=3", "--set", "train.warmup_steps=1"]
+    refused = accelbench("sweep", "gpt2_tiny:torch_2.12:cpu:1:1", "--grid", "train.seed=1,2", *few,
+                         "--log-root", tmp_path / "logs")
     assert refused.returncode == 2 and "asks for torch 2.12" in refused.stderr and "Traceback" not in refused.stderr
