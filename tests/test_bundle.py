@@ -68,7 +68,7 @@ def files_of(folder: Path) -> dict[str, str]:
             for p in sorted(folder.rglob("*")) if p.is_file()}
 
 
-def test_a_bundle_round_trips_into_an_empty_store_with_identical_rows(bundled, cli, tmp_path):
+def test_a_bundle_round_trips_into_an_empty_store_with_identical_rows(bundled, accelbench, tmp_path):
     log_root, run_id, bundle = bundled
     with tarfile.open(bundle, "r:gz") as tar:
         names = tar.getnames()
@@ -85,7 +85,7 @@ def test_a_bundle_round_trips_into_an_empty_store_with_identical_rows(bundled, c
     assert manifest["run_id"] == run_id and manifest["attempts"] == 2 and "environment.json" in names
 
     other = tmp_path / "elsewhere" / "results.db"
-    done = cli("import", str(bundle), "--db", str(other))
+    done = accelbench("import", str(bundle), "--db", str(other))
     assert done.returncode == 0, done.stderr
     new_dir = other.parent / run_id
     assert f"run {run_id}: 2 attempt(s) and {len(original_files)} file(s) imported" in done.stdout
@@ -106,12 +106,12 @@ def test_a_bundle_round_trips_into_an_empty_store_with_identical_rows(bundled, c
            {k: v for k, v in old_run.items() if k not in ("log_dir", "note")}
     assert new_run["log_dir"] == str(new_dir) and "imported from bundle handed-over.tar.gz" in new_run["note"]
 
-    again = cli("import", str(bundle), "--db", str(other))
+    again = accelbench("import", str(bundle), "--db", str(other))
     assert again.returncode != 0 and f"already holds run {run_id}" in again.stderr
     assert len(rows(other)) == 2
 
 
-def test_a_bundle_changed_in_transit_is_refused_and_leaves_nothing(bundled, cli, tmp_path):
+def test_a_bundle_changed_in_transit_is_refused_and_leaves_nothing(bundled, accelbench, tmp_path):
     _, run_id, bundle = bundled
     damaged = tmp_path / "damaged.tar.gz"
     with tarfile.open(bundle, "r:gz") as src, tarfile.open(damaged, "w:gz") as dst:
@@ -122,7 +122,7 @@ def test_a_bundle_changed_in_transit_is_refused_and_leaves_nothing(bundled, cli,
                 changed = member.name
             dst.addfile(member, io.BytesIO(data) if data is not None else None)
     other = tmp_path / "store" / "results.db"
-    done = cli("import", str(damaged), "--db", str(other))
+    done = accelbench("import", str(damaged), "--db", str(other))
     assert done.returncode != 0
     assert f"{changed} does not match its SHA-256" in done.stderr and "nothing was imported" in done.stderr
     with sqlite3.connect(other) as conn:
@@ -131,14 +131,14 @@ def test_a_bundle_changed_in_transit_is_refused_and_leaves_nothing(bundled, cli,
     assert sorted(p.name for p in other.parent.iterdir() if p.is_dir()) == []  # no half-extracted folder
 
 
-def test_import_of_a_log_still_needs_its_format_and_case(cli, tmp_path):
+def test_import_of_a_log_still_needs_its_format_and_case(accelbench, tmp_path):
     log = tmp_path / "train.log"
     log.write_text("iteration 1/10 | elapsed time per iteration (ms): 100.0\n")
-    done = cli("import", str(log), "--db", str(tmp_path / "results.db"))
+    done = accelbench("import", str(log), "--db", str(tmp_path / "results.db"))
     assert done.returncode != 0 and "import needs --format and --case-name" in done.stderr
 
 
-def test_an_imported_run_bundles_the_logs_it_was_read_from(cli, tmp_path):
+def test_an_imported_run_bundles_the_logs_it_was_read_from(accelbench, tmp_path):
     from run_benchmarks.store_schema import row_from_document
 
     from .test_grouping import round_doc
@@ -155,9 +155,9 @@ def test_an_imported_run_bundles_the_logs_it_was_read_from(cli, tmp_path):
         store.add_attempt(row)
         store.end_run("import-1", "2026-11-23T10:01:00+00:00")
     out = tmp_path / "import.tar.gz"
-    assert cli("bundle", "import-1", "--db", str(db), "-o", str(out)).returncode == 0
+    assert accelbench("bundle", "import-1", "--db", str(db), "-o", str(out)).returncode == 0
     other = tmp_path / "b" / "results.db"
-    done = cli("import", str(out), "--db", str(other))
+    done = accelbench("import", str(out), "--db", str(other))
     assert done.returncode == 0, done.stderr
     (stored,) = rows(other)
     copied = Path(stored["results_path"])

@@ -135,6 +135,6 @@ def test_calibrate_then_run_shows_mfu_against_the_measured_peak(cli, root, tmp_p
     assert row["metrics"]["mfu_measured"] == m["mfu_measured"] and row["mfu"] is None
 
 
-def test_calibrate_unknown_hardware_is_a_clear_error(cli, root):
-    done = cli("calibrate", "H1000", "--root", str(root))
+def test_calibrate_unknown_hardware_is_a_clear_error(accelbench, root):
+    done = accelbench("calibrate", "H1000", "--root", str(root))
     assert done.returncode == 2 and "unknown hardware 'H1000'" in done.stderr and "Traceback" not in done.stderr

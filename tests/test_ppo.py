@@ -203,7 +203,7 @@ def test_the_reference_table_shows_oom_as_oom(cli):
     ("parallel.tensor_parallel_degree=2", "task ppo runs data parallel"),
     ("ppo.update_timesteps=3", "multiple of update_timesteps"),
 ])
-def test_bad_ppo_settings_are_refused_with_the_fix(cli, setting, fragment):
-    result = cli("run", "ppo_gpt2_s:torch:cpu:1:2", "--dry-run", "--set", setting)
+def test_bad_ppo_settings_are_refused_with_the_fix(accelbench, setting, fragment):
+    result = accelbench("run", "ppo_gpt2_s:torch:cpu:1:2", "--dry-run", "--set", setting)
     assert result.returncode != 0 and fragment in result.stderr, result.stderr
     assert "Traceback" not in result.stderr

@@ -228,17 +228,17 @@ def test_dry_run_prints_the_job_with_every_value_quoted(cli, slurm_file, tmp_pat
     assert not shared.exists()  # a dry run writes nothing
 
 
-def test_cluster_file_errors_name_the_key(cli, tmp_path):
+def test_cluster_file_errors_name_the_key(accelbench, tmp_path):
     bad = write(tmp_path / "c.yaml", "scheduler: slurm\nslurm:\n  partition: debug\n  shared_dir: rel/dir\n")
-    result = cli("run", CASE, "--cluster", str(bad))
+    result = accelbench("run", CASE, "--cluster", str(bad))
     assert result.returncode == 2
     assert "shared_dir 'rel/dir' must be an absolute path" in result.stderr
     bad = write(tmp_path / "c.yaml", "scheduler: slurm\nslurm:\n  partition: 'a b'\n  shared_dir: /x\n")
-    result = cli("run", CASE, "--cluster", str(bad))
+    result = accelbench("run", CASE, "--cluster", str(bad))
     assert result.returncode == 2 and "slurm.partition" in result.stderr
     bad = write(tmp_path / "c.yaml", "scheduler: slurm\nslurm:\n  partition: p\n  shared_dir: /x\n"
                 "  sbatch_options: ['--exclusive; rm']\n")
-    result = cli("run", CASE, "--dry-run", "--cluster", str(bad))
+    result = accelbench("run", CASE, "--dry-run", "--cluster", str(bad))
     assert result.returncode == 0  # an option is one argument, whatever it holds
     assert "'--exclusive; rm'" in result.stdout
 
