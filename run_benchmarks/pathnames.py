@@ -69,7 +69,7 @@ def output_target(path: Path, what: str = "-o") -> Path:
         mode = os.lstat(path).st_mode
     except FileNotFoundError:
         if not path.parent.is_dir():
-            raise UserError(f"{what} {path}: the folder {path.parent} does not exist",
+            raise UserError(f"{what} {path}: no folder {path.parent}",
                             "create it first, or write somewhere else") from None
         return path
     except OSError as exc:
