@@ -68,26 +68,33 @@ class CliResult:
             return [a.row for a in store.attempts()]
 
 
+def run_cli(workdir: Path, *args: str, entry: str = "accelbench", timeout: float = 300,
+            log_root: Path | None = None, extra_env: dict | None = None, cwd: Path | None = None) -> CliResult:
+    """``start_task.py``/``accelbench`` in a subprocess, as a user runs it, with the log root
+    ``workdir/logs`` (given to ``run``) and TMPDIR ``workdir/system-tmp`` (which must stay empty)."""
+    log_root = log_root or workdir / "logs"
+    system_tmp = workdir / "system-tmp"
+    system_tmp.mkdir(parents=True, exist_ok=True)
+    if entry == "start_task":
+        argv = [sys.executable, str(ROOT / "start_task.py"), *args]
+    else:
+        argv = [sys.executable, "-m", "run_benchmarks.cli", *args]
+    if args and args[0] == "run" or entry == "start_task":
+        argv += ["--log-root", str(log_root)]
+    env = {**os.environ, "TMPDIR": str(system_tmp), "PYTHONPATH": str(ROOT), **(extra_env or {})}
+    done = subprocess.run(argv, cwd=cwd or workdir, env=env, capture_output=True, text=True, timeout=timeout)
+    return CliResult(done.returncode, done.stdout, done.stderr, log_root)
+
+
 @pytest.fixture
 def cli(tmp_path):
     """Run ``start_task.py``/``accelbench`` in a subprocess with a private log root and TMPDIR."""
-    system_tmp = tmp_path / "system-tmp"
-    system_tmp.mkdir()
 
-    def run(*args: str, entry: str = "accelbench", timeout: float = 300, log_root: Path | None = None,
-            extra_env: dict | None = None, cwd: Path | None = None) -> CliResult:
-        log_root = log_root or tmp_path / "logs"
-        if entry == "start_task":
-            argv = [sys.executable, str(ROOT / "start_task.py"), *args]
-        else:
-            argv = [sys.executable, "-m", "run_benchmarks.cli", *args]
-        if args and args[0] == "run" or entry == "start_task":
-            argv += ["--log-root", str(log_root)]
-        env = {**os.environ, "TMPDIR": str(system_tmp), "PYTHONPATH": str(ROOT), **(extra_env or {})}
-        done = subprocess.run(argv, cwd=cwd or tmp_path, env=env, capture_output=True, text=True, timeout=timeout)
-        return CliResult(done.returncode, done.stdout, done.stderr, log_root)
+    def run(*args: str, **options) -> CliResult:
+        return run_cli(tmp_path, *args, **options)
 
-    run.system_tmp = system_tmp
+    run.system_tmp = tmp_path / "system-tmp"
+    run.system_tmp.mkdir()
     return run
 
 
