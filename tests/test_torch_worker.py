@@ -1,6 +1,6 @@
 """TorchWorker's choices that matter on an accelerator, checked on the CPU: FSDP2's mixed precision, when
-gradients are reduced under accumulation, the offload process group, compiles after warm-up, and the FLOPs
-of padded instruction batches."""
+gradients are reduced under accumulation, the offload process group, a process group made before the worker
+(reused, left alone), compiles after warm-up, and the FLOPs of padded instruction batches."""
 from __future__ import annotations
 
 import pytest
@@ -79,6 +79,46 @@ def test_default_is_to_reduce_each_micro_batch():
 def test_offload_adds_gloo_for_the_cpu_to_the_device_backend(device, backend, offload, expected):
     spec = DeviceSpec(kind="x", torch_device=device.type, backend=backend)
     assert process_group_backend(spec, device, offload) == expected
+
+
+def _own_group_rank(rank: int, world: int, cfg) -> dict:
+    import torch.distributed as dist
+
+    worker = open_worker(rank, world, cfg)  # as in a run: the worker makes the group, and tears it down
+    owned = worker.owns_process_group
+    worker.close()
+    return {"owned": owned, "gone_after_close": not dist.is_initialized()}
+
+
+def _shared_group_rank(rank: int, world: int, cfg) -> dict:
+    import torch.distributed as dist
+
+    from training.torch import device as devices
+
+    # tests/parity_worker.py: one group made before the workers; each reuses it and leaves it be. (A second
+    # group after destroying the first would rendezvous again through the same store: not done here.)
+    facts = {"made_here": devices.init_process_group(cfg.runtime.device, torch.device("cpu"))}
+    for _ in range(2):
+        worker = open_worker(rank, world, cfg)
+        facts["reused"] = not worker.owns_process_group
+        worker.after_step(worker.train_step())
+        worker.close()
+        facts["kept_after_close"] = dist.is_initialized()
+    try:  # a worker that needs a backend the group lacks is refused, not silently given gloo
+        devices.init_process_group(DeviceSpec(kind="x", backend="nccl"), torch.device("cpu"))
+    except RuntimeError as exc:
+        facts["refused"] = str(exc)
+    dist.destroy_process_group()
+    return facts
+
+
+def test_a_worker_reuses_a_process_group_made_before_it_and_leaves_it_alone():
+    cfg = worker_config(GPT2, dict(micro_batch_size=2, steps=2, warmup_steps=1), {"sharding": "stage1"})
+    for rank in run_ranks(_own_group_rank, 2, cfg, timeout=120):
+        assert rank == {"owned": True, "gone_after_close": True}
+    for rank in run_ranks(_shared_group_rank, 2, cfg, timeout=120):
+        assert rank["made_here"] and rank["reused"] and rank["kept_after_close"]
+        assert "this worker needs {'cuda': 'nccl'}" in rank["refused"]
 
 
 def test_instruction_flops_count_real_tokens_only():

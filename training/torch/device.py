@@ -41,9 +41,27 @@ def process_group_backend(spec: DeviceSpec, device: torch.device, offload: bool)
     return backend
 
 
-def init_process_group(spec: DeviceSpec, device: torch.device, offload: bool = False) -> None:
-    dist.init_process_group(process_group_backend(spec, device, offload),
-                            device_id=None if device.type == "cpu" else device)
+def init_process_group(spec: DeviceSpec, device: torch.device, offload: bool = False) -> bool:
+    """Create the default process group for this worker; True when this call created it.
+
+    A run started by the orchestrator has none yet, so this always creates it (and the worker destroys it
+    in ``close``). A process that trains several workers in turn inside one process group (the parity
+    tests' entry, ``tests/parity_worker.py``, creates it once per launch) already has one: it is reused,
+    provided its backends cover the ones this worker needs (a ``cpu:gloo`` part for offload, say), and
+    False is returned, so the worker leaves destroying it to whoever created it.
+    """
+    backend = process_group_backend(spec, device, offload)
+    if dist.is_initialized():
+        from torch.distributed.distributed_c10d import BackendConfig
+
+        have = BackendConfig(dist.get_backend_config()).get_device_backend_map()
+        need = BackendConfig(backend).get_device_backend_map()
+        if any(have.get(kind) != name for kind, name in need.items()):
+            raise RuntimeError(f"the process group already initialised has backends {have}; this worker needs "
+                               f"{need} ({backend!r})")
+        return False
+    dist.init_process_group(backend, device_id=None if device.type == "cpu" else device)
+    return True
 
 
 def synchronize(device: torch.device) -> None:

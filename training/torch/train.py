@@ -45,8 +45,10 @@ class TorchWorker(devices.OnTorchDevice, harness.FrameworkWorker):
         self.world = ranks.world_size
         self.torch_device = devices.open_device(cfg.runtime.device, ranks.local_rank)
         self.device, self.on_cpu = str(self.torch_device), self.torch_device.type == "cpu"
-        if self.world > 1:
-            devices.init_process_group(cfg.runtime.device, self.torch_device, spec.parallel.offload)
+        # False only where a process group existed before this worker (tests/parity_worker.py): then it is
+        # not this worker's to destroy.
+        self.owns_process_group = self.world > 1 and devices.init_process_group(
+            cfg.runtime.device, self.torch_device, spec.parallel.offload)
 
         self.precision = precisions.resolve(spec.train.precision, self.torch_device)  # fp8 may be unsupported
         torch.manual_seed(spec.train.seed)  # any other randomness: the same on every rank
@@ -132,5 +134,6 @@ class TorchWorker(devices.OnTorchDevice, harness.FrameworkWorker):
         return env
 
     def close(self) -> None:
-        if self.world > 1:
+        """Destroy the process group this worker created (none where it reused one: see ``__init__``)."""
+        if self.owns_process_group:
             dist.destroy_process_group()
