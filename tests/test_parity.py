@@ -6,6 +6,19 @@ mean over the global batch's supervised tokens, so padded instruction batches
 of different widths on different ranks compare too. Tolerances (TOLERANCE,
 GRAD_NORM_TOLERANCE below, with what was measured): the order of
 floating-point reductions may differ, nothing else.
+
+One launch per world size (1, 2, 4), not one run per strategy: each strategy is
+planned by the orchestrator from its case name and ``--set`` settings exactly as
+``accelbench run`` plans it, and all strategies of a world size are trained in
+turn by the real worker entry under one torchrun, in one gloo process group
+(``tests/parity_launch.py``, ``tests/parity_worker.py``). The world-1 launch
+holds the one-process references, one per (model, model settings), and full
+recompute, with one OpenMP thread (see ONE_THREAD). Compile has a launch of its
+own: at the default thread count, as a run compiles, and with nothing eager
+before it in the process. Each strategy is still its own test, named after it.
+``test_each_launch_kept_its_temporary_files_in_the_run_folder`` keeps the check
+each CLI run used to make: the launcher and the compiler write nothing to the
+TMPDIR they were started with, only to the run folder the plan gives them.
 """
 from __future__ import annotations
 
@@ -20,6 +33,7 @@ import pytest
 from training import perflog
 
 from .conftest import ROOT
+from .parity_launch import Launch, Run, launch
 
 # Measured on 2026-11-24 over every comparison in this file and tests/test_paddle.py (ACCELBENCH_PARITY_REPORT):
 # losses differ by at most 9.5e-7 (2 float32 ulps at 6.9), gradient norms by at most 1.9e-6 relative (Paddle;
@@ -47,6 +61,8 @@ def assert_trajectories_match(got: list[tuple[float, float]], want: list[tuple[f
         assert all(g[1] is not None for g in got), f"{label}: the worker reported no gradient norm"
         assert norm_diff <= GRAD_NORM_TOLERANCE, \
             f"{label}: gradient norms {[g[1] for g in got]} vs {[w[1] for w in want]}"
+
+
 COMMON = ("train.steps=4", "train.warmup_steps=1", "train.lr=1e-3")
 
 
@@ -56,7 +72,8 @@ def losses(log_root: Path, case_name: str, *settings: str, cli_args: tuple[str, 
 
 def trajectory(log_root: Path, case_name: str, *settings: str,
                cli_args: tuple[str, ...] = ()) -> list[tuple[float, float]]:
-    """(loss, gradient norm) per step, from rank 0's perf records."""
+    """(loss, gradient norm) per step, from rank 0's perf records, of one whole ``accelbench run`` (a subprocess):
+    for what a launch of several strategies cannot hold (tests/test_paddle.py's two Paddle nodes)."""
     argv = [sys.executable, "-m", "run_benchmarks.cli", "run", case_name, "--log-root", str(log_root), *cli_args]
     for setting in (*COMMON, *settings):
         argv += ["--set", setting]
@@ -70,21 +87,6 @@ def trajectory(log_root: Path, case_name: str, *settings: str,
     newest = max(logs, key=lambda p: p.stat().st_mtime)
     records = (perflog.parse_line(line) for line in newest.read_text().splitlines())
     return [(r.loss, r.grad_norm) for r in records if isinstance(r, perflog.StepRecord)]
-
-
-@pytest.fixture(scope="module")
-def reference(tmp_path_factory):
-    """One process, the whole batch of 8, per (case, model settings); run once, when first asked for."""
-    root = tmp_path_factory.mktemp("reference")
-    cache: dict = {}
-
-    def get(case: str, model_settings: tuple[str, ...]) -> list[tuple[float, float]]:
-        if (case, model_settings) not in cache:
-            cache[case, model_settings] = trajectory(root, f"{case}:torch:cpu:1:1", "train.micro_batch_size=8",
-                                                     *model_settings)
-        return cache[case, model_settings]
-
-    return get
 
 
 STRATEGIES = {
@@ -129,21 +131,85 @@ STRATEGIES = {
 }
 
 
+def reference_run(case: str, model_settings: tuple[str, ...]) -> Run:
+    """One process, the whole batch of 8, per (case, model settings)."""
+    return Run("-".join(("reference", case, *model_settings)), f"{case}:torch:cpu:1:1",
+               ("train.micro_batch_size=8", *model_settings))
+
+
+def model_settings(settings: tuple[str, ...]) -> tuple[str, ...]:
+    return tuple(s for s in settings if s.startswith("model."))
+
+
+def compiles(settings: tuple[str, ...]) -> bool:
+    return any(s.startswith("train.compile=") for s in settings)
+
+
+def launch_of(strategy: str) -> str:
+    """Which launch trains ``strategy``: its world size's, or "compile" (see runs_of)."""
+    _, nprocs, settings = STRATEGIES[strategy]
+    return "compile" if compiles(settings) else str(nprocs)
+
+
+# A launch of one process runs with one OpenMP thread, as torchrun starts every rank of a launch of several:
+# on a busy 2-core machine, two threads spinning at each barrier made the references 2.5x slower (53 s vs
+# 20 s). Not for compile: inductor generates its CPU kernels for the thread count it finds.
+ONE_THREAD = {"OMP_NUM_THREADS": "1"}
+
+
+def runs_of(key: str) -> tuple[list[Run], dict]:
+    """A launch's runs, in STRATEGIES' order, and the environment it starts in: "1" also holds every
+    reference (first); "compile" the compiled strategies, in a launch of their own at the default threads."""
+    runs = [Run(name, f"{case}:torch:cpu:1:{nprocs}", settings)
+            for name, (case, nprocs, settings) in STRATEGIES.items() if launch_of(name) == key]
+    if key == "1":
+        references = {reference_run(case, model_settings(settings)) for case, _, settings in STRATEGIES.values()}
+        return sorted(references, key=lambda r: r.label) + runs, ONE_THREAD
+    return runs, {}
+
+
+LAUNCHES = sorted({launch_of(name) for name in STRATEGIES} | {"1"})
+
+
+@pytest.fixture(scope="module")
+def launches(tmp_path_factory):
+    """``launches(key)``: that launch (see runs_of), made once, when first asked for."""
+    made: dict[str, Launch] = {}
+
+    def get(key: str) -> Launch:
+        if key not in made:
+            runs, env = runs_of(key)
+            made[key] = launch(tmp_path_factory.mktemp(f"torch-{key}"), runs, COMMON, env=env)
+        return made[key]
+
+    return get
+
+
 @pytest.mark.parametrize("strategy", list(STRATEGIES))
-def test_strategy_matches_one_process(strategy, reference, tmp_path):
-    case, nprocs, settings = STRATEGIES[strategy]
-    model_settings = tuple(s for s in settings if s.startswith("model."))
-    got = trajectory(tmp_path, f"{case}:torch:cpu:1:{nprocs}", *settings)
-    want = reference(case, model_settings)
+def test_strategy_matches_one_process(strategy, launches):
+    case, _, settings = STRATEGIES[strategy]
+    got = launches(launch_of(strategy)).trajectory(strategy)
+    want = launches("1").trajectory(reference_run(case, model_settings(settings)).label)
     assert len(got) == len(want) == 4
     assert_trajectories_match(got, want, f"torch {strategy}")
     assert got[0][0] != got[-1][0]  # the optimizer moved the weights: later steps compare trained models
 
 
-def test_tensor_parallel_ranks_share_their_tokens(tmp_path):
-    """Two TP ranks train one replica on one batch: the batch's tokens count once, not twice."""
-    losses(tmp_path, "llama_tiny:torch:cpu:1:2", "train.micro_batch_size=8", "parallel.tensor_parallel_degree=2")
-    (results,) = tmp_path.glob("*/*/round1/results.json")
-    metrics = json.loads(results.read_text())["metrics"]
-    assert metrics["tokens_per_step"] == 8 * 128  # micro batch x sequence of the one replica
-    assert metrics["tokens_per_s_per_device"] == pytest.approx(metrics["tokens_per_s_total"] / 2)
+def test_tensor_parallel_ranks_share_their_tokens(launches):
+    """Two TP ranks train one replica on one batch: the batch's tokens count once, not twice (the figures
+    the orchestrator computes from both ranks' records of tensor_parallel_gqa_rotary: llama_tiny, micro
+    batch 8, tensor parallel 2)."""
+    metrics = launches("2").metrics("tensor_parallel_gqa_rotary")
+    assert metrics.tokens_per_step == 8 * 128  # micro batch x sequence of the one replica
+    assert metrics.tokens_per_s_per_device == pytest.approx(metrics.tokens_per_s_total / 2)
+
+
+@pytest.mark.parametrize("key", LAUNCHES)
+def test_each_launch_kept_its_temporary_files_in_the_run_folder(launches, key):
+    """The launcher and the compiler wrote nothing to the TMPDIR they were started with: the plan's TMPDIR
+    and compiler cache are inside the run folder (and the compiler did use its cache there)."""
+    done = launches(key)
+    assert list(done.system_tmp.iterdir()) == []
+    if key == "compile":
+        assert "compile" in done.finished, done.errors
+        assert any((done.run_dir / "cache" / "torchinductor").iterdir())
