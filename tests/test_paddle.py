@@ -15,10 +15,18 @@ measured: 5e-7 from one torch process, and 4e-4 when the norms' gradients are
 not all-reduced, so 5e-6 tells the two apart with room to spare) and pipeline parallel
 (PipelineLayer with tied embeddings), also with recompute (fleet's
 ``recompute_ctx``: the model-parallel group).
+
+Runs are launched together, as in tests/test_parity.py (tests/parity_launch.py): one torch launch of one
+process for both references (the shared model and the llama-like one), one Paddle launch of one process,
+and the 2-rank layouts in one launch per fleet layout, since ``fleet.init`` sets up one hybrid topology per
+process (a second call keeps the first's groups): data parallel; sharding stage1; tensor parallel 2 (tensor
+and both sequence-parallel runs); pipeline 2 (with and without recompute). The two-node run stays one whole
+``accelbench run``: its point is two launchers meeting through the master.
 """
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 
 import pytest
 import yaml
@@ -28,31 +36,46 @@ from training.data.token_file import generate_token_dataset
 from training.spec import ModelSpec
 
 from .conftest import ROOT
-from .test_parity import assert_trajectories_match, trajectory
+from .parity_launch import Launch, Run, launch
+from .test_parity import COMMON, ONE_THREAD, assert_trajectories_match, trajectory
 from .test_plan import build
 
 CASE = "gpt3_tiny"
 
 
+LLAMA_LIKE = {"norm": "rmsnorm", "activation": "swiglu", "position": "rotary", "bias": False,
+              "tie_embeddings": False, "n_kv_head": 2, "d_ff": 344}
+
+
+@dataclass(frozen=True)
+class SharedStart:
+    settings: tuple[str, ...]  # the shared weights and token file
+    llama_settings: tuple[str, ...]  # the same for the llama-like model (LLAMA_LIKE)
+    torch: Launch  # one torch process with the whole batch of 8, for each: "reference", "reference-llama_like"
+
+    @property
+    def reference(self) -> list[tuple[float, float]]:
+        return self.torch.trajectory("reference")
+
+
 @pytest.fixture(scope="module")
-def shared_start(tmp_path_factory):
-    """(settings, torch's losses): one weights file, one token file, one process with the whole batch."""
+def shared_start(tmp_path_factory) -> SharedStart:
+    """Weights files for both models, one token file, and torch's references in one launch."""
     from training.torch.weights import write_initial_weights
 
     root = tmp_path_factory.mktemp("paddle_parity")
     model = yaml.safe_load((ROOT / "cases" / CASE / "case.yaml").read_text())["model"]
     weights = write_initial_weights(ModelSpec(**model), seed=1234, path=root / "init.npz")
+    llama_weights = write_initial_weights(ModelSpec(**{**model, **LLAMA_LIKE}), seed=1234, path=root / "llama.npz")
     generate_token_dataset(root / "tokens", vocab_size=model["vocab_size"], n_documents=200, seed=0)
-    settings = (f"train.init_weights={weights}", "data.source=tokens", f"data.path={root / 'tokens'}")
-    reference = trajectory(root, f"{CASE}:torch:cpu:1:1", "train.micro_batch_size=8", *settings)
-    return settings, reference
-
-
-def test_paddle_trains_the_torch_model_loss_for_loss(shared_start, tmp_path):
-    settings, torch_steps = shared_start
-    paddle_steps = trajectory(tmp_path, f"{CASE}:paddle:cpu:1:1", "train.micro_batch_size=8", *settings)
-    assert_trajectories_match(paddle_steps, torch_steps, "paddle 1 process")
-    assert paddle_steps[0][0] != paddle_steps[-1][0]  # trained: later steps compare updated weights
+    data = ("data.source=tokens", f"data.path={root / 'tokens'}")
+    settings = (f"train.init_weights={weights}", *data)
+    llama_settings = (f"train.init_weights={llama_weights}", *data,
+                      *(f"model.{key}={str(value).lower()}" for key, value in LLAMA_LIKE.items()))
+    torch = launch(root / "torch", [Run("reference", f"{CASE}:torch:cpu:1:1", ("train.micro_batch_size=8", *settings)),
+                                    Run("reference-llama_like", f"{CASE}:torch:cpu:1:1",
+                                        ("train.micro_batch_size=8", *llama_settings))], COMMON, env=ONE_THREAD)
+    return SharedStart(settings, llama_settings, torch)
 
 
 PADDLE_LAYOUTS = {
@@ -68,38 +91,76 @@ PADDLE_LAYOUTS = {
     "pipeline_parallel_recompute": ("train.micro_batch_size=4", "train.gradient_accumulation_steps=2",
                                     "parallel.pipeline_parallel_degree=2", "train.recompute=full"),
 }
+LLAMA_LIKE_SP = "sequence_parallel_llama_like_recompute"  # on the llama-like model: see its test
+
+
+def fleet_layout(case) -> tuple:
+    """What fleet.init is given for a planned run (training/paddle/train.py's Layout and hybrid.strategy read
+    no more than this): runs that differ here cannot share a process."""
+    spec, world = case.workload, case.name.world_size
+    par = spec.parallel
+    pipeline = (spec.train.gradient_accumulation_steps, spec.train.micro_batch_size) \
+        if par.pipeline_parallel_degree > 1 else None
+    return (world, par.tensor_parallel_degree, par.pipeline_parallel_degree, par.sharding != "none",
+            par.sharding_parallel_degree, par.data_degree(world), pipeline)
+
+
+@pytest.fixture(scope="module")
+def paddle_launches(shared_start, tmp_path_factory):
+    """``paddle_launches(world)``: world 1, the one process; world 2, every layout (one launch per fleet
+    layout); made once, when first asked for."""
+    made: dict[int, Launch] = {}
+
+    def get(world: int) -> Launch:
+        if world not in made:
+            root = tmp_path_factory.mktemp(f"paddle-{world}")
+            if world == 1:
+                runs = [Run("one_process", f"{CASE}:paddle:cpu:1:1",
+                            ("train.micro_batch_size=8", *shared_start.settings))]
+            else:
+                runs = [Run(layout, f"{CASE}:paddle:cpu:1:2", (*PADDLE_LAYOUTS[layout], *shared_start.settings))
+                        for layout in sorted(PADDLE_LAYOUTS)]
+                runs.append(Run(LLAMA_LIKE_SP, f"{CASE}:paddle:cpu:1:2", (
+                    "train.micro_batch_size=8", "train.recompute=full", "parallel.tensor_parallel_degree=2",
+                    "parallel.sequence_parallel=true", *shared_start.llama_settings)))
+            made[world] = launch(root, runs, COMMON, group_by=fleet_layout)
+        return made[world]
+
+    return get
+
+
+def test_paddle_trains_the_torch_model_loss_for_loss(shared_start, paddle_launches):
+    paddle_steps = paddle_launches(1).trajectory("one_process")
+    assert_trajectories_match(paddle_steps, shared_start.reference, "paddle 1 process")
+    assert paddle_steps[0][0] != paddle_steps[-1][0]  # trained: later steps compare updated weights
 
 
 @pytest.mark.parametrize("layout", sorted(PADDLE_LAYOUTS))
-def test_every_cpu_layout_matches_one_process(shared_start, tmp_path, layout):
-    settings, torch_steps = shared_start
-    got = trajectory(tmp_path, f"{CASE}:paddle:cpu:1:2", *PADDLE_LAYOUTS[layout], *settings)
+def test_every_cpu_layout_matches_one_process(shared_start, paddle_launches, layout):
+    got = paddle_launches(2).trajectory(layout)
     # The Paddle worker reports no gradient norm under pipeline parallelism and sharding (training/paddle/train.py).
-    assert_trajectories_match(got, torch_steps, f"paddle {layout}",
+    assert_trajectories_match(got, shared_start.reference, f"paddle {layout}",
                               norms="pipeline" not in layout and "sharding" not in layout)
 
 
-LLAMA_LIKE = {"norm": "rmsnorm", "activation": "swiglu", "position": "rotary", "bias": False,
-              "tie_embeddings": False, "n_kv_head": 2, "d_ff": 344}
-
-
-def test_sequence_parallel_with_an_untied_head_rmsnorm_swiglu_rotary_and_recompute(tmp_path):
+def test_sequence_parallel_with_an_untied_head_rmsnorm_swiglu_rotary_and_recompute(shared_start, paddle_launches):
     """The other half of the model's sequence-parallel paths: gate/fc gathered once, the untied (column-split)
     LM head after the gather, RMSNorm on slices, GQA with rotary, recompute re-running the collectives.
     Measured: 1e-6 from one torch process (without the norm-gradient hooks: 4e-4)."""
-    from training.torch.weights import write_initial_weights
+    got = paddle_launches(2).trajectory(LLAMA_LIKE_SP)
+    assert_trajectories_match(got, shared_start.torch.trajectory("reference-llama_like"),
+                              "paddle sequence parallel, llama-like, recompute")
 
-    model = {**yaml.safe_load((ROOT / "cases" / CASE / "case.yaml").read_text())["model"], **LLAMA_LIKE}
-    weights = write_initial_weights(ModelSpec(**model), seed=1234, path=tmp_path / "init.npz")
-    generate_token_dataset(tmp_path / "tokens", vocab_size=model["vocab_size"], n_documents=200, seed=0)
-    settings = (f"train.init_weights={weights}", "data.source=tokens", f"data.path={tmp_path / 'tokens'}",
-                *(f"model.{key}={str(value).lower()}" for key, value in LLAMA_LIKE.items()))
-    (tmp_path / "torch").mkdir(), (tmp_path / "paddle").mkdir()
-    reference = trajectory(tmp_path / "torch", f"{CASE}:torch:cpu:1:1", "train.micro_batch_size=8", *settings)
-    got = trajectory(tmp_path / "paddle", f"{CASE}:paddle:cpu:1:2", "train.micro_batch_size=8",
-                     "train.recompute=full", "parallel.tensor_parallel_degree=2", "parallel.sequence_parallel=true",
-                     *settings)
-    assert_trajectories_match(got, reference, "paddle sequence parallel, llama-like, recompute")
+
+def test_the_layouts_took_one_launch_per_fleet_layout(paddle_launches):
+    """dp, sharding, tensor parallel (3 runs), pipeline (2 runs): fleet.init once per process."""
+    assert paddle_launches(2).launches == 4
+
+
+@pytest.mark.parametrize("which", ["torch", "paddle 1", "paddle 2"])
+def test_each_launch_kept_its_temporary_files_in_the_run_folder(shared_start, paddle_launches, which):
+    done = shared_start.torch if which == "torch" else paddle_launches(int(which.split()[1]))
+    assert list(done.system_tmp.iterdir()) == []
 
 
 def test_sequence_parallel_plans_for_paddle_but_not_inside_a_pipeline(root, tmp_path):
@@ -197,7 +258,7 @@ def test_cpu_vendor_configs_drive_the_tiny_case(root, tmp_path, name, extern, la
 
 def test_two_paddle_nodes_meet_through_the_master_and_match_one_process(shared_start, tmp_path):
     """Two launchers (two local hosts), each told --master, --rank and --host, as on two machines."""
-    settings, torch_steps = shared_start
+    settings, torch_steps = shared_start.settings, shared_start.reference
     cluster = tmp_path / "cluster.yaml"
     cluster.write_text("hosts:\n  - {name: n0, address: 127.0.0.1}\n  - {name: n1, address: 127.0.0.1}\n")
     got = trajectory(tmp_path, f"{CASE}:paddle:cpu:2:1", "train.micro_batch_size=4", *settings,
