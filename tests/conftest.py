@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from .infra.slurm import slurm_cluster  # noqa: F401 - session fixture: the test Slurm, started once
+
 ROOT = Path(__file__).resolve().parent.parent
 
 

@@ -4,6 +4,10 @@ Every daemon's files (key, sockets, pids, state, spool, logs) live under one pri
 cluster shares nothing with a system Slurm and leaves nothing behind. The nodes are ``slurmd -N nodeK``
 processes on distinct ports whose ``NodeAddr`` are distinct loopback addresses (127.0.0.2, .3, ...), so
 a job's master address and each node's local address differ as they would on a real cluster.
+
+``slurm_cluster`` is the session fixture (registered in tests/conftest.py): the daemons start once, when a
+test first asks for them, and stop at the end of the session. Every wait here is on an event (a socket, a
+state in ``sinfo``/``squeue``) with a bound, never a fixed sleep.
 """
 from __future__ import annotations
 
@@ -15,9 +19,12 @@ import subprocess
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Optional
+from typing import Callable, Optional
+
+import pytest
 
 NODE_MARK = "ACCELBENCH_TEST_SLURM_NODE"  # in a slurmd's environment, so its step daemons carry it too
+
 DAEMONS = ("munged", "slurmctld", "slurmd", "sbatch", "squeue", "scontrol", "scancel", "sinfo", "srun")
 
 
@@ -184,8 +191,21 @@ class SlurmCluster:
         self._wait_for(self._all_idle, "every node idle again", timeout_s=60)
 
     def queue(self) -> list[str]:
+        """Every job Slurm still knows as queued, running or completing: ``"<id> <STATE>"`` lines."""
         out = self.client(["squeue", "-h", "-o", "%i %T"])
         return [line for line in out.stdout.splitlines() if line.strip()]
+
+    def jobs_under(self, folder: Path) -> dict[str, str]:
+        """The queue's jobs (id -> state) whose working directory is inside ``folder``: a run's jobs, told
+        apart from other runs' by the run's own shared directory (accelbench submits with --chdir there)."""
+        out = self.client(["squeue", "-h", "-o", "%i|%T|%Z"])
+        found = {}
+        for line in out.stdout.splitlines():
+            job, _, rest = line.partition("|")
+            state, _, workdir = rest.partition("|")
+            if workdir == str(folder) or workdir.startswith(f"{folder}/"):
+                found[job] = state
+        return found
 
     def logs_tail(self) -> str:
         texts = []
@@ -225,3 +245,50 @@ class SlurmCluster:
                         os.kill(int(pid), signal.SIGKILL)
             except OSError:
                 pass
+
+
+def wait_until(ready: Callable[[], object], what: str, timeout_s: float, every_s: float = 0.2):
+    """Poll ``ready`` until it returns something true (returned), failing after ``timeout_s`` with ``what``."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        found = ready()
+        if found:
+            return found
+        if time.monotonic() > deadline:
+            raise AssertionError(f"no {what} after {timeout_s:g} s")
+        time.sleep(every_s)
+
+
+def processes_mentioning(marker: Path) -> list[str]:
+    """Processes whose command line mentions ``marker`` (a run's shared directory): the nodes are this
+    machine, so a worker left behind on a node is a process here."""
+    import psutil
+
+    found = []
+    for proc in psutil.process_iter(["cmdline"]):
+        try:
+            if any(str(marker) in part for part in proc.info["cmdline"] or ()):
+                found.append(" ".join(proc.info["cmdline"]))
+        except (psutil.NoSuchProcess, psutil.AccessDenied):
+            pass
+    return found
+
+
+@pytest.fixture(scope="session")
+def slurm_cluster(tmp_path_factory) -> SlurmCluster:
+    """The test Slurm (munged, slurmctld, two slurmd), started once for the whole session when a test first
+    asks for it and stopped at the session's end. Tests tell their jobs apart by their own shared
+    directories (``SlurmCluster.jobs_under``), so none needs the queue to itself."""
+    missing = missing_tools()
+    if missing:
+        pytest.skip(f"no Slurm here: {', '.join(missing)} missing (./dev test installs slurmctld, slurmd, munge)")
+    cluster = SlurmCluster(tmp_path_factory.mktemp("slurm"), nodes=2)
+    try:
+        cluster.start()
+    except RuntimeError as exc:
+        cluster.stop()
+        pytest.fail(f"the test Slurm did not start: {exc}")
+    try:
+        yield cluster
+    finally:
+        cluster.stop()
