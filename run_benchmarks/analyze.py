@@ -10,6 +10,10 @@ Definitions (all over measured steps, i.e. warm-up excluded):
                    batches vary in width the steps carry their own FLOPs, and it
                    is their sum / time / world size
   MFU              TFLOP/s/device / the vendor's peak for the precision used
+
+A round with a figure no run can measure (figure_checks: negative or non-finite throughput or step time,
+MFU over 100 %, a step faster than its FLOPs at the declared peak) has no figures: ImpossibleFigures names
+each with its bound, and the round is failed with that reason.
 """
 from __future__ import annotations
 
@@ -24,6 +28,7 @@ from typing import Optional, Sequence
 from training import perflog
 
 from .collect import RankLog, StepSeries
+from .figure_checks import impossible
 
 CV_FLAG = 0.05  # rounds whose figures vary more than this are flagged
 
@@ -111,6 +116,10 @@ class RoundMetrics:
 
 class NothingToMeasure(ValueError):
     pass
+
+
+class ImpossibleFigures(NothingToMeasure):
+    """Figures that cannot be (figure_checks.impossible), each named with its value and bound."""
 
 
 @dataclass
@@ -241,7 +250,7 @@ class RoundAccumulator:
         nodes: dict[int, float] = {}  # tokens per node over the common steps (exact when all steps are)
         for r in self.ranks:
             nodes[r.node_rank] = nodes.get(r.node_rank, 0.0) + r.tokens * len(common) / max(1, r.steps)
-        return RoundMetrics(
+        metrics = RoundMetrics(
             world_size=world,
             nnodes=len(nodes),
             warmup_steps=first.warmup,
@@ -280,6 +289,13 @@ class RoundAccumulator:
             mfu_measured=mfu_measured,
             mfu_measured_note=measured_note,
         )
+        checked = metrics.to_dict()
+        if self.has_flops:  # steps carry their own FLOPs: flops_per_token x tokens_per_step is no step's count
+            checked.pop("flops_per_token")
+        problems = impossible(checked, peak_tflops)
+        if problems:
+            raise ImpossibleFigures("impossible figure(s): " + "; ".join(problems))
+        return metrics
 
 
 def _thin(steps: list[int], times: list[float], points: int = STEP_SERIES_POINTS) -> list:

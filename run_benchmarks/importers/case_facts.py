@@ -10,6 +10,10 @@ the run path would train resolves here, and the same definitions apply to the im
 
 A tool's own TFLOP/s or MFU counts FLOPs its own way; the parsers keep it beside ours under
 ``*_logged`` names, and it stands in for ours only where the case gives no FLOPs.
+
+Last, every figure passes ``figure_checks.impossible`` against the case's declared peak: a log with a figure
+that cannot be (negative or non-finite throughput or step time, MFU over 100 %, TFLOP/s over the peak, a
+step faster than its FLOPs at the peak) is stored ``failed`` with each named, and ``import`` exits 1.
 """
 from __future__ import annotations
 
@@ -25,6 +29,7 @@ from ..casename import CaseName
 from ..cases import CaseCatalog
 from ..config import Layer, merge, validate_layered
 from ..errors import UserError
+from ..figure_checks import impossible
 from . import Imported
 
 # Figures any parser may yield; a log that yields none of them gave nothing to store.
@@ -115,3 +120,21 @@ def complete(imported: Imported, facts: CaseFacts, world_size: int) -> None:
                          + (f"; {facts.peak_note}" if facts.peak_note else ""))
     elif tflops is not None:
         m["mfu_note"] = facts.peak_note or "no peak for this hardware"
+    refuse_impossible(imported, facts)
+
+
+def refuse_impossible(imported: Imported, facts: CaseFacts) -> None:
+    """An attempt with a figure that cannot be is failed, its reason naming each figure and its bound
+    (``figure_checks``); a non-finite figure is then stored empty (the reason keeps its value)."""
+    problems = impossible(imported.metrics, facts.peak_tflops, facts.seq_len)
+    if not problems:
+        return
+    why = "impossible figure(s): " + "; ".join(problems)
+    imported.status = "failed"
+    imported.reason = f"{imported.reason}; {why}" if imported.reason else why
+    for key, value in list(imported.metrics.items()):
+        if isinstance(value, float) and not math.isfinite(value):
+            imported.metrics[key] = None
+        elif isinstance(value, dict):
+            imported.metrics[key] = {k: None if isinstance(v, float) and not math.isfinite(v) else v
+                                     for k, v in value.items()}
