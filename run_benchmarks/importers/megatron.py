@@ -16,20 +16,25 @@ batch ramp-up or unequal intervals weigh right; step time statistics are over th
 Megatron's own TFLOP/s per GPU counts FLOPs its own way and is kept as ``tflops_per_device_logged``.
 Memory is MB as Megatron prints it (bytes / 2**20); the allocator's allocated and reserved peaks are
 kept apart (``peak_memory_bytes``, ``peak_memory_reserved_bytes``), the largest over every rank reported.
+
+The lines are read as a stream and folded as they come (a few numbers per interval are kept), every pattern
+matches in time linear in the line's length, and an iteration count longer than 18 digits is no count.
 """
 from __future__ import annotations
 
 import math
 import re
+from array import array
 from dataclasses import asdict
-from datetime import datetime
 from pathlib import Path
+from typing import Optional
 
 from ..analyze import Stats
-from . import Imported, line_log_result, read_lines, register
+from . import Imported, Span, clip, higher, line_log_result, read_lines, register, whole
 
+# Each pattern below is unambiguous (no two quantifiers can trade characters), so a 1 MiB line costs linear time.
 _ITERATION = re.compile(r"\biteration\s+(\d+)\s*/\s*(\d+)\s*\|(.*)")
-_FIELD = re.compile(r"\s*([^|:]+?)\s*:\s*([-+]?(?:\d+\.?\d*(?:[eE][-+]?\d+)?|nan|inf))\s*(?=\||$)")
+_NUMBER = re.compile(r"[-+]?(?:\d+(?:\.\d*)?(?:[eE][-+]?\d+)?|nan|inf)")
 _STAMP = re.compile(r"^\s*\[(\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2})\]")
 _MEMORY = re.compile(r"\[Rank (\d+)\] \(after (\d+) iterations\) memory \(MB\)(.*)")
 MIB = 1 << 20
@@ -39,52 +44,89 @@ BATCH = "global batch size"
 
 
 def _fields(text: str) -> dict[str, float]:
-    return {k.strip(): float(v) for k, v in _FIELD.findall(text)}
+    """``key: number`` of each ``|``-separated field (the number after a field's last colon)."""
+    out = {}
+    for piece in text.split("|"):
+        before, colon, value = piece.rpartition(":")
+        key, value = before.rsplit(":", 1)[-1].strip(), value.strip()
+        if colon and key and _NUMBER.fullmatch(value):
+            out[key] = float(value)
+    return out
+
+
+class _Measured:
+    """The intervals after the warm-up ones, folded: per interval its time, iterations, batch and TFLOP/s terms."""
+
+    def __init__(self) -> None:
+        self.step_times, self.seconds, self.samples, self.tflops = array("d"), array("d"), array("d"), array("d")
+        self.iterations, self.all_batch, self.all_tflops = 0, True, True
+        self.last_batch: Optional[float] = None
+
+    def add(self, fields: dict, iterations: int) -> None:
+        self.step_times.append(fields[TIME] / 1000)
+        self.seconds.append(fields[TIME] / 1000 * iterations)
+        self.iterations += iterations
+        if BATCH in fields and self.all_batch:
+            self.samples.append(fields[BATCH] * iterations)
+            self.last_batch = fields[BATCH]
+        else:
+            self.all_batch = False
+        if TFLOPS in fields and self.all_tflops:
+            self.tflops.append(fields[TFLOPS] * iterations)
+        else:
+            self.all_tflops = False
 
 
 @register("megatron", 1, "Megatron-LM iteration lines (elapsed time per iteration, TFLOP/s/GPU, memory (MB))")
 def parse(path: Path, world_size: int, skip_intervals: int = 1) -> Imported:
-    intervals, memory, stamps, error, previous = [], [], [], None, 0
-    for line in read_lines(path):
+    notes: list[str] = []
+    span, error, previous, intervals, measured = Span(), None, 0, 0, _Measured()
+    loss_first = loss_last = allocated = reserved = None
+    for line in read_lines(path, notes):
         stamp = _STAMP.match(line)
         if stamp:
-            stamps.append(datetime.fromisoformat(stamp.group(1)))
+            span.see(stamp.group(1))
         iteration, mem = _ITERATION.search(line), _MEMORY.search(line)
-        if iteration:
+        if iteration and len(iteration.group(1)) <= 18:
             fields = _fields(iteration.group(3))
             done = int(iteration.group(1))
             if TIME in fields:
-                intervals.append({**fields, "iterations": max(done - previous, 1), "iteration": done})
+                intervals += 1
+                if intervals > skip_intervals:
+                    measured.add(fields, max(done - previous, 1))
+                if "lm loss" in fields:
+                    loss_first = fields["lm loss"] if loss_first is None else loss_first
+                    loss_last = fields["lm loss"]
             previous = done
         elif mem:
-            memory.append(_fields(mem.group(3)))
+            fields = _fields(mem.group(3))
+            if "max allocated" in fields:
+                allocated = higher(allocated, fields["max allocated"])
+            if "max reserved" in fields:
+                reserved = higher(reserved, fields["max reserved"])
         elif line.startswith("Traceback (most recent call last)"):
             error = "a traceback"
         elif error and line.strip() and not line.startswith(" "):
-            error = line.strip()  # the exception line that ends the traceback
-    result = line_log_result(world_size, len(intervals), skip_intervals, stamps, error)
+            error = clip(line.strip(), 300)  # the exception line that ends the traceback
+    result = line_log_result(world_size, intervals, skip_intervals, span, error)
+    result.warnings.extend(notes)
     m = result.metrics
-    measured = intervals[skip_intervals:]
-    if measured:
-        iterations = [i["iterations"] for i in measured]
-        seconds = math.fsum(i[TIME] / 1000 * n for i, n in zip(measured, iterations))
-        m["step_time_s"] = asdict(Stats.of([i[TIME] / 1000 for i in measured]))
-        if all(BATCH in i for i in measured):
-            m["samples_per_s"] = math.fsum(i[BATCH] * n for i, n in zip(measured, iterations)) / seconds
-            m["samples_per_step"] = int(measured[-1][BATCH])
-        if all(TFLOPS in i for i in measured):
-            m["tflops_per_device_logged"] = math.fsum(i[TFLOPS] * n for i, n in zip(measured, iterations)) / sum(
-                iterations)
+    if measured.step_times:
+        seconds = math.fsum(measured.seconds)
+        m["step_time_s"] = asdict(Stats.of(measured.step_times))
+        if measured.all_batch:
+            if seconds:  # 0 s: the step time says it (figure_checks)
+                m["samples_per_s"] = math.fsum(measured.samples) / seconds
+            m["samples_per_step"] = whole(measured.last_batch)
+        if measured.all_tflops:
+            m["tflops_per_device_logged"] = math.fsum(measured.tflops) / measured.iterations
     elif not error:
-        result.warnings.append(f"{len(intervals)} iteration line(s), none after the {skip_intervals} warm-up "
+        result.warnings.append(f"{intervals} iteration line(s), none after the {skip_intervals} warm-up "
                                "interval(s): no step time or throughput")
-    losses = [i["lm loss"] for i in intervals if "lm loss" in i]
-    if losses:
-        m["loss_first"], m["loss_last"] = losses[0], losses[-1]
-    allocated = [r["max allocated"] for r in memory if "max allocated" in r]
-    if allocated:
-        m["peak_memory_bytes"], m["memory_kind"] = {"max": max(allocated) * MIB}, "allocated"
-    reserved = [r["max reserved"] for r in memory if "max reserved" in r]
-    if reserved:
-        m["peak_memory_reserved_bytes"] = {"max": max(reserved) * MIB}
+    if loss_first is not None:
+        m["loss_first"], m["loss_last"] = loss_first, loss_last
+    if allocated is not None:
+        m["peak_memory_bytes"], m["memory_kind"] = {"max": allocated * MIB}, "allocated"
+    if reserved is not None:
+        m["peak_memory_reserved_bytes"] = {"max": reserved * MIB}
     return result

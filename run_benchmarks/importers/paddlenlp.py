@@ -10,67 +10,75 @@ named: ``max_memory_allocated`` as ``peak_memory_bytes`` (memory_kind allocated)
 ``max_memory_reserved`` as ``peak_memory_reserved_bytes``. The first
 ``skip_intervals`` intervals are warm-up (compilation, allocator growth) and excluded, as
 accelbench excludes its own warm-up steps.
+
+The lines are read as a stream and folded as they come (a sum and a count per figure are kept); the pattern
+matches in time linear in the line's length. A nan, infinite or negative value stays in its mean for the
+figure checks to name (``figure_checks``: the import is then failed), never left out unseen.
 """
 from __future__ import annotations
 
 import math
 import re
-from datetime import datetime
+from array import array
 from pathlib import Path
 
-from . import Imported, read_lines, register
+from . import Imported, Span, clip, higher, line_log_result, read_lines, register
 
-_PAIR = re.compile(r"(\w+): ([-+]?(?:\d+\.?\d*(?:[eE][-+]?\d+)?|nan|inf))")
+# A key starts at a word's start only ((?<!\w)), so a long run of word characters is scanned once, not once
+# per character; the number is unambiguous: a 1 MiB line costs linear time.
+_PAIR = re.compile(r"(?<!\w)(\w+): ([-+]?(?:\d+(?:\.\d*)?(?:[eE][-+]?\d+)?|nan|inf))")
 _STAMP = re.compile(r"^\[(\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2})")
 GIB = 1 << 30
+MEANS = ("interval_tokens_per_second_per_device", "interval_samples_per_second", "interval_steps_per_second")
 
 
 @register("paddlenlp", 1, "PaddleNLP Trainer interval lines (interval_tokens_per_second_per_device, memory in GiB)")
 def parse(path: Path, world_size: int, skip_intervals: int = 1) -> Imported:
-    intervals, stamps, error = [], [], None
-    for line in read_lines(path):
+    notes: list[str] = []
+    span, error, count = Span(), None, 0
+    sums = {key: array("d") for key in MEANS}  # over the measured intervals, summed exactly at the end
+    allocated = reserved = loss_first = loss_last = None
+    for line in read_lines(path, notes):
         stamp = _STAMP.match(line)
         if stamp:
-            stamps.append(stamp.group(1))
+            span.see(stamp.group(1))
         if "interval_tokens_per_second_per_device" in line or "interval_samples_per_second" in line:
-            intervals.append({k: float(v) for k, v in _PAIR.findall(line)})
+            interval = {k: float(v) for k, v in _PAIR.findall(line)}
+            count += 1
+            if count > skip_intervals:
+                for key in MEANS:
+                    if key in interval:
+                        sums[key].append(interval[key])
+            if "max_memory_allocated" in interval:
+                allocated = higher(allocated, interval["max_memory_allocated"])
+            if "max_memory_reserved" in interval:
+                reserved = higher(reserved, interval["max_memory_reserved"])
+            if "loss" in interval:
+                loss_first = interval["loss"] if loss_first is None else loss_first
+                loss_last = interval["loss"]
         elif line.startswith("Traceback (most recent call last)"):
             error = "a traceback"
         elif error and line.strip() and not line.startswith(" "):
-            error = line.strip()  # the exception line that ends the traceback
-    measured = intervals[skip_intervals:]
-    result = Imported(status="ok", metrics={}, details={"intervals": len(intervals), "skipped": skip_intervals})
-    if stamps:
-        result.started_at, result.ended_at = (datetime.fromisoformat(s).isoformat() for s in (stamps[0], stamps[-1]))
-        result.wall_time_s = (datetime.fromisoformat(stamps[-1]) - datetime.fromisoformat(stamps[0])).total_seconds()
-    if error:
-        result.status, result.reason = "failed", f"the log ends in an error: {error}"
-    if not measured:
+            error = clip(line.strip(), 300)  # the exception line that ends the traceback
+    result = line_log_result(world_size, count, skip_intervals, span, error)
+    result.warnings.extend(notes)
+    if count <= skip_intervals:
         result.status = "failed"
-        result.reason = result.reason or (f"{len(intervals)} interval line(s), none after the {skip_intervals} "
+        result.reason = result.reason or (f"{count} interval line(s), none after the {skip_intervals} "
                                           "warm-up interval(s)")
         return result
     m = result.metrics
-
-    def mean(key: str):
-        values = [i[key] for i in measured if key in i and math.isfinite(i[key])]
-        return math.fsum(values) / len(values) if values else None
-
-    m["tokens_per_s_per_device"] = mean("interval_tokens_per_second_per_device")
-    if m["tokens_per_s_per_device"] is not None:
-        m["tokens_per_s_total"] = m["tokens_per_s_per_device"] * world_size
-    m["samples_per_s"] = mean("interval_samples_per_second")
-    steps_per_s = mean("interval_steps_per_second")
+    tokens, samples, steps_per_s = (math.fsum(sums[k]) / len(sums[k]) if sums[k] else None for k in MEANS)
+    m["tokens_per_s_per_device"] = tokens
+    if tokens is not None:
+        m["tokens_per_s_total"] = tokens * world_size
+    m["samples_per_s"] = samples
     if steps_per_s:
         m["step_time_s"] = {"median": 1 / steps_per_s}
-    peaks = [i["max_memory_allocated"] for i in intervals if "max_memory_allocated" in i]
-    if peaks:
-        m["peak_memory_bytes"], m["memory_kind"] = {"max": max(peaks) * GIB}, "allocated"
-    reserved = [i["max_memory_reserved"] for i in intervals if "max_memory_reserved" in i]
-    if reserved:  # what the device had to hold (the allocator's cache too): often far above the allocated peak
-        m["peak_memory_reserved_bytes"] = {"max": max(reserved) * GIB}
-    losses = [i["loss"] for i in intervals if "loss" in i]
-    if losses:
-        m["loss_first"], m["loss_last"] = losses[0], losses[-1]
-    m["world_size"] = world_size
+    if allocated is not None:
+        m["peak_memory_bytes"], m["memory_kind"] = {"max": allocated * GIB}, "allocated"
+    if reserved is not None:  # what the device had to hold (the allocator's cache too): often far above allocated
+        m["peak_memory_reserved_bytes"] = {"max": reserved * GIB}
+    if loss_first is not None:
+        m["loss_first"], m["loss_last"] = loss_first, loss_last
     return result
