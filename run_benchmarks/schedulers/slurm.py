@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from ..plan import CasePlan, NodePlan, RoundPlan, RunPlan
 
 GONE_GRACE_S = 60.0  # after scancel: how long the job may take to leave the running states
+ENDING_STATES = ("COMPLETING", "STAGE_OUT")  # Slurm is ending the job: its processes are being signalled
 
 
 @SCHEDULERS.register("slurm")
@@ -200,7 +201,11 @@ class RoundJob:
         return self.final()
 
     def cancel(self, grace_s: float) -> None:
-        if not self.ended:
+        # The job's state now, not the last one polled: a node's exit code can come before the poll that
+        # would show the job COMPLETING. A job Slurm is already ending (an outside scancel, its time limit,
+        # a node's failure) is left to end: scancel would change nothing but make the ending look like ours.
+        self.poll(force=True)
+        if not self.ended and (self.info is None or self.info.state not in ENDING_STATES):
             self.cancelled_by_us = True
             self.client.cancel(self.job_id)
         deadline = self.clock() + grace_s + GONE_GRACE_S
