@@ -93,18 +93,19 @@ class _Intervals:
             self.epochs.append(epochs)
             self.seconds.append(seconds)
 
-    def counted(self, train_samples: Optional[float], warnings: CappedWarnings) -> list[tuple[float, float]]:
-        """(samples, seconds) per block whose samples are known, in the log's order."""
-        out = []
+    def counted(self, train_samples: Optional[float], warnings: CappedWarnings) -> tuple[array, array]:
+        """(samples, seconds) of each block whose samples are known, in the log's order, as two columns."""
+        samples_out, seconds_out = array("d"), array("d")
         for samples, epochs, seconds in zip(self.samples, self.epochs, self.seconds):
-            if not math.isnan(samples):
-                out.append((samples, seconds))
-            elif train_samples:
-                out.append((epochs * train_samples, seconds))
-            else:
-                warnings.add(f"a {self.kind} counts epochs but the log has no train_samples; left out of the "
-                             "throughput")
-        return out
+            if math.isnan(samples):
+                if not train_samples:
+                    warnings.add(f"a {self.kind} counts epochs but the log has no train_samples; left out of the "
+                                 "throughput")
+                    continue
+                samples = epochs * train_samples
+            samples_out.append(samples)
+            seconds_out.append(seconds)
+        return samples_out, seconds_out
 
 
 @register("mllog", 1, "MLPerf :::MLLOG JSON lines (run_start/run_stop, block_start/block_stop samples_count)")
@@ -204,17 +205,18 @@ def parse(path: Path, world_size: int, skip_intervals: int = 1) -> Imported:
         m["eval_accuracy"] = last["eval_accuracy"]
         result.details["eval_samples_count"] = eval_samples
     train_samples = last.get("train_samples")
-    counted = blocks.counted(train_samples, warnings) or epochs.counted(train_samples, warnings)
-    measured = counted[skip_intervals:]
-    result.details.update(blocks=len(counted), tracked_stats=tracked, skipped=skip_intervals)
-    if measured:
-        m["samples_per_s"] = math.fsum(s for s, _ in measured) / math.fsum(t for _, t in measured)
+    samples, seconds = blocks.counted(train_samples, warnings)
+    if not samples:
+        samples, seconds = epochs.counted(train_samples, warnings)
+    result.details.update(blocks=len(samples), tracked_stats=tracked, skipped=skip_intervals)
+    if samples[skip_intervals:]:
+        m["samples_per_s"] = math.fsum(samples[skip_intervals:]) / math.fsum(seconds[skip_intervals:])
         result.details["throughput_from"] = "blocks"
     elif throughput:
         m["samples_per_s"] = math.fsum(throughput) / len(throughput)
         result.details["throughput_from"] = "tracked_stats"
     else:
-        warnings.add(f"no throughput: {len(counted)} block(s) with samples and {tracked} "
+        warnings.add(f"no throughput: {len(samples)} block(s) with samples and {tracked} "
                      f"tracked_stats value(s), none after the {skip_intervals} warm-up one(s)")
     seq = last.get("max_sequence_length")
     if m.get("samples_per_s") is not None and seq:
