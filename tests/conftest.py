@@ -204,3 +204,7 @@ def engine():
         yield started
     finally:
         started.stop()
+
+
+# Golden runs (tests/goldens.py): session fixtures, defined once here so every module shares each run.
+from .goldens import golden_default, golden_failures, golden_local, golden_two_nodes  # noqa: E402,F401

@@ -16,7 +16,8 @@ import pytest
 from tests.infra.sshd import start_sshd_cluster
 
 from .conftest import ROOT, write
-from .test_runs import SHORT, assert_complete_ok
+from .checks import assert_complete_ok
+from .goldens import SHORT, SHORT_STEPS, SHORT_WARMUP
 
 
 @pytest.fixture(scope="module")
@@ -88,7 +89,7 @@ def test_two_ssh_hosts_run_each_node_in_the_vendor_image(cli, cluster_file, engi
                  timeout=900)
     assert result.returncode == 0, result.stderr + result.stdout
     (doc,) = result.results()
-    assert_complete_ok(doc, world_size=2 * nprocs, steps=8, warmup=2, in_image=True)
+    assert_complete_ok(doc, world_size=2 * nprocs, steps=SHORT_STEPS, warmup=SHORT_WARMUP, in_image=True)
     node_env = doc["environment"]["nodes"][0]["environment"]
     assert "bookworm" in node_env["os"]  # measured inside the image, not on this machine
     for node in doc["environment"]["nodes"]:  # which image, exactly, and the host facts probed over SSH

@@ -12,7 +12,8 @@ from run_benchmarks.vendors import VendorRegistry
 
 from .conftest import ROOT, write
 from .test_containers import cpu_torch_image  # noqa: F401 - a fixture: the image by the tag the runtime computes
-from .test_runs import SHORT, assert_complete_ok
+from .checks import assert_complete_ok
+from .goldens import SHORT, SHORT_STEPS, SHORT_WARMUP
 
 
 def _spec(vendors_dir) -> images.ImageSpec:
@@ -62,7 +63,7 @@ def test_a_prebuilt_image_runs_a_node_in_a_container_on_a_local_host(cli, engine
                      timeout=900)
         assert result.returncode == 0, result.stderr + result.stdout
         (doc,) = result.results()
-        assert_complete_ok(doc, world_size=1, steps=8, warmup=2, checkout=root, in_image=True)
+        assert_complete_ok(doc, world_size=1, steps=SHORT_STEPS, warmup=SHORT_WARMUP, checkout=root, in_image=True)
         (node,) = doc["environment"]["nodes"]
         assert node["host"] == "local0" and node["image"] == prebuilt
         # Other people's runs on this shared machine are rightly warned of; nothing else may be.

@@ -14,7 +14,8 @@ from tests.infra.sshd import SSHD, start_sshd_cluster
 
 from .conftest import ROOT, copy_tree, write
 from .test_containers import accelbench_containers  # noqa: F401 - a fixture: this test's containers
-from .test_runs import SHORT, leftover_processes
+from .checks import leftover_processes
+from .goldens import SHORT, SHORT_STEPS, SHORT_WARMUP
 
 pytestmark = pytest.mark.skipif(not Path(SSHD).exists(), reason="no sshd (./dev test installs openssh-server)")
 
@@ -135,7 +136,7 @@ def test_paddle_runs_in_the_vendor_paddle_image(cli, container_cluster, engine, 
     assert result.returncode == 0, result.stderr + result.stdout
     (doc,) = result.results()
     assert doc["status"] == "ok", doc["reason"]
-    assert doc["metrics"]["world_size"] == 2 and doc["metrics"]["measured_steps"] == 6
+    assert doc["metrics"]["world_size"] == 2 and doc["metrics"]["measured_steps"] == SHORT_STEPS - SHORT_WARMUP
     for node in doc["environment"]["nodes"]:
         assert node["image"].startswith("accelbench/cpu-paddle_3.3:")
         assert node["environment"]["paddle"].startswith("3.3") and "torch" not in node["environment"]

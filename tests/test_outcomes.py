@@ -21,14 +21,15 @@ from training import perflog
 from .conftest import ROOT, write
 from .signal_faults import start
 from .test_plan import build
-from .test_runs import SHORT, assert_complete_ok, leftover_processes
+from .checks import assert_complete_ok, leftover_processes
+from .goldens import SHORT, SHORT_STEPS, SHORT_WARMUP
 
 
 def test_a_crash_at_exit_after_every_figure_keeps_the_round_ok_with_a_warning(cli):
     result = cli("run", "gpt2_tiny:torch:cpu:1:1", *SHORT, "--set", "debug.exit_code_after_end=7")
     assert result.returncode == 0, result.stderr + result.stdout  # the round is ok: every figure is in
     (doc,) = result.results()
-    assert_complete_ok(doc, world_size=1, steps=8, warmup=2)
+    assert_complete_ok(doc, world_size=1, steps=SHORT_STEPS, warmup=SHORT_WARMUP)
     (warning,) = [w for w in doc["warnings"] if "launcher exited" in w]
     assert warning.startswith("node 0 launcher exited with ") and "the figures are complete" in warning
     assert doc["environment"]["nodes"][0]["exit_code"] == 1  # torchrun: a worker exited with 7

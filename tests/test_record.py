@@ -12,7 +12,7 @@ from run_benchmarks.record import RoundRecord, Status
 from run_benchmarks.store import ResultStore
 
 from .test_results import document, fill
-from .test_runs import SHORT
+from .goldens import SHORT
 
 
 def test_a_run_writes_one_record_to_results_json_the_store_and_summary_json(cli):

@@ -24,7 +24,7 @@ from tests.infra.sshd import SSHD, start_sshd_cluster
 from .conftest import ROOT, write
 from .signal_faults import LONG, dead_orchestrator, run_containers, run_processes, seconds_until_gone, start, \
     wait_for_step
-from .test_runs import SHORT
+from .goldens import SHORT
 
 HANDLED = {"SIGTERM": (signal.SIGTERM, 143), "SIGHUP": (signal.SIGHUP, 129)}
 LOCAL_GONE_S, REMOTE_GONE_S = 5.0, 10.0

@@ -17,7 +17,8 @@ from tests.infra.sshd import SSHD, start_sshd_cluster
 
 from .conftest import write
 from .signal_faults import LONG, start, wait_for_step
-from .test_runs import SHORT, assert_complete_ok, leftover_processes
+from .checks import assert_complete_ok, leftover_processes
+from .goldens import SHORT, SHORT_STEPS, SHORT_WARMUP
 
 pytestmark = pytest.mark.skipif(not Path(SSHD).exists(), reason="no sshd (./dev test installs openssh-server)")
 
@@ -57,7 +58,7 @@ def test_two_ssh_hosts_run_a_case_with_results_like_a_local_run(cli, cluster_fil
     result = cli("run", f"gpt2_tiny:torch:cpu:2:{nprocs}", *SHORT, "--cluster", str(cluster_file()))
     assert result.returncode == 0, result.stderr + result.stdout
     (doc,) = result.results()
-    assert_complete_ok(doc, world_size=2 * nprocs, steps=8, warmup=2)
+    assert_complete_ok(doc, world_size=2 * nprocs, steps=SHORT_STEPS, warmup=SHORT_WARMUP)
     assert [n["host"] for n in doc["environment"]["nodes"]] == ["h0", "h1"]
     round_dir = result.run_dirs()[0] / f"gpt2_tiny-torch-cpu-2x{nprocs}" / "round1"
     for node, ranks in (("h0_noderank0", range(nprocs)), ("h1_noderank1", range(nprocs, 2 * nprocs))):

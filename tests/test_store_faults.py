@@ -19,7 +19,7 @@ import pytest
 from tests.infra.tmpfs import tmpfs
 
 from .conftest import ROOT
-from .test_runs import leftover_processes
+from .checks import leftover_processes
 
 CASE = "gpt2_tiny:torch:cpu:1:1"
 SHORT = ("--set", "train.steps=8", "--set", "train.warmup_steps=1")

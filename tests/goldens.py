@@ -1,0 +1,177 @@
+"""Golden runs: real ``accelbench run`` invocations made once per test session and read by many tests.
+
+A golden is one CLI invocation as a user types it (a real subprocess: orchestrator, torchrun or paddle
+launch, gloo ranks, monitors, the store), started the first time a test asks for it, in a session folder
+no test writes to. Several cases with their own settings share one invocation through a test_conf file
+(``cases: [{case, set}]``), as a user's list of cases would. A test that changes what a run left (a
+repair, a damaged store, a bundle) works on a copy (``Golden.copy``).
+
+``SHORT`` is the one spelling of "a short run" across the suite: 6 steps, the first 2 warm-up.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Optional
+
+import pytest
+import yaml
+
+from .conftest import ROOT, CliResult, run_cli
+
+SHORT_STEPS, SHORT_WARMUP = 6, 2
+SHORT = ("--set", f"train.steps={SHORT_STEPS}", "--set", f"train.warmup_steps={SHORT_WARMUP}")
+SHORT_SET = {"train.steps": SHORT_STEPS, "train.warmup_steps": SHORT_WARMUP}
+
+
+@dataclass(frozen=True)
+class Golden:
+    """What one invocation left: its exit code and output, its log root and store, its working folder."""
+
+    result: CliResult
+    workdir: Path
+
+    @property
+    def log_root(self) -> Path:
+        return self.result.log_root
+
+    @property
+    def db(self) -> Path:
+        return self.log_root / "results.db"
+
+    @property
+    def system_tmp(self) -> Path:
+        return self.workdir / "system-tmp"
+
+    def run_dir(self) -> Path:
+        (run_dir,) = self.result.run_dirs()
+        return run_dir
+
+    def docs(self) -> list[dict]:
+        """Every round's results.json, in case-folder and round order."""
+        return [json.loads(p.read_text()) for run in self.result.run_dirs()
+                for p in sorted(run.glob("*/round*/results.json"))]
+
+    def doc(self, case_name: str, round: int = 1, **workload: Any) -> dict:
+        """The one round of ``case_name`` whose resolved workload holds ``workload`` (dotted keys, e.g.
+        ``**{"train.precision": "fp16"}``)."""
+        found = [d for d in self.docs() if d["case_name"] == case_name and d["round"] == round
+                 and all(_get(d["workload"], key) == value for key, value in workload.items())]
+        assert len(found) == 1, f"{len(found)} rounds of {case_name} with {workload} in {self.log_root}"
+        return found[0]
+
+    @staticmethod
+    def round_dir(doc: dict) -> Path:
+        return Path(doc["results_path"]).parent
+
+    def node_dir(self, doc: dict, node: str = "localhost_noderank0") -> Path:
+        return self.round_dir(doc) / node
+
+    def attempts(self) -> list[dict]:
+        return self.result.attempts()
+
+    def copy(self, target: Path) -> Path:
+        """The log root copied to ``target`` (the store's paths still name the golden's folders: a copy is
+        for what changes the store or the files, not for reading figures)."""
+        shutil.copytree(self.log_root, target, symlinks=True)
+        return target
+
+
+def _get(data: dict, dotted: str) -> Any:
+    for part in dotted.split("."):
+        data = (data or {}).get(part)
+    return data
+
+
+def test_conf(path: Path, cases: list[dict], **extra: Any) -> Path:
+    """A test_conf file: ``cases`` as ``{case, set}`` entries (``set`` with dotted keys)."""
+    path.write_text(yaml.safe_dump({"cases": cases, **extra}, sort_keys=False))
+    return path
+
+
+def run_golden(workdir: Path, *args: str, entry: str = "accelbench", timeout: float = 900,
+               expect: Optional[int] = 0, **options: Any) -> Golden:
+    """One invocation into ``workdir``; ``expect``: the exit code it must end with (None: any)."""
+    workdir.mkdir(parents=True, exist_ok=True)
+    result = run_cli(workdir, *args, entry=entry, timeout=timeout, **options)
+    if expect is not None:
+        assert result.returncode == expect, (f"golden {' '.join(args)} exited {result.returncode}:\n"
+                                             f"{result.stderr[-4000:]}\n{result.stdout[-4000:]}")
+    return Golden(result, workdir)
+
+
+# ---------------------------------------------------------------- local goldens
+
+
+@pytest.fixture(scope="session")
+def golden_default(tmp_path_factory) -> Golden:
+    """The README's first command through start_task.py: gpt2_tiny:torch_2.13:cpu:1:2 with the case's own
+    30 steps (5 warm-up)."""
+    return run_golden(tmp_path_factory.mktemp("golden-default"), "--case_name", "gpt2_tiny:torch_2.13:cpu:1:2",
+                      entry="start_task")
+
+
+LOCAL_OK = [
+    # (case name, settings): every one must end ok.
+    ("gpt2_tiny:torch:cpu:1:1:2", {}),                                                 # one process, 2 rounds
+    ("gpt2_tiny:torch:cpu:1:2", {"data.source": "tokens", "data.path": "corpus/web"}),  # relative to the cwd
+    ("llama_tiny_lora:torch:cpu:1:2", {}),
+    ("gpt3_tiny:torch:cpu:1:2", {}), ("llama_tiny:torch:cpu:1:2", {}), ("opt_tiny:torch:cpu:1:2", {}),
+    ("bloom_tiny:torch:cpu:1:2", {}),
+    # fp16 with sharded or staged gradients: 8 steps, enough for the loss to fall on uniform tokens
+    ("gpt2_tiny:torch:cpu:1:2", {"train.precision": "fp16", "parallel.sharding": "stage2", "train.steps": 8}),
+    ("gpt2_tiny:torch:cpu:1:2", {"train.precision": "fp16", "parallel.pipeline_parallel_degree": 2,
+                                 "train.gradient_accumulation_steps": 2, "train.steps": 8}),
+    ("gpt2_tiny:torch_1.9:cpu:1:1", {}),                                               # --allow-version-mismatch
+    ("gpt2_tiny:torch:cpu:1:1", {"debug.exit_code_after_end": 7}),                     # crash after every figure
+]
+
+
+@pytest.fixture(scope="session")
+def golden_local(tmp_path_factory) -> Golden:
+    """Every local ok path in one invocation (LOCAL_OK), each case SHORT: exit 0."""
+    workdir = tmp_path_factory.mktemp("golden-local")
+    made = subprocess.run([sys.executable, "-m", "training.data.make_dataset", "tokens", "--prefix", "corpus/web",
+                           "--vocab-size", "1024", "--documents", "300"], cwd=workdir, capture_output=True,
+                          text=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert made.returncode == 0, made.stderr
+    conf = test_conf(workdir / "test_conf.yaml", [{"case": c, "set": {**SHORT_SET, **s}} for c, s in LOCAL_OK])
+    return run_golden(workdir, "run", "--test-conf", str(conf), "--allow-version-mismatch")
+
+
+LOCAL_FAILURES = [
+    ("gpt2_tiny:torch:cpu:1:2", {"debug.fail_at_step": 4, "debug.fail_rank": 1}),      # a rank crashes
+    ("gpt2_tiny:torch:cpu:1:2", {"debug.oom_at_step": 3, "debug.fail_rank": 1}),       # a rank runs out of memory
+    ("gpt2_tiny:torch:cpu:1:2", {"train.precision": "fp8", "train.compile": "default"}),  # unsupported on a CPU
+]
+
+
+@pytest.fixture(scope="session")
+def golden_failures(tmp_path_factory) -> Golden:
+    """The local ways a round fails (LOCAL_FAILURES), in one invocation: exit 1, every case recorded."""
+    workdir = tmp_path_factory.mktemp("golden-failures")
+    conf = test_conf(workdir / "test_conf.yaml", [{"case": c, "set": {**SHORT_SET, **s}} for c, s in LOCAL_FAILURES])
+    return run_golden(workdir, "run", "--test-conf", str(conf), expect=1)
+
+
+@pytest.fixture(scope="session")
+def golden_two_nodes(tmp_path_factory) -> Golden:
+    """Two local "hosts" (two launchers meeting by static rendezvous, as separate machines would): first the
+    all-reduce micro case on them, then gpt2_tiny 2:1 for 2 rounds into the same store (so the training run
+    shows the bus bandwidth measured on its hosts)."""
+    from .conftest import copy_tree
+
+    workdir = tmp_path_factory.mktemp("golden-two-nodes")
+    root = workdir / "root"
+    for folder in ("cases", "vendors", "configs"):
+        copy_tree(ROOT / folder, root / folder)
+    os.symlink(ROOT / "training", root / "training")
+    (root / "configs" / "cluster.yaml").write_text("hosts:\n  - {name: n0}\n  - {name: n1}\n")
+    run_golden(workdir, "run", "allreduce:torch:cpu:2:1", "--root", str(root),
+               "--set", "micro.sizes_bytes=[1024,65536]", "--set", "micro.iters=2")
+    return run_golden(workdir, "run", "gpt2_tiny:torch:cpu:2:1:2", "--root", str(root), *SHORT)
