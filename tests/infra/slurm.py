@@ -23,8 +23,6 @@ from typing import Callable, Optional
 
 import pytest
 
-NODE_MARK = "ACCELBENCH_TEST_SLURM_NODE"  # in a slurmd's environment, so its step daemons carry it too
-
 DAEMONS = ("munged", "slurmctld", "slurmd", "sbatch", "squeue", "scontrol", "scancel", "sinfo", "srun")
 
 
@@ -91,7 +89,7 @@ class SlurmCluster:
         self._spawn("slurmctld", [_tool("slurmctld"), "-D", "-i", "-f", str(self.conf)], env)
         for index in range(self.nodes):
             name = self.node_name(index)
-            self._spawn(name, [_tool("slurmd"), "-D", "-N", name, "-f", str(self.conf)], {**env, NODE_MARK: name})
+            self._spawn(name, [_tool("slurmd"), "-D", "-N", name, "-f", str(self.conf)], env)
         self._wait_for(self._all_idle, "every node idle in sinfo", timeout_s=30)
         return self
 
@@ -145,50 +143,6 @@ class SlurmCluster:
     def client(self, argv: list[str], timeout_s: float = 20) -> subprocess.CompletedProcess:
         return subprocess.run(argv, env={**os.environ, **self.env}, capture_output=True, text=True,
                               timeout=timeout_s)
-
-    def node_processes(self, index: int) -> list:
-        """Everything "on" a node: its slurmd and step daemons (marked at spawn) and its tasks (SLURMD_NODENAME)."""
-        import psutil
-        name, found = self.node_name(index), []
-        marks = {f"{NODE_MARK}={name}".encode(), f"SLURMD_NODENAME={name}".encode()}
-        for pid in filter(str.isdigit, os.listdir("/proc")):
-            try:
-                with open(f"/proc/{pid}/environ", "rb") as f:
-                    if marks & set(f.read().split(b"\0")):
-                        found.append(psutil.Process(int(pid)))
-            except (OSError, psutil.NoSuchProcess):
-                pass
-        return found
-
-    def freeze_node(self, index: int) -> list:
-        """The node stops answering, as a machine that hangs or loses power: every process of it stopped.
-        slurmctld finds it not responding after SlurmdTimeout and ends its jobs with NODE_FAIL."""
-        procs = self.node_processes(index)
-        for proc in procs:
-            try:
-                proc.suspend()
-            except Exception:  # noqa: BLE001 - already gone
-                pass
-        return procs
-
-    def kill_node(self, index: int, frozen: list = ()) -> None:
-        """The dead machine's processes go for good (with the node's slurmd)."""
-        for proc in [*frozen, *self.node_processes(index)]:
-            try:
-                proc.kill()
-                proc.resume()
-            except Exception:  # noqa: BLE001 - already gone
-                pass
-        self.processes[self.node_name(index)].wait(timeout=10)
-
-    def restart_node(self, index: int) -> None:
-        """Bring a killed node back (its slurmd registers again and slurmctld returns it to service)."""
-        name = self.node_name(index)
-        if self.processes[name].poll() is None:
-            return
-        self._spawn(name, [_tool("slurmd"), "-D", "-N", name, "-f", str(self.conf)],
-                    {**os.environ, **self.env, NODE_MARK: name})
-        self._wait_for(self._all_idle, "every node idle again", timeout_s=60)
 
     def queue(self) -> list[str]:
         """Every job Slurm still knows as queued, running or completing: ``"<id> <STATE>"`` lines."""
@@ -247,15 +201,17 @@ class SlurmCluster:
                 pass
 
 
-def wait_until(ready: Callable[[], object], what: str, timeout_s: float, every_s: float = 0.2):
-    """Poll ``ready`` until it returns something true (returned), failing after ``timeout_s`` with ``what``."""
+def wait_until(ready: Callable[[], object], what: str, timeout_s: float, every_s: float = 0.2,
+               detail: Optional[Callable[[], object]] = None):
+    """Poll ``ready`` until it returns something true (returned), failing after ``timeout_s`` with ``what``
+    (and ``detail()``, what there is instead)."""
     deadline = time.monotonic() + timeout_s
     while True:
         found = ready()
         if found:
             return found
         if time.monotonic() > deadline:
-            raise AssertionError(f"no {what} after {timeout_s:g} s")
+            raise AssertionError(f"no {what} after {timeout_s:g} s" + (f": {detail()}" if detail else ""))
         time.sleep(every_s)
 
 
