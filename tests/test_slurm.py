@@ -9,8 +9,8 @@ output copied from this cluster, in tests/test_slurm_scripts.py.
 Every run of the module is started at once before its first test (``runs``: only those the selected tests
 ask for), each ``accelbench run`` a process of its own with its own shared directory, its jobs sharing the
 two nodes (``exclusive: false``). Tests wait on events with bounds (the run's job in squeue, rank 0's step
-record, the process's exit), never a fixed sleep: the longest, Slurm's 1-minute time limit (enforced every
-30 s, so 60 to 90 s), covers the others.
+record, the process's exit), never a fixed sleep. The longest wait, Slurm's 1-minute time limit (enforced
+every 30 s, so 60 to 90 s after the job starts), passes while the other runs work.
 """
 from __future__ import annotations
 

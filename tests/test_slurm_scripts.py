@@ -435,8 +435,8 @@ def test_sbatch_parsable_output_is_the_job_id():
 
 
 def test_slurm_states_become_statuses():
-    """The states this machine's Slurm cannot produce on demand (no memory cgroup here for OUT_OF_MEMORY)
-    map through the same code as the ones the tests above produce."""
+    """Why a node ended, in Slurm's words, for the states that say more than the launcher's exit code; the
+    ones this machine's Slurm cannot produce on demand (no memory cgroup here for OUT_OF_MEMORY) too."""
     from run_benchmarks.outcome import _OOM_MARKERS
 
     oom = describe_end("7", JobInfo("7", "OUT_OF_MEMORY", "n[1-2]"), 137, {})
