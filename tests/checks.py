@@ -62,3 +62,12 @@ def assert_complete_ok(doc: dict, world_size: int, steps: int, warmup: int, chec
     cpuinfo = Path("/proc/cpuinfo").read_text()
     assert f"model name\t: {node_env['cpu_model']}\n" in cpuinfo
     assert node_env["torch"] == torch_version()
+
+
+def kill_leftovers(marker: Path) -> None:
+    for proc in psutil.process_iter(["cmdline"]):
+        try:
+            if any(str(marker) in part for part in proc.info["cmdline"] or ()):
+                proc.kill()
+        except (psutil.NoSuchProcess, psutil.AccessDenied):
+            pass

@@ -207,4 +207,4 @@ def engine():
 
 
 # Golden runs (tests/goldens.py): session fixtures, defined once here so every module shares each run.
-from .goldens import golden_default, golden_failures, golden_local, golden_two_nodes  # noqa: E402,F401
+from .goldens import golden_default, golden_failures, golden_killed, golden_local, golden_two_nodes  # noqa: E402,F401

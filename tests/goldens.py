@@ -175,3 +175,54 @@ def golden_two_nodes(tmp_path_factory) -> Golden:
     run_golden(workdir, "run", "allreduce:torch:cpu:2:1", "--root", str(root),
                "--set", "micro.sizes_bytes=[1024,65536]", "--set", "micro.iters=2")
     return run_golden(workdir, "run", "gpt2_tiny:torch:cpu:2:1:2", "--root", str(root), *SHORT)
+
+
+# ---------------------------------------------------------------- a local run killed with SIGKILL
+
+
+@dataclass(frozen=True)
+class Killed:
+    """A local 2-round run whose orchestrator got SIGKILL while round 2 trained (round 1 finished)."""
+
+    log_root: Path
+    pid: int
+    processes_before: list[str]  # what of the run was alive just before the kill
+    seconds_until_gone: float
+    left: list[str]              # what was still alive once the wait gave up (must be nothing)
+
+
+LOCAL_GONE_S = 5.0  # the guards end a killed local run's processes within this
+
+
+@pytest.fixture(scope="session")
+def golden_killed(tmp_path_factory) -> Killed:
+    from .signal_faults import run_processes, seconds_until_gone, start
+
+    workdir = tmp_path_factory.mktemp("golden-killed")
+    orch = start(workdir, "gpt2_tiny:torch:cpu:1:2:2", "--set", "train.steps=40", "--set", "train.warmup_steps=1")
+    try:
+        _wait_for_step(orch, round_=2)
+        before = run_processes(orch.pid, [orch.log_root])
+        os.kill(orch.pid, 9)  # the orchestrator alone: its round-2 launcher, workers and monitor are orphaned
+        orch.wait(timeout=10)
+        took, left = seconds_until_gone(lambda: run_processes(orch.pid, [orch.log_root]), LOCAL_GONE_S)
+    finally:
+        if orch.process.poll() is None:
+            orch.process.kill()
+    from .checks import kill_leftovers
+
+    kill_leftovers(orch.log_root)  # whatever a failed guard left must not outlive the session
+    return Killed(orch.log_root, orch.pid, before, took, left)
+
+
+def _wait_for_step(orch, round_: int, timeout: float = 180) -> None:
+    import time
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if any('"kind":"step"' in log.read_text(errors="replace")
+               for log in orch.log_root.glob(f"*/*/round{round_}/*/torchrun/*/attempt_0/0/stdout.log")):
+            return
+        assert orch.process.poll() is None, f"the run ended (exit {orch.process.returncode}):\n{orch.stderr()[-3000:]}"
+        time.sleep(0.2)
+    raise AssertionError(f"round {round_} never trained:\n{orch.stderr()[-3000:]}")

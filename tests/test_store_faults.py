@@ -13,16 +13,16 @@ import sys
 import time
 from pathlib import Path
 
-import psutil
 import pytest
 
 from tests.infra.tmpfs import tmpfs
 
 from .conftest import ROOT
-from .checks import leftover_processes
+from .checks import kill_leftovers, leftover_processes
+from .goldens import SHORT
+from .test_results import document, fill as fill_store
 
 CASE = "gpt2_tiny:torch:cpu:1:1"
-SHORT = ("--set", "train.steps=8", "--set", "train.warmup_steps=1")
 
 _LOCKER = """
 import sqlite3, sys, time
@@ -69,15 +69,6 @@ def wait_for(condition, what: str, timeout: float = 120, proc: subprocess.Popen 
     pytest.fail(f"timed out waiting for {what}")
 
 
-def kill_leftovers(marker: Path) -> None:
-    for proc in psutil.process_iter(["cmdline"]):
-        try:
-            if any(str(marker) in part for part in proc.info["cmdline"] or ()):
-                proc.kill()
-        except (psutil.NoSuchProcess, psutil.AccessDenied):
-            pass
-
-
 def rows(db: Path) -> list[dict]:
     conn = sqlite3.connect(db)
     conn.row_factory = sqlite3.Row
@@ -114,16 +105,25 @@ def run_folders(log_root: Path) -> set:
     return {p.name for p in log_root.iterdir() if p.is_dir()} if log_root.is_dir() else set()
 
 
-def test_a_lock_held_around_the_round_end_is_waited_out_and_the_attempt_stored(cli, tmp_path):
-    log_root = tmp_path / "logs"
-    first = cli("run", CASE, *SHORT)  # the store exists, in WAL mode
-    assert first.returncode == 0, first.stderr
+def existing_store(log_root: Path) -> Path:
+    """A store holding one finished run of one ok attempt (WAL mode, as every store), made in this process:
+    what these tests need of an earlier run is its store, not its training."""
+    log_root.mkdir(parents=True, exist_ok=True)
     db = log_root / "results.db"
+    fill_store(db, [document("20261101-000000-0000", "gpt2_tiny", "torch", 0.5, world=1)])
+    return db
+
+
+def test_a_lock_held_around_the_round_end_is_waited_out_and_the_attempt_stored(tmp_path):
+    log_root = tmp_path / "logs"
+    db = existing_store(log_root)
     before = run_folders(log_root)
     proc, err = start_run(log_root, tmp_path, CASE, *SHORT, env={"ACCELBENCH_STORE_RETRY_S": "90"})
     try:
         wait_for(lambda: new_run_stepping(log_root, before), "training", proc=proc)
-        locker = Locker(db, 30)  # held from the first step to well past the round's end
+        locker = Locker(db, 90)  # held from the first step to past the round's end ...
+        wait_for(lambda: "retrying round 1" in err.read_text(), "the attempt's retries", proc=proc)
+        locker.release()  # ... until the orchestrator says it waits for it
         stdout, _ = proc.communicate(timeout=240)
     finally:
         if proc.poll() is None:
@@ -139,11 +139,10 @@ def test_a_lock_held_around_the_round_end_is_waited_out_and_the_attempt_stored(c
         assert not any("NOT in the results store" in w for w in doc["warnings"])
 
 
-def test_a_lock_held_past_the_retry_budget_is_said_loudly_exits_4_and_repair_adds_the_attempt_once(cli, tmp_path):
+def test_a_lock_held_past_the_retry_budget_is_said_loudly_exits_4_and_repair_adds_the_attempt_once(
+        accelbench, tmp_path):
     log_root = tmp_path / "logs"
-    first = cli("run", CASE, *SHORT)
-    assert first.returncode == 0, first.stderr
-    db = log_root / "results.db"
+    db = existing_store(log_root)
     before = run_folders(log_root)
     proc, err = start_run(log_root, tmp_path, CASE, *SHORT, env={"ACCELBENCH_STORE_RETRY_S": "3"})
     try:
@@ -169,52 +168,52 @@ def test_a_lock_held_past_the_retry_budget_is_said_loudly_exits_4_and_repair_add
     finally:
         locker.release()
     # The next open sees the orchestrator gone; it wrote summary.json, so the run ended: done, not killed.
-    listed = cli("runs", "--db", str(db))
+    listed = accelbench("runs", "--db", str(db))
     assert listed.returncode == 0, listed.stderr
     assert f"run {run_id}: marked done" in listed.stderr
     second = [r for r in runs(db) if r["run_id"] == run_id][0]
     assert second["status"] == "done" and "its end never reached the store" in second["note"]
     assert len(rows(db)) == 2  # finalizing added the attempt from its results.json
-    repaired = cli("store", "repair", "--db", str(db))
+    repaired = accelbench("store", "repair", "--db", str(db))
     assert repaired.returncode == 0, repaired.stderr
     assert f"run {run_id}: 0 attempt(s) added, 1 already stored" in repaired.stdout
     assert len(rows(db)) == 2  # never twice
 
 
-def test_repair_adds_missing_attempts_once_and_rebuilds_a_lost_store(cli, tmp_path):
-    log_root = tmp_path / "logs"
-    done = cli("run", "gpt2_tiny:torch:cpu:1:1:2", *SHORT)
-    assert done.returncode == 0, done.stderr
+def test_repair_adds_missing_attempts_once_and_rebuilds_a_lost_store(accelbench, golden_local, tmp_path):
+    log_root = golden_local.copy(tmp_path / "logs")  # a real run of many cases, gpt2_tiny 1:1 over 2 rounds
     db = log_root / "results.db"
     (run_id,) = [r["run_id"] for r in runs(db)]
+    stored = len(rows(db))
     conn = sqlite3.connect(db)
     with conn:
         conn.execute("DELETE FROM attempts WHERE round = 2")  # as if round 2 had never reached the store
     conn.close()
-    repaired = cli("store", "repair", "--log-root", str(log_root))
+    repaired = accelbench("store", "repair", "--log-root", str(log_root))
     assert repaired.returncode == 0, repaired.stderr
-    assert f"run {run_id}: 1 attempt(s) added, 1 already stored" in repaired.stdout
-    again = cli("store", "repair", "--log-root", str(log_root))
-    assert f"run {run_id}: 0 attempt(s) added, 2 already stored" in again.stdout
-    assert [(r["round"], r["status"]) for r in rows(db)] == [(1, "ok"), (2, "ok")]
-    restored = rows(db)[1]
+    assert f"run {run_id}: 1 attempt(s) added, {stored - 1} already stored" in repaired.stdout
+    again = accelbench("store", "repair", "--log-root", str(log_root))
+    assert f"run {run_id}: 0 attempt(s) added, {stored} already stored" in again.stdout
+    case_rows = [r for r in rows(db) if r["case_name"] == "gpt2_tiny:torch:cpu:1:1:2"]
+    assert [(r["round"], r["status"]) for r in case_rows] == [(1, "ok"), (2, "ok")]
+    restored = case_rows[1]
     assert "added to the store from" in restored["warnings"]
-    assert restored["tokens_per_s_per_device"] == results_docs(log_root)[1]["metrics"]["tokens_per_s_per_device"]
+    round2 = json.loads(next(log_root.glob(f"{run_id}/gpt2_tiny-torch-cpu-1x1/round2/results.json")).read_text())
+    assert restored["tokens_per_s_per_device"] == round2["metrics"]["tokens_per_s_per_device"]
     for suffix in ("", "-wal", "-shm"):  # the store is lost altogether: rebuilt with its run
         Path(f"{db}{suffix}").unlink(missing_ok=True)
-    rebuilt = cli("store", "repair", "--log-root", str(log_root))
+    rebuilt = accelbench("store", "repair", "--log-root", str(log_root))
     assert rebuilt.returncode == 0, rebuilt.stderr
-    assert f"run {run_id}: run row rebuilt; 2 attempt(s) added" in rebuilt.stdout
+    assert f"run {run_id}: run row rebuilt; {stored} attempt(s) added" in rebuilt.stdout
     (run,) = runs(db)
     assert run["status"] == "done" and run["log_dir"] == str(log_root / run_id)
-    report = cli("report", run_id, "--db", str(db), "--format", "csv")
+    report = accelbench("report", run_id, "--db", str(db), "--format", "csv")
     assert report.returncode == 0 and report.stdout.count("gpt2_tiny:torch:cpu:1:1:2") == 2
 
 
 def test_a_locked_store_at_start_waits_a_bounded_time_then_says_so_in_one_message(cli, tmp_path):
     log_root = tmp_path / "logs"
-    first = cli("run", CASE, *SHORT)
-    assert first.returncode == 0, first.stderr
+    existing_store(log_root)
     new_db = tmp_path / "new.db"
     for db in (log_root / "results.db", new_db):  # an existing WAL store; a file the locker has just created
         locker = Locker(db, 60)
@@ -248,68 +247,60 @@ def corrupt_attempts_page(db: Path) -> None:
         f.write(bytes((i * 37 + 11) % 256 for i in range(page_size // 2)))
 
 
-def test_a_damaged_store_is_refused_before_anything_starts_and_repair_rebuilds_it(cli, tmp_path):
-    log_root = tmp_path / "logs"
-    first = cli("run", CASE, *SHORT)
-    assert first.returncode == 0, first.stderr
+def test_a_damaged_store_is_refused_before_anything_starts_and_repair_rebuilds_it(accelbench, golden_failures,
+                                                                                 tmp_path):
+    log_root = golden_failures.copy(tmp_path / "logs")  # one real run: its results.json rebuild the store
     db = log_root / "results.db"
     (run_id,) = [r["run_id"] for r in runs(db)]
+    stored = len(rows(db))
     corrupt_attempts_page(db)
-    refused = cli("run", CASE, *SHORT)
+    refused = accelbench("run", CASE, *SHORT, log_root=log_root)
     assert refused.returncode == 2, refused.stderr
     assert f"accelbench: error: the results store {db} is damaged" in refused.stderr
     assert f"fix: rebuild it from the runs' results.json files: accelbench store repair --db {db}" in refused.stderr
     assert "Traceback" not in refused.stderr
     assert [p.name for p in log_root.iterdir() if p.is_dir()] == [run_id]  # no run folder: nothing started
-    listed = cli("runs", "--db", str(db))
+    listed = accelbench("runs", "--db", str(db))
     assert listed.returncode == 2 and "is damaged" in listed.stderr and "Traceback" not in listed.stderr
-    repaired = cli("store", "repair", "--db", str(db))
+    repaired = accelbench("store", "repair", "--db", str(db))
     assert repaired.returncode == 0, repaired.stderr
-    assert "moved it aside to" in repaired.stdout and f"run {run_id}: run row rebuilt; 1 attempt(s) added" \
+    assert "moved it aside to" in repaired.stdout and f"run {run_id}: run row rebuilt; {stored} attempt(s) added" \
         in repaired.stdout
     assert list(log_root.glob("results.db.damaged-*"))
-    listed = cli("runs", "--db", str(db))
+    listed = accelbench("runs", "--db", str(db))
     assert listed.returncode == 0, listed.stderr
-    assert run_id in listed.stdout and [r["status"] for r in rows(db)] == ["ok"]
+    assert run_id in listed.stdout and sorted(r["status"] for r in rows(db)) == ["failed", "oom", "unsupported"]
 
 
 # ---------------------------------------------------------------- killed
 
 
-def test_an_orchestrator_killed_mid_round_is_marked_killed_at_the_next_open_with_its_finished_rounds(cli, tmp_path):
-    log_root = tmp_path / "logs"
-    proc, err = start_run(log_root, tmp_path, "gpt2_tiny:torch:cpu:1:1:2", "--set", "train.steps=60",
-                          "--set", "train.warmup_steps=1")
-    try:
-        wait_for(lambda: new_run_stepping(log_root, set(), round_=2), "round 2 training", proc=proc)
-        proc.send_signal(signal.SIGKILL)  # the orchestrator alone: its round-2 workers are orphaned
-        proc.wait(timeout=30)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-        kill_leftovers(log_root)
+def test_an_orchestrator_killed_mid_round_is_marked_killed_at_the_next_open_with_its_finished_rounds(
+        accelbench, golden_killed):
+    """The session's killed run (tests/goldens.py: SIGKILL while round 2 trained), looked at for the first time
+    here: its store row says running until a command opens the store."""
+    log_root, pid = golden_killed.log_root, golden_killed.pid
     db = log_root / "results.db"
     (run,) = runs(db)
-    assert run["status"] == "running" and run["orchestrator_pid"] == proc.pid  # nobody has looked yet
-    listed = cli("runs", "--log-root", str(log_root))
+    assert run["status"] == "running" and run["orchestrator_pid"] == pid  # nobody has looked yet
+    listed = accelbench("runs", "--log-root", str(log_root))
     assert listed.returncode == 0, listed.stderr
-    assert f"run {run['run_id']}: marked killed — its orchestrator (pid {proc.pid}" in listed.stderr
+    assert f"run {run['run_id']}: marked killed — its orchestrator (pid {pid}" in listed.stderr
     assert "0 attempt(s) added" in listed.stderr  # round 1 had been stored by the run itself
     assert "killed" in listed.stdout
     (run,) = runs(db)
     assert run["status"] == "killed" and run["ended_at"] and "died without ending the run" in run["note"]
     assert [(r["round"], r["status"]) for r in rows(db)] == [(1, "ok")]
-    shown = cli("show", "last", "--log-root", str(log_root))
+    shown = accelbench("show", "last", "--log-root", str(log_root))
     assert shown.returncode == 0 and "killed" in shown.stdout and "note: run" in shown.stdout
-    again = cli("runs", "--log-root", str(log_root))  # finalized once
+    again = accelbench("runs", "--log-root", str(log_root))  # finalized once
     assert "marked" not in again.stderr and len(rows(db)) == 1
 
 
-def test_a_round_that_finished_but_never_reached_the_store_is_added_when_its_killed_run_is_finalized(cli, tmp_path):
+def test_a_round_that_finished_but_never_reached_the_store_is_added_when_its_killed_run_is_finalized(
+        accelbench, tmp_path):
     log_root = tmp_path / "logs"
-    first = cli("run", CASE, *SHORT)
-    assert first.returncode == 0, first.stderr
-    db = log_root / "results.db"
+    db = existing_store(log_root)
     before = run_folders(log_root)
     proc, err = start_run(log_root, tmp_path, CASE, *SHORT, env={"ACCELBENCH_STORE_RETRY_S": "120"})
     locker = None
@@ -327,7 +318,7 @@ def test_a_round_that_finished_but_never_reached_the_store_is_added_when_its_kil
         kill_leftovers(log_root)
     (run_id,) = run_folders(log_root) - before
     assert len(rows(db)) == 1
-    listed = cli("runs", "--db", str(db))
+    listed = accelbench("runs", "--db", str(db))
     assert listed.returncode == 0, listed.stderr
     assert f"run {run_id}: marked killed" in listed.stderr and "1 attempt(s) added from its results.json" \
         in listed.stderr
@@ -336,7 +327,7 @@ def test_a_round_that_finished_but_never_reached_the_store_is_added_when_its_kil
     added = [r for r in rows(db) if r["run_id"] == run_id]
     assert [(r["round"], r["status"]) for r in added] == [(1, "ok")]
     assert "the run's orchestrator had died before storing it" in added[0]["warnings"]
-    again = cli("store", "repair", "--db", str(db))
+    again = accelbench("store", "repair", "--db", str(db))
     assert f"run {run_id}: 0 attempt(s) added, 1 already stored" in again.stdout and len(rows(db)) == 2
 
 
