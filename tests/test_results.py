@@ -297,7 +297,7 @@ def test_import_paddlenlp_and_mllog_logs_beside_accelbench_runs(accelbench, tmp_
     mlperf = tmp_path / "mlperf.log"
     events = [("run_start", None, {}), ("global_batch_size", 1536, {}), ("max_sequence_length", 2048, {}),
               ("submission_platform", "8xA100", {})]
-    events += [("tracked_stats", {"throughput": value}, {"step": i}) for i, value in enumerate((5.0, 60.0, 64.0))]
+    events += [("tracked_stats", {"throughput": value}, {"step": i}) for i, value in enumerate((0.5, 6.0, 6.4))]
     events += [("run_stop", None, {"status": "success"})]
     mlperf.write_text("".join(
         f':::MLLOG {json.dumps({"namespace": "", "time_ms": 1_763_600_000_000 + 60_000 * i, "event_type": "POINT_IN_TIME", "key": k, "value": v, "metadata": md})}\n'
@@ -307,7 +307,9 @@ def test_import_paddlenlp_and_mllog_logs_beside_accelbench_runs(accelbench, tmp_
     assert done.returncode == 0, done.stderr
     with ResultStore(db) as store:
         (row,) = store.attempts({"case": "gpt3_13B"})
-    assert row["samples_per_s"] == pytest.approx(62.0) and row["tokens_per_s_per_device"] == pytest.approx(62 * 2048 / 8)
+    # 6.2 samples/s of 13B at 2048 tokens on 8 A100s: ~130 TFLOP/s per device, under the 312 peak (a tenfold
+    # figure is refused as impossible: tests/test_hostile_imports.py)
+    assert row["samples_per_s"] == pytest.approx(6.2) and row["tokens_per_s_per_device"] == pytest.approx(6.2 * 2048 / 8)
     assert row["samples_per_step"] == 1536 and row["wall_time_s"] == 60 * (len(events) - 1)
     assert row["environment"]["submission_platform"] == "8xA100"
 
