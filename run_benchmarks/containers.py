@@ -13,6 +13,7 @@ import shutil
 import socket
 import tempfile
 import threading
+from functools import partial
 from pathlib import Path, PurePosixPath
 from typing import Optional, Sequence
 
@@ -61,19 +62,43 @@ class SshDockerBridge:
         threading.Thread(target=self._accept, daemon=True).start()
 
     def _accept(self) -> None:
-        import shlex
-
         while True:
             try:
                 conn, _ = self.server.accept()
             except OSError:
                 return
+            self._connect(conn)
+
+    def _connect(self, conn: socket.socket) -> None:
+        """One client connection, pumped both ways through its own SSH channel. Everything here is bound to
+        this connection: a pump that ends shuts only its own connection (a closure over the loop's variable
+        once shut the newest connection instead, so a request sent as a log stream ended got no answer:
+        "Remote end closed connection without response")."""
+        import shlex
+
+        try:
             channel = self.ssh_client.get_transport().open_session()
             channel.exec_command(shlex.join(["docker", "-H", self.docker_host, "system", "dial-stdio"]))
-            threading.Thread(target=_pump, args=(conn.recv, channel.sendall, channel.shutdown_write),
-                             daemon=True).start()
-            threading.Thread(target=_pump, args=(channel.recv, conn.sendall, lambda: conn.shutdown(socket.SHUT_WR)),
-                             daemon=True).start()
+        except Exception:  # noqa: BLE001 - the SSH connection is gone or refuses: this client sees a closed socket
+            conn.close()
+            return
+        lock, running = threading.Lock(), [2]
+
+        def pump(read, write, done) -> None:
+            _pump(read, write, done)
+            with lock:
+                running[0] -= 1
+                last = running[0] == 0
+            if last:  # both directions are over: free the channel and the socket
+                for close in (channel.close, conn.close):
+                    try:
+                        close()
+                    except (OSError, EOFError):
+                        pass
+
+        threading.Thread(target=pump, args=(conn.recv, channel.sendall, channel.shutdown_write), daemon=True).start()
+        threading.Thread(target=pump, args=(channel.recv, conn.sendall, partial(conn.shutdown, socket.SHUT_WR)),
+                         daemon=True).start()
 
     def close(self) -> None:
         self.server.close()

@@ -190,21 +190,8 @@ def root(tmp_path) -> Path:
     return copy
 
 
-@pytest.fixture(scope="module")
-def engine():
-    """A Docker engine (started here if none answers) with the base image the vendors' images build on."""
-    from tests.infra.docker_engine import EngineUnavailable, ensure_base_image, start_engine
-
-    try:
-        started = start_engine()
-    except EngineUnavailable as exc:
-        pytest.skip(f"no Docker engine: {exc}")  # a failure under CI=true (see pytest_runtest_makereport)
-    try:
-        ensure_base_image(started.docker_host)
-        yield started
-    finally:
-        started.stop()
-
-
-# Golden runs (tests/goldens.py): session fixtures, defined once here so every module shares each run.
-from .goldens import golden_default, golden_failures, golden_killed, golden_local, golden_two_nodes  # noqa: E402,F401
+# Session fixtures, defined once here so every module shares each: the test hosts (tests/infra/hosts.py: one
+# sshd cluster, one Docker engine with the base image, the vendor images) and the golden runs (tests/goldens.py).
+from .infra.hosts import accelbench_containers, cpu_torch_image, engine, sshd  # noqa: E402,F401
+from .goldens import (golden_containers, golden_default, golden_failures, golden_killed,  # noqa: E402,F401
+                      golden_local, golden_ssh, golden_two_nodes)

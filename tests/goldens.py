@@ -226,3 +226,69 @@ def _wait_for_step(orch, round_: int, timeout: float = 180) -> None:
         assert orch.process.poll() is None, f"the run ended (exit {orch.process.returncode}):\n{orch.stderr()[-3000:]}"
         time.sleep(0.2)
     raise AssertionError(f"round {round_} never trained:\n{orch.stderr()[-3000:]}")
+
+
+# ---------------------------------------------------------------- over SSH and in containers
+
+HOSTILE_WORK = "work $(touch {marker}); `touch {marker}` & echo"  # a work root that must stay a name
+TESTKIND = ROOT / "tests" / "vendors" / "testkind"
+
+
+def kind_root(folder: Path, image_from_cpu: bool = False) -> Path:
+    """A checkout copy with the test kind's vendor folder added, as a vendor adds theirs (``image_from_cpu``:
+    its torch image built from the cpu vendor's Dockerfile and wheels, as a vendor would start from one)."""
+    from .conftest import copy_tree
+
+    for sub in ("cases", "vendors", "configs"):
+        copy_tree(ROOT / sub, folder / sub)
+    shutil.copytree(TESTKIND, folder / "vendors" / "testkind")
+    if image_from_cpu:
+        copy_tree(ROOT / "vendors/cpu/docker/torch_2.13", folder / "vendors/testkind/docker/torch_2.13")
+    (folder / "training").symlink_to(ROOT / "training")
+    return folder
+
+
+SSH_CASES = [
+    ("gpt2_tiny:torch:cpu:2:2", {}),                                              # two hosts, two ranks each
+    ("gpt2_tiny:torch:TK1:2:1", {}),                                              # the test kind over SSH
+    ("gpt2_tiny:torch:cpu:2:1", {"debug.fail_at_step": 3, "debug.fail_rank": 1}),  # a rank crashes on h1
+]
+
+
+@pytest.fixture(scope="session")
+def golden_ssh(tmp_path_factory, sshd) -> Golden:
+    """SSH_CASES on hosts h0 and h1 (devices [0, 1]) in one invocation, under a work root whose name holds
+    shell syntax (``marker`` must never be made): exit 1 (the crash)."""
+    workdir = tmp_path_factory.mktemp("golden-ssh")
+    root = kind_root(workdir / "root")
+    marker = workdir / "executed"
+    work_root = workdir / HOSTILE_WORK.format(marker=marker)
+    cluster = workdir / "cluster.yaml"
+    cluster.write_text(sshd.cluster_yaml(count=2, python=sys.executable, work_root=f"'{work_root}'",
+                                         devices="[0, 1]"))
+    conf = test_conf(workdir / "test_conf.yaml", [{"case": c, "set": {**SHORT_SET, **s}} for c, s in SSH_CASES])
+    return run_golden(workdir, "run", "--test-conf", str(conf), "--root", str(root), "--cluster", str(cluster),
+                      expect=1)
+
+
+CONTAINER_CASES = [
+    ("gpt2_tiny:torch_2.13:cpu:2:2", {}),                                               # two ranks per container
+    ("gpt2_tiny:torch_2.13:TK1:2:1", {}),                                               # the test kind's image
+    ("gpt3_tiny:paddle_3.3:cpu:2:1", {}),                                               # Paddle's image, no torch
+    ("gpt2_tiny:torch_2.13:cpu:2:1", {"debug.fail_at_step": 3, "debug.fail_rank": 0}),  # a rank crashes
+]
+
+
+@pytest.fixture(scope="session")
+def golden_containers(tmp_path_factory, sshd, engine, cpu_torch_image) -> Golden:
+    """CONTAINER_CASES with each node in its vendor's image on hosts h0 and h1 (devices [2]), one invocation:
+    exit 1 (the crash). The first use may build the images (minutes)."""
+    workdir = tmp_path_factory.mktemp("golden-containers")
+    root = kind_root(workdir / "root", image_from_cpu=True)
+    cluster = workdir / "cluster.yaml"
+    cluster.write_text(sshd.cluster_yaml(count=2, work_root=str(workdir / "hosts-work"), runtime="container",
+                                         docker_host=engine.docker_host, devices="[2]"))
+    conf = test_conf(workdir / "test_conf.yaml",
+                     [{"case": c, "set": {**SHORT_SET, **s}} for c, s in CONTAINER_CASES])
+    return run_golden(workdir, "run", "--test-conf", str(conf), "--root", str(root), "--cluster", str(cluster),
+                      expect=1, timeout=1800)

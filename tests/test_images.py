@@ -5,13 +5,11 @@ from __future__ import annotations
 import shutil
 
 import docker
-import pytest
 
 from run_benchmarks import images
 from run_benchmarks.vendors import VendorRegistry
 
 from .conftest import ROOT, write
-from .test_containers import cpu_torch_image  # noqa: F401 - a fixture: the image by the tag the runtime computes
 from .checks import assert_complete_ok
 from .goldens import SHORT, SHORT_STEPS, SHORT_WARMUP
 
@@ -22,7 +20,7 @@ def _spec(vendors_dir) -> images.ImageSpec:
 
 
 def test_an_image_is_reused_while_its_context_is_unchanged_and_rebuilt_when_it_changes(engine, root,
-                                                                                      cpu_torch_image):  # noqa: F811
+                                                                                      cpu_torch_image):
     client = docker.DockerClient(base_url=engine.docker_host, timeout=900)
     try:
         same = _spec(root / "vendors")  # a copy of the checkout's context: the same digest, the same tag
@@ -43,7 +41,7 @@ def test_an_image_is_reused_while_its_context_is_unchanged_and_rebuilt_when_it_c
 
 
 def test_a_prebuilt_image_runs_a_node_in_a_container_on_a_local_host(cli, engine, root, tmp_path,
-                                                                      cpu_torch_image):  # noqa: F811
+                                                                      cpu_torch_image):
     """The vendor names an image that is on the engine (as a registry image would be after a pull): it is used
     as named and nothing is built; the host is this machine, reached without SSH."""
     # A real copy: the container mounts the tree it runs from, and a link would point outside the mount.

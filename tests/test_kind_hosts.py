@@ -12,10 +12,8 @@ import pytest
 
 from tests.infra.sshd import SSHD, start_sshd_cluster
 
-from .conftest import ROOT, copy_tree, write
-from .test_containers import accelbench_containers  # noqa: F401 - a fixture: this test's containers
-from .checks import leftover_processes
-from .goldens import SHORT, SHORT_STEPS, SHORT_WARMUP
+from .conftest import ROOT, write
+from .goldens import SHORT
 
 pytestmark = pytest.mark.skipif(not Path(SSHD).exists(), reason="no sshd (./dev test installs openssh-server)")
 
@@ -35,13 +33,6 @@ def kind_root(root):
     shutil.copytree(TESTKIND, root / "vendors" / "testkind")
     (root / "training").symlink_to(ROOT / "training")
     return root
-
-
-@pytest.fixture(scope="module")
-def sshd(tmp_path_factory):
-    cluster = start_sshd_cluster(tmp_path_factory.mktemp("sshd"), count=2, port=_free_port())
-    yield cluster
-    cluster.stop()
 
 
 def assert_every_seam_used(doc: dict, visible: str, nodes: int) -> None:
@@ -83,64 +74,24 @@ def test_the_test_kind_runs_locally_through_every_seam(cli, kind_root, tmp_path,
     assert "3.0 GiB / 16.0 GiB (device in use)" in report.stdout
 
 
-def test_more_processes_than_the_kind_counts_is_refused_before_anything_runs(cli, kind_root, tmp_path):
+def test_more_processes_than_the_kind_counts_is_refused_before_anything_runs(accelbench, kind_root, tmp_path):
     cluster = write(tmp_path / "cluster.yaml", "hosts:\n  - {name: localhost, devices: [0, 1, 2, 3]}\n")
-    result = cli("run", "gpt2_tiny:torch:TK1:1:4", *SHORT, "--root", str(kind_root), "--cluster", str(cluster))
+    result = accelbench("run", "gpt2_tiny:torch:TK1:1:4", *SHORT, "--root", str(kind_root), "--cluster", str(cluster))
     assert result.returncode == 2, result.stderr
     assert "host localhost: 4 process(es) per node need as many testkind devices" in result.stderr
     assert "smi.py list` lists 3" in result.stderr and "Traceback" not in result.stderr
     assert result.run_dirs() == []
 
 
-def test_the_test_kind_runs_over_ssh_through_every_seam(cli, kind_root, sshd, tmp_path):
-    cluster = write(tmp_path / "cluster.yaml", sshd.cluster_yaml(
-        python=sys.executable, work_root=str(tmp_path / "hosts-work"), devices="[0, 1]"))
-    result = cli("run", "gpt2_tiny:torch:TK1:2:1", *SHORT, "--root", str(kind_root), "--cluster", str(cluster))
-    assert result.returncode == 0, result.stderr + result.stdout
-    (doc,) = result.results()
+def test_the_test_kind_runs_over_ssh_through_every_seam(golden_ssh):
+    doc = golden_ssh.doc("gpt2_tiny:torch:TK1:2:1")  # hosts with devices [0, 1]: one rank each, device 0
     assert_every_seam_used(doc, "0", nodes=2)
-    assert leftover_processes(tmp_path / "hosts-work") == []
 
 
-# ---------------------------------------------------------------- containers
-
-
-@pytest.fixture
-def container_cluster(sshd, engine, tmp_path):
-    def make(**extra):
-        settings = {"work_root": str(tmp_path / "hosts-work"), "runtime": "container",
-                    "docker_host": engine.docker_host, **extra}
-        return write(tmp_path / "cluster.yaml", sshd.cluster_yaml(**settings))
-    return make
-
-
-def test_the_test_kind_runs_in_containers_through_every_seam(cli, kind_root, container_cluster, engine,
-                                                           accelbench_containers):  # noqa: F811
-    # The vendor's image: the cpu vendor's Dockerfile and wheels, as a vendor would start from one.
-    copy_tree(ROOT / "vendors/cpu/docker/torch_2.13", kind_root / "vendors/testkind/docker/torch_2.13")
-    result = cli("run", "gpt2_tiny:torch_2.13:TK1:2:1", *SHORT, "--root", str(kind_root), "--cluster",
-                 str(container_cluster(devices="[2]")), timeout=900)
-    assert result.returncode == 0, result.stderr + result.stdout
-    (doc,) = result.results()
+def test_the_test_kind_runs_in_containers_through_every_seam(golden_containers):
+    doc = golden_containers.doc("gpt2_tiny:torch_2.13:TK1:2:1")  # hosts with devices [2]
     assert_every_seam_used(doc, "2", nodes=2)
     assert all(n["image"].startswith("accelbench/testkind-torch_2.13:") for n in doc["environment"]["nodes"])
-    assert accelbench_containers() == []
-
-
-@pytest.mark.parametrize("layout", ["1:2", "2:1"])
-def test_paddle_runs_in_the_vendor_paddle_image(cli, container_cluster, engine, layout,
-                                                 accelbench_containers):  # noqa: F811
-    """The cpu vendor's Paddle image has no torch: the Paddle worker must not need it."""
-    result = cli("run", f"gpt3_tiny:paddle_3.3:cpu:{layout}", *SHORT, "--cluster", str(container_cluster()),
-                 timeout=1500)
-    assert result.returncode == 0, result.stderr + result.stdout
-    (doc,) = result.results()
-    assert doc["status"] == "ok", doc["reason"]
-    assert doc["metrics"]["world_size"] == 2 and doc["metrics"]["measured_steps"] == SHORT_STEPS - SHORT_WARMUP
-    for node in doc["environment"]["nodes"]:
-        assert node["image"].startswith("accelbench/cpu-paddle_3.3:")
-        assert node["environment"]["paddle"].startswith("3.3") and "torch" not in node["environment"]
-    assert accelbench_containers() == []
 
 
 # ---------------------------------------------------------------- AMD preflight
@@ -174,12 +125,12 @@ ROCM_SMI = ("=== ROCm System Management Interface ===\nGPU[0]\t\t: Device Name: 
     ("rocm-smi", ROCM_SMI, "`rocm-smi --showid` lists 2"),  # no amd-smi: the older tool answers
     ("", "", "no device-count command of accelerator kind 'rocm' ran: amd-smi list"),
 ])
-def test_amd_hosts_count_their_gpus_with_amd_smi_or_rocm_smi(cli, amd_host, tmp_path, tool, output, counted):
+def test_amd_hosts_count_their_gpus_with_amd_smi_or_rocm_smi(accelbench, amd_host, tmp_path, tool, output, counted):
     cluster, tools = amd_host
     _stand_in(tools, tool, output)
     path = write(tmp_path / "cluster.yaml", cluster.cluster_yaml(python=sys.executable,
                                                                  work_root=str(tmp_path / "work")))
-    result = cli("run", "gpt2_tiny:torch:MI300X:1:4", *SHORT, "--cluster", str(path), timeout=120)
+    result = accelbench("run", "gpt2_tiny:torch:MI300X:1:4", *SHORT, "--cluster", str(path))
     assert result.returncode == 2, result.stderr + result.stdout
     assert counted in result.stderr and "Traceback" not in result.stderr
     assert "nvidia-smi" not in result.stderr

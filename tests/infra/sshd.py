@@ -42,10 +42,11 @@ class SshdCluster:
             except subprocess.TimeoutExpired:
                 process.kill()
 
-    def cluster_yaml(self, **host_extra) -> str:
-        """A ``configs/cluster.yaml`` naming these hosts (extra keys apply to every host)."""
+    def cluster_yaml(self, count: int | None = None, **host_extra) -> str:
+        """A ``configs/cluster.yaml`` naming the first ``count`` of these hosts (all by default); extra keys
+        apply to every host."""
         lines = ["hosts:"]
-        for host in self.hosts:
+        for host in self.hosts[:count]:
             lines += [f"  - name: {host.name}", "    backend: ssh", f"    address: {host.address}",
                       f"    port: {host.port}", f"    user: {self.user}", f"    identity_file: {self.client_key}",
                       f"    known_hosts: {self.known_hosts}"]
