@@ -10,7 +10,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from .conftest import ROOT
+from .runner import ROOT
 
 
 def leftover_processes(marker: Path) -> list[str]:

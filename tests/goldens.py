@@ -22,7 +22,7 @@ from typing import Any, Optional
 import pytest
 import yaml
 
-from .conftest import ROOT, CliResult, run_cli
+from .runner import ROOT, CliResult, copy_tree, run_cli
 
 SHORT_STEPS, SHORT_WARMUP = 6, 2
 SHORT = ("--set", f"train.steps={SHORT_STEPS}", "--set", f"train.warmup_steps={SHORT_WARMUP}")
@@ -164,8 +164,6 @@ def golden_two_nodes(tmp_path_factory) -> Golden:
     """Two local "hosts" (two launchers meeting by static rendezvous, as separate machines would): first the
     all-reduce micro case on them, then gpt2_tiny 2:1 for 2 rounds into the same store (so the training run
     shows the bus bandwidth measured on its hosts)."""
-    from .conftest import copy_tree
-
     workdir = tmp_path_factory.mktemp("golden-two-nodes")
     root = workdir / "root"
     for folder in ("cases", "vendors", "configs"):
@@ -237,8 +235,6 @@ TESTKIND = ROOT / "tests" / "vendors" / "testkind"
 def kind_root(folder: Path, image_from_cpu: bool = False) -> Path:
     """A checkout copy with the test kind's vendor folder added, as a vendor adds theirs (``image_from_cpu``:
     its torch image built from the cpu vendor's Dockerfile and wheels, as a vendor would start from one)."""
-    from .conftest import copy_tree
-
     for sub in ("cases", "vendors", "configs"):
         copy_tree(ROOT / sub, folder / sub)
     shutil.copytree(TESTKIND, folder / "vendors" / "testkind")

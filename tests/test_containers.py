@@ -96,3 +96,40 @@ def test_a_hang_past_the_deadline_is_a_timeout_and_every_container_goes(cli, ssh
     (doc,) = result.results()
     assert doc["status"] == "timeout" and "deadline of 8 s passed" in doc["reason"]
     assert accelbench_containers() == []
+
+
+def test_a_bridged_engine_connection_that_ends_leaves_the_others_answering(sshd, engine, tmp_path):
+    """Engines on SSH hosts are reached through a local socket whose connections are SSH channels to
+    ``docker system dial-stdio``. A connection ending (a log stream, at a round's end) must shut only its own
+    socket: the bridge once shut the newest connection instead, whose request then got no answer ("Remote end
+    closed connection without response"), failing the next case's nodes."""
+    import socket
+    import time
+
+    from run_benchmarks.config import load_model
+    from run_benchmarks.config_files import ClusterSpec
+    from run_benchmarks.containers import SshDockerBridge
+    from run_benchmarks.hosts.ssh import open_client
+
+    spec = load_model(ClusterSpec, write(tmp_path / "cluster.yaml", sshd.cluster_yaml(count=1))).hosts[0]
+    client = open_client(spec)
+    bridge = SshDockerBridge(client, engine.docker_host)
+    try:
+        stream = socket.socket(socket.AF_UNIX)
+        stream.connect(bridge.path)
+        stream.sendall(b"GET /v1.41/events HTTP/1.1\r\nHost: docker\r\n\r\n")  # streams until closed
+        assert stream.recv(64).startswith(b"HTTP/1.1 200")
+        request = socket.socket(socket.AF_UNIX)
+        request.connect(bridge.path)
+        request.sendall(b"GET /v1.41/version HTTP/1.1\r\n")  # half a request: the engine waits for the rest
+        stream.close()  # ... while the other connection ends
+        time.sleep(1.0)  # its bridge threads have finished
+        request.sendall(b"Host: docker\r\nConnection: close\r\n\r\n")
+        answer = b""
+        while chunk := request.recv(65536):
+            answer += chunk
+        request.close()
+        assert answer.startswith(b"HTTP/1.1 200") and b"ApiVersion" in answer, answer[:200]
+    finally:
+        bridge.close()
+        client.close()

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from .checks import assert_complete_ok, leftover_processes
 from .conftest import write
-from .goldens import SHORT, SHORT_STEPS, SHORT_WARMUP
+from .goldens import HOSTILE_WORK, SHORT, SHORT_STEPS, SHORT_WARMUP
 
 
 def assert_no_remote_leftovers(work_root: Path) -> None:
@@ -25,8 +25,8 @@ def assert_no_remote_leftovers(work_root: Path) -> None:
 
 
 def golden_work_root(golden) -> Path:
-    (work_root,) = [p for p in golden.workdir.iterdir() if p.name.startswith("work ")]
-    return work_root
+    """The SSH golden's work root: a path whose parts hold shell syntax (and '/' from the marker's path)."""
+    return golden.workdir / HOSTILE_WORK.format(marker=golden.workdir / "executed")
 
 
 def test_two_ssh_hosts_run_a_case_with_results_like_a_local_run(golden_ssh):

@@ -1,0 +1,72 @@
+"""The CLI run as a user runs it (a real subprocess), and what such a run left: shared by the fixtures in
+conftest.py and the session's golden runs (tests/goldens.py)."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@dataclass
+class CliResult:
+    returncode: int
+    stdout: str
+    stderr: str
+    log_root: Path
+
+    def run_dirs(self) -> list[Path]:
+        return sorted(p for p in self.log_root.iterdir() if p.is_dir()) if self.log_root.is_dir() else []
+
+    def results(self) -> list[dict]:
+        """Every round's results.json of the (single) run this call made."""
+        (run_dir,) = self.run_dirs()
+        return [json.loads(p.read_text()) for p in sorted(run_dir.glob("*/round*/results.json"))]
+
+    def attempts(self) -> list[dict]:
+        """The rows the run wrote to the results store, oldest first."""
+        from run_benchmarks.store import ResultStore
+
+        with ResultStore(self.log_root / "results.db") as store:
+            return [a.row for a in store.attempts()]
+
+
+def run_cli(workdir: Path, *args: str, entry: str = "accelbench", timeout: float = 300,
+            log_root: Path | None = None, extra_env: dict | None = None, cwd: Path | None = None) -> CliResult:
+    """``start_task.py``/``accelbench`` in a subprocess, as a user runs it, with the log root
+    ``workdir/logs`` (given to ``run``) and TMPDIR ``workdir/system-tmp`` (which must stay empty)."""
+    log_root = log_root or workdir / "logs"
+    system_tmp = workdir / "system-tmp"
+    system_tmp.mkdir(parents=True, exist_ok=True)
+    if entry == "start_task":
+        argv = [sys.executable, str(ROOT / "start_task.py"), *args]
+    else:
+        argv = [sys.executable, "-m", "run_benchmarks.cli", *args]
+    if args and args[0] == "run" or entry == "start_task":
+        argv += ["--log-root", str(log_root)]
+    env = {**os.environ, "TMPDIR": str(system_tmp), "PYTHONPATH": str(ROOT), **(extra_env or {})}
+    done = subprocess.run(argv, cwd=cwd or workdir, env=env, capture_output=True, text=True, timeout=timeout)
+    return CliResult(done.returncode, done.stdout, done.stderr, log_root)
+
+
+def copy_tree(source: Path, target: Path) -> None:
+    """``shutil.copytree``, with downloaded wheels hard-linked rather than copied: they are never edited, and
+    copying them (hundreds of MB) into every test's folder filled the disk. Everything else is a real copy,
+    free to edit."""
+    import os
+    import shutil
+
+    def link_wheels(src, dst):
+        if "wheels" in Path(src).parts:
+            try:
+                os.link(src, dst)
+                return dst
+            except OSError:  # another file system
+                pass
+        return shutil.copy2(src, dst)
+
+    shutil.copytree(source, target, copy_function=link_wheels)
