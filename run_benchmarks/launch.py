@@ -44,7 +44,7 @@ class Runner:
         return [*self.swept, *self.machine_warnings]
 
     @property
-    def device_counts(self) -> dict[str, dict]:  # host -> devices counted at preflight, and how
+    def device_counts(self) -> dict[tuple[str, str], dict]:  # (host, kind) -> devices counted at preflight, and how
         return self.preflight.device_counts
 
     @property

@@ -3,8 +3,6 @@ to remote hosts, images), check free disk and device counts, check the framework
 launchers will run, and record the vendor's environment probes."""
 from __future__ import annotations
 
-from typing import Optional
-
 from training.contract import expand_placeholders
 
 from . import casename
@@ -28,7 +26,7 @@ class Preflight:
         self.allow_version_mismatch = allow_version_mismatch
         self.version_warnings: dict[str, list[str]] = {}  # per case name
         self.probed: dict[tuple[str, str], dict] = {}  # (host, vendor) -> probe results
-        self.device_counts: dict[str, dict] = {}  # host -> devices counted at preflight, and how
+        self.device_counts: dict[tuple[str, str], dict] = {}  # (host, kind) -> devices counted, and how
 
     def run(self) -> None:
         first_nodes = [node for case in self.plan.cases for node in case.rounds[0].nodes]
@@ -54,35 +52,42 @@ class Preflight:
         found, _ = parallel_map(lambda item: run_probes(self.hosts[item[0][0]], item[1]), list(wanted.items()))
         self.probed.update({key: probes or {} for key, probes in zip(wanted, found)})
 
-    def _resource_needs(self) -> dict[str, tuple[str, int, Optional[NodePlan], Optional[CasePlan]]]:
-        """Per host: the folder it writes to, the most processes any case starts there, and a node (and its
-        case) whose accelerator kind counts devices, to count them with."""
-        needs: dict[str, tuple[str, int, Optional[NodePlan], Optional[CasePlan]]] = {}
+    def _resource_needs(self) -> dict[str, tuple[str, int, list[tuple[int, NodePlan, CasePlan]]]]:
+        """Per host: the folder it writes to, the most processes any case starts there, and per accelerator
+        kind that counts devices the most processes a case of that kind starts there, with a node (and its
+        case) to count them with. Per kind, not per host: a host may run a cpu case with more processes
+        before a device case with fewer, and each kind counts its own devices."""
+        folders: dict[str, str] = {}
+        procs: dict[str, int] = {}
+        counted: dict[tuple[str, str], tuple[int, NodePlan, CasePlan]] = {}
         for case in self.plan.cases:
             for node in case.rounds[0].nodes:
-                folder = node.host.work_root if node.remote_dir is not None else str(self.plan.dir.parent)
-                _, procs, counted, counted_case = needs.get(node.host.name, (folder, 0, None, None))
-                if case.hardware.kind.counted and case.name.nprocs_per_node >= procs and self.scheduler.checks_hosts:
-                    counted, counted_case = node, case
-                needs[node.host.name] = (folder, max(procs, case.name.nprocs_per_node), counted, counted_case)
-        return needs
+                name = node.host.name
+                folders.setdefault(name, node.host.work_root if node.remote_dir is not None
+                                   else str(self.plan.dir.parent))
+                procs[name] = max(procs.get(name, 0), case.name.nprocs_per_node)
+                key = (name, case.hardware.spec.kind)
+                if case.hardware.kind.counted and self.scheduler.checks_hosts and \
+                        case.name.nprocs_per_node > counted.get(key, (0,))[0]:
+                    counted[key] = (case.name.nprocs_per_node, node, case)
+        return {name: (folders[name], procs[name], [c for (host, _), c in counted.items() if host == name])
+                for name in folders}
 
     def _check_resources(self, item) -> None:
-        name, (folder, procs, node, case) = item
+        name, (folder, _, counted) = item
         host = self.hosts[name]
         free = host.free_bytes(folder)
         if free is not None and free < MIN_FREE_BYTES:
             raise PreflightError(f"host {name}: only {free / 2**30:.1f} GiB free under {folder}; a run needs "
                                  f"{MIN_FREE_BYTES / 2**30:.0f} GiB for logs and compile caches",
                                  "free space there, or point the log root (work_root for ssh hosts) elsewhere")
-        if node is None:
-            return
-        count, source = self._count_devices(host, node, case)
-        self.device_counts[name] = {"count": count, "command": source}
-        if count < procs:
-            raise PreflightError(f"host {name}: {procs} process(es) per node need as many {case.hardware.spec.kind} "
-                                 f"devices; `{source}` lists {count}",
-                                 "lower nprocs_per_node in the case name, or run on hosts with more devices")
+        for procs, node, case in counted:
+            count, source = self._count_devices(host, node, case)
+            self.device_counts[(name, case.hardware.spec.kind)] = {"count": count, "command": source}
+            if count < procs:
+                raise PreflightError(f"host {name}: {procs} process(es) per node need as many "
+                                     f"{case.hardware.spec.kind} devices; `{source}` lists {count}",
+                                     "lower nprocs_per_node in the case name, or run on hosts with more devices")
 
     def _check_framework(self, case: CasePlan) -> list[str]:
         warnings, seen = [], set()

@@ -186,7 +186,7 @@ class RoundExecutor:
     def _node_facts(self, case: CasePlan, node: NodePlan) -> dict:
         return {**self.runtimes.of(node).describe(case, node), **self.scheduler.node_facts(node),
                 "probes": self.preflight.probed.get((node.host.name, case.hardware.vendor), {}),
-                "devices": self.preflight.device_counts.get(node.host.name)}
+                "devices": self.preflight.device_counts.get((node.host.name, case.hardware.spec.kind))}
 
 
 def write_inputs(case: CasePlan, rnd: RoundPlan) -> None:

@@ -83,6 +83,21 @@ def test_more_processes_than_the_kind_counts_is_refused_before_anything_runs(acc
     assert result.run_dirs() == []
 
 
+def test_each_kind_counts_its_devices_whatever_ran_before_it_on_the_host(accelbench, kind_root, tmp_path):
+    """A cpu case with more processes listed first must not hide the device case's count: 4 ranks of the
+    test kind need 4 devices and its tool lists 3 (devices were counted per host, for the case with the most
+    processes, which skipped the test kind here)."""
+    from .goldens import test_conf
+
+    cluster = write(tmp_path / "cluster.yaml", "hosts:\n  - {name: localhost, devices: [0, 1, 2, 3]}\n")
+    conf = test_conf(tmp_path / "test_conf.yaml", [{"case": "gpt2_tiny:torch:cpu:1:5"},
+                                                   {"case": "gpt2_tiny:torch:TK1:1:4"}])
+    result = accelbench("run", "--test-conf", str(conf), "--root", str(kind_root), "--cluster", str(cluster))
+    assert result.returncode == 2, result.stderr + result.stdout
+    assert "host localhost: 4 process(es) per node need as many testkind devices" in result.stderr
+    assert result.run_dirs() == []
+
+
 def test_the_test_kind_runs_over_ssh_through_every_seam(golden_ssh):
     doc = golden_ssh.doc("gpt2_tiny:torch:TK1:2:1")  # hosts with devices [0, 1]: one rank each, device 0
     assert_every_seam_used(doc, "0", nodes=2)
