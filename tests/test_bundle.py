@@ -19,13 +19,12 @@ from run_benchmarks.report.facts import round_facts
 from run_benchmarks.report.summary import summarize
 from run_benchmarks.store import ResultStore
 
-CASE = "gpt2_tiny:torch:cpu:1:1:2"
-SHORT = ("--set", "train.steps=6", "--set", "train.warmup_steps=1")
 
 
 @pytest.fixture(scope="module")
-def bundled(tmp_path_factory):
-    """(log root, run id, bundle path) of one real two-round run and its bundle."""
+def bundled(golden_two_nodes, tmp_path_factory):
+    """(log root, run id, bundle path) of a real two-round run (the session's two-node golden: gpt2_tiny 2:1 for
+    2 rounds) and its bundle, written by the CLI as a user writes one."""
     import subprocess
     import sys
     import os
@@ -33,20 +32,16 @@ def bundled(tmp_path_factory):
     from .conftest import ROOT
 
     base = tmp_path_factory.mktemp("bundle")
-    log_root = base / "logs"
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "TMPDIR": str(base)}
-    accelbench = [sys.executable, "-m", "run_benchmarks.cli"]
-    done = subprocess.run([*accelbench, "run", CASE, *SHORT, "--log-root", str(log_root)], cwd=base, env=env,
-                          capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stderr
-    with ResultStore(log_root / "results.db") as store:
-        (run,) = store.runs()
+    log_root = golden_two_nodes.log_root
+    run_id = golden_two_nodes.doc("gpt2_tiny:torch:cpu:2:1:2")["run_id"]
     out = base / "handed-over.tar.gz"
-    made = subprocess.run([*accelbench, "bundle", run["run_id"], "--db", str(log_root / "results.db"), "-o", str(out)],
-                          cwd=base, env=env, capture_output=True, text=True, timeout=120)
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "TMPDIR": str(base)}
+    made = subprocess.run([sys.executable, "-m", "run_benchmarks.cli", "bundle", run_id, "--db",
+                           str(golden_two_nodes.db), "-o", str(out)], cwd=base, env=env, capture_output=True,
+                          text=True, timeout=120)
     assert made.returncode == 0, made.stderr
     assert f"wrote {out}" in made.stdout
-    return log_root, run["run_id"], out
+    return log_root, run_id, out
 
 
 def rows(db: Path) -> list[dict]:
@@ -90,7 +85,7 @@ def test_a_bundle_round_trips_into_an_empty_store_with_identical_rows(bundled, a
     new_dir = other.parent / run_id
     assert f"run {run_id}: 2 attempt(s) and {len(original_files)} file(s) imported" in done.stdout
 
-    before, after = rows(log_root / "results.db"), rows(other)
+    before, after = [r for r in rows(log_root / "results.db") if r["run_id"] == run_id], rows(other)
     assert len(after) == 2
     assert [comparable(r, run_dir) for r in before] == [comparable(r, new_dir) for r in after]
     assert all(Path(r["results_path"]).is_file() and str(new_dir) in r["results_path"] for r in after)
@@ -100,7 +95,7 @@ def test_a_bundle_round_trips_into_an_empty_store_with_identical_rows(bundled, a
         old_run, new_run = a.run(run_id), b.run(run_id)
         for attempt in b.attempts():  # the hash reports group by is the one the run wrote into its record
             assert round_facts(attempt).workload_hash == (attempt.get("record") or {}).get("workload_hash")
-        assert [(s.workload_hash, s.mean("tokens_per_s_per_device")) for s in summarize(a.attempts())] == \
+        assert [(s.workload_hash, s.mean("tokens_per_s_per_device")) for s in summarize(a.attempts(run_ids=[run_id]))] == \
                [(s.workload_hash, s.mean("tokens_per_s_per_device")) for s in summarize(b.attempts())]
     assert {k: v for k, v in new_run.items() if k not in ("log_dir", "note")} == \
            {k: v for k, v in old_run.items() if k not in ("log_dir", "note")}

@@ -4,27 +4,24 @@ are written out here again, not imported, so a wrong one cannot pass itself."""
 from __future__ import annotations
 
 import json
-import os
 
 import pytest
 
 from run_benchmarks.config_files import CaseFile
 from training.spec import WorkloadSpec
 
-from .conftest import ROOT
+from .goldens import MICRO_SIZES
 
 pytest.importorskip("torch")
 
-TINY_GEMM = ("--set", "micro.shapes=[[32,48,16],[64,64,64]]", "--set", "micro.iters=2", "--set", "micro.warmup=1")
-SIZES = [1024, 65536]
+SIZES = MICRO_SIZES  # what the micro golden (tests/goldens.py) asks of its collective cases
 
 
-def run_case(cli, name: str, *sets: str) -> tuple[dict, dict]:
-    """One round of ``name``; its results.json and its store row, checked to hold the same figures."""
-    result = cli("run", name, *sets, timeout=120)
-    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-    (document,) = result.results()
-    (row,) = result.attempts()
+def case_round(golden, name: str) -> tuple[dict, dict]:
+    """The round of ``name`` in the session's micro golden; its results.json and its store row, checked to hold
+    the same figures."""
+    document = golden.doc(name)
+    (row,) = [r for r in golden.attempts() if r["results_path"] == document["results_path"]]
     assert document["status"] == row["status"] == "ok", document["reason"]
     assert document["metrics"] is None and document["steps_completed"] == 0  # figures, not training steps
     assert row["figures"] == document["figures"]
@@ -52,16 +49,15 @@ def assert_gemm_is_2mnk_over_time(figures: list[dict]) -> dict:
     return best
 
 
-def test_gemm_case_reports_tflops_of_exactly_2mnk_flops(cli):
-    document, _ = run_case(cli, "gemm:torch:cpu:1:1", *TINY_GEMM)
+def test_gemm_case_reports_tflops_of_exactly_2mnk_flops(golden_micro):
+    document, _ = case_round(golden_micro, "gemm:torch:cpu:1:1")
     assert_gemm_is_2mnk_over_time(document["figures"])
 
 
 @pytest.mark.parametrize("op,nprocs,factor", [("allreduce", 2, 2 * (2 - 1) / 2), ("allgather", 2, (2 - 1) / 2),
                                               ("allreduce", 4, 2 * (4 - 1) / 4)])
-def test_collective_case_follows_nccl_tests_formulas(cli, op, nprocs, factor):
-    document, row = run_case(cli, f"{op}:torch:cpu:1:{nprocs}", "--set", f"micro.sizes_bytes={SIZES}",
-                             "--set", "micro.iters=3", "--set", "micro.warmup=1")
+def test_collective_case_follows_nccl_tests_formulas(golden_micro, op, nprocs, factor):
+    document, row = case_round(golden_micro, f"{op}:torch:cpu:1:{nprocs}")
     assert row["world_size"] == nprocs
     figures = document["figures"]
     times = by_params(figures, f"{op}.time_s")
@@ -76,31 +72,29 @@ def test_collective_case_follows_nccl_tests_formulas(cli, op, nprocs, factor):
         assert busbw[key]["value"] == pytest.approx(algbw[key]["value"] * factor, rel=1e-12)
 
 
-def test_membw_case_counts_bytes_as_stream_does(cli):
+def test_membw_case_counts_bytes_as_stream_does(golden_micro):
     nbytes = 1 << 20
-    document, _ = run_case(cli, "membw:torch:cpu:1:1", "--set", f"micro.sizes_bytes=[{nbytes}]",
-                           "--set", "micro.iters=3")
+    document, _ = case_round(golden_micro, "membw:torch:cpu:1:1")
     values = {f["name"]: f["value"] for f in document["figures"]}
     for kernel, arrays in (("copy", 2), ("triad", 3)):
         assert values[f"membw.{kernel}_gbps"] == pytest.approx(
             arrays * nbytes / values[f"membw.{kernel}_time_s"] / 1e9, rel=1e-12)
 
 
-def test_show_prints_micro_figures_as_tables(cli):
-    result = cli("run", "allgather:torch:cpu:1:2", "--set", f"micro.sizes_bytes={SIZES}", "--set", "micro.iters=2",
-                 timeout=120)
-    assert result.returncode == 0, result.stderr[-3000:]
-    show = cli("show", "last", "--db", str(result.log_root / "results.db"))
+def test_show_prints_micro_figures_as_tables(golden_micro, accelbench, tmp_path):
+    result = golden_micro.result
+    show = accelbench("show", "last", "--db", str(golden_micro.db))
     assert show.returncode == 0, show.stderr
     assert "allgather: bandwidth against message size (2 ranks)" in show.stdout
     assert "busbw (GB/s)" in show.stdout and "busbw = algbw x (n-1)/n, n = 2" in show.stdout
-    (document,) = result.results()
+    document = golden_micro.doc("allgather:torch:cpu:1:2")
     (busbw,) = [f for f in document["figures"] if f["name"] == "allgather.busbw_gbps" and f["params"]["bytes"] == 1024]
-    row = next(line for line in show.stdout.splitlines() if line.strip("│ ").startswith("1024 "))
+    section = show.stdout[show.stdout.index("allgather: bandwidth against message size (2 ranks)"):]
+    row = next(line for line in section.splitlines() if line.strip("│ ").startswith("1024 "))
     assert f"{busbw['value']:,.4g}" in row
     assert "allgather: bandwidth against message size" in result.stdout  # the end-of-run tables too
-    page = result.log_root / "report.html"
-    html = cli("report", "last", "--db", str(result.log_root / "results.db"), "--format", "html", "-o", str(page))
+    page = tmp_path / "report.html"
+    html = accelbench("report", "last", "--db", str(golden_micro.db), "--format", "html", "-o", str(page))
     assert html.returncode == 0, html.stderr
     svg = page.read_text()
     assert 'id="busbw-allgather"' in svg and "allgather: bus bandwidth against message size" in svg
@@ -120,29 +114,21 @@ def test_a_micro_case_trains_no_model():
     assert WorkloadSpec.model_validate(spec.model_dump(mode="json")) == spec  # the worker reads it back
 
 
-def test_a_typo_in_the_micro_section_fails_at_plan_time(cli):
-    result = cli("run", "gemm:torch:cpu:1:1", "--set", "micro.shapez=[[8,8,8]]")
+def test_a_typo_in_the_micro_section_fails_at_plan_time(accelbench):
+    result = accelbench("run", "gemm:torch:cpu:1:1", "--set", "micro.shapez=[[8,8,8]]")
     assert result.returncode != 0 and "shapez" in result.stdout + result.stderr
     assert not (result.log_root / "results.db").exists() or not result.attempts()
 
 
-def test_a_two_node_training_run_shows_the_allreduce_busbw_measured_on_its_hosts(cli, root):
-    # Two "hosts" that are both this machine (as tests/test_runs.py): the all-reduce case measures them, the
-    # training run on the same two nodes then shows that measurement beside its own figures.
-    (root / "configs/cluster.yaml").write_text("hosts:\n  - {name: n0}\n  - {name: n1}\n")
-    os.symlink(ROOT / "training", root / "training")
-    measured = cli("run", "allreduce:torch:cpu:2:1", "--root", str(root), "--set", f"micro.sizes_bytes={SIZES}",
-                   "--set", "micro.iters=2", timeout=120)
-    assert measured.returncode == 0, measured.stderr[-3000:]
-    trained = cli("run", "gpt2_tiny:torch:cpu:2:1", "--root", str(root), "--set", "train.steps=3",
-                  "--set", "train.warmup_steps=1", timeout=240)
-    assert trained.returncode == 0, trained.stderr[-3000:]
-    show = cli("show", "last", "--db", str(trained.log_root / "results.db"))
+def test_a_two_node_training_run_shows_the_allreduce_busbw_measured_on_its_hosts(golden_two_nodes, accelbench):
+    # Two "hosts" that are both this machine (tests/goldens.py): the all-reduce case measured them, the training
+    # run on the same two nodes then shows that measurement beside its own figures.
+    show = accelbench("show", "last", "--db", str(golden_two_nodes.db))
     assert show.returncode == 0, show.stderr
-    (allreduce,) = [r for r in trained.attempts() if r["case"] == "allreduce"]
+    (allreduce,) = [r for r in golden_two_nodes.attempts() if r["case"] == "allreduce"]
     (largest,) = [f for f in allreduce["figures"] if f["name"] == "allreduce.busbw_gbps" and f["params"]["bytes"]
                   == max(SIZES)]
     assert (f"all-reduce busbw measured on these hosts: {largest['value']:,.4g} GB/s at 64.0 KiB "
             f"(allreduce:torch:cpu:2:1, run {allreduce['run_id']})") in show.stdout
-    measurement = cli("show", allreduce["run_id"], "--db", str(trained.log_root / "results.db"))
+    measurement = accelbench("show", allreduce["run_id"], "--db", str(golden_two_nodes.db))
     assert "measured on these hosts" not in measurement.stdout  # the measurement itself is no training round

@@ -88,14 +88,34 @@ BUS_FACTOR = {"allreduce": lambda n: 2 * (n - 1) / n, "allgather": lambda n: (n 
               "reducescatter": lambda n: (n - 1) / n, "alltoall": lambda n: (n - 1) / n, "broadcast": lambda n: 1}
 
 
+COLLECTIVE_SIZES = [1 << 10, 1 << 16]
+
+
+@pytest.fixture(scope="module")
+def collectives(tmp_path_factory):
+    """Every op's records from one torchrun launch per world size (tests/micro_ops_worker.py: the worker's own
+    ``figures`` for each op in turn, in one gloo group), by world size."""
+    out = {}
+    for nprocs in (2, 4):
+        specs = [json.dumps({"bench": "collective", "op": op, "sizes_bytes": COLLECTIVE_SIZES, "warmup": 1,
+                             "iters": 2}) for op in sorted(BUS_FACTOR)]
+        env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1",
+               "TMPDIR": str(tmp_path_factory.mktemp(f"collectives{nprocs}"))}
+        done = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone",
+                               f"--nproc_per_node={nprocs}", "-m", "tests.micro_ops_worker", *specs], cwd=ROOT,
+                              env=env, capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0, done.stderr[-3000:]
+        out[nprocs] = [r for r in map(perflog.parse_line, done.stdout.splitlines())
+                       if isinstance(r, perflog.FigureRecord)]
+    return out
+
+
 @pytest.mark.parametrize("nprocs", [2, 4])
 @pytest.mark.parametrize("op", sorted(BUS_FACTOR))
-def test_collective_bandwidth_follows_nccl_tests(op, nprocs, tmp_path):
-    sizes = [1 << 10, 1 << 16]
-    records = run_micro({"bench": "collective", "op": op, "sizes_bytes": sizes, "warmup": 1, "iters": 2},
-                        nprocs=nprocs, tmp_path=tmp_path)
+def test_collective_bandwidth_follows_nccl_tests(collectives, op, nprocs):
+    records = [r for r in collectives[nprocs] if r.params.get("op") == op]
     assert {r.rank for r in records} == set(range(nprocs))
-    for size in sizes:
+    for size in COLLECTIVE_SIZES:
         point = [r for r in records if r.params["bytes"] == size]
         assert len(point) == 3 * nprocs  # time, algbw, busbw from every rank
         for rank in range(nprocs):

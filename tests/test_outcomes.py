@@ -25,10 +25,9 @@ from .checks import assert_complete_ok, leftover_processes
 from .goldens import SHORT, SHORT_STEPS, SHORT_WARMUP
 
 
-def test_a_crash_at_exit_after_every_figure_keeps_the_round_ok_with_a_warning(cli):
-    result = cli("run", "gpt2_tiny:torch:cpu:1:1", *SHORT, "--set", "debug.exit_code_after_end=7")
-    assert result.returncode == 0, result.stderr + result.stdout  # the round is ok: every figure is in
-    (doc,) = result.results()
+def test_a_crash_at_exit_after_every_figure_keeps_the_round_ok_with_a_warning(golden_local):
+    doc = golden_local.doc("gpt2_tiny:torch_1.9:cpu:1:1", **{"debug.exit_code_after_end": 7})
+    assert golden_local.result.returncode == 0  # the round is ok: every figure is in
     assert_complete_ok(doc, world_size=1, steps=SHORT_STEPS, warmup=SHORT_WARMUP)
     (warning,) = [w for w in doc["warnings"] if "launcher exited" in w]
     assert warning.startswith("node 0 launcher exited with ") and "the figures are complete" in warning

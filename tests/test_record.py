@@ -12,23 +12,22 @@ from run_benchmarks.record import RoundRecord, Status
 from run_benchmarks.store import ResultStore
 
 from .test_results import document, fill
-from .goldens import SHORT
+from .goldens import SHORT_STEPS
 
 
-def test_a_run_writes_one_record_to_results_json_the_store_and_summary_json(cli):
-    result = cli("run", "gpt2_tiny:torch:cpu:1:1", *SHORT)
-    assert result.returncode == 0, result.stderr
-    (doc,) = result.results()
+def test_a_run_writes_one_record_to_results_json_the_store_and_summary_json(golden_local, accelbench):
+    doc = golden_local.doc("gpt2_tiny:torch:cpu:1:1:2")
     record = RoundRecord.model_validate(doc)
     assert record.status is Status.ok and record.workload_hash and len(record.workload_hash) == 16
-    assert record.workload["train"]["steps"] == 8
-    (row,) = result.attempts()
+    assert record.workload["train"]["steps"] == SHORT_STEPS
+    (row,) = [a for a in golden_local.attempts() if a["results_path"] == doc["results_path"]]
     assert row["record"] == doc  # stored whole
     assert row["tokens_per_s_per_device"] == doc["metrics"]["tokens_per_s_per_device"]  # columns derived from it
-    summary = json.loads((result.run_dirs()[0] / "summary.json").read_text())
-    assert summary["rounds"][0]["workload_hash"] == record.workload_hash
-    assert summary["rounds"][0]["tokens_per_s_per_device"] == doc["metrics"]["tokens_per_s_per_device"]
-    shown = cli("show", "last", "--db", str(result.log_root / "results.db"))
+    summary = json.loads((golden_local.run_dir() / "summary.json").read_text())
+    (line,) = [r for r in summary["rounds"] if r["results"] == doc["results_path"]]
+    assert line["workload_hash"] == record.workload_hash
+    assert line["tokens_per_s_per_device"] == doc["metrics"]["tokens_per_s_per_device"]
+    shown = accelbench("show", "last", "--db", str(golden_local.db))
     assert shown.returncode == 0 and f"workload: {record.workload_hash}" in shown.stdout
 
 
@@ -43,12 +42,12 @@ def test_a_record_of_the_wrong_shape_is_refused_naming_the_key():
         RoundRecord.model_validate(doc)
 
 
-def test_store_repair_refuses_an_invalid_results_json_and_says_why(cli, tmp_path):
+def test_store_repair_refuses_an_invalid_results_json_and_says_why(accelbench, tmp_path):
     folder = tmp_path / "logs" / "r1" / "case" / "round1"
     folder.mkdir(parents=True)
     doc = {**document("r1", "gpt2_tiny", "torch", 0.5), "schema": "accelbench.results/1", "status": "finished"}
     (folder / "results.json").write_text(json.dumps(doc))
-    result = cli("store", "repair", "--db", str(tmp_path / "logs" / "results.db"))
+    result = accelbench("store", "repair", "--db", str(tmp_path / "logs" / "results.db"))
     assert "not a valid round record: status" in result.stdout + result.stderr
 
 
