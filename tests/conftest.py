@@ -42,6 +42,21 @@ def pytest_runtest_makereport(item, call):
     _fail_skip_in_ci((yield).get_result())
 
 
+# What makes a test end to end (marker e2e, skipped by the inner loop's -m "not e2e"): a fixture that starts
+# something real, or a module whose tests start processes themselves.
+E2E_FIXTURES = {"cli", "sshd", "engine", "cpu_torch_image", "slurm_cluster", "accelbench_containers"}
+E2E_MODULES = {"test_parity", "test_paddle", "test_paddle_layouts", "test_torch_memory", "test_signals",
+               "test_slurm", "test_micro_paddle", "test_store_faults", "test_sweep", "test_cli_imports"}
+
+
+def pytest_collection_modifyitems(items):
+    for item in items:
+        fixtures = set(getattr(item, "fixturenames", ()))
+        if fixtures & E2E_FIXTURES or any(f.startswith("golden_") for f in fixtures) \
+                or item.module.__name__.rsplit(".", 1)[-1] in E2E_MODULES:
+            item.add_marker(pytest.mark.e2e)
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_make_collect_report(collector):
     _fail_skip_in_ci((yield).get_result())  # a module-level skip (importorskip) skips all its tests at once
