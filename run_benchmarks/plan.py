@@ -6,7 +6,6 @@ surfaces here, before anything runs; ``--dry-run`` prints the plan and stops.
 from __future__ import annotations
 
 import math
-import socket
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Optional
@@ -22,6 +21,7 @@ from .config_files import CaseEntry, ClusterSpec, HostSpec, TestConf
 from .config import Layer, merge, parse_assignment, validate_layered
 from .errors import UserError
 from .frameworks import NodeLaunch
+from .ports import free_ports
 from .runtimes import NodeSite, get as get_runtime
 from .runtimes.container import ContainerPlan
 from .schedulers import get as get_scheduler
@@ -131,24 +131,6 @@ class PlanInputs:
 
 
 MAX_ROUNDS = 10_000  # rounds in one run, all case names together: each gets a port and a log folder
-_PORT_BATCH = 128  # sockets held open at once, well inside any open-files limit
-
-
-def free_ports(count: int) -> list[int]:
-    """``count`` distinct TCP ports free right now (held open a batch at a time so they differ)."""
-    found: dict[int, None] = {}
-    while len(found) < count:
-        sockets = []
-        try:
-            for _ in range(min(_PORT_BATCH, count - len(found))):
-                s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-                sockets.append(s)
-                s.bind(("127.0.0.1", 0))
-            found.update((s.getsockname()[1], None) for s in sockets)
-        finally:
-            for s in sockets:
-                s.close()
-    return list(found)[:count]
 
 
 def build_run_plan(

@@ -34,6 +34,16 @@ def run_sweep(tmp_path: Path, *args: str, timeout: float = 300) -> subprocess.Co
                           capture_output=True, text=True, timeout=timeout)
 
 
+def logs_tail(tmp_path: Path, chars: int = 3000) -> str:
+    """The last lines of every log of the sweep's rounds that did not end ok, for a failure message."""
+    tails = []
+    for results in sorted((tmp_path / "logs").glob("*/*/round*/results.json")):
+        if json.loads(results.read_text()).get("status") != "ok":
+            tails += [f"--- {p.relative_to(tmp_path)}\n{p.read_text(errors='replace')[-chars:]}"
+                      for p in sorted(results.parent.glob("**/*.log"))]
+    return "\n".join(tails)
+
+
 def state(run_dir: Path) -> dict:
     return json.loads((run_dir / "sweep.json").read_text())
 
@@ -215,7 +225,7 @@ def test_max_batch_finds_the_largest_size_trying_every_size_finds(tmp_path):
              "--set", "train.steps=2", "--set", "train.warmup_steps=1"]
     base = "gpt2_tiny:torch:cpu:1:1"
     every = run_sweep(tmp_path, base, *model, "--grid", "train.micro_batch_size=1,2,3,4")
-    assert every.returncode == 0, every.stderr[-3000:]
+    assert every.returncode == 0, every.stderr[-3000:] + logs_tail(tmp_path)
     (run_dir,) = [p.parent for p in (tmp_path / "logs").glob("*/sweep.json")]
     peaks = {int(r["micro_batch_size"]): r["peak_memory_bytes"] / 2**20 for r in state(run_dir)["rows"]}
     assert peaks[1] < peaks[4]  # memory grows with the batch
@@ -223,7 +233,7 @@ def test_max_batch_finds_the_largest_size_trying_every_size_finds(tmp_path):
     one_by_one = max(size for size, peak in peaks.items() if peak <= limit)
 
     found = run_sweep(tmp_path, base, *model, "--max-batch", "--set", f"debug.memory_limit_mib={limit:.1f}")
-    assert found.returncode == 0, found.stderr[-3000:]
+    assert found.returncode == 0, found.stderr[-3000:] + logs_tail(tmp_path)
     (search_dir,) = [p.parent for p in (tmp_path / "logs").glob("*/sweep.json") if p.parent != run_dir]
     rows = state(search_dir)["rows"]
     tried = {r["micro_batch_size"]: r["status"] for r in rows}
