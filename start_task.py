@@ -7,8 +7,8 @@ import argparse
 import sys
 from typing import Optional, Sequence
 
-from run_benchmarks import casename
-from run_benchmarks.cli import add_run_options, dispatch
+from run_benchmarks.catalog import casename
+from run_benchmarks.cli.main import add_run_options, dispatch
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:

@@ -28,7 +28,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from training import perflog  # noqa: E402
+from training.contract import perflog  # noqa: E402
 
 
 def write_rank(path: Path, rank: int, world: int, target_bytes: int) -> int:

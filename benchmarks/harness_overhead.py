@@ -43,7 +43,7 @@ def bare_loop(spec_json: str) -> None:
     """Runs in a child process: the training step and nothing else."""
     import torch
 
-    from training.spec import WorkloadSpec
+    from training.contract.spec import WorkloadSpec
     from training.torch.model import GPT
 
     spec = WorkloadSpec.model_validate_json(spec_json)
@@ -75,8 +75,8 @@ def bare_loop(spec_json: str) -> None:
 
 
 def resolve_workload(case: str, settings: list[str]) -> str:
-    from run_benchmarks.inputs import default_root, load_inputs
-    from run_benchmarks.plan import build_run_plan
+    from run_benchmarks.planner.inputs import default_root, load_inputs
+    from run_benchmarks.planner.build import build_run_plan
 
     plan = build_run_plan(load_inputs(default_root()), [f"{case}:torch:cpu:1:1"], "bench", Path("/nonexistent"),
                           assignments=tuple(settings), ports=[0])

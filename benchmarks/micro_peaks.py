@@ -18,7 +18,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from training import perflog  # noqa: E402
+from training.contract import perflog  # noqa: E402
 
 GEMM_SHAPES = [[512, 512, 512], [1024, 1024, 1024], [2048, 2048, 2048], [4096, 4096, 4096], [2048, 3072, 768]]
 STREAM_BYTES = [64 << 20, 256 << 20]

@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-from .errors import UserError
+from run_benchmarks.errors import UserError
 
 
 @dataclass(frozen=True)

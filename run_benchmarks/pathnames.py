@@ -15,7 +15,7 @@ import stat
 import unicodedata
 from pathlib import Path
 
-from .errors import UserError
+from run_benchmarks.errors import UserError
 
 MAX_COMPONENT = 128  # characters; far under NAME_MAX (255 bytes) so suffixes like .accelbench.tar.gz still fit
 

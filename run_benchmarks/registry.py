@@ -9,7 +9,7 @@ from __future__ import annotations
 import difflib
 from typing import Callable, Generic, Iterator, TypeVar
 
-from .errors import UserError
+from run_benchmarks.errors import UserError
 
 T = TypeVar("T")
 

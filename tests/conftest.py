@@ -91,8 +91,8 @@ def accelbench(tmp_path, monkeypatch):
     import signal
     import tempfile
 
-    from run_benchmarks.cli import build_parser, dispatch
-    from run_benchmarks.signals import HANDLED
+    from run_benchmarks.cli.main import build_parser, dispatch
+    from run_benchmarks.execute.signals import HANDLED
 
     system_tmp = tmp_path / "system-tmp"
     system_tmp.mkdir(exist_ok=True)

@@ -10,7 +10,7 @@ import sys
 
 import torch
 
-from training import perflog
+from training.contract import perflog
 from training.micro.case import figures
 from training.micro.spec import MicroSpec
 from training.micro.torch_ops import TorchOps

@@ -3,7 +3,7 @@
 Where some strategies cannot share a process (Paddle: one fleet layout per process), one launch per group
 (``launch``'s ``group_by``); each strategy's results are read back the same way.
 
-Each strategy is planned by the orchestrator's own code, ``run_benchmarks.plan.build_case_plan`` (what
+Each strategy is planned by the orchestrator's own code, ``run_benchmarks.planner.build.build_case_plan`` (what
 ``accelbench run CASE --set ...`` goes through), from its case name and settings, into its own case folder
 of one run folder, and its ``config.json`` written by ``rounds.write_inputs``, as a run writes it. The
 launch is the launcher argv and environment the plan gives a node (torchrun or paddle.distributed.launch,
@@ -22,13 +22,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Hashable, Optional
 
-from run_benchmarks import analyze, collect
-from run_benchmarks.frameworks import RankLogs
-from run_benchmarks.inputs import load_inputs
-from run_benchmarks.plan import CasePlan, build_case_plan
-from run_benchmarks.rounds import write_inputs
-from training import perflog
-from training.contract import WORKER_MODULE, WORKER_SCRIPT
+from run_benchmarks.results import analyze
+from run_benchmarks.execute import collect
+from run_benchmarks.catalog.frameworks import RankLogs
+from run_benchmarks.planner.inputs import load_inputs
+from run_benchmarks.planner.plan import CasePlan
+from run_benchmarks.planner.build import build_case_plan
+from run_benchmarks.execute.rounds import write_inputs
+from training.contract import perflog
+from training.contract.names import WORKER_MODULE, WORKER_SCRIPT
 
 from .conftest import ROOT
 from .parity_worker import MARKER

@@ -29,7 +29,7 @@ class CliResult:
 
     def attempts(self) -> list[dict]:
         """The rows the run wrote to the results store, oldest first."""
-        from run_benchmarks.store import ResultStore
+        from run_benchmarks.results.store.store import ResultStore
 
         with ResultStore(self.log_root / "results.db") as store:
             return [a.row for a in store.attempts()]

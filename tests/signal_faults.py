@@ -132,7 +132,7 @@ def kill_and_measure(orch: Orchestrator, sig: int, check, timeout: float) -> tup
 
 def dead_orchestrator() -> str:
     """The ``host:pid:start`` of a process that has ended (an orchestrator that was killed)."""
-    from run_benchmarks.hosts.guard import _start_ticks
+    from run_benchmarks.backends.hosts.guard import _start_ticks
 
     process = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(0.3)"])
     ticks = _start_ticks(process.pid)

@@ -3,9 +3,9 @@ import math
 
 import pytest
 
-from run_benchmarks import analyze
-from run_benchmarks.collect import RankLog
-from training.perflog import EndRecord, StartRecord, StepRecord
+from run_benchmarks.results import analyze
+from run_benchmarks.execute.collect import RankLog
+from training.contract.perflog import EndRecord, StartRecord, StepRecord
 
 
 def rank_log(rank, times, warmup=2, tokens=1000, peak=100 * 2**20, reserved=None, recompiles=None):
@@ -92,8 +92,8 @@ def test_stats_of_one_value_has_no_spread():
 
 def test_error_lines_skip_a_rank_that_only_lost_its_peer(tmp_path):
     """Two nodes' launchers each name their own rank; the crash, not its echo, explains the failure."""
-    from run_benchmarks import collect
-    from run_benchmarks.frameworks import RankLogs
+    from run_benchmarks.execute import collect
+    from run_benchmarks.catalog.frameworks import RankLogs
 
     def rank_log(rank: int, last_line: str) -> collect.RankLog:
         stderr = tmp_path / f"rank{rank}.stderr.log"

@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from run_benchmarks.bundle import CHECKSUMS, MANIFEST
-from run_benchmarks.report.facts import round_facts
-from run_benchmarks.report.summary import summarize
-from run_benchmarks.store import ResultStore
+from run_benchmarks.results.bundle import CHECKSUMS, MANIFEST
+from run_benchmarks.results.report.facts import round_facts
+from run_benchmarks.results.report.summary import summarize
+from run_benchmarks.results.store.store import ResultStore
 
 
 
@@ -134,7 +134,7 @@ def test_import_of_a_log_still_needs_its_format_and_case(accelbench, tmp_path):
 
 
 def test_an_imported_run_bundles_the_logs_it_was_read_from(accelbench, tmp_path):
-    from run_benchmarks.store_schema import row_from_document
+    from run_benchmarks.results.store.schema import row_from_document
 
     from .test_grouping import round_doc
 

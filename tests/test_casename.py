@@ -1,7 +1,7 @@
 import pytest
 from hypothesis import given, strategies as st
 
-from run_benchmarks import casename
+from run_benchmarks.catalog import casename
 from run_benchmarks.errors import UserError
 
 

@@ -1,11 +1,11 @@
 """Config errors name the file, the key and the fix; layering puts each layer where it belongs."""
 import pytest
 
-from run_benchmarks.inputs import load_inputs
-from run_benchmarks.config import Layer, merge, parse_assignment, validate_layered
+from run_benchmarks.planner.inputs import load_inputs
+from run_benchmarks.catalog.config import Layer, merge, parse_assignment, validate_layered
 from run_benchmarks.errors import UserError
-from run_benchmarks.plan import build_run_plan
-from training.spec import WorkloadSpec
+from run_benchmarks.planner.build import build_run_plan
+from training.contract.spec import WorkloadSpec
 
 from .conftest import write
 

@@ -79,7 +79,7 @@ def test_python_runs_as_the_image_has_it(engine, cpu_torch_image):
     """The image really is the vendor's: its torch is the pinned CPU build."""
     import docker
 
-    from run_benchmarks import containers
+    from run_benchmarks.backends.runtimes import docker as containers
 
     client = docker.DockerClient(base_url=engine.docker_host)
     assert containers.distribution_version(client, cpu_torch_image, "python", ["torch"]).startswith("2.13.0")
@@ -106,10 +106,10 @@ def test_a_bridged_engine_connection_that_ends_leaves_the_others_answering(sshd,
     import socket
     import time
 
-    from run_benchmarks.config import load_model
-    from run_benchmarks.config_files import ClusterSpec
-    from run_benchmarks.containers import SshDockerBridge
-    from run_benchmarks.hosts.ssh import open_client
+    from run_benchmarks.catalog.config import load_model
+    from run_benchmarks.catalog.config_files import ClusterSpec
+    from run_benchmarks.backends.runtimes.docker import SshDockerBridge
+    from run_benchmarks.backends.hosts.ssh import open_client
 
     spec = load_model(ClusterSpec, write(tmp_path / "cluster.yaml", sshd.cluster_yaml(count=1))).hosts[0]
     client = open_client(spec)

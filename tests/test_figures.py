@@ -1,9 +1,10 @@
 """Task figures: perf records of kind ``figure`` read from a rank's log and combined across ranks and rounds."""
 import pytest
 
-from run_benchmarks import collect, figures
-from run_benchmarks.frameworks import RankLogs
-from training import perflog
+from run_benchmarks.execute import collect
+from run_benchmarks.results import figures
+from run_benchmarks.catalog.frameworks import RankLogs
+from training.contract import perflog
 
 
 def _rank_log(tmp_path, rank, records):

@@ -9,8 +9,8 @@ import torch
 from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.utils.flop_counter import FlopCounterMode
 
-from training import flops
-from training.spec import ModelSpec
+from training.contract import flops
+from training.contract.spec import ModelSpec
 from training.torch.model import GPT
 
 TINY = dict(n_layer=2, n_head=4, d_model=128, vocab_size=1024, seq_len=128)

@@ -12,13 +12,13 @@ import statistics
 
 import pytest
 
-from run_benchmarks import references
-from run_benchmarks.report import export
-from run_benchmarks.report.compare import NOISE_RULE, Selection, compare, format_change
-from run_benchmarks.report.summary import summarize
-from run_benchmarks.store import ResultStore
-from run_benchmarks.store_schema import row_from_document
-from training.spec import WorkloadSpec
+from run_benchmarks.catalog import references
+from run_benchmarks.results.report import export
+from run_benchmarks.results.report.compare import NOISE_RULE, Selection, compare, format_change
+from run_benchmarks.results.report.summary import summarize
+from run_benchmarks.results.store.store import ResultStore
+from run_benchmarks.results.store.schema import row_from_document
+from training.contract.spec import WorkloadSpec
 
 from .conftest import ROOT, write
 from .test_results import document as legacy_document, fill, metrics_for

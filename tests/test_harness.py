@@ -14,10 +14,11 @@ from pathlib import Path
 
 import pytest
 
-from training import harness, perflog, plugins
-from training.contract import ENV_NODE_RANK, EXIT_UNSUPPORTED, WORKER_MODULE
+from training import harness, plugins
+from training.contract import perflog
+from training.contract.names import ENV_NODE_RANK, EXIT_UNSUPPORTED, WORKER_MODULE
 from training.faults import OOM_REQUEST_BYTES
-from training.spec import DebugSpec, DeviceSpec, ModelSpec, RuntimeSpec, TrainSpec, WorkerConfig, WorkloadSpec
+from training.contract.spec import (DebugSpec, DeviceSpec, ModelSpec, RuntimeSpec, TrainSpec, WorkerConfig, WorkloadSpec)
 from training.unsupported import UnsupportedOnDevice
 
 from .conftest import ROOT

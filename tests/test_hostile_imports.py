@@ -10,8 +10,8 @@ import json
 
 import pytest
 
-from run_benchmarks import analyze
-from run_benchmarks.importers import PARSERS, register
+from run_benchmarks.results import analyze
+from run_benchmarks.results.importers import PARSERS, register
 
 from .test_analyze import rank_log
 from .test_hostile_inputs import run_bounded

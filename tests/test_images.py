@@ -6,8 +6,8 @@ import shutil
 
 import docker
 
-from run_benchmarks import images
-from run_benchmarks.vendors import VendorRegistry
+from run_benchmarks.backends.runtimes import images
+from run_benchmarks.catalog.vendors import VendorRegistry
 
 from .conftest import ROOT, write
 from .checks import assert_complete_ok

@@ -12,8 +12,8 @@ import json
 
 import pytest
 
-from run_benchmarks.store import ResultStore
-from run_benchmarks.store_schema import METRIC_COLUMNS
+from run_benchmarks.results.store.store import ResultStore
+from run_benchmarks.results.store.schema import METRIC_COLUMNS
 
 GIB, MIB = 2**30, 2**20
 A100_FP16, H100_FP16, H100_BF16 = 312.0, 989.5, 989.5  # vendors/nvidia/vendor.yaml dense peaks

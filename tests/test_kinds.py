@@ -7,10 +7,10 @@ import shutil
 import pytest
 
 from run_benchmarks.errors import UserError
-from run_benchmarks.kinds import KINDS, DeviceCountSpec
-from run_benchmarks.vendors import VendorRegistry
+from run_benchmarks.catalog.kinds import KINDS, DeviceCountSpec
+from run_benchmarks.catalog.vendors import VendorRegistry
 from training.monitor import Unavailable, command
-from training.spec import CommandMonitorSpec
+from training.contract.spec import CommandMonitorSpec
 
 from .conftest import ROOT, write
 

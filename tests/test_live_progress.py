@@ -5,8 +5,8 @@ import io
 
 from rich.console import Console
 
-from run_benchmarks.report.live import LiveProgress, LiveStep
-from training import perflog
+from run_benchmarks.results.report.live import LiveProgress, LiveStep
+from training.contract import perflog
 
 
 def record(step: int, step_time_s: float = 0.5, warmup: bool = False) -> perflog.StepRecord:

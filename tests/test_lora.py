@@ -4,8 +4,8 @@ import torch
 from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.utils.flop_counter import FlopCounterMode
 
-from training import flops
-from training.spec import ModelSpec, TrainSpec
+from training.contract import flops
+from training.contract.spec import ModelSpec, TrainSpec
 from training.torch.lora import LoRALinear, apply_lora, trainable_parameters
 from training.torch.model import GPT
 

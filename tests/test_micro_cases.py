@@ -7,8 +7,8 @@ import json
 
 import pytest
 
-from run_benchmarks.config_files import CaseFile
-from training.spec import WorkloadSpec
+from run_benchmarks.catalog.config_files import CaseFile
+from training.contract.spec import WorkloadSpec
 
 from .goldens import MICRO_SIZES
 

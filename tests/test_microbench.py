@@ -10,8 +10,8 @@ import sys
 import pytest
 import yaml
 
-from training import perflog
-from training.contract import EXIT_UNSUPPORTED
+from training.contract import perflog
+from training.contract.names import EXIT_UNSUPPORTED
 
 from .conftest import ROOT
 

@@ -4,10 +4,10 @@ import pytest
 import torch
 import yaml
 
-from run_benchmarks.cases import CaseCatalog
-from run_benchmarks.config import Layer, merge
-from training import flops
-from training.spec import ModelSpec, WorkloadSpec
+from run_benchmarks.catalog.cases import CaseCatalog
+from run_benchmarks.catalog.config import Layer, merge
+from training.contract import flops
+from training.contract.spec import ModelSpec, WorkloadSpec
 from training.torch.model import GPT, alibi_causal_mask, alibi_slopes
 
 from .conftest import ROOT

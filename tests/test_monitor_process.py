@@ -6,8 +6,8 @@ import json
 import subprocess
 import sys
 
-from training.contract import MONITOR_HOST_FILE, MONITOR_STATUS_FILE
-from training.spec import WorkerConfig
+from training.contract.names import MONITOR_HOST_FILE, MONITOR_STATUS_FILE
+from training.contract.spec import WorkerConfig
 
 from .conftest import ROOT
 

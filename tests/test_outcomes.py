@@ -13,10 +13,11 @@ from pathlib import Path
 
 import pytest
 
-from run_benchmarks import analyze, collect, outcome
-from run_benchmarks.frameworks import RankLogs
+from run_benchmarks.results import analyze
+from run_benchmarks.execute import collect, outcome
+from run_benchmarks.catalog.frameworks import RankLogs
 from tests.infra.tmpfs import tmpfs
-from training import perflog
+from training.contract import perflog
 
 from .conftest import ROOT, write
 from .signal_faults import start
@@ -130,7 +131,7 @@ def test_a_master_port_taken_at_start_is_retried_and_the_failed_attempt_kept(tmp
     assert "EADDRINUSE" in note and "retried" in note
     kept = next(orch.log_root.glob("*/*/round1.start-error1"))
     assert "EADDRINUSE" in json.loads((kept / "results.json").read_text())["error_lines"][-1]
-    from run_benchmarks.store import ResultStore
+    from run_benchmarks.results.store.store import ResultStore
 
     with ResultStore(orch.log_root / "results.db") as store:
         statuses = [a["status"] for a in store.attempts()]

@@ -33,7 +33,7 @@ import yaml
 
 from run_benchmarks.errors import UserError
 from training.data.token_file import generate_token_dataset
-from training.spec import ModelSpec
+from training.contract.spec import ModelSpec
 
 from .conftest import ROOT
 from .parity_launch import Launch, Run, launch
@@ -218,7 +218,7 @@ def test_a_config_that_does_not_fit_the_world_size_is_refused(root, tmp_path):
 
 
 def test_multi_node_paddle_launch_names_master_rank_and_address(root, tmp_path):
-    from run_benchmarks.frameworks import NodeLaunch, get
+    from run_benchmarks.catalog.frameworks import NodeLaunch, get
 
     argv = get("paddle").launcher_argv(NodeLaunch(
         python="python", nnodes=2, nprocs_per_node=8, node_rank=1, master_addr="10.0.0.1", master_port=29500,
@@ -239,7 +239,7 @@ def test_multi_node_paddle_launch_names_master_rank_and_address(root, tmp_path):
     ("ConnectionRefusedError: [Errno 111] Connection refused (a dataset server)", False),
 ])
 def test_a_gloo_connect_failure_is_a_start_error_not_a_result(line, start_error):
-    from run_benchmarks.frameworks import get
+    from run_benchmarks.catalog.frameworks import get
 
     for framework in ("paddle", "torch"):
         assert (get(framework).start_error_in(["Traceback (most recent call last):", line]) is not None) \

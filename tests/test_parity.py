@@ -30,7 +30,7 @@ from pathlib import Path
 
 import pytest
 
-from training import perflog
+from training.contract import perflog
 
 from .conftest import ROOT
 from .parity_launch import Launch, Run, launch

@@ -1,6 +1,6 @@
 import pytest
 
-from training import perflog
+from training.contract import perflog
 
 
 def test_records_round_trip_through_a_line():

@@ -1,9 +1,9 @@
 """The plan: what would run where, decided before anything runs."""
 import pytest
 
-from run_benchmarks.inputs import load_inputs
+from run_benchmarks.planner.inputs import load_inputs
 from run_benchmarks.errors import UserError
-from run_benchmarks.plan import build_run_plan
+from run_benchmarks.planner.build import build_run_plan
 
 from .conftest import write
 
@@ -168,9 +168,9 @@ def test_a_host_that_pins_devices_exports_the_vendors_visibility_variable(root, 
 
 
 def test_node_runtimes_are_registered_peers_and_the_container_one_plans_its_part(root, tmp_path):
-    from run_benchmarks import runtimes
-    from run_benchmarks.runtimes.container import ContainerRuntime
-    from run_benchmarks.runtimes.process import ProcessRuntime
+    from run_benchmarks.backends import runtimes
+    from run_benchmarks.backends.runtimes.container import ContainerRuntime
+    from run_benchmarks.backends.runtimes.process import ProcessRuntime
 
     assert list(runtimes.RUNTIMES) == ["container", "process"]
     assert runtimes.get("process") is ProcessRuntime and runtimes.get("container") is ContainerRuntime
@@ -193,9 +193,9 @@ def test_node_runtimes_are_registered_peers_and_the_container_one_plans_its_part
 
 def test_devices_if_present_reach_only_containers_on_hosts_that_have_them(root, tmp_path):
     """InfiniBand for multi-node NCCL: passed where the host has it, not a failed start where it has none."""
-    from run_benchmarks.config_files import HostSpec
-    from run_benchmarks.hosts import connect
-    from run_benchmarks.runtimes.container import ContainerRuntime
+    from run_benchmarks.catalog.config_files import HostSpec
+    from run_benchmarks.backends.hosts import connect
+    from run_benchmarks.backends.runtimes.container import ContainerRuntime
 
     present = write(tmp_path / "dev" / "infiniband" / "uverbs0", "")
     vendor = root / "vendors/cpu/vendor.yaml"
@@ -209,8 +209,8 @@ def test_devices_if_present_reach_only_containers_on_hosts_that_have_them(root, 
 
 
 def test_host_backends_are_registered_and_local_hosts_stage_files(tmp_path):
-    from run_benchmarks.config_files import HostSpec
-    from run_benchmarks.hosts import BACKENDS, LocalHost, connect
+    from run_benchmarks.catalog.config_files import HostSpec
+    from run_benchmarks.backends.hosts import BACKENDS, LocalHost, connect
 
     assert list(BACKENDS) == ["local", "ssh"]
     host = connect(HostSpec(name="here"))

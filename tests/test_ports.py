@@ -7,7 +7,7 @@ import socket
 
 import pytest
 
-from run_benchmarks import ports
+from run_benchmarks.planner import ports
 
 
 def test_ports_are_distinct_free_and_outside_the_ephemeral_range():

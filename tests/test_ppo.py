@@ -10,12 +10,12 @@ import torch
 from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.utils.flop_counter import FlopCounterMode
 
-from run_benchmarks.inputs import load_inputs
-from run_benchmarks.plan import build_run_plan
-from run_benchmarks.report.task_figures import figures_view, round_dir_figures
-from training import flops
+from run_benchmarks.planner.inputs import load_inputs
+from run_benchmarks.planner.build import build_run_plan
+from run_benchmarks.results.report.task_figures import figures_view, round_dir_figures
+from training.contract import flops
 from training.harness import Ranks
-from training.spec import ModelSpec, PPOSpec, TrainSpec
+from training.contract.spec import ModelSpec, PPOSpec, TrainSpec
 from training.torch.ppo_experience import action_values
 from training.torch.ppo_generate import generate
 from training.torch.ppo_loop import PPOWorker
@@ -87,7 +87,7 @@ def test_lora_phases_count_what_flop_counter_counts():
 
 
 def _worker(train: dict, ppo: dict) -> PPOWorker:
-    from training.spec import WorkerConfig
+    from training.contract.spec import WorkerConfig
 
     workload = {"task": "ppo", "model": TINY, "train": train, "ppo": ppo}
     cfg = WorkerConfig.model_validate({"workload": workload, "runtime": {
@@ -188,7 +188,7 @@ def test_every_ppo_and_new_pretraining_case_plans(case, tmp_path):
 
 
 def test_the_reference_table_shows_oom_as_oom(cli):
-    """The sweep's pivot (run_benchmarks/report/sweep_views.py) is the reference's table for ppo cases too: a
+    """The sweep's pivot (run_benchmarks/results/report/sweep_views.py) is the reference's table for ppo cases too: a
     point that ran out of memory (a smaller device: debug.memory_limit_mib) reads OOM beside one that fit."""
     result = cli("sweep", "ppo_tiny:torch:cpu:1:1", "--grid", "debug.memory_limit_mib=64,1000000", "--grid",
                  "layout=1x1", "--format", "markdown", "--log-root", str(cli.system_tmp.parent / "sweep-logs"))

@@ -3,9 +3,9 @@ from __future__ import annotations
 
 import sys
 
-from run_benchmarks.config_files import HostSpec
-from run_benchmarks.hosts.local import LocalHost
-from run_benchmarks.probes import MAX_CHARS, run_probes
+from run_benchmarks.catalog.config_files import HostSpec
+from run_benchmarks.backends.hosts.local import LocalHost
+from run_benchmarks.execute.probes import MAX_CHARS, run_probes
 
 
 def test_each_way_a_probe_can_fail_is_recorded_as_unavailable_with_its_reason():

@@ -6,8 +6,8 @@ import re
 
 import pytest
 
-from run_benchmarks.inputs import load_inputs
-from run_benchmarks.plan import build_run_plan
+from run_benchmarks.planner.inputs import load_inputs
+from run_benchmarks.planner.build import build_run_plan
 
 from .conftest import ROOT
 

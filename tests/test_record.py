@@ -8,8 +8,8 @@ import sqlite3
 import pytest
 from pydantic import ValidationError
 
-from run_benchmarks.record import RoundRecord, Status
-from run_benchmarks.store import ResultStore
+from run_benchmarks.results.record import RoundRecord, Status
+from run_benchmarks.results.store.store import ResultStore
 
 from .test_results import document, fill
 from .goldens import SHORT_STEPS

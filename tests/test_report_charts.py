@@ -8,11 +8,11 @@ from __future__ import annotations
 import re
 import xml.etree.ElementTree as ET
 
-from run_benchmarks.report import charts
-from run_benchmarks.report.summary import summarize
-from run_benchmarks.store import ResultStore
-from training import perflog
-from training.perflog import StepRecord
+from run_benchmarks.results.report import charts
+from run_benchmarks.results.report.summary import summarize
+from run_benchmarks.results.store.store import ResultStore
+from training.contract import perflog
+from training.contract.perflog import StepRecord
 
 from .test_results import document, fill
 

@@ -17,12 +17,13 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from run_benchmarks import analyze, collect, records
-from run_benchmarks.frameworks import RankLogs
-from run_benchmarks.store import ResultStore
-from run_benchmarks.store_schema import row_from_document
-from training import perflog
-from training.perflog import EndRecord, StartRecord, StepRecord
+from run_benchmarks.results import analyze, perf_reader as records
+from run_benchmarks.execute import collect
+from run_benchmarks.catalog.frameworks import RankLogs
+from run_benchmarks.results.store.store import ResultStore
+from run_benchmarks.results.store.schema import row_from_document
+from training.contract import perflog
+from training.contract.perflog import EndRecord, StartRecord, StepRecord
 
 from .conftest import ROOT, write
 

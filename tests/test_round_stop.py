@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Optional
 
-from run_benchmarks.hosts.base import Job
-from run_benchmarks.outcome import RoundResult
-from run_benchmarks.rounds import RoundExecutor
+from run_benchmarks.backends.hosts.base import Job
+from run_benchmarks.execute.outcome import RoundResult
+from run_benchmarks.execute.rounds import RoundExecutor
 
 
 class GoneEngine(Job):

@@ -10,7 +10,7 @@ import platform
 
 import pytest
 
-from run_benchmarks.report.summary import number
+from run_benchmarks.results.report.summary import number
 
 from .checks import assert_complete_ok, leftover_processes
 from .goldens import SHORT, SHORT_STEPS, SHORT_WARMUP

@@ -35,7 +35,7 @@ def interrupted_doc(log_root: Path) -> dict:
 
 
 def stored_status(log_root: Path) -> list[str]:
-    from run_benchmarks.store import ResultStore
+    from run_benchmarks.results.store.store import ResultStore
 
     with ResultStore(log_root / "results.db") as store:
         return [a.row["status"] for a in store.attempts()]
@@ -74,7 +74,7 @@ def test_every_handled_signal_interrupts_the_same_way_with_its_own_exit_code(nam
     """One handler serves INT, TERM and HUP (signals._handler): the real runs above and below send INT and
     TERM; here each signal, HUP too, goes through that handler in this process and comes out as the
     Interrupted the rounds catch, with 128 + its number as the exit code and its name as the reason."""
-    from run_benchmarks import signals
+    from run_benchmarks.execute import signals
 
     sig = getattr(signal, name)
     restore = signals.install(notify=lambda message: None)
@@ -111,7 +111,7 @@ def test_a_second_ctrl_c_does_not_cut_the_cleanup_short(tmp_path):
     assert (node_dir / "rank0.stdout.log").is_file() and (node_dir / "rank1.stdout.log").is_file()
     assert "killing what is left now" in orch.stderr()
     assert (orch.log_root / orch.run_id() / "summary.json").is_file()
-    from run_benchmarks.store import ResultStore
+    from run_benchmarks.results.store.store import ResultStore
 
     with ResultStore(orch.log_root / "results.db") as store:
         assert store.runs()[0]["status"] == "interrupted"
@@ -123,7 +123,7 @@ def test_a_run_refused_at_preflight_gives_the_caller_its_handlers_back(accelbenc
     """A caller of cli.dispatch in its own process (these tests, through the accelbench fixture) has handlers of
     its own: a run installs accelbench's before preflight and, refused there (an SSH host it cannot trust),
     puts the caller's back. Only a signal keeps them, until the process has left (cli.main)."""
-    from run_benchmarks import signals
+    from run_benchmarks.execute import signals
 
     installed = []
     install = signals.install
@@ -263,7 +263,7 @@ def test_signals_leave_no_container_of_the_run(container_cluster, engine, cpu_to
 def test_clean_removes_containers_of_a_dead_orchestrator_and_keeps_their_output(cli, engine, tmp_path):
     import docker
 
-    from run_benchmarks.containers import LABEL_HOST, LABEL_LOG, LABEL_PID, LABEL_RUN, LABEL_START
+    from run_benchmarks.backends.runtimes.docker import LABEL_HOST, LABEL_LOG, LABEL_PID, LABEL_RUN, LABEL_START
     from tests.infra.docker_engine import BASE_IMAGE
 
     host, pid, start_ticks = dead_orchestrator().rsplit(":", 2)

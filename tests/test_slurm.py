@@ -25,7 +25,7 @@ from typing import Callable, Optional, Sequence
 import pytest
 import yaml
 
-from training import perflog
+from training.contract import perflog
 
 from .conftest import ROOT, write
 from .infra.slurm import SlurmCluster, processes_mentioning, wait_until

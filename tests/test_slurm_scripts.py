@@ -19,16 +19,16 @@ from typing import Callable, Optional
 
 import pytest
 
-from run_benchmarks import rounds
-from run_benchmarks.casename import parse as parse_case_name
+from run_benchmarks.execute import rounds
+from run_benchmarks.catalog.casename import parse as parse_case_name
 from run_benchmarks.errors import PreflightError
-from run_benchmarks.hosts.guard import orchestrator_tag
-from run_benchmarks.inputs import load_inputs
-from run_benchmarks.plan import build_run_plan
-from run_benchmarks.schedulers import slurm as slurm_scheduler
-from run_benchmarks.schedulers.slurm import Slurm, describe_end
-from run_benchmarks.schedulers.slurm_client import JobInfo, SlurmClient
-from training import perflog
+from run_benchmarks.backends.hosts.guard import orchestrator_tag
+from run_benchmarks.planner.inputs import load_inputs
+from run_benchmarks.planner.build import build_run_plan
+from run_benchmarks.backends.schedulers import slurm as slurm_scheduler
+from run_benchmarks.backends.schedulers.slurm import Slurm, describe_end
+from run_benchmarks.backends.schedulers.slurm_client import JobInfo, SlurmClient
+from training.contract import perflog
 
 from .conftest import ROOT, write
 
@@ -437,7 +437,7 @@ def test_sbatch_parsable_output_is_the_job_id():
 def test_slurm_states_become_statuses():
     """Why a node ended, in Slurm's words, for the states that say more than the launcher's exit code; the
     ones this machine's Slurm cannot produce on demand (no memory cgroup here for OUT_OF_MEMORY) too."""
-    from run_benchmarks.outcome import _OOM_MARKERS
+    from run_benchmarks.execute.outcome import _OOM_MARKERS
 
     oom = describe_end("7", JobInfo("7", "OUT_OF_MEMORY", "n[1-2]"), 137, {})
     assert oom == "Slurm job 7 ended OUT_OF_MEMORY (out of memory)"

@@ -22,10 +22,10 @@ import pytest
 
 from run_benchmarks.errors import UserError
 from run_benchmarks.pathnames import write_text_atomically
-from run_benchmarks.store import ResultStore
-from run_benchmarks.store_faults import StoreCorrupt, StoreUnavailable
-from run_benchmarks.store_recovery import summary_state
-from run_benchmarks.store_schema import row_from_document
+from run_benchmarks.results.store.store import ResultStore
+from run_benchmarks.results.store.faults import StoreCorrupt, StoreUnavailable
+from run_benchmarks.results.store.recovery import summary_state
+from run_benchmarks.results.store.schema import row_from_document
 from tests.infra.tmpfs import tmpfs
 
 from .conftest import ROOT

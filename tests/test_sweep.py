@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from run_benchmarks.errors import UserError
-from run_benchmarks.sweep_batch import search_max_batch
-from run_benchmarks.sweep_grid import SweepFile, expand, grid_axis, merge_command_line
+from run_benchmarks.sweep.batch import search_max_batch
+from run_benchmarks.sweep.grid import SweepFile, expand, grid_axis, merge_command_line
 
 from . import test_harness
 from .conftest import ROOT, write
@@ -73,7 +73,7 @@ def test_search_stops_on_an_answer_that_is_not_about_memory():
 def test_memory_limit_takes_the_real_oom_path_once_the_peak_is_above_it(acme_root, capsys):
     from training import harness
     from training.faults import OOM_REQUEST_BYTES
-    from training.spec import DebugSpec
+    from training.contract.spec import DebugSpec
 
     FakeWorker, acme, launcher = test_harness.FakeWorker, test_harness.acme, test_harness.LAUNCHER
     peak = FakeWorker.memory(None).peak_allocated  # the fake device's allocator peak, in bytes
@@ -116,8 +116,8 @@ def test_a_bad_sweep_file_is_one_message_naming_the_key(accelbench, tmp_path):
 
 
 def test_views_put_oom_and_skips_in_their_cells_and_compute_speedup_and_efficiency():
-    from run_benchmarks.report import sweep_views as views
-    from run_benchmarks.sweep_state import Row
+    from run_benchmarks.results.report import sweep_views as views
+    from run_benchmarks.sweep.state import Row
 
     def row(i, fw, procs, status="ok", tok=None):
         return Row(i, {"framework": fw, "procs": str(procs)}, f"gpt2_tiny:{fw}:cpu:1:{procs}", status,

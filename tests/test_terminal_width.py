@@ -6,9 +6,9 @@ import io
 
 from rich.console import Console
 
-from run_benchmarks.report.summary import summarize
-from run_benchmarks.report.terminal import print_summaries
-from run_benchmarks.store import ResultStore
+from run_benchmarks.results.report.summary import summarize
+from run_benchmarks.results.report.terminal import print_summaries
+from run_benchmarks.results.store.store import ResultStore
 
 from .test_results import document, fill
 

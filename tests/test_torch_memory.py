@@ -104,7 +104,7 @@ def _weights_rank(rank: int, world: int, cfg) -> dict:
 
 
 def test_init_weights_file_loads_into_every_ranks_shards(tmp_path):
-    from training.spec import ModelSpec
+    from training.contract.spec import ModelSpec
     from training.torch.weights import write_initial_weights
 
     path = write_initial_weights(ModelSpec(**GPT2_SMALLISH), seed=7, path=tmp_path / "init.npz")
@@ -113,7 +113,7 @@ def test_init_weights_file_loads_into_every_ranks_shards(tmp_path):
 
 
 def test_init_weights_that_do_not_fit_are_refused_by_name(tmp_path):
-    from training.spec import ModelSpec
+    from training.contract.spec import ModelSpec
     from training.torch.weights import write_initial_weights
 
     path = write_initial_weights(ModelSpec(**{**GPT2_SMALLISH, "n_layer": 1}), seed=7, path=tmp_path / "w.npz")

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from training.spec import DeviceSpec
+from training.contract.spec import DeviceSpec
 from training.torch.device import process_group_backend
 
 from .torch_ranks import open_worker, run_ranks, worker_config
@@ -65,7 +65,7 @@ def test_fsdp_gradient_reduction_under_accumulation_is_the_reported_choice(each)
 
 
 def test_default_is_to_reduce_each_micro_batch():
-    from training.spec import ParallelSpec
+    from training.contract.spec import ParallelSpec
 
     assert ParallelSpec().sync_gradients_each_micro_batch is True
 
@@ -168,7 +168,7 @@ def test_not_compiling_reports_no_recompile_count():
 
 
 def test_end_record_carries_the_recompile_count():
-    from training import perflog
+    from training.contract import perflog
 
     record = perflog.EndRecord(rank=0, steps=4, peak_memory_bytes=1, memory_total_bytes=None, memory_kind="rss",
                                recompiles=2)

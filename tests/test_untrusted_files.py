@@ -19,8 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from run_benchmarks.bundle import ATTEMPTS, CHECKSUMS, MANIFEST
-from run_benchmarks.store import ResultStore
+from run_benchmarks.results.bundle import ATTEMPTS, CHECKSUMS, MANIFEST
+from run_benchmarks.results.store.store import ResultStore
 
 RUN = "20261125-120000-abcd"
 

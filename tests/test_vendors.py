@@ -14,8 +14,9 @@ from types import SimpleNamespace
 
 import pytest
 
-from run_benchmarks import containers, monitoring
-from run_benchmarks.vendors import ContainerOptions, VendorRegistry
+from run_benchmarks.backends.runtimes import docker as containers
+from run_benchmarks.execute import monitoring
+from run_benchmarks.catalog.vendors import ContainerOptions, VendorRegistry
 from training.monitor import Unavailable, nvml, rocm_smi
 
 from .conftest import ROOT, write
@@ -224,3 +225,22 @@ def test_monitor_figures_join_the_stored_results(cli, root):
     (doc,) = done.results()
     assert doc["status"] == "ok"
     assert any("accelerator monitor unavailable (rocm-smi)" in w for w in doc["warnings"])
+
+
+def test_host_cpu_busy_stays_within_0_and_100_when_iowait_goes_backwards():
+    """The kernel's iowait may decrease between two readings (proc(5)); float sums round."""
+    from collections import namedtuple
+
+    from training.monitor.host import CpuBusy
+
+    Times = namedtuple("Times", "user system idle iowait")
+    readings = iter([Times(721.54, 228.76, 945.27, 901.43), Times(721.54, 228.76, 945.42, 901.43),  # idle only:
+                     Times(722.54, 228.76, 945.42, 901.0), Times(722.54, 228.76, 945.42, 901.0)])  # rounds below 0
+
+    class FakePsutil:
+        @staticmethod
+        def cpu_times():
+            return next(readings)
+
+    busy = CpuBusy(FakePsutil)
+    assert [busy.percent() for _ in range(3)] == [0.0, 100.0, 0.0]  # iowait fell: busy at most 100; no time: 0

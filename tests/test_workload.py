@@ -1,6 +1,7 @@
 """The resolved workload's hash tells rounds apart by every setting, and its layout key pairs vendors."""
-from run_benchmarks import casename, workload
-from training.spec import WorkloadSpec
+from run_benchmarks.catalog import casename
+from run_benchmarks.results import workload
+from training.contract.spec import WorkloadSpec
 
 
 def _spec(**train):

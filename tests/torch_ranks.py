@@ -56,7 +56,7 @@ def run_ranks(fn: Callable[..., Any], world: int, *args: Any, timeout: float = 3
 
 def worker_config(model: dict, train: dict, parallel: dict | None = None, data: dict | None = None,
                   task: str = "pretrain"):
-    from training.spec import WorkerConfig
+    from training.contract.spec import WorkerConfig
 
     workload = {"task": task, "model": model, "train": train, "parallel": parallel or {}, "data": data or {}}
     return WorkerConfig.model_validate({"workload": workload, "runtime": {

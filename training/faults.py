@@ -10,7 +10,7 @@ import sys
 import time
 from typing import Callable
 
-from training.spec import DebugSpec
+from training.contract.spec import DebugSpec
 
 OOM_REQUEST_BYTES = 2**50  # 1 PiB: more than any device or host has
 

@@ -18,10 +18,11 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Optional
 
-from training import flops, perflog, plugins
-from training.contract import ENV_NODE_RANK
+from training.contract import flops, perflog
+from training import plugins
+from training.contract.names import ENV_NODE_RANK
 from training.faults import OOM_REQUEST_BYTES, check_faults, exit_after_end
-from training.spec import DeviceSpec, WorkerConfig
+from training.contract.spec import DeviceSpec, WorkerConfig
 from training.sysinfo import memory_total_bytes, node_environment, process_age_s
 from training.unsupported import UnsupportedOnDevice
 

@@ -14,7 +14,7 @@ import os
 from types import ModuleType
 from typing import Optional
 
-from training.spec import DeviceSpec
+from training.contract.spec import DeviceSpec
 
 
 def code_root() -> str:

@@ -2,7 +2,7 @@
 
 Started by the framework's own launcher (torchrun, paddle.distributed.launch),
 one process per device, with the resolved ``WorkerConfig`` the orchestrator
-wrote for this round; ``training/contract.py`` names this module and its exit
+wrote for this round; ``training/contract/names.py`` names this module and its exit
 codes for the orchestrator.
 """
 from __future__ import annotations
@@ -18,8 +18,8 @@ if not __package__:  # run as a file: training/ on sys.path would shadow the rea
     sys.path[:] = [p for p in sys.path if os.path.realpath(p or ".") != os.path.realpath(here)]
     sys.path.insert(0, os.path.dirname(here))
 
-from training import contract, perflog  # noqa: E402
-from training.spec import WorkerConfig  # noqa: E402
+from training.contract import names as contract, perflog  # noqa: E402
+from training.contract.spec import WorkerConfig  # noqa: E402
 from training.unsupported import UnsupportedOnDevice  # noqa: E402
 
 

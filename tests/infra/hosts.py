@@ -51,8 +51,8 @@ def cpu_torch_image(engine) -> str:
     test that needs it does not depend on the tests before it, nor take a stale image with a similar name."""
     import docker
 
-    from run_benchmarks import images
-    from run_benchmarks.vendors import VendorRegistry
+    from run_benchmarks.backends.runtimes import images
+    from run_benchmarks.catalog.vendors import VendorRegistry
 
     vendor = VendorRegistry(ROOT / "vendors").vendors["cpu"]
     runtime = vendor.frameworks["torch"]
@@ -72,7 +72,7 @@ def accelbench_containers(engine, tmp_path):
     tmp_path, and probe containers made since the test began. Leftovers of other runs do not count."""
     import docker
 
-    from run_benchmarks.containers import LABEL_LOG
+    from run_benchmarks.backends.runtimes.docker import LABEL_LOG
 
     client = docker.DockerClient(base_url=engine.docker_host)
     before = {c.id for c in client.containers.list(all=True, filters={"label": "accelbench"})}

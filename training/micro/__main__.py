@@ -10,7 +10,7 @@ import sys
 
 import torch
 
-from training import contract, perflog
+from training.contract import names as contract, perflog
 from training.micro.case import figures
 from training.micro.spec import MicroSpec
 from training.micro.torch_ops import TorchOps

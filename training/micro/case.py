@@ -2,7 +2,7 @@
 (torchrun, ``paddle.distributed.launch``), exactly as a training round starts, and reports it through the
 perf-record contract.
 
-A round reads as ``ok`` when every rank reported start and end (training/perflog.py); a micro-benchmark has
+A round reads as ``ok`` when every rank reported start and end (training/contract/perflog.py); a micro-benchmark has
 no steps, so its start record carries no model (zero parameters, zero FLOPs per token) and its figures are
 the round's result. Framework-free: each framework brings its ``MicroOps`` (torch_ops.py, paddle_ops.py),
 picked here once. ``python -m training.micro --spec`` stays the direct way in (torch), without a case.
@@ -13,11 +13,12 @@ import importlib
 import os
 from typing import Iterator
 
-from training import harness, perflog, plugins
+from training import harness, plugins
+from training.contract import perflog
 from training.micro import collectives, gemm, membw
 from training.micro.ops import MicroOps
 from training.micro.spec import MicroSpec
-from training.spec import WorkerConfig
+from training.contract.spec import WorkerConfig
 from training.sysinfo import node_environment, process_age_s
 from training.unsupported import UnsupportedOnDevice
 

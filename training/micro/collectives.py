@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Iterator
 
-from training import perflog
+from training.contract import perflog
 from training.micro.formulas import BUS_FACTOR_TEXT, busbw, algbw
 from training.micro.ops import MicroOps
 from training.micro.spec import MicroSpec

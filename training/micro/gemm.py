@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Iterator
 
-from training import perflog
+from training.contract import perflog
 from training.micro.formulas import GEMM_FORMULA, gemm_flops
 from training.micro.ops import MicroOps
 from training.micro.spec import MicroSpec

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Iterator
 
-from training import perflog
+from training.contract import perflog
 from training.micro.formulas import STREAM_BYTES_PER_ELEMENT
 from training.micro.ops import MicroOps
 from training.micro.spec import MicroSpec

@@ -12,7 +12,7 @@ from abc import ABC, abstractmethod
 from typing import Callable, ContextManager
 
 from training.harness import DeviceMemory, RankVariables
-from training.spec import DeviceSpec
+from training.contract.spec import DeviceSpec
 
 Call = Callable[[], object]
 

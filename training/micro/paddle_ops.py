@@ -20,7 +20,7 @@ from training.micro.ops import Call, MicroOps, first_line
 from training.paddle import device as devices
 from training.paddle.precision import TF32_FLAGS, flags_in_build
 from training.paddle.train import PADDLE_LAUNCH
-from training.spec import DeviceSpec
+from training.contract.spec import DeviceSpec
 from training.unsupported import UnsupportedOnDevice
 
 _DTYPES = {"fp32": "float32", "tf32": "float32", "bf16": "bfloat16", "fp16": "float16", "fp8": "float8_e4m3fn"}

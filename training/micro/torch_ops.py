@@ -10,7 +10,7 @@ import torch.distributed as dist
 
 from training import harness
 from training.micro.ops import Call, MicroOps
-from training.spec import DeviceSpec
+from training.contract.spec import DeviceSpec
 from training.torch import device as devices
 from training.unsupported import UnsupportedOnDevice
 

@@ -13,9 +13,9 @@ import sys
 import time
 from pathlib import Path
 
-from training.contract import MONITOR_ACCELERATOR_FILE, MONITOR_HOST_FILE, MONITOR_SCHEMA, MONITOR_STATUS_FILE
+from training.contract.names import MONITOR_ACCELERATOR_FILE, MONITOR_HOST_FILE, MONITOR_SCHEMA, MONITOR_STATUS_FILE
 
-from . import ToolKilled, Unavailable, describe, opener
+from training.monitor import ToolKilled, Unavailable, describe, opener
 
 FILES = {"host": MONITOR_HOST_FILE, "accelerator": MONITOR_ACCELERATOR_FILE}
 # A sampler tool killed by a signal: how long the monitor waits for its own SIGTERM before it counts the kill
@@ -40,7 +40,7 @@ def main(argv: list[str] | None = None) -> int:
     orphaned = (lambda: os.getppid() != parent) if parent > 1 else (lambda: False)
     accelerator = args.accelerator
     if args.config is not None:
-        from training.spec import WorkerConfig
+        from training.contract.spec import WorkerConfig
 
         accelerator = WorkerConfig.model_validate_json(args.config.read_text(encoding="utf-8")).runtime.device.monitor
     samplers, status = {}, {"schema": MONITOR_SCHEMA, "interval_s": args.interval}

@@ -13,10 +13,10 @@ import re
 import subprocess
 import sys
 
-from training.contract import expand_placeholders
-from training.spec import CommandMonitorSpec
+from training.contract.names import expand_placeholders
+from training.contract.spec import CommandMonitorSpec
 
-from . import ToolKilled, Unavailable
+from training.monitor import ToolKilled, Unavailable
 
 CODE_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 

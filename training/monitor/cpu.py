@@ -5,8 +5,8 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from . import Unavailable
-from .host import CpuBusy
+from training.monitor import Unavailable
+from training.monitor.host import CpuBusy
 
 RAPL = Path("/sys/class/powercap/intel-rapl:0/energy_uj")
 

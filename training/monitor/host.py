@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import time
 
-from . import Unavailable
+from training.monitor import Unavailable
 
 
 class CpuBusy:
@@ -18,7 +18,11 @@ class CpuBusy:
         total = sum(now) - sum(self.last)
         idle = (now.idle + getattr(now, "iowait", 0)) - (self.last.idle + getattr(self.last, "iowait", 0))
         self.last = now
-        return 100.0 * (total - idle) / total if total > 0 else 0.0
+        if total <= 0:
+            return 0.0
+        # Clamped: the kernel's iowait may go backwards between readings, and the sums of float seconds
+        # round, so an idle interval could read as -2e-9 % (seen in the suite).
+        return min(100.0, max(0.0, 100.0 * (total - idle) / total))
 
 
 class HostSampler:

@@ -11,7 +11,7 @@ import numpy as np
 
 from training.data.sampling import GlobalSampler
 from training.data.token_file import TokenFileDataset
-from training.spec import WorkloadSpec
+from training.contract.spec import WorkloadSpec
 
 
 class SyntheticArrays(GlobalSampler):

@@ -12,7 +12,7 @@ from typing import Callable, Optional
 import paddle
 
 from training.harness import DeviceMemory
-from training.spec import DeviceSpec
+from training.contract.spec import DeviceSpec
 from training.unsupported import UnsupportedOnDevice
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 import paddle
 
 from training.paddle.precision import Precision
-from training.spec import WorkloadSpec
+from training.contract.spec import WorkloadSpec
 
 
 def strategy(spec: WorkloadSpec, layout):

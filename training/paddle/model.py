@@ -31,7 +31,7 @@ import paddle.nn.functional as F
 from paddle import nn
 
 from training import positions
-from training.spec import ModelSpec
+from training.contract.spec import ModelSpec
 
 IGNORE_INDEX = -100
 

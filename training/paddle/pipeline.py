@@ -16,7 +16,7 @@ from paddle import nn
 
 from training.paddle.model import (Block, Embedding, Kernels, LMHead, Linears, PositionContext, TokenLoss, _norm,
                                    replicated_input)
-from training.spec import WorkloadSpec
+from training.contract.spec import WorkloadSpec
 
 
 class EmbeddingPipe(Embedding):

@@ -11,7 +11,7 @@ import contextlib
 
 import paddle
 
-from training.spec import WorkloadSpec
+from training.contract.spec import WorkloadSpec
 
 TF32_FLAGS = ("FLAGS_allow_tf32_cublas", "FLAGS_allow_tf32_cudnn")  # defined by CUDA builds only
 

@@ -1,7 +1,7 @@
 """The PaddlePaddle training loop: fleet hybrid parallel, timed like the PyTorch loop.
 
 Started by ``python -m paddle.distributed.launch`` (one launcher per node). The
-layout vocabulary is the PyTorch side's (``training/spec.py``); it maps onto
+layout vocabulary is the PyTorch side's (``training/contract/spec.py``); it maps onto
 ``fleet.DistributedStrategy().hybrid_configs``:
 
   tensor_parallel_degree              mp_degree (ColumnParallelLinear / RowParallelLinear / VocabParallelEmbedding)
@@ -25,13 +25,14 @@ from typing import Optional
 import paddle
 import paddle.distributed as dist
 
-from training import flops, harness
+from training.contract import flops
+from training import harness
 from training.paddle import device as devices, hybrid
 from training.paddle.data import open_pretraining_data
 from training.paddle.model import GPT, Kernels
 from training.paddle.precision import Precision, set_fp32_matmul
 from training.paddle.weights import canonical_name, load as load_weights
-from training.spec import WorkerConfig, WorkloadSpec
+from training.contract.spec import WorkerConfig, WorkloadSpec
 from training.unsupported import UnsupportedOnDevice
 
 PADDLE_LAUNCH = harness.RankVariables(rank="PADDLE_TRAINER_ID", world_size="PADDLE_TRAINERS_NUM",

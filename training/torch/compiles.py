@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Optional
 
-from training.spec import TrainSpec
+from training.contract.spec import TrainSpec
 
 
 def compiled_graphs() -> int:

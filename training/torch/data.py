@@ -15,7 +15,7 @@ import torch
 from training.data.instruction import IGNORE_INDEX, PAD, InstructionDataset, alpaca_sample
 from training.data.synthetic import SyntheticTokens
 from training.data.token_file import DataFormatError, TokenFileDataset
-from training.spec import WorkloadSpec
+from training.contract.spec import WorkloadSpec
 
 __all__ = ["Batch", "Batches", "DataFormatError", "open_dataset"]
 

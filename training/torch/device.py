@@ -13,7 +13,7 @@ import torch
 import torch.distributed as dist
 
 from training.harness import DeviceMemory
-from training.spec import DeviceSpec
+from training.contract.spec import DeviceSpec
 from training.unsupported import UnsupportedOnDevice
 
 

@@ -10,7 +10,7 @@ import math
 import torch
 from torch import nn
 
-from training.spec import TrainSpec
+from training.contract.spec import TrainSpec
 
 # ``lora_targets`` names -> the linear's path inside a ``Block``.
 TARGET_PATHS = {"q": "attn.q", "k": "attn.k", "v": "attn.v", "o": "attn.proj",

@@ -12,7 +12,7 @@ from torch import nn
 
 from training import positions
 from training.data.instruction import IGNORE_INDEX
-from training.spec import ModelSpec
+from training.contract.spec import ModelSpec
 
 
 def _norm(spec: ModelSpec) -> nn.Module:

@@ -39,7 +39,7 @@ from torch.utils._foreach_utils import _get_fused_kernels_supported_devices
 from torch.utils.checkpoint import checkpoint
 
 from training.torch.data import Batch
-from training.spec import TrainSpec, WorkloadSpec
+from training.contract.spec import TrainSpec, WorkloadSpec
 from training.torch.lora import trainable_parameters
 from training.torch.pipeline import Pipeline, squared_norm
 from training.torch.precision import Precision, fsdp_mixed_precision

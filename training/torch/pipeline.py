@@ -26,7 +26,7 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
-from training.spec import ModelSpec, WorkloadSpec
+from training.contract.spec import ModelSpec, WorkloadSpec
 from training.torch.init import name_as
 from training.torch.model import GPT, TransformerPart, lm_loss
 

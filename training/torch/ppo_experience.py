@@ -5,7 +5,7 @@ from dataclasses import dataclass
 
 import torch
 
-from training.spec import PPOSpec
+from training.contract.spec import PPOSpec
 from training.torch.ppo_generate import generate
 from training.torch.ppo_models import Roles, action_log_probs
 from training.torch.ppo_loss import shaped_reward

@@ -4,7 +4,7 @@ Per episode, ``max_timesteps`` experience makings; every ``update_timesteps`` of
 of learning over what was collected (one perf step record per learning update: its experience making and
 its learning). Each phase is timed between device synchronisations; the first episode is warm-up and is
 left out of the phase figures (and flagged warm-up in the step records). Figures: perf records of kind
-``figure`` per rank, combined by the orchestrator (``run_benchmarks/figures.py``).
+``figure`` per rank, combined by the orchestrator (``run_benchmarks/results/figures.py``).
 """
 from __future__ import annotations
 
@@ -13,9 +13,10 @@ import time
 import torch
 import torch.distributed as dist
 
-from training import flops, harness, perflog
+from training.contract import flops, perflog
+from training import harness
 from training.faults import check_faults
-from training.spec import WorkerConfig
+from training.contract.spec import WorkerConfig
 from training.torch import device as devices
 from training.torch import precision as precisions
 from training.torch.parallel import init_device

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from training.spec import ModelSpec, TrainSpec
+from training.contract.spec import ModelSpec, TrainSpec
 from training.torch.lora import apply_lora
 from training.torch.model import GPT
 

@@ -9,7 +9,7 @@ from typing import Callable, ContextManager
 import torch
 from torch import nn
 
-from training.spec import WorkloadSpec
+from training.contract.spec import WorkloadSpec
 from training.torch.lora import trainable_parameters
 from training.torch.parallel import _shard, apply_recompute, fused_adamw
 from training.torch.ppo_models import Roles

@@ -12,8 +12,9 @@ from typing import Optional
 import torch
 import torch.distributed as dist
 
-from training import flops, harness
-from training.spec import WorkerConfig
+from training.contract import flops
+from training import harness
+from training.contract.spec import WorkerConfig
 from training.torch import device as devices
 from training.torch import init
 from training.torch import precision as precisions

@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 from torch import nn
 
-from training.spec import ModelSpec
+from training.contract.spec import ModelSpec
 
 
 def save(model: nn.Module, path: str | Path) -> Path:

@@ -1,0 +1,1 @@
+"""How a run reaches its nodes: hosts (local, SSH), runtimes (a process, a container), schedulers (direct, Slurm), code sync and parallel fan-out. Each kind is registered and chosen by name; none imports another's peers."""

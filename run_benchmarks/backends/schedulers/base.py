@@ -1,0 +1,78 @@
+"""The scheduler interface. Its plan hooks are class attributes and methods, pure: where nodes' folders are
+and which addresses the launchers are given. An instance serves one run: its own preflight, the start of a
+round's nodes, what it adds to a node's record, and how it reads a round's ending."""
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from pathlib import Path
+from typing import TYPE_CHECKING, ClassVar, Mapping, Sequence
+
+from run_benchmarks.catalog.config_files import HostSpec
+from run_benchmarks.registry import Registry
+
+if TYPE_CHECKING:
+    from run_benchmarks.backends.hosts import Host, Job
+    from run_benchmarks.execute.outcome import RoundResult
+    from run_benchmarks.planner.plan import CasePlan, NodePlan, RoundPlan, RunPlan
+    from run_benchmarks.backends.runtimes import RunRuntimes
+
+
+class Scheduler(ABC):
+    name: ClassVar[str]
+    # Node folders live in a folder shared with the nodes (work_root of the node hosts), not in the log root:
+    # the logs are copied into the run folder after the round, as from SSH hosts.
+    shared_folder: ClassVar[bool] = False
+    # Preflight counts devices and runs the vendor's probes on the node hosts: only where they are the
+    # machines the nodes run on (not a login node standing for a whole partition).
+    checks_hosts: ClassVar[bool] = True
+
+    # ------------------------------------------------------------ plan (pure)
+
+    @classmethod
+    def master_address(cls, hosts: Sequence[HostSpec]) -> str:
+        return hosts[0].address
+
+    @classmethod
+    def node_address(cls, host: HostSpec) -> str:
+        return host.address
+
+    @classmethod
+    def dry_run(cls, plan: "RunPlan", case: "CasePlan") -> list[str]:
+        """What the scheduler would submit for the case's first round, as lines to print (none to add)."""
+        return []
+
+    # ------------------------------------------------------------ run
+
+    def __init__(self, plan: "RunPlan", hosts: Mapping[str, "Host"], runtimes: "RunRuntimes"):
+        self.plan, self.hosts, self.runtimes = plan, hosts, runtimes
+
+    def preflight(self) -> None:
+        """The scheduler's own checks before anything is queued or started (raise PreflightError)."""
+
+    @abstractmethod
+    def start_round(self, case: "CasePlan", rnd: "RoundPlan", result: "RoundResult",
+                    jobs: dict[int, "Job"], monitors: dict[int, "Job"]) -> None:
+        """Start every node of the round; ``jobs`` and ``monitors`` get what started (by node rank), so
+        that whatever happens next can stop it."""
+
+    def live_dir(self, node: "NodePlan") -> Path:
+        """Where the node's logs can be read while it runs (progress): the log folder unless shared."""
+        return node.log_dir
+
+    def conclude(self, ending: str, result: "RoundResult") -> str:
+        """After the nodes were stopped: the round's ending as the scheduler saw it (e.g. its time limit)."""
+        return ending
+
+    def node_facts(self, node: "NodePlan") -> dict:
+        """What the scheduler adds to the node's entry in the round's record (job id, node name, ...)."""
+        return {}
+
+    def fetch_logs(self, node: "NodePlan") -> None:
+        """Bring the node's logs from its host into ``node.log_dir`` (raise OSError when it cannot)."""
+        self.hosts[node.host.name].get(node.remote_dir, node.log_dir)
+
+    def close(self) -> None:
+        """Let go of what the run held (connections, guards)."""
+
+
+SCHEDULERS: Registry[type[Scheduler]] = Registry("scheduler")  # filled by each scheduler module

@@ -1,0 +1,137 @@
+"""Reference figures with tolerances, and the pass/fail check against them.
+
+A case (``cases/<case>/references.yaml``) or a vendor (``vendors/<vendor>/references.yaml``) holds
+reference values per hardware and layout. A figure passes when it lies in
+``[value x (1 - lower), value x (1 + upper)]``: a throughput below the band is a regression, one above
+it means the reference is stale (update it, deliberately). A case with references but no ok round
+fails every figure. The vendor's entry wins over the case's where both match the same figure.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Optional
+
+from pydantic import Field, NonNegativeFloat, conint
+
+from run_benchmarks.catalog.config import Strict, load_model
+from run_benchmarks.results.report.facts import describe, differing
+from run_benchmarks.results.report.summary import FIGURE_BY_KEY, CaseSummary
+
+FILE_NAME = "references.yaml"
+CHECKABLE = tuple(FIGURE_BY_KEY)
+
+
+class Tolerance(Strict):
+    value: float = Field(description="the reference figure")
+    lower: NonNegativeFloat = Field(0.05, description="fraction below value still passing")
+    upper: NonNegativeFloat = Field(0.05, description="fraction above value still passing")
+    unit: str = ""
+
+
+class Reference(Strict):
+    case: Optional[str] = None  # implied in a case's own file
+    hardware: str
+    framework: Optional[str] = None  # any framework when unset
+    nnodes: Optional[conint(ge=1)] = None
+    nprocs_per_node: Optional[conint(ge=1)] = None
+    extern_config: Optional[str] = Field(None, description="config name (stem), e.g. config_TP2PP1SH1SP1cpux1x2")
+    figures: dict[str, Tolerance]
+
+    def matches(self, summary: CaseSummary) -> bool:
+        k = summary.key
+        return ((self.case is None or self.case == k["case"]) and self.hardware == k["hardware"]
+                and self.framework in (None, k["framework"])
+                and self.nnodes in (None, k["nnodes"]) and self.nprocs_per_node in (None, k["nprocs_per_node"])
+                and self.extern_config in (None, summary.config))
+
+
+class ReferenceFile(Strict):
+    references: list[Reference] = []
+
+
+@dataclass(frozen=True)
+class Check:
+    case: str
+    config: str
+    figure: str
+    measured: Optional[float]
+    reference: Tolerance
+    source: str
+
+    @property
+    def low(self) -> float:
+        return self.reference.value * (1 - self.reference.lower)
+
+    @property
+    def high(self) -> float:
+        return self.reference.value * (1 + self.reference.upper)
+
+    @property
+    def passed(self) -> bool:
+        return self.measured is not None and self.low <= self.measured <= self.high
+
+    @property
+    def verdict(self) -> str:
+        if self.measured is None:
+            return "FAIL (no figure: no ok round)"
+        if self.passed:
+            return "pass"
+        worse = (self.measured < self.low) == FIGURE_BY_KEY[self.figure].higher_is_better
+        return "FAIL (regression)" if worse else "FAIL (better than the band: update the reference?)"
+
+
+def _validated(path: Path, case: Optional[str]) -> list[tuple[Reference, str]]:
+    from run_benchmarks.errors import UserError
+
+    refs = load_model(ReferenceFile, path).references
+    out = []
+    for i, ref in enumerate(refs):
+        unknown = sorted(set(ref.figures) - set(CHECKABLE))
+        if unknown:
+            raise UserError(f"{path}: references[{i}].figures: unknown figure {unknown[0]!r}",
+                            f"use one of: {', '.join(CHECKABLE)}")
+        if case is not None:
+            ref = ref.model_copy(update={"case": case})
+        out.append((ref, str(path)))
+    return out
+
+
+def load_references(cases_dir: Path, vendors_dir: Path, case: str, vendor: Optional[str]) -> list[tuple[Reference, str]]:
+    """The case's references, then the vendor's (later entries win)."""
+    found = []
+    case_file = cases_dir / case / FILE_NAME
+    if case_file.is_file():
+        found += _validated(case_file, case)
+    if vendor:
+        vendor_file = vendors_dir / vendor / FILE_NAME
+        if vendor_file.is_file():
+            found += _validated(vendor_file, None)
+    return found
+
+
+def check(summary: CaseSummary, references: list[tuple[Reference, str]], varying: tuple[str, ...] = ()) -> list[Check]:
+    """``varying``: the layout facts that differ between the summaries checked together, named beside the
+    config so two workloads of one case (micro batch 4 and 16) are two lines that say which is which."""
+    chosen: dict[str, tuple[Tolerance, str]] = {}
+    for ref, source in references:
+        if ref.matches(summary):
+            for figure, tolerance in ref.figures.items():
+                chosen[figure] = (tolerance, source)
+    config = summary.config + (f" ({describe(summary.facts, varying)})" if varying else "")
+    return [Check(summary.label, config, figure, summary.mean(figure), tol, source)
+            for figure, (tol, source) in chosen.items()]
+
+
+def check_all(summaries: list[CaseSummary], cases_dir: Path, vendors_dir: Path) -> list[Check]:
+    """Each summary is one workload (report/summary.py groups by its hash), so a reference is checked
+    against the mean of rounds that ran the same thing, never a blend of two batch sizes."""
+    varying = tuple(differing([s.facts for s in summaries]))
+    cache: dict[tuple, list] = {}
+    out = []
+    for summary in summaries:
+        key = (summary.key["case"], summary.key.get("vendor"))
+        if key not in cache:
+            cache[key] = load_references(cases_dir, vendors_dir, *key)
+        out += check(summary, cache[key], varying)
+    return out

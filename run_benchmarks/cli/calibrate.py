@@ -1,0 +1,114 @@
+"""``accelbench calibrate HARDWARE``: run the GEMM micro-benchmark on this machine's device of that hardware
+and record the best TFLOP/s per dtype in the vendor's measured_peaks.yaml, which MFU is then also shown against.
+
+The benchmark is the worker's own (``python -m training.micro``, the code micro-benchmark cases run), started
+here as one process on one device: a peak is a per-device figure.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shlex
+import subprocess
+import sys
+from datetime import datetime, timezone
+from pathlib import Path
+
+from rich.console import Console
+
+from training.contract import perflog
+
+from run_benchmarks.catalog import measured_peaks
+from run_benchmarks.errors import UserError
+from run_benchmarks.cli.exit_codes import EXIT_FAILED, EXIT_OK
+from run_benchmarks.planner.inputs import default_root
+from run_benchmarks.planner.plan import Paths
+from run_benchmarks.catalog.vendors import DTYPES, Hardware, VendorRegistry
+
+# Square sizes and GPT-shaped ones (tokens x 3*d, tokens x 4*d): the peak is the best over them.
+CPU_SHAPES = ((512, 512, 512), (1024, 1024, 1024), (2048, 2048, 2048), (2048, 3072, 768))
+DEVICE_SHAPES = ((4096, 4096, 4096), (8192, 8192, 8192), (16384, 8192, 8192), (8192, 12288, 4096))
+
+
+def add_command(sub) -> None:
+    cal = sub.add_parser("calibrate", help="measure the hardware's GEMM peak per dtype; MFU is then shown "
+                                           "against it beside the datasheet peak",
+                         description=__doc__.split("\n\n")[0])
+    cal.add_argument("hardware", metavar="HARDWARE", help="a hardware name from `accelbench list`, e.g. cpu")
+    cal.add_argument("--dtype", action="append", dest="dtypes", choices=DTYPES,
+                     help="precision to measure (repeatable; default: fp32 on a CPU, the declared peaks' dtypes "
+                          "on a device)")
+    cal.add_argument("--iters", type=int, default=10, help="timed iterations per size (default 10)")
+    cal.add_argument("--root", type=Path,
+                     help="folder with vendors/, where the peaks are written (default: this checkout)")
+
+
+def default_dtypes(hardware: Hardware) -> list[str]:
+    if hardware.on_cpu:
+        return ["fp32"]
+    declared = [d for d in DTYPES if d in hardware.spec.peak_tflops]
+    return declared or ["fp32"]
+
+
+def worker_argv(hardware: Hardware, dtypes: list[str], iters: int) -> list[str]:
+    shapes = CPU_SHAPES if hardware.on_cpu else DEVICE_SHAPES
+    spec = {"bench": "gemm", "dtypes": dtypes, "shapes": shapes, "warmup": 3, "iters": iters}
+    return [sys.executable, "-m", "training.micro", "--spec", json.dumps(spec, separators=(",", ":")),
+            "--device", hardware.kind.torch_device]
+
+
+CODE_ROOT = Path(perflog.__file__).resolve().parents[2]  # the root whose training/ this accelbench ships
+
+
+def measure(argv: list[str]) -> list[perflog.FigureRecord]:
+    env = {**os.environ, "PYTHONPATH": str(CODE_ROOT)}
+    done = subprocess.run(argv, cwd=CODE_ROOT, env=env, capture_output=True, text=True, check=False)
+    records = [r for r in map(perflog.parse_line, done.stdout.splitlines()) if isinstance(r, perflog.FigureRecord)]
+    unsupported = [r for r in map(perflog.parse_line, done.stdout.splitlines())
+                   if isinstance(r, perflog.UnsupportedRecord)]
+    if done.returncode != 0 or not records:
+        tail = "\n".join((done.stderr or done.stdout).strip().splitlines()[-8:])
+        why = unsupported[0].reason if unsupported else tail
+        raise RuntimeError(f"the GEMM benchmark exited with {done.returncode}: {why}")
+    return records
+
+
+def best_per_dtype(records: list[perflog.FigureRecord]) -> dict[str, perflog.FigureRecord]:
+    best: dict[str, perflog.FigureRecord] = {}
+    for r in records:
+        if r.name == "gemm.tflops":
+            dtype = r.params["dtype"]
+            if dtype not in best or r.value > best[dtype].value:
+                best[dtype] = r
+    return best
+
+
+def cmd_calibrate(args: argparse.Namespace, console: Console) -> int:
+    if args.iters < 1:
+        raise UserError(f"--iters {args.iters}: needs at least 1 timed iteration", "e.g. --iters 10")
+    root = (args.root or default_root()).resolve()
+    hardware = VendorRegistry(Paths(root).vendors_dir).find_hardware(args.hardware)
+    argv = worker_argv(hardware, args.dtypes or default_dtypes(hardware), args.iters)
+    console.print(f"measuring GEMM peaks of {hardware.name}: {shlex.join(argv)}", markup=False, soft_wrap=True)
+    try:
+        best = best_per_dtype(measure(argv))
+    except RuntimeError as exc:
+        console.print(f"[red]calibration failed[/]: {exc}", soft_wrap=True)
+        return EXIT_FAILED
+    peaks = measured_peaks.load(hardware.vendor_dir)
+    when = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    own = dict(peaks.accelerators.get(hardware.name, {}))
+    for dtype, record in best.items():
+        p = record.params
+        own[dtype] = measured_peaks.MeasuredPeak(tflops=record.value, shape=(p["m"], p["n"], p["k"]),
+                                                 measured_at=when, host=platform.node(),
+                                                 command=f"accelbench calibrate {hardware.name} --dtype {dtype}")
+        datasheet = hardware.spec.peak_tflops.get(dtype)
+        versus = f" (datasheet {datasheet:g}: {record.value / datasheet:.1%})" if datasheet else " (no datasheet peak)"
+        console.print(f"  {dtype}: {record.value:.4g} TFLOP/s at {p['m']}x{p['n']}x{p['k']}{versus}", markup=False)
+    path = measured_peaks.save(hardware.vendor_dir,
+                               peaks.model_copy(update={"accelerators": {**peaks.accelerators, hardware.name: own}}))
+    console.print(f"wrote {path}", markup=False)
+    return EXIT_OK

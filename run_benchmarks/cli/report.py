@@ -1,0 +1,153 @@
+"""``accelbench report`` and ``compare``: select stored attempts, render and check them (run and sweep reuse checks)."""
+from __future__ import annotations
+
+import argparse
+import io
+from pathlib import Path
+from typing import Optional, Sequence
+
+from rich.console import Console
+
+from run_benchmarks.catalog import references
+from run_benchmarks.errors import UserError
+from run_benchmarks.pathnames import write_text_file
+from run_benchmarks.results.report import export, markdown
+from run_benchmarks.results.report.compare import Selection, compare
+from run_benchmarks.results.report.summary import summarize
+from run_benchmarks.results.report.terminal import checks_table, print_table, print_summaries
+from run_benchmarks.results.store.store import ResultStore
+from run_benchmarks.cli.store_options import add_store_options, open_store
+from run_benchmarks.results.store.schema import FILTER_KEYS
+
+EXIT_OK, EXIT_REGRESSION = 0, 3
+FORMATS = ("terminal", "markdown", "html", "json", "csv", "summary-json", "summary-csv")  # json/csv: raw attempts
+
+
+def add_commands(sub) -> None:
+    """Register report and compare on the ``accelbench`` parser."""
+    report = sub.add_parser(
+        "report", help="report runs from the store: terminal, Markdown, HTML, JSON or CSV",
+        description="Aggregate stored attempts per case (mean and spread over rounds) and render them.",
+        epilog="SELECT: run ids (or prefixes, or 'last') and/or KEY=VALUE filters on "
+               f"{', '.join(FILTER_KEYS)}; default: the last run")
+    report.add_argument("select", nargs="*", metavar="SELECT")
+    report.add_argument("--format", choices=FORMATS, default="terminal")
+    report.add_argument("-o", "--output", type=Path, help="write to this file instead of stdout")
+    report.add_argument("--check", action="store_true",
+                        help="mark each figure pass/fail against the case's and vendor's references.yaml; "
+                             f"exit {EXIT_REGRESSION} on a regression")
+    add_store_options(report)
+
+    cmp_ = sub.add_parser(
+        "compare", help="A against B per matching case, with B's speedup in percent",
+        description="Each side is a run (id, prefix, 'last') or comma-separated KEY=VALUE filters, e.g. "
+                    "'accelbench compare framework=torch framework=paddle'. Rows pair on what ran: case, framework, "
+                    "hardware, model and the layout and batch facts (not the extern config's file name), less "
+                    "the keys the two sides filter differently; a change smaller than CV(A) + CV(B) is marked "
+                    "'within noise'.")
+    cmp_.add_argument("a", metavar="A")
+    cmp_.add_argument("b", metavar="B")
+    cmp_.add_argument("--format", choices=("terminal", "markdown"), default="terminal")
+    cmp_.add_argument("--html", type=Path, metavar="FILE",
+                      help="also write the compare as one self-contained HTML page (table and charts) to FILE")
+    add_store_options(cmp_)
+
+
+def parse_selection(store: ResultStore, words: Sequence[str]) -> Selection:
+    run_ids, filters = [], {}
+    for word in (w for text in words for w in text.split(",") if w.strip()):
+        if "=" in word:
+            key, value = (part.strip() for part in word.split("=", 1))
+            if key not in FILTER_KEYS:
+                raise UserError(f"cannot select by {key!r}", f"use one of: {', '.join(FILTER_KEYS)}")
+            filters[key] = value
+        else:
+            run_ids.append(store.resolve_run(word.strip()))
+    if not run_ids and not filters:
+        run_ids.append(store.resolve_run("last"))
+    return Selection(" ".join(words) or "last", tuple(run_ids), filters)
+
+
+def select(store: ResultStore, selection: Selection):
+    attempts = store.attempts(selection.filters, selection.run_ids)
+    if not attempts:
+        raise UserError(f"no attempt matches {selection.text!r} in {store.path}", "list the runs: accelbench runs")
+    return attempts
+
+
+def _write(console: Console, text: str, output: Optional[Path]) -> None:
+    if output is None:
+        console.print(text, markup=False, highlight=False, soft_wrap=True, end="")
+    else:
+        write_text_file(output, text)
+        console.print(f"wrote {output}", markup=False, soft_wrap=True)
+
+
+def run_checks(summaries, root: Path):
+    return references.check_all(summaries, root / "cases", root / "vendors")
+
+
+
+def cmd_report(args: argparse.Namespace, console: Console, default_root) -> int:
+    root = (args.root or default_root()).resolve()
+    with open_store(args, default_root) as store:
+        selection = parse_selection(store, args.select)
+        attempts = select(store, selection)
+    summaries = summarize(attempts)
+    checks = run_checks(summaries, root) if args.check else []
+    title = f"accelbench report: {selection.text}"
+    if args.format == "terminal":
+        if args.output:
+            text = Console(file=io.StringIO(), width=160, highlight=False, record=True)
+            print_summaries(text, summaries, title)
+            _write(console, text.export_text(), args.output)
+        else:
+            print_summaries(console, summaries, title)
+    elif args.format == "markdown":
+        _write(console, markdown.report(summaries, title), args.output)
+    elif args.format == "html":
+        from run_benchmarks.results.report import html  # its charts need matplotlib: imported only for an HTML page
+
+        _write(console, html.render(title, summaries, attempts, checks), args.output)
+    elif args.format == "json":
+        _write(console, export.to_json(attempts, root), args.output)
+    elif args.format == "summary-json":
+        _write(console, export.summary_json(summaries, root), args.output)
+    elif args.format == "summary-csv":
+        _write(console, export.summary_csv(summaries, root), args.output)
+    else:
+        _write(console, export.to_csv(attempts, root), args.output)
+    return report_checks(console, checks, args.check)
+
+
+def report_checks(console: Console, checks, asked: bool) -> int:
+    if not asked:
+        return EXIT_OK
+    if not checks:
+        console.print("--check: no reference matches these cases (add references.yaml to the case or vendor)")
+        return EXIT_OK
+    print_table(console, checks_table(checks))
+    failed = [c for c in checks if not c.passed]
+    if failed:
+        console.print(f"[red]{len(failed)} of {len(checks)} figure(s) outside their reference band[/]")
+        return EXIT_REGRESSION
+    console.print(f"[green]all {len(checks)} figure(s) within their reference band[/]")
+    return EXIT_OK
+
+
+def cmd_compare(args: argparse.Namespace, console: Console, default_root) -> int:
+    with open_store(args, default_root) as store:
+        a, b = parse_selection(store, [args.a]), parse_selection(store, [args.b])
+        rows = compare(a, b, select(store, a), select(store, b))
+    if args.html is not None:
+        from run_benchmarks.results.report import html  # its charts need matplotlib: imported only for an HTML page
+
+        write_text_file(args.html, html.render_compare(a, b, rows), "--html")
+        console.print(f"wrote {args.html}", markup=False, soft_wrap=True)
+    if args.format == "markdown":
+        console.print(markdown.compare_table(a, b, rows), markup=False, highlight=False, soft_wrap=True, end="")
+        return EXIT_OK
+    from run_benchmarks.results.report.terminal import compare_table
+
+    print_table(console, compare_table(a, b, rows))
+    return EXIT_OK

@@ -1,0 +1,189 @@
+"""The commands that read the results store: runs, show; store repair, bundle; and the one registry of store
+commands (report and compare live in report_cli.py, import in import_cli.py)."""
+from __future__ import annotations
+
+import argparse
+import socket
+from datetime import datetime
+from pathlib import Path
+from typing import Sequence
+
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from run_benchmarks.cli import bundle as bundle_cli, imports as import_cli, report as report_cli
+from run_benchmarks.errors import UserError
+from run_benchmarks.cli.exit_codes import EXIT_OK
+from run_benchmarks.results.report.summary import FIGURE_BY_KEY
+from run_benchmarks.results.report.sweep_views import to_rich
+from run_benchmarks.results.report.task_figures import interconnect_line, micro_views
+from run_benchmarks.results.report.summary import human_bytes
+from run_benchmarks.results.store.store import ResultStore, store_path
+from run_benchmarks.results.store.faults import StoreCorrupt, process_alive
+from run_benchmarks.cli.store_options import add_store_options, log_root_of, open_store
+
+
+def add_commands(sub, default_root) -> None:
+    """Register the store commands on the ``accelbench`` parser."""
+    runs = sub.add_parser("runs", help="list past runs (newest first)")
+    runs.add_argument("--limit", type=int, default=20, help="how many (default 20; 0 for all)")
+    add_store_options(runs)
+
+    show = sub.add_parser("show", help="print one run: every attempt with its figures, warnings and environment")
+    show.add_argument("run", metavar="RUN", help="run id, a unique prefix of one, or 'last'")
+    add_store_options(show)
+
+    report_cli.add_commands(sub)
+    import_cli.add_command(sub)
+    bundle_cli.add_command(sub, add_store_options)
+
+    store = sub.add_parser("store", help="look after the results store: repair",
+                           description="The results store's upkeep.")
+    store_sub = store.add_subparsers(dest="store_command", metavar="ACTION", required=True)
+    repair = store_sub.add_parser(
+        "repair", help="add the attempts whose results.json the store lacks (never twice); rebuild a damaged store",
+        description="Reads every round's results.json under the log root (or the PATHs given) and adds each "
+                    "attempt the store does not hold, with its run when the store has lost that too. Attempts "
+                    "already stored are recognised and never added twice, so it can run any number of times. "
+                    "Runs whose orchestrator is still running are left alone, as are runs started on another "
+                    "host. A damaged store is moved aside (results.db.damaged-<time>) and rebuilt.")
+    repair.add_argument("paths", nargs="*", type=Path, metavar="PATH",
+                        help="results.json files or folders to read (default: the log root)")
+    add_store_options(repair)
+
+
+# ---------------------------------------------------------------- commands
+
+
+def cmd_runs(args: argparse.Namespace, console: Console, default_root) -> int:
+    with open_store(args, default_root) as store:
+        rows = store.runs(args.limit or None)
+    host = socket.gethostname()
+    table = Table(title=f"runs in {store.path}")
+    for column in ("run", "started", "status", "attempts", "ok", "cases", "commit", "source"):
+        table.add_column(column, no_wrap=column in ("run", "started"))
+    for r in rows:
+        commit = (r.get("accelbench_commit") or "")[:10]
+        table.add_row(r["run_id"], r["started_at"], _status(r, host), str(r["attempts"]), str(r["ok"] or 0),
+                      r.get("case_names") or "", commit, r["source"])
+    console.print(table)
+    return EXIT_OK
+
+
+def _status(run: dict, host: str) -> str:
+    """A running run says where: one on another host cannot be checked from here."""
+    if run["status"] != "running" or not run.get("orchestrator_pid"):
+        return run["status"]
+    if run.get("orchestrator_host") != host:
+        return f"running (on {run.get('orchestrator_host')}: not checked from here)"
+    alive = process_alive(run["orchestrator_pid"], run.get("orchestrator_started"))
+    return f"running (pid {run['orchestrator_pid']})" if alive else "running (orchestrator gone)"
+
+
+def cmd_show(args: argparse.Namespace, console: Console, default_root) -> int:
+    with open_store(args, default_root) as store:
+        run_id = store.resolve_run(args.run)
+        run = store.run(run_id)
+        attempts = store.attempts(run_ids=[run_id])
+        allreduce = [a.row for a in store.attempts({"case": "allreduce", "status": "ok"})] \
+            if any((a.row.get("nnodes") or 1) > 1 for a in attempts) else []
+    console.print(f"[bold]run {run_id}[/] ({run['source']}) {run['status']}: {run['started_at']} -> "
+                  f"{run.get('ended_at') or '(not ended)'}", soft_wrap=True)
+    if run.get("argv"):
+        console.print(f"  command: {' '.join(run['argv'])}", markup=False, soft_wrap=True)
+    console.print(f"  accelbench commit: {run.get('accelbench_commit')}; logs: {run.get('log_dir')}",
+                  markup=False, soft_wrap=True)
+    if run.get("orchestrator_pid"):
+        console.print(f"  orchestrator: pid {run['orchestrator_pid']} on {run.get('orchestrator_host')}",
+                      markup=False, soft_wrap=True)
+    if run.get("note"):
+        console.print(f"  note: {run['note']}", markup=False, soft_wrap=True)
+    for a in attempts:
+        show_record(console, a.record(), a["attempt"], a, allreduce)
+    return EXIT_OK
+
+
+def show_record(console: Console, r, attempt: int, columns, allreduce: Sequence[dict] = ()) -> None:
+    """One round record: status, the headline figures (the store's columns, derived from it), task figures,
+    warnings, error lines and where each node ran."""
+    console.print(f"\n[bold]{escape(r.case_name)}[/] round {r.round} attempt {attempt}: {r.status.value}"
+                  + (f" — {escape(r.reason)}" if r.reason else ""), soft_wrap=True)
+    if r.case.extern_config:
+        console.print(f"  extern config: {r.case.extern_config} (sha256 {str(r.case.extern_config_hash)[:12]})",
+                      markup=False, soft_wrap=True)
+    if r.workload_hash:
+        console.print(f"  workload: {r.workload_hash}", markup=False)
+    kind = (r.metrics or {}).get("memory_kind")
+    for figure in FIGURE_BY_KEY.values():
+        value = columns.get(figure.key)
+        if value is not None:
+            which = f" ({kind})" if figure.key == "peak_memory_bytes" and kind else ""
+            console.print(f"  {figure.label}: {figure.fmt(value)}{which}", markup=False)
+    if columns.get("peak_memory_reserved_bytes"):  # the allocator's reserved peak: device memory in use
+        console.print(f"  peak memory reserved/device: {human_bytes(columns['peak_memory_reserved_bytes'])}",
+                      markup=False)
+    if columns.get("memory_total_bytes"):
+        console.print(f"  device memory total: {human_bytes(columns['memory_total_bytes'])}", markup=False)
+    interconnect = interconnect_line(columns.row, allreduce)
+    if interconnect:
+        console.print(f"  {interconnect}", markup=False, soft_wrap=True)
+    views, rest = micro_views([f.model_dump() for f in r.figures])  # micro-benchmarks' own tables; PPO phases
+    for view in views:
+        console.print(to_rich(view))
+    for figure in rest:
+        console.print(f"  {figure.key}: {figure.value:,.4g} {figure.unit}", markup=False, soft_wrap=True)
+    for warning in r.warnings:
+        console.print(f"  [yellow]warning[/] {escape(warning)}", soft_wrap=True)
+    for line in r.error_lines:
+        console.print(f"    {line}", markup=False, soft_wrap=True)
+    for node in r.environment.nodes:
+        env = node.get("environment") or {}
+        facts = ", ".join(f"{k}={env[k]}" for k in sorted(env) if not isinstance(env[k], (dict, list)))
+        console.print(f"  node {node.get('node_rank')} ({node.get('host')}): {facts}", markup=False, soft_wrap=True)
+        if node.get("image"):
+            console.print(f"    image: {node['image']} ({node.get('image_id')})", markup=False, soft_wrap=True)
+        for key, value in sorted((node.get("probes") or {}).items()):
+            first = str(value).splitlines()[0] if value else ""
+            console.print(f"    {key}: {first}", markup=False, soft_wrap=True)
+    if r.results_path:
+        console.print(f"  results: {r.results_path}", markup=False, soft_wrap=True)
+
+
+def cmd_store(args: argparse.Namespace, console: Console, default_root) -> int:
+    """``store repair``: the attempts results.json files hold that the store lacks, added once."""
+    path = (args.db or store_path(log_root_of(args, default_root))).resolve()
+    if args.paths:
+        folders = [p.resolve() for p in args.paths]
+    elif args.db is not None and args.log_root is None:
+        folders = [path.parent]  # the default layout: the store beside the run folders
+    else:
+        folders = [log_root_of(args, default_root)]
+    missing = [str(f) for f in folders if not f.exists()]
+    if missing:
+        raise UserError(f"{missing[0]}: no such file or folder", "give the log root (--log-root) or results.json paths")
+    try:
+        store = ResultStore(path)
+    except StoreCorrupt as exc:
+        aside = path.with_name(f"{path.name}.damaged-{datetime.now().strftime('%Y%m%d-%H%M%S')}")
+        for suffix in ("", "-wal", "-shm"):
+            part = Path(f"{path}{suffix}")
+            if part.exists():
+                part.rename(Path(f"{aside}{suffix}"))
+        console.print(f"{exc.message}\nmoved it aside to {aside}; rebuilding {path} from results.json",
+                      markup=False, soft_wrap=True)
+        store = ResultStore(path)
+    with store:
+        lines = store.repair(folders)
+    for line in lines:
+        console.print(line, markup=False, soft_wrap=True)
+    console.print(f"repaired {path} from {', '.join(map(str, folders))}", markup=False, soft_wrap=True)
+    return EXIT_OK
+
+
+def cmd_bundle(args: argparse.Namespace, console: Console, default_root) -> int:
+    return bundle_cli.cmd_bundle(args, console, lambda a: open_store(a, default_root))
+
+
+COMMANDS = {"bundle": cmd_bundle, "store": cmd_store, "runs": cmd_runs, "show": cmd_show,
+            "report": report_cli.cmd_report, "compare": report_cli.cmd_compare, "import": import_cli.cmd_import}

@@ -1,0 +1,197 @@
+"""``accelbench sweep``: its options, and the command from the grid to the tables (new, resumed or shown)."""
+from __future__ import annotations
+
+import argparse
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import TYPE_CHECKING, Callable, Optional
+
+from rich.console import Console
+
+from run_benchmarks.planner import checks as plan_checks
+from run_benchmarks.cli import report as report_cli
+from run_benchmarks.execute import signals
+from run_benchmarks.execute.environment import orchestrator_environment
+from run_benchmarks.errors import UserError
+from run_benchmarks.cli.exit_codes import EXIT_FAILED, EXIT_OK
+from run_benchmarks.planner.inputs import default_root, load_inputs, new_run_id
+from run_benchmarks.pathnames import component, write_text_file
+from run_benchmarks.results.report import sweep_views as views
+from run_benchmarks.results.report.summary import summarize
+from run_benchmarks.execute.outcome import ResultsUnwritable
+from run_benchmarks.results.store.store import ResultStore, store_path
+from run_benchmarks.results.store.faults import is_full, orchestrator_identity
+from run_benchmarks.sweep.grid import SweepFile, expand, load_sweep_file, merge_command_line
+from run_benchmarks.sweep.progress import SweepProgress, describe
+from run_benchmarks.sweep.state import Row, SweepOptions, load, save
+
+if TYPE_CHECKING:
+    from run_benchmarks.execute.launch import Runner
+    from run_benchmarks.sweep.run import Sweep, SweepContext
+
+FORMATS = ("terminal", "markdown", "html")
+
+
+def add_command(sub, run_options: Callable[[argparse.ArgumentParser], None]) -> None:
+    sw = sub.add_parser(
+        "sweep", help="run a grid of points (cases, layouts, batch sizes, ...): one row per point",
+        description="Every point becomes a row: ok, oom, failed, unsupported, timeout or skipped (with why). "
+                    "The sweep never stops at a failure; Ctrl-C lets the running point finish, then stops and "
+                    "prints how to resume (a second Ctrl-C stops the running point too).",
+        epilog="e.g. accelbench sweep gpt2_tiny:torch:cpu:1:1 --grid train.micro_batch_size=1,2,4 "
+               "--grid nprocs_per_node=1,2; configs/sweeps/ has sweep files")
+    sw.add_argument("case_names", nargs="*", metavar="CASE_NAME", help="base case names (axes replace their fields)")
+    sw.add_argument("--file", type=Path, help="sweep file (YAML): cases, set, axes, exclude, where, scaling")
+    sw.add_argument("--grid", action="append", default=[], metavar="KEY=V1,V2",
+                    help="an axis: a workload key (train.micro_batch_size=1,2,4), a case-name field (case, "
+                         "framework, hardware, nnodes, nprocs_per_node), layout=1x2,1x4 or extern_config=A,B")
+    sw.add_argument("--max-batch", action="store_true", help="per point, find the largest micro batch that fits "
+                                                             "(double until oom, then bisect)")
+    sw.add_argument("--max-batch-limit", type=int, default=1024, metavar="N", help="largest size tried (1024)")
+    sw.add_argument("--resume", metavar="RUN", help="run the points of sweep RUN not yet done, into RUN")
+    sw.add_argument("--show", metavar="RUN", help="print the tables of sweep RUN; run nothing")
+    sw.add_argument("--format", choices=FORMATS, default="terminal", help="how the tables are printed")
+    sw.add_argument("--output", type=Path, help="write the tables (markdown or html) to this file")
+    sw.add_argument("--across", metavar="AXIS", help="the pivot table's column axis (default: the last axis)")
+    sw.add_argument("--versus", metavar="AXIS=A,B", help="a table of A against B on that axis, with speedup %%")
+    run_options(sw)
+
+
+def cmd_sweep(args: argparse.Namespace, console: Console, err: Console) -> int:
+    inputs = load_inputs(args.root or default_root(), args.test_conf, args.cluster)
+    log_root = args.log_root.resolve() if args.log_root else inputs.test_conf.log_root_in(inputs.paths.root)
+    if not args.log_root:
+        plan_checks.check_folder(log_root, f"log_root ({inputs.test_conf_path})", writable=not args.dry_run)
+    if args.show:
+        options, rows = load(_run_dir(log_root, args.show))
+        return show(console, args, options, rows, args.show)
+    if args.resume:
+        if args.case_names or args.grid or args.file or args.assignments or args.max_batch:
+            raise UserError("--resume takes the grid from the sweep it resumes",
+                            "drop the case names, --file, --grid, --set and --max-batch")
+        run_id = args.resume
+        options, _ = load(_run_dir(log_root, run_id))
+    else:
+        base = load_sweep_file(args.file) if args.file else SweepFile()
+        names = args.case_names or ([] if base.cases else list(inputs.test_conf.cases))  # else test_conf's list
+        grid = merge_command_line(base, names, args.grid, args.assignments)
+        if args.extern_config:
+            grid = grid.model_copy(update={"set": {"extern_config": args.extern_config, **grid.set}})
+        points = expand(grid)
+        axes = (["case_name"] if len(grid.cases) > 1 else []) + list(grid.axes)
+        options = SweepOptions(points=points, axes=axes, max_batch=args.max_batch,
+                               max_batch_limit=args.max_batch_limit, scaling=grid.scaling, timeout_s=args.timeout,
+                               allow_version_mismatch=args.allow_version_mismatch)
+        run_id = new_run_id()
+    from run_benchmarks.sweep.run import Sweep, SweepContext, pending_rows  # the runner and its rounds (paramiko): for a sweep only
+
+    run_dir = log_root / run_id
+    environment = orchestrator_environment(inputs.paths.root)
+    ctx = SweepContext(inputs, run_id, run_dir, options, environment)
+    with SweepProgress(err, len(options.points)) as progress:
+        sweep = Sweep(ctx, progress)
+        planned = [sweep.plan(p, ("train.micro_batch_size=1",) if options.max_batch else ()) for p in options.points]
+        if args.dry_run:
+            for item in planned:
+                what = item.skipped.status + ": " + item.skipped.reason if item.skipped else "runs"
+                console.print(f"{describe(item.point)}  {item.point.sets or ''}  -> {what}", markup=False,
+                              soft_wrap=True)
+            return EXIT_OK
+        interrupted = _execute(ctx, sweep, planned, args, log_root, err)
+    rows = ctx.rows + pending_rows(options.points, ctx.rows)
+    save(run_dir, options, rows)
+    code = show(console, args, options, rows, run_id)
+    if args.check and not interrupted:  # each point's figures against the references, as `run --check` does
+        with ResultStore(args.db or store_path(log_root)) as store:
+            summaries = summarize(store.attempts(run_ids=[run_id]))
+        code = report_cli.report_checks(console, report_cli.run_checks(summaries, inputs.paths.root), True) or code
+    if interrupted:
+        resume = f"accelbench sweep --resume {run_id}" + (f" --log-root {log_root}" if args.log_root else "")
+        err.print(f"accelbench: sweep {run_id} stopped; {sum(r.status in ('pending', 'interrupted') for r in rows)} "
+                  f"point(s) left. Resume with: {resume}", markup=False, soft_wrap=True)
+        return signals.exit_code(signals.received())
+    return code
+
+
+def _execute(ctx: SweepContext, sweep: Sweep, planned, args, log_root: Path, err: Console) -> bool:
+    """Preflight once (when anything is left to run), then every point; True when a signal stopped it."""
+    from run_benchmarks.sweep.run import preflight, refuse
+
+    signals.install()
+    needed = sweep.needs_running(planned)
+    runner: Optional[Runner] = None
+    store: Optional[ResultStore] = None
+    stopped = False
+    save(ctx.run_dir, ctx.options, [])  # from here on the sweep can be resumed, whatever ends it
+    try:
+        if needed:
+            runner, refused = preflight(ctx, needed, sweep.progress)
+            planned = refuse(planned, refused)
+            for notice in runner.notices:
+                err.print(f"warning: {notice}", markup=False, soft_wrap=True)
+            store = ResultStore(args.db or store_path(log_root))
+            store.begin_run(ctx.run_id, _now(), ctx.environment["argv"], ctx.environment["accelbench_commit"],
+                            str(ctx.run_dir), orchestrator=orchestrator_identity())
+        sweep.run_all(planned, runner, store)
+        return False
+    except KeyboardInterrupt:
+        stopped = True
+        return True
+    except OSError as exc:  # results could not be written (disk full): what was written is kept, resume later
+        if not (isinstance(exc, ResultsUnwritable) or is_full(exc)):
+            raise
+        stopped = True
+        err.print(f"accelbench: error: sweep {ctx.run_id} stopped: {exc.strerror or exc}; free space under the "
+                  "log root, then resume it", markup=False, soft_wrap=True)
+        return True
+    finally:
+        signals.settle()
+        if runner is not None:
+            runner.close()
+        if store is not None:
+            store.end_run(ctx.run_id, _now(), "interrupted" if stopped else "done")
+            store.close()
+
+
+def show(console: Console, args: argparse.Namespace, options: SweepOptions, rows: list[Row], run_id: str) -> int:
+    table_views = [views.points(rows, options.axes)]
+    main = views.pivot(rows, options.axes, args.across)
+    if main is not None and len(options.axes) > 1:
+        table_views.append(main)
+    if args.versus:
+        axis, _, pair = args.versus.partition("=")
+        a, _, b = pair.partition(",")
+        if not (axis and a and b):
+            raise UserError(f"--versus {args.versus!r}: expected AXIS=A,B", "e.g. --versus framework=torch,paddle")
+        versus = views.versus(rows, axis, a, b)
+        if versus is not None:
+            table_views.append(versus)
+    chart = None
+    if options.scaling is not None:
+        scaled = views.scaling(rows, options.scaling.axis, options.scaling.mode)
+        if scaled is not None:
+            table_views.append(scaled)
+        chart = views.scaling_chart(rows, options.scaling.axis)
+    title = f"accelbench sweep {run_id}"
+    if args.format == "terminal":
+        for view in table_views:
+            console.print(views.to_rich(view))
+    else:
+        text = views.html_page(title, table_views, chart) if args.format == "html" else \
+            f"## {title}\n\n" + "\n".join(views.to_markdown(v) for v in table_views)
+        if args.output:
+            write_text_file(args.output, text, "--output")
+            console.print(f"wrote {args.output}", markup=False)
+        else:
+            console.print(text, markup=False, highlight=False, soft_wrap=True)
+    bad = [r for r in rows if r.status in ("failed", "timeout")]
+    return EXIT_FAILED if bad else EXIT_OK
+
+
+def _run_dir(log_root: Path, run_id: str) -> Path:
+    component(run_id, "run", "give the folder name of the sweep's run under the log root")
+    return log_root / run_id
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")

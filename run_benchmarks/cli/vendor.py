@@ -1,0 +1,227 @@
+"""``accelbench vendor new`` and ``vendor check``: a vendor folder from the template, and everything
+about one validated before any host is touched.
+
+The check reports every finding, file by file, instead of stopping at the first: a vendor engineer
+fixes them in one pass. Extern configs are checked the way a run would use them: each is planned
+(dry) on the accelerator and node layout its name states, so a layout that does not fit its node
+count is caught here and not on the cluster.
+"""
+from __future__ import annotations
+
+import importlib
+import re
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Optional
+
+from run_benchmarks.catalog.cases import CaseCatalog
+from run_benchmarks.catalog.config_files import ClusterSpec, HostSpec, TestConf
+from run_benchmarks.catalog.config import load_model
+from run_benchmarks.errors import UserError
+from run_benchmarks.pathnames import component
+from run_benchmarks.planner.plan import Paths, PlanInputs
+from run_benchmarks.planner.build import build_run_plan
+from run_benchmarks.catalog.vendors import VendorRegistry, VendorSpec
+
+TEMPLATE = "template"
+PLACEHOLDER = "__VENDOR__"
+NAME = re.compile(r"^[a-z][a-z0-9_]*$")
+LAYOUT_SUFFIX = re.compile(r"x(\d+)x(\d+)$")
+# What each monitor needs importable on the hosts; checked here on this machine as a hint only.
+MONITOR_MODULES = {"nvml": "pynvml", "rocm-smi": None, "cpu": "psutil", "none": None}
+
+
+@dataclass(frozen=True)
+class Finding:
+    path: Path
+    problem: str
+    fix: str = ""
+    severity: str = "error"  # error | warning
+
+
+def scaffold(vendors_dir: Path, name: str) -> Path:
+    """Copy vendors/template to vendors/<name>, with the name filled in."""
+    component(name, "vendor name", "use lower-case letters, digits and '_', e.g. acme")
+    if not NAME.match(name):
+        raise UserError(f"vendor name {name!r} is not valid", "use lower-case letters, digits and '_', e.g. acme")
+    source, target = vendors_dir / TEMPLATE, vendors_dir / name
+    if not source.is_dir():
+        raise UserError(f"{source} is missing", "restore vendors/template from the accelbench checkout")
+    if target.exists():
+        raise UserError(f"{target} already exists", f"check it with: accelbench vendor check {name}")
+    shutil.copytree(source, target)
+    for path in sorted(target.rglob("*"), key=lambda p: len(p.parts), reverse=True):  # files before folders
+        if path.is_file():
+            path.write_text(path.read_text(encoding="utf-8").replace(PLACEHOLDER, name), encoding="utf-8")
+        if PLACEHOLDER in path.name:
+            path.rename(path.with_name(path.name.replace(PLACEHOLDER, name)))
+    return target
+
+
+def _todos(folder: Path) -> list[Finding]:
+    """Every line of the vendor's files that still says TODO (left from the template)."""
+    out = []
+    for path in sorted(p for p in folder.rglob("*") if p.is_file() and p.suffix in (".yaml", ".txt", "")
+                       and "wheels" not in p.parts):
+        try:
+            lines = path.read_text(encoding="utf-8").splitlines()
+        except (UnicodeDecodeError, OSError):
+            continue
+        for number, line in enumerate(lines, 1):
+            if "TODO" in line:
+                out.append(Finding(path, f"line {number} still says TODO: {line.strip()}",
+                                   "replace it with the real value (or delete the line where optional)"))
+    return out
+
+
+def _normalized(name: str) -> str:
+    return re.sub(r"[^a-z0-9]", "", name.lower())
+
+
+def _accelerator_for(config: Path, spec: VendorSpec) -> Optional[str]:
+    """The accelerator a config name states: the part right before ``x<nnodes>x<nprocs>`` must end with a
+    declared accelerator's name or one of its ``config_names`` (letters and digits only), so
+    ``...A10040Gx1x8`` is A100_40G and ``config_fastx1x2`` is none. The longest name that fits wins."""
+    layout = LAYOUT_SUFFIX.search(config.stem)
+    if layout is None:
+        return None
+    head = _normalized(config.stem[:layout.start()].removeprefix("config_"))
+    spellings = sorted(((_normalized(alias), hw) for hw, accel in spec.accelerators.items()
+                        for alias in (hw, *accel.config_names)), key=lambda item: len(item[0]), reverse=True)
+    return next((hw for spelling, hw in spellings if spelling and head.endswith(spelling)), None)
+
+
+def check(root: Path, name: str) -> list[Finding]:
+    component(name, "vendor name", "name a folder under vendors/, e.g. nvidia")
+    paths = Paths(root)
+    folder = paths.vendors_dir / name
+    vendor_file = folder / "vendor.yaml"
+    if not vendor_file.is_file():
+        known = ", ".join(sorted(p.parent.name for p in paths.vendors_dir.glob("*/vendor.yaml"))) or "(none)"
+        return [Finding(vendor_file, "missing", f"create it: accelbench vendor new {name} (known vendors: {known})")]
+    try:
+        spec = load_model(VendorSpec, vendor_file)
+    except UserError as exc:
+        return [Finding(vendor_file, exc.message.removeprefix(f"{vendor_file}: "), exc.fix or "")]
+    findings: list[Finding] = _todos(folder) if name != TEMPLATE else []
+    findings += _check_peaks(vendor_file, spec)
+    findings += _check_images(folder, vendor_file, spec)
+    findings += _check_kinds(vendor_file, spec)
+    if name != TEMPLATE:
+        try:
+            registry = VendorRegistry(paths.vendors_dir)  # hardware and kind names unique, kinds known
+        except UserError as exc:
+            return findings + [Finding(vendor_file, exc.message, exc.fix or "")]
+        monitors = {hw.monitor if isinstance(hw.monitor, str) else "command"
+                    for hw in registry.hardware.values() if hw.vendor == name}
+        findings += [f for monitor in sorted(monitors) for f in _check_monitor(vendor_file, monitor)]
+        findings += _check_extern_configs(paths, folder, name, spec)
+    return findings
+
+
+def _check_kinds(vendor_file: Path, spec: VendorSpec) -> list[Finding]:
+    """A kind a vendor declares is checked for the parts a run relies on; gaps are warnings with their cost."""
+    out = []
+    for name, kind in spec.kinds.items():
+        where = f"kinds.{name}"
+        if kind.torch_device != "cpu" and not kind.device_count:
+            out.append(Finding(vendor_file, f"{where}.device_count is not set: preflight cannot tell whether a "
+                                            "host has a device per process", "add the smi tool's list command and "
+                                                                              "a pattern", "warning"))
+        if kind.torch_device != "cpu" and not kind.visible_devices_env:
+            out.append(Finding(vendor_file, f"{where}.visible_devices_env is not set: hosts cannot pin devices",
+                               "name the variable the runtime reads (ASCEND_RT_VISIBLE_DEVICES, ...)", "warning"))
+        for framework in spec.frameworks:
+            if framework not in kind.backends:
+                out.append(Finding(vendor_file, f"{where}.backends has no {framework} backend: the framework's "
+                                                "default for the device is used", f"set backends.{framework} "
+                                                                                  "(hccl, cncl, xccl, ...)",
+                                   "warning"))
+        if kind.worker_plugin and not (vendor_file.parent / kind.worker_plugin).is_file():
+            out.append(Finding(vendor_file, f"{where}.worker_plugin: {vendor_file.parent / kind.worker_plugin} "
+                                            "does not exist", "add the file, or remove worker_plugin"))
+    return out
+
+
+def _check_peaks(vendor_file: Path, spec: VendorSpec) -> list[Finding]:
+    out = []
+    for hw, accel in spec.accelerators.items():
+        missing = accel.missing_peaks()
+        if missing:
+            out.append(Finding(vendor_file, f"accelerators.{hw}.peak_tflops: no dense peak for {', '.join(missing)}",
+                               "add them from the datasheet (dense, no sparsity), list the ones the part lacks "
+                               "under unsupported_dtypes, or explain under peak_note why there are none"))
+        if accel.kind != "cpu" and not accel.memory_gib:
+            out.append(Finding(vendor_file, f"accelerators.{hw}.memory_gib is not set",
+                               "set the device memory in GiB (reports show memory as actual / total)", "warning"))
+    return out
+
+
+def _check_images(folder: Path, vendor_file: Path, spec: VendorSpec) -> list[Finding]:
+    out = []
+    if not spec.frameworks:
+        out.append(Finding(vendor_file, "frameworks: none declared", "declare torch and/or paddle with their env"))
+    for framework, runtime in spec.frameworks.items():
+        dockerfiles = sorted((folder / "docker").glob(f"{framework}_*/Dockerfile"))
+        if runtime.image is None and not dockerfiles:
+            out.append(Finding(folder / "docker", f"no Dockerfile for {framework} (docker/{framework}_<version>/"
+                                                  "Dockerfile) and no frameworks." + framework + ".image",
+                               "add a Dockerfile (see vendors/template/docker/) or name a prebuilt image"))
+        for dockerfile in dockerfiles:
+            if not re.search(r"^\s*FROM\s", dockerfile.read_text(encoding="utf-8"), re.MULTILINE):
+                out.append(Finding(dockerfile, "has no FROM line", "start it from a base image"))
+        if runtime.container.privileged:
+            out.append(Finding(vendor_file, f"frameworks.{framework}.container.privileged is true",
+                               "grant only what is needed (devices, cap_add) unless the runtime truly needs it",
+                               "warning"))
+    return out
+
+
+def _check_monitor(vendor_file: Path, monitor: str) -> list[Finding]:
+    importlib.import_module("training.monitor")
+    module = MONITOR_MODULES.get(monitor)
+    if module:
+        try:
+            importlib.import_module(module)
+        except ImportError:
+            return [Finding(vendor_file, f"monitor {monitor}: {module} is not importable on this machine",
+                            f"install it where the nodes run (pip install {'nvidia-ml-py' if module == 'pynvml' else module}); "
+                            "without it the monitor records a warning, never a failure", "warning")]
+    return []
+
+
+def _check_extern_configs(paths: Paths, folder: Path, vendor: str, spec: VendorSpec) -> list[Finding]:
+    out = []
+    catalog = CaseCatalog(paths.cases_dir, paths.vendors_dir)
+    for config in sorted(folder.glob("*/*/config_*.yaml")):
+        case, framework = config.parent.parent.name, config.parent.name
+        if case not in catalog.names():
+            out.append(Finding(config, f"case {case!r} does not exist under cases/",
+                               f"name the folder after a case ({', '.join(catalog.names()[:5])}, ...)"))
+            continue
+        if framework not in spec.frameworks:
+            out.append(Finding(config, f"framework {framework!r} is not declared in {folder / 'vendor.yaml'} "
+                                       f"(frameworks: {', '.join(spec.frameworks) or 'none'})",
+                               f"declare frameworks.{framework} there, or move the config under a declared "
+                               "framework's folder"))
+            continue
+        layout = LAYOUT_SUFFIX.search(config.stem)
+        hardware = _accelerator_for(config, spec)
+        if not layout or hardware is None:
+            names = ", ".join(f"{hw}" + (f" (or {', '.join(a.config_names)})" if a.config_names else "")
+                              for hw, a in spec.accelerators.items())
+            out.append(Finding(config, "the name does not end in <accelerator>x<nnodes>x<nprocs> with one of this "
+                                       f"vendor's accelerators: {names}",
+                               f"name it like config_TP1PP1SH1SP8{next(iter(spec.accelerators))}x1x8"))
+            continue
+        nnodes, nprocs = int(layout.group(1)), int(layout.group(2))
+        cluster = ClusterSpec(hosts=[HostSpec(name=f"node{i}") for i in range(nnodes)])
+        inputs = PlanInputs(paths, TestConf(), paths.configs_dir / "test_conf.yaml", cluster,
+                            paths.configs_dir / "cluster.yaml", VendorRegistry(paths.vendors_dir), catalog, "python3")
+        try:
+            build_run_plan(inputs, [f"{case}:{framework}:{hardware}:{nnodes}:{nprocs}"], "vendor-check",
+                           paths.root / "logs", str(config), (), None, ports=[29500] * 4)
+        except UserError as exc:
+            out.append(Finding(config, exc.message.removeprefix(f"{config}: "), exc.fix or ""))
+    return out

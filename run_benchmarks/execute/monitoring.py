@@ -1,0 +1,112 @@
+"""What the node monitors recorded (training/monitor), turned into figures that join the results.
+
+Per node: host CPU, memory, network and disk; per device the mean and max of utilisation, power and
+temperature, memory used, and energy (power integrated over the samples, trapezoid rule). Per
+round: the energy of all devices and tokens per joule = tokens/s total / mean total power (both over
+the monitored window, which is the whole round; the warm-up is in it). A monitor that could not
+start, or wrote nothing, becomes a warning, never a failure.
+"""
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Iterator, Optional
+
+from training.contract.names import MONITOR_ACCELERATOR_FILE, MONITOR_HOST_FILE, MONITOR_SCHEMA, MONITOR_STATUS_FILE
+
+SERIES_POINTS = 200  # samples kept per device for plots
+
+
+def _lines(path: Path) -> Iterator[dict]:
+    if not path.is_file():
+        return
+    with open(path, encoding="utf-8", errors="replace") as f:
+        for line in f:
+            try:
+                yield json.loads(line)
+            except json.JSONDecodeError:
+                continue  # the last line of a monitor stopped mid-write
+
+
+def _stats(values: list) -> Optional[dict]:
+    values = [v for v in values if isinstance(v, (int, float)) and math.isfinite(v)]
+    if not values:
+        return None
+    return {"mean": math.fsum(values) / len(values), "max": max(values)}
+
+
+def _energy(points: list[tuple[float, float]]) -> Optional[float]:
+    if len(points) < 2:
+        return None
+    return math.fsum((t1 - t0) * (p0 + p1) / 2 for (t0, p0), (t1, p1) in zip(points, points[1:]))
+
+
+def _thin(points: list, n: int = SERIES_POINTS) -> list:
+    if len(points) <= n:
+        return points
+    step = len(points) / n
+    return [points[int(i * step)] for i in range(n)]
+
+
+def summarize_node(folder: Path) -> tuple[dict, list[str]]:
+    """(figures, warnings) of one node's monitor folder."""
+    warnings: list[str] = []
+    status_file = folder / MONITOR_STATUS_FILE
+    if not status_file.is_file():
+        return {}, [f"the monitor left nothing in {folder} (did it start? see monitor.log beside it)"]
+    status = json.loads(status_file.read_text(encoding="utf-8"))
+    if status.get("schema", MONITOR_SCHEMA) != MONITOR_SCHEMA:
+        return {"status": status}, [f"the monitor in {folder} wrote {status['schema']}; this accelbench reads "
+                                    f"{MONITOR_SCHEMA} (a different training/ on the node?)"]
+    for name in ("host", "accelerator"):
+        if str(status.get(name, "")).startswith(("unavailable", "stopped")):
+            warnings.append(f"{name} monitor {status[name]}")
+    out: dict = {"status": status}
+    host = list(_lines(folder / MONITOR_HOST_FILE))
+    if host:
+        out["host"] = {key: _stats([s.get(key) for s in host]) for key in
+                       ("cpu_percent", "mem_used_bytes", "net_rx_bps", "net_tx_bps", "disk_read_bps", "disk_write_bps")}
+        out["host"]["mem_total_bytes"] = host[-1].get("mem_total_bytes")
+        out["duration_s"] = host[-1]["t"] - host[0]["t"]
+    samples = list(_lines(folder / MONITOR_ACCELERATOR_FILE))
+    devices: dict[int, list[tuple[float, dict]]] = {}
+    for sample in samples:
+        for device in sample.get("devices") or []:
+            devices.setdefault(device.get("index", 0), []).append((sample["t"], device))
+    out["devices"] = []
+    t0 = samples[0]["t"] if samples else 0.0
+    for index, readings in sorted(devices.items()):
+        power = [(t, d["power_w"]) for t, d in readings if isinstance(d.get("power_w"), (int, float))]
+        out["devices"].append({
+            "index": index, "name": readings[0][1].get("name"),
+            **{key: _stats([d.get(key) for _, d in readings]) for key in ("util_percent", "power_w", "temp_c")},
+            "mem_used_bytes": _stats([d.get("mem_used_bytes") for _, d in readings]),
+            "mem_total_bytes": readings[-1][1].get("mem_total_bytes"),
+            "energy_j": _energy(power),
+            "util_series": _thin([[round(t - t0, 2), d.get("util_percent")] for t, d in readings
+                                  if d.get("util_percent") is not None]),
+            "power_series": _thin([[round(t - t0, 2), p] for t, p in power]),
+        })
+    if not samples and not str(status.get("accelerator", "")).startswith(("unavailable", "off")):
+        warnings.append(f"the accelerator monitor wrote no sample in {folder}")
+    return out, warnings
+
+
+def summarize_round(nodes: list[dict], tokens_per_s_total: Optional[float]) -> dict:
+    """The round's monitor figures from its nodes' summaries."""
+    devices = [d for node in nodes for d in node.get("devices", [])]
+    utils = [d["util_percent"]["mean"] for d in devices if d.get("util_percent")]
+    powers = [d["power_w"]["mean"] for d in devices if d.get("power_w")]
+    energies = [d["energy_j"] for d in devices if d.get("energy_j") is not None]
+    total_power = math.fsum(powers) if powers and len(powers) == len(devices) else None
+    in_use = [d["mem_used_bytes"]["max"] for d in devices if d.get("mem_used_bytes")]
+    return {
+        # the driver's view of device memory in use (allocator, cache, context), what published tables show
+        "device_memory_used_bytes": max(in_use) if in_use else None,
+        "accel_util_mean": math.fsum(utils) / len(utils) if utils else None,
+        "power_w_mean": total_power,
+        "energy_j": math.fsum(energies) if energies and len(energies) == len(devices) else None,
+        "tokens_per_joule": tokens_per_s_total / total_power if tokens_per_s_total and total_power else None,
+        "nodes": nodes,
+    }

@@ -1,0 +1,290 @@
+"""A round's outcome: its logs read and analysed, its status classified, its result document written.
+
+The document (``results.json``) is the round's record; the results store gets one row per attempt.
+"""
+from __future__ import annotations
+
+import errno
+import hashlib
+import json
+import shutil
+import signal
+import sqlite3
+import sys
+import time
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Callable, Optional
+
+from run_benchmarks.results import analyze
+from run_benchmarks.execute import collect, monitoring, signals
+from run_benchmarks.results import figures as task_figures
+from run_benchmarks.pathnames import write_text_atomically
+from run_benchmarks.planner.plan import CasePlan, NodePlan, RoundPlan
+from run_benchmarks.results.record import CaseFacts, Environment, RoundRecord, Status
+from run_benchmarks.results.store.store import ResultStore
+from run_benchmarks.results.store.faults import StoreUnavailable, is_full
+from run_benchmarks.results.workload import resolved_workload, workload_hash
+
+_OOM_MARKERS = ("OutOfMemoryError", "CUDA out of memory", "out of memory", "can't allocate memory")
+
+
+@dataclass
+class RoundResult:
+    case_name: str
+    round: int
+    dir: Path
+    status: str  # ok | failed | oom | unsupported | timeout | interrupted
+    reason: str = ""
+    warnings: list[str] = field(default_factory=list)
+    error_lines: list[str] = field(default_factory=list)
+    metrics: Optional[analyze.RoundMetrics] = None
+    exit_codes: dict[int, Optional[int]] = field(default_factory=dict)
+    endings: dict[int, str] = field(default_factory=dict)  # node rank -> why it ended, where the code misleads
+    steps_completed: int = 0
+    nodes: list[dict] = field(default_factory=list)
+    started_at: str = ""
+    ended_at: str = ""
+    wall_time_s: Optional[float] = None  # end to end: nodes started -> logs collected and analysed
+    monitor: Optional[dict] = None  # monitoring.summarize_round: utilisation, power, energy per device
+    figures: list[dict] = field(default_factory=list)  # task figures (figures.round_figures), e.g. PPO phases
+    write_error: Optional[OSError] = None  # results.json could not be written (disk full): the run stops
+    record: Optional[RoundRecord] = None  # what results.json, summary.json and the store were written from
+
+
+def now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+def finish(case: CasePlan, rnd: RoundPlan, result: RoundResult, outcome: str, began: float,
+           node_facts: Callable[[NodePlan], dict], orchestrator_env: dict) -> None:
+    """Read the (collected) logs of every node, fill in ``result`` and write the round's results.json.
+    ``outcome``: how the round ended (done, node_failed, timeout, interrupted, cancelled, start_failed);
+    ``node_facts``: per node what preflight and its runtime know (probes, devices, image)."""
+    ranks: list[collect.RankLog] = []
+    figures = analyze.RoundAccumulator()
+    steps_done = []
+    all_logs = []
+    for node in rnd.nodes:
+        all_logs += case.framework.gather_rank_logs(node.log_dir, node.node_rank, case.name.nprocs_per_node)
+        _remove_empty_tmp(node.log_dir / "tmp")
+    for rank in collect.read_ranks(all_logs):
+        figures.add(rank)
+        steps_done.append(rank.steps_done)
+        rank.series = collect.StepSeries()  # folded in: its columns are not needed again
+        ranks.append(rank)
+    for rank in ranks:
+        result.warnings += rank.problems
+    try:
+        combined = task_figures.round_figures(ranks)
+        precision = case.workload.train.precision
+        peak, basis = case.hardware.peak_tflops(precision)
+        measured, measured_note = case.hardware.measured_peak_tflops(precision)
+        combined += task_figures.mfu_figures(combined, [("mfu", peak, f"{case.hardware.name} {precision} "
+                                                                      f"datasheet peak {basis}".strip()),
+                                                        ("mfu_measured", measured, measured_note)])
+        result.figures = [figure.to_dict() for figure in combined]
+    except task_figures.FigureConflict as exc:
+        result.warnings.append(f"task figures left out: {exc}")
+    result.steps_completed = min(steps_done, default=0)
+    monitored = []
+    for node in rnd.nodes:
+        if node.monitor_argv is not None:
+            figures_of_node, warnings = monitoring.summarize_node(node.monitor_dir)
+            monitored.append({"node_rank": node.node_rank, "host": node.host.name, **figures_of_node})
+            result.warnings += [f"node {node.node_rank}: {w}" for w in warnings]
+    result.nodes = [
+        {"node_rank": node.node_rank, "host": node.host.name,
+         "exit_code": result.exit_codes.get(node.node_rank), "launcher_log": str(node.launcher_log),
+         **node_facts(node),
+         "environment": next((r.start.environment for r in ranks
+                              if r.start and r.start.node_rank == node.node_rank and r.start.environment),
+                             None)}
+        for node in rnd.nodes
+    ]
+    classify(case, rnd, result, outcome, ranks, figures)
+    if monitored:
+        result.monitor = monitoring.summarize_round(
+            monitored, result.metrics.tokens_per_s_total if result.metrics else None)
+    result.ended_at = now()
+    result.wall_time_s = time.monotonic() - began
+    write_results(rnd.results_path, case, result, orchestrator_env)
+
+
+def classify(case: CasePlan, rnd: RoundPlan, result: RoundResult, outcome: str,
+             ranks: list[collect.RankLog], figures: analyze.RoundAccumulator) -> None:
+    complete = len(ranks) == case.name.world_size and all(r.finished for r in ranks)
+    if complete:
+        result.status, result.reason = "ok", ""
+        for rank, code in sorted(result.exit_codes.items()):
+            if code not in (0, None):
+                result.warnings.append(f"node {rank} launcher exited with {code} after every rank had "
+                                       "finished and reported; the figures are complete")
+        if outcome == "timeout":
+            result.warnings.append("the launcher outlived the deadline after every rank had finished")
+        if case.workload.task == "micro":  # a micro-benchmark's figures are its result: it has no steps
+            if not result.figures:
+                result.status, result.reason = "failed", "no figures: every rank finished without reporting one"
+            return
+        peak, note = case.hardware.peak_tflops(case.workload.train.precision)
+        try:
+            train = case.workload.train
+            samples = (train.micro_batch_size * train.gradient_accumulation_steps
+                       * case.workload.parallel.data_degree(case.name.world_size))
+            result.metrics = figures.metrics(peak, note, samples, case.hardware.memory_total_bytes,
+                                             case.hardware.measured_peak_tflops(case.workload.train.precision))
+            if result.metrics.recompiles:
+                result.warnings.append(f"torch.compile built {result.metrics.recompiles} graph(s) inside measured "
+                                       "steps: their step times include compilation (raise train.warmup_steps)")
+        except analyze.NothingToMeasure as exc:
+            result.status, result.reason = "failed", f"no figures: {exc}"
+        return
+    result.error_lines = collect.error_lines(ranks, [n.launcher_log for n in rnd.nodes])
+    if outcome == "cancelled":  # by someone else (the scheduler's scancel, preemption): the reason says who
+        result.status = "interrupted"
+    elif outcome == "interrupted":
+        received = signals.received()
+        by = "Ctrl-C" if received in (None, signal.SIGINT) else signal.Signals(received).name
+        result.status, result.reason = "interrupted", f"stopped by {by}; every node was stopped"
+    elif outcome == "timeout":
+        result.status = "timeout"
+        result.reason += "; every node was stopped"
+    else:
+        text = "\n".join([*result.error_lines, *result.endings.values()])  # a scheduler may say it (Slurm's OOM)
+        unsupported = [rank.unsupported.reason for rank in ranks if rank.unsupported is not None]
+        if unsupported:
+            result.status, result.reason = "unsupported", f"not supported on this device: {unsupported[0]}"
+            return
+        oom = any(m in text for m in _OOM_MARKERS)
+        result.status = "oom" if oom else "failed"
+        if outcome != "start_failed":
+            result.reason = ("out of memory: " if oom else "") + _failure_reason(rnd.nodes, result.exit_codes, ranks,
+                                                                                 result.endings)
+
+
+def _failure_reason(nodes: list[NodePlan], codes: dict[int, Optional[int]], ranks: list[collect.RankLog],
+                    endings: Optional[dict[int, str]] = None) -> str:
+    unfinished = [r.rank for r in ranks if not r.finished]
+    endings = endings or {}
+    bad = [f"node {n.node_rank} ({n.host.name}): " + endings[n.node_rank] if n.node_rank in endings
+           else f"node {n.node_rank} ({n.host.name}) exited with {codes.get(n.node_rank)}"
+           for n in nodes if n.node_rank in endings or codes.get(n.node_rank) not in (0, None)]
+    parts = bad + ([f"rank(s) {', '.join(map(str, unfinished))} did not finish"] if unfinished else [])
+    return "; ".join(parts) or "the workers ended without reporting"
+
+
+def _remove_empty_tmp(path: Path) -> None:
+    """The per-node TMPDIR goes once the launcher is gone; anything left there is kept for a look."""
+    if path.is_dir():
+        leftovers = [p for p in path.rglob("*") if p.is_file()]
+        if not leftovers:
+            shutil.rmtree(path, ignore_errors=True)
+
+
+def result_document(case: CasePlan, result: RoundResult, orchestrator_env: dict) -> RoundRecord:
+    """The round's record, as results.json and the store hold it."""
+    workload = resolved_workload(case.name, case.workload)
+    return RoundRecord(
+        run_id=case.rounds[0].worker_config.runtime.run_id,
+        case_name=result.case_name,
+        case=CaseFacts(
+            case=case.name.case, framework=case.name.framework, framework_version=case.name.framework_version,
+            hardware=case.name.hardware, vendor=case.hardware.vendor, nnodes=case.name.nnodes,
+            nprocs_per_node=case.name.nprocs_per_node, world_size=case.name.world_size, repeat=case.name.repeat,
+            extern_config=str(case.extern_config) if case.extern_config else None,
+            extern_config_hash=_file_sha256(case.extern_config)),
+        round=result.round, status=Status(result.status), reason=result.reason, warnings=result.warnings,
+        error_lines=result.error_lines, started_at=result.started_at, ended_at=result.ended_at,
+        wall_time_s=result.wall_time_s, results_path=str(result.dir / "results.json"),
+        steps_completed=result.steps_completed, metrics=result.metrics.to_dict() if result.metrics else None,
+        monitor=result.monitor, figures=result.figures, workload=case.workload.model_dump(mode="json"),
+        workload_hash=workload_hash(workload),
+        environment=Environment(orchestrator=orchestrator_env, nodes=result.nodes))
+
+
+def _file_sha256(path: Optional[Path]) -> Optional[str]:
+    if path is None:
+        return None
+    try:
+        return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+    except OSError:
+        return None
+
+
+class ResultsUnwritable(OSError):
+    """A round's results.json could not be written (disk full, read-only): the run stops, since the rounds
+    after it could not be recorded either. Raised after the attempt went to the store, where it could."""
+
+
+def write_results(path: Path, case: CasePlan, result: RoundResult, orchestrator_env: dict) -> None:
+    """results.json via a temporary file and a rename: a reader never sees half a file. When the write fails
+    the temporary file goes, the failure becomes a warning and ``result.write_error``, and the round goes on to
+    the store (which may still take it); store_attempt then stops the run."""
+    result.record = result_document(case, result, orchestrator_env)
+    document = result.record.document()
+    try:
+        write_text_atomically(path, json.dumps(document, indent=2, default=str) + "\n")
+    except OSError as exc:
+        result.write_error = exc
+        result.warnings.append(f"{path} could not be written: {exc.strerror or exc}")
+        # the record was made before the write: the store's row and the end-of-run table must say it too
+        result.record = result.record.model_copy(update={"warnings": list(result.warnings)})
+        _loud(f"round {result.round} of {result.case_name}: {path} could not be written: {exc.strerror or exc}")
+
+
+def _loud(message: str) -> None:
+    print(f"accelbench: WARNING: {message}", file=sys.stderr, flush=True)
+
+
+def store_attempt(store: Optional[ResultStore], case: CasePlan, result: RoundResult, attempt: int,
+                  orchestrator_env: dict, status: Optional[str] = None, results_path: Optional[Path] = None) -> None:
+    """The attempt as a row of the results store (when there is one). A store that cannot take it (locked past
+    its retry budget, full, damaged) is said loudly, noted in ``store.unstored`` (the run then exits
+    non-zero and says how to repair) and in the round's results.json warnings, which keep the attempt for
+    ``accelbench store repair``."""
+    path = Path(results_path) if results_path else result.dir / "results.json"
+    stored = False
+    if store is not None:
+        record = (result.record or result_document(case, result, orchestrator_env)).model_copy(
+            update={"results_path": str(path), **({"status": Status(status)} if status else {})})
+        try:
+            store.add_attempt(record.to_row(attempt),
+                              what=f"round {result.round} of {result.case_name}")
+            stored = True
+        except (sqlite3.Error, StoreUnavailable) as exc:
+            why = getattr(exc, "reason", "") or str(exc).splitlines()[0]
+            kept = result.write_error is None and path.is_file()
+            warning = (f"this attempt is NOT in the results store {store.path}: {why}; "
+                       + (f"add it from this file with: accelbench store repair --db {store.path} --log-root "
+                          f"{_log_root_of(path)}" if kept else "and its results.json could not be written: "
+                          "its figures are lost"))
+            result.warnings.append(warning)
+            store.unstored.append(f"round {result.round} of {result.case_name} (attempt {attempt}): {why}"
+                                  + (f"; kept in {path}" if kept else "; lost"))
+            _loud(f"round {result.round} of {result.case_name}: {warning}")
+            if kept:
+                _add_warning(path, warning)
+            if is_full(exc) and result.write_error is None:
+                raise ResultsUnwritable(errno.ENOSPC, f"the results store {store.path} is full: {why}") from None
+    if result.write_error is not None:
+        exc = result.write_error
+        if stored:
+            _loud(f"round {result.round} of {result.case_name}: the attempt is in the store {store.path}, not in "
+                  f"a results.json; the run stops here")
+        raise ResultsUnwritable(exc.errno or errno.EIO, f"{path} could not be written: {exc.strerror or exc}")
+
+
+def _log_root_of(path: Path) -> Path:
+    """logs/<run_id>/<case>/round<k>/results.json -> logs"""
+    return path.parents[3] if len(path.parents) > 3 else path.parent
+
+
+def _add_warning(path: Path, warning: str) -> None:
+    """The warning into an already written results.json, so the file says what the store lacks."""
+    try:
+        document = json.loads(path.read_text(encoding="utf-8"))
+        document["warnings"] = list(document.get("warnings") or []) + [warning]
+        write_text_atomically(path, json.dumps(document, indent=2, default=str) + "\n")
+    except (OSError, ValueError) as exc:
+        _loud(f"could not add the warning to {path}: {exc}")

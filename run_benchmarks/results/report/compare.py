@@ -1,0 +1,154 @@
+"""A against B: per matching workload, both figures with their rounds and spread, and B's speedup over A,
+like the published PaddleNLP-vs-Torch tables (``+32%``: B does 32% more tokens/s than A).
+
+A side is a run (id, prefix or ``last``) or filters such as ``framework=paddle``. Each side is first
+summarized per workload (report/summary.py: rounds of one workload hash only). Rows then pair on what ran,
+never on file names: the case, framework and version, hardware, the model and the layout and batch facts
+(report/facts.py: parallel degrees, sharding, micro batch, accumulation, global batch, precision, data
+source, nodes x processes), less the keys the two sides' filters set differently: ``hardware=A100
+hardware=X1`` pairs two vendors' identical layouts whatever their extern configs are called, and
+``framework=paddle framework=torch`` pairs each layout's Paddle run with its Torch run. Rows without a
+stored workload (older imports) pair as before, on the case columns and extern config name.
+
+Noise: a change is marked "within noise" when both sides have at least two ok rounds and
+|B / A - 1| < CV_A + CV_B, the sum of the two sides' coefficients of variation over rounds (NOISE_RULE).
+With one round on a side its spread is unknown and nothing is marked.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from itertools import zip_longest
+from typing import Optional, Sequence
+
+from run_benchmarks.results.store.schema import Attempt
+from run_benchmarks.results.report.facts import MATCH_FACTS, describe, differing
+from run_benchmarks.results.report.summary import CaseSummary, summarize
+
+# Rows without a stored workload pair as before workloads were stored:
+MATCH_FIELDS = ("case", "framework", "hardware", "nnodes", "nprocs_per_node", "extern_config")
+WORKLOAD_MATCH = ("case", "framework", "framework_version", "hardware", "model") + MATCH_FACTS
+# A filter the two sides set differently drops these keys from the match (they are what the compare varies).
+DROPPED_BY = {"framework": ("framework", "framework_version"), "framework_version": ("framework_version",),
+              "hardware": ("hardware",), "vendor": ("hardware",), "case_name": ("framework", "framework_version",
+                                                                                  "hardware", "nnodes",
+                                                                                  "nprocs_per_node")}
+COMPARED = ("tokens_per_s_per_device", "tflops_per_device", "mfu", "peak_memory_bytes")
+SHORT = {"tokens_per_s_per_device": "tok/s/dev", "tflops_per_device": "TFLOP/s/dev", "mfu": "MFU",
+         "peak_memory_bytes": "peak mem"}
+NOISE_RULE = "within noise: |B/A - 1| < CV(A) + CV(B), the spreads over rounds (both sides need 2+ ok rounds)"
+
+
+@dataclass(frozen=True)
+class Selection:
+    text: str
+    run_ids: tuple[str, ...]
+    filters: dict
+
+
+@dataclass(frozen=True)
+class Row:
+    key: dict
+    a: Optional[CaseSummary]
+    b: Optional[CaseSummary]
+    varying: tuple[str, ...] = ()  # facts that differ between the compare's rows: named in the label
+
+    def change(self, figure: str) -> Optional[float]:
+        """B / A - 1 for a figure both sides have."""
+        va = self.a.mean(figure) if self.a else None
+        vb = self.b.mean(figure) if self.b else None
+        if va is None or vb is None or va == 0:
+            return None
+        return vb / va - 1
+
+    def noise(self, figure: str) -> Optional[float]:
+        """CV(A) + CV(B) over ok rounds; None when a side has fewer than two rounds of the figure."""
+        spreads = [s.figures.get(figure) if s else None for s in (self.a, self.b)]
+        if any(st is None or st.n < 2 or st.cv != st.cv for st in spreads):
+            return None
+        return spreads[0].cv + spreads[1].cv
+
+    def within_noise(self, figure: str) -> Optional[bool]:
+        """True when the change is smaller than the combined noise (NOISE_RULE); None when unknown."""
+        change, noise = self.change(figure), self.noise(figure)
+        if change is None or noise is None:
+            return None
+        return abs(change) < noise
+
+    @property
+    def label(self) -> str:
+        k = self.key
+        parts = [str(k[f]) for f in ("case", "framework", "hardware") if k.get(f) is not None]
+        if "nnodes" in k:
+            parts.append(f"{k['nnodes']}x{k['nprocs_per_node']}")
+        if k.get("extern_config") not in (None, "-"):
+            parts.append(str(k["extern_config"]))
+        summary = self.a or self.b
+        if self.varying and summary is not None and summary.workload_hash is not None:
+            parts.append(f"({describe(summary.facts, self.varying)})")
+        return " ".join(parts)
+
+
+def match_fields(a: Selection, b: Selection, by_workload: bool = True) -> tuple[str, ...]:
+    """The keys two rows must share to pair: WORKLOAD_MATCH (MATCH_FIELDS for rows without a workload), less
+    what the two sides' filters set differently."""
+    differ = {key for key in set(a.filters) | set(b.filters) if a.filters.get(key) != b.filters.get(key)}
+    dropped = set(differ)
+    for key in differ:
+        dropped.update(DROPPED_BY.get(key, ()))
+    if not by_workload and dropped & {"framework", "hardware"}:
+        dropped.add("extern_config")  # file names carry the framework's folder or the accelerator's name
+    return tuple(f for f in (WORKLOAD_MATCH if by_workload else MATCH_FIELDS) if f not in dropped)
+
+
+def _match_key(summary: CaseSummary, a: Selection, b: Selection) -> tuple:
+    if summary.workload_hash is None:
+        return ("case",) + tuple(summary.key.get(f) for f in match_fields(a, b, by_workload=False))
+    model = json.dumps((summary.what.spec or {}).get("model"), sort_keys=True)
+    values = {**summary.key, **summary.facts, "model": model}
+    return ("workload",) + tuple(values.get(f) for f in match_fields(a, b))
+
+
+def compare(a: Selection, b: Selection, a_attempts: Sequence[Attempt], b_attempts: Sequence[Attempt]) -> list[Row]:
+    left: dict[tuple, list[CaseSummary]] = {}
+    right: dict[tuple, list[CaseSummary]] = {}
+    for side, attempts in ((left, a_attempts), (right, b_attempts)):
+        for summary in summarize(attempts):
+            side.setdefault(_match_key(summary, a, b), []).append(summary)
+    everything = [s for side in (left, right) for group in side.values() for s in group]
+    varying = tuple(differing([s.facts for s in everything if s.workload_hash is not None]))
+    rows = []
+    for key in list(left) + [k for k in right if k not in left]:
+        for sa, sb in zip_longest(left.get(key, []), right.get(key, [])):
+            shown = (sa or sb).key
+            if sa is not None and sb is not None:  # name what differs on purpose by its two values
+                shown = {f: v if v == sb.key.get(f) else f"{v}/{sb.key.get(f)}" for f, v in sa.key.items()}
+            rows.append(Row(shown, sa, sb, varying))
+    return rows
+
+
+def format_change(row: Row, figure: str) -> str:
+    change = row.change(figure)
+    if change is None:
+        return "n/a"
+    text = f"{change:+.0%}" if abs(change) >= 0.005 else f"{change:+.1%}"
+    return text + " (within noise)" if row.within_noise(figure) else text
+
+
+def format_rounds(summary: Optional[CaseSummary]) -> str:
+    """``3 ok`` or ``2 ok, 1 failed``: how many rounds the side's figures are the mean of."""
+    if summary is None:
+        return "-"
+    return ", ".join(f"{n} {status}" for status, n in summary.statuses.items())
+
+
+def format_value(summary: Optional[CaseSummary], figure: str) -> str:
+    """The mean over ok rounds, with its coefficient of variation when there are several rounds."""
+    if summary is None:
+        return "(no run)"
+    value = summary.mean(figure)
+    if value is None and not summary.ok:  # say why there is no figure
+        return "n/a (" + ", ".join(f"{n} {s}" for s, n in summary.statuses.items()) + ")"
+    if value is None:
+        return "n/a"
+    return summary.cell(figure)

@@ -1,0 +1,90 @@
+"""Stored results for a spreadsheet or another program: the raw attempts (JSON: every field; CSV: the flat
+columns) and one summary row per workload (``report --format summary-csv|summary-json``), both with the
+layout and batch facts as columns (report/facts.py) and the workload hash that groups them.
+
+Paths are written relative to the checkout (``root``) so a file handed to someone else says which config
+was used without naming the directories of the machine it ran on; a path outside the checkout keeps only
+its file name (its SHA-256, ``extern_config_hash``, still identifies it).
+"""
+from __future__ import annotations
+
+import csv
+import io
+import json
+from pathlib import Path
+from typing import Any, Optional, Sequence
+
+from run_benchmarks.results.store.schema import CASE_COLUMNS, METRIC_COLUMNS, MONITOR_COLUMNS, Attempt
+from run_benchmarks.results.report.facts import FACT_KEYS, round_facts
+from run_benchmarks.results.report.summary import FIGURES, CaseSummary
+
+PATH_FIELDS = ("extern_config", "results_path")
+CSV_COLUMNS = ("run_id",) + CASE_COLUMNS + ("round", "attempt", "status", "reason", "precision", "started_at",
+                                             "ended_at", "wall_time_s") + tuple(c for c, _, _ in METRIC_COLUMNS) + MONITOR_COLUMNS + (
+    "accelbench_commit", "source", "results_path")
+FACT_CSV = ("workload_hash",) + tuple(k for k in FACT_KEYS if k != "precision")  # precision is a column already
+CASE_FIELDS = ("case", "framework", "framework_version", "hardware", "vendor", "nnodes", "nprocs_per_node")
+SUMMARY_COLUMNS = (CASE_FIELDS + ("config", "extern_config", "workload_hash") + FACT_KEYS
+                   + ("rounds", "rounds_ok") + tuple(f"{f.key}{s}" for f in FIGURES for s in ("", "_cv")))
+
+
+def relative(path: Optional[str], root: Optional[Path]) -> Optional[str]:
+    """``path`` relative to the checkout; a path outside it as its file name only."""
+    if not path or root is None:
+        return path
+    p = Path(path)
+    if not p.is_absolute():
+        return path
+    try:
+        return str(p.resolve().relative_to(Path(root).resolve()))
+    except ValueError:
+        return p.name
+
+
+def _attempt_row(attempt: Attempt, root: Optional[Path]) -> dict:
+    what = round_facts(attempt)
+    row = {**attempt.row, **{k: relative(attempt.get(k), root) for k in PATH_FIELDS}}
+    row["workload_hash"] = what.workload_hash
+    row.update({k: what.facts.get(k) for k in FACT_KEYS if k != "precision"})
+    return row
+
+
+def to_json(attempts: Sequence[Attempt], root: Optional[Path] = None) -> str:
+    return json.dumps([_attempt_row(a, root) for a in attempts], indent=2, default=str) + "\n"
+
+
+def _csv(columns: Sequence[str], rows: Sequence[dict]) -> str:
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow(columns)
+    for row in rows:
+        writer.writerow(["" if row.get(c) is None else row.get(c) for c in columns])
+    return out.getvalue()
+
+
+def to_csv(attempts: Sequence[Attempt], root: Optional[Path] = None) -> str:
+    return _csv(CSV_COLUMNS + FACT_CSV, [_attempt_row(a, root) for a in attempts])
+
+
+def summary_row(summary: CaseSummary, root: Optional[Path] = None) -> dict[str, Any]:
+    """One workload: its case, config, hash and facts, then each figure's mean and CV over ok rounds."""
+    first = summary.attempts[0]
+    row: dict[str, Any] = {k: first.get(k) for k in CASE_FIELDS}
+    row["config"] = summary.config
+    row["extern_config"] = relative(first.get("extern_config"), root)
+    row["workload_hash"] = summary.workload_hash
+    row.update({k: summary.facts.get(k) for k in FACT_KEYS})
+    row["rounds"], row["rounds_ok"] = len(summary.attempts), len(summary.ok)
+    for figure in FIGURES:
+        stats = summary.figures.get(figure.key)
+        row[figure.key] = stats.mean if stats else None
+        row[f"{figure.key}_cv"] = stats.cv if stats and stats.n > 1 else None
+    return row
+
+
+def summary_json(summaries: Sequence[CaseSummary], root: Optional[Path] = None) -> str:
+    return json.dumps([summary_row(s, root) for s in summaries], indent=2, default=str) + "\n"
+
+
+def summary_csv(summaries: Sequence[CaseSummary], root: Optional[Path] = None) -> str:
+    return _csv(SUMMARY_COLUMNS, [summary_row(s, root) for s in summaries])

@@ -1,0 +1,97 @@
+"""What a stored round ran, read back from its row: the workload hash that groups rounds, the layout key
+that pairs two vendors' rounds, and the layout and batch facts that tell rows apart.
+
+One place for report, compare and exports, so the three never disagree about which rounds are "the same".
+The facts come from the resolved workload the round stored (``workload.py`` computes them; nothing here
+re-derives a degree or a batch). A row without a readable workload (an import, a store written before
+workloads were stored) has no hash: it is grouped by its case columns as before, and its only fact is the
+precision column the store keeps for every row.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Optional, Sequence
+
+from pydantic import ValidationError
+
+from training.contract.spec import WorkloadSpec
+
+from run_benchmarks.catalog.casename import CaseName
+from run_benchmarks.results.store.schema import Attempt
+from run_benchmarks.results.workload import layout_facts, layout_key, resolved_workload, workload_hash
+
+# (fact, short column heading): the layout and batch facts a reader tells rows apart by, in table order.
+FACT_COLUMNS = (
+    ("data_parallel", "dp"),
+    ("tensor_parallel", "tp"),
+    ("pipeline_parallel", "pp"),
+    ("sharding", "sharding"),
+    ("sharding_degree", "shard deg"),
+    ("sequence_parallel", "seq par"),
+    ("micro_batch_size", "micro batch"),
+    ("gradient_accumulation_steps", "accum"),
+    ("global_batch_samples", "global batch"),
+    ("global_batch_tokens", "global tokens"),
+    ("precision", "precision"),
+    ("data_source", "data"),
+)
+FACT_KEYS = tuple(k for k, _ in FACT_COLUMNS)
+FACT_LABEL = dict(FACT_COLUMNS)
+# Facts that pair rows in a compare beyond the columns above: same model length, same task and layout size.
+MATCH_FACTS = FACT_KEYS + ("nnodes", "nprocs_per_node", "seq_len", "recompute", "offload", "task")
+
+
+@dataclass(frozen=True)
+class RoundFacts:
+    """``workload_hash``/``layout_key`` are None for a row without a readable workload."""
+    workload_hash: Optional[str]
+    layout_key: Optional[str]
+    facts: dict[str, Any] = field(default_factory=dict)
+    spec: Optional[dict] = None  # the workload as stored (model_dump), for the settings no fact names
+
+
+def case_name_of(attempt: Attempt) -> CaseName:
+    return CaseName(attempt["case"], attempt["framework"], attempt.get("framework_version") or None,
+                    attempt["hardware"], int(attempt["nnodes"]), int(attempt["nprocs_per_node"]),
+                    int(attempt.get("repeat") or 1))
+
+
+def round_facts(attempt: Attempt) -> RoundFacts:
+    stored = attempt.get("workload")
+    spec = None
+    if isinstance(stored, dict) and "model" in stored:
+        try:
+            spec = WorkloadSpec.model_validate(stored)
+        except ValidationError:
+            spec = None  # written by another version of the schema: grouped by its case columns
+    if spec is None:
+        precision = attempt.get("precision")
+        return RoundFacts(None, None, {"precision": precision} if precision else {})
+    name = case_name_of(attempt)
+    resolved = resolved_workload(name, spec)
+    facts = layout_facts(name, spec)
+    if spec.task == "micro":  # no batch: its model and train sections are placeholders no worker reads
+        facts = {"data_parallel": facts.get("data_parallel"), "task": "micro"}
+    return RoundFacts(workload_hash(resolved), layout_key(resolved), facts,
+                      spec.model_dump(mode="json", exclude_defaults=True))
+
+
+def differing(fact_dicts: Sequence[dict], keys: Sequence[str] = FACT_KEYS) -> list[str]:
+    """The fact keys whose values are not the same in every dict (a missing fact counts as a value): the
+    columns a table needs so that two of its rows never look alike."""
+    return [k for k in keys if len({repr(d.get(k)) for d in fact_dicts}) > 1]
+
+
+def fact_text(value: Any) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, bool):
+        return "on" if value else "off"
+    if isinstance(value, int):
+        return f"{value:,}"
+    return str(value)
+
+
+def describe(facts: dict, keys: Sequence[str]) -> str:
+    """``micro batch 4, precision bf16``: the differing facts as words, for labels and flags."""
+    return ", ".join(f"{FACT_LABEL.get(k, k)} {fact_text(facts.get(k))}" for k in keys)

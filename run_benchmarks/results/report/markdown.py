@@ -1,0 +1,78 @@
+"""Markdown tables shaped like the ones vendors already publish, ready to paste into a README."""
+from __future__ import annotations
+
+from typing import Sequence
+
+from run_benchmarks.results.report.compare import COMPARED, Row, Selection, format_change, format_value
+from run_benchmarks.results.report.summary import FIGURE_BY_KEY, CaseSummary
+
+STATUS_NOTE = "n/a"
+
+
+def _table(header: Sequence[str], rows: Sequence[Sequence[str]], right: Sequence[bool]) -> str:
+    cells = [[str(c).replace("|", "\\|") for c in row] for row in rows]
+    lines = ["| " + " | ".join(header) + " |",
+             "| " + " | ".join("---:" if r else "---" for r in right) + " |"]
+    lines += ["| " + " | ".join(row) + " |" for row in cells]
+    return "\n".join(lines)
+
+
+def _method(summary: CaseSummary) -> str:
+    version = f" {summary.key['framework_version']}" if summary.key.get("framework_version") else ""
+    config = summary.config
+    return f"{summary.key['framework']}{version}" + (f" {config.removeprefix('config_')}" if config != "-" else "")
+
+
+def published_table(summaries: Sequence[CaseSummary]) -> str:
+    """model | method | GPUs | batch size | setup | tokens/s/device | speedup (over the first row of the
+    same model and hardware)."""
+    rows, baseline = [], {}
+    for s in summaries:
+        tok = s.mean("tokens_per_s_per_device")
+        group = (s.key["case"], s.key["hardware"])
+        if group not in baseline:
+            baseline[group] = tok
+            speedup = "baseline" if tok else STATUS_NOTE
+        else:
+            base = baseline[group]
+            speedup = f"{tok / base - 1:+.0%}" if tok and base else STATUS_NOTE
+        precision = next((a.get("precision") for a in s.attempts if a.get("precision")), "")
+        rows.append([s.key["case"], _method(s), f"{s.key['nnodes']}x{s.key['nprocs_per_node']} {s.key['hardware']}",
+                     str(s.batch_size or STATUS_NOTE), precision, s.cell("tokens_per_s_per_device"), speedup])
+    return _table(("model", "method", "devices", "batch size", "setup", "tokens/s/device", "speedup"), rows,
+                  (False, False, False, True, False, True, True))
+
+
+def figures_table(summaries: Sequence[CaseSummary]) -> str:
+    """Every headline figure, with memory as actual / total per device (the FlagPerf GPT-3 tables)."""
+    rows = []
+    for s in summaries:
+        statuses = ", ".join(f"{n} {st}" for st, n in s.statuses.items())
+        rows.append([s.label, s.config, statuses, s.cell("tokens_per_s_per_device"), s.cell("tokens_per_s_total"),
+                     s.cell("tflops_per_device"), s.cell("mfu"), s.memory(), s.cell("step_time_median_s")])
+    return _table(("case", "config", "rounds", "tokens/s/device", "tokens/s total", "TFLOP/s/device", "MFU",
+                   "memory actual / total", "step time"), rows, (False, False, False) + (True,) * 6)
+
+
+def report(summaries: Sequence[CaseSummary], title: str) -> str:
+    notes = [f"- {s.label} {s.config}: {flag}" for s in summaries for flag in s.flags]
+    formulas = sorted({(a.get("metrics") or {}).get("flop_formula") for s in summaries for a in s.ok} - {None})
+    parts = [f"## {title}", "", published_table(summaries), "", figures_table(summaries), "",
+             "Warm-up steps excluded; ± is the coefficient of variation over rounds."]
+    if formulas:
+        parts += ["", *[f"FLOPs: {f}" for f in formulas]]
+    if notes:
+        parts += ["", "Flags:", *notes]
+    return "\n".join(parts) + "\n"
+
+
+def compare_table(a: Selection, b: Selection, rows: Sequence[Row]) -> str:
+    header = ["case"]
+    for figure in COMPARED:
+        label = FIGURE_BY_KEY[figure].label
+        header += [f"{label} A", f"{label} B", "B vs A"]
+    body = [[row.label] + [cell for figure in COMPARED for cell in
+                           (format_value(row.a, figure), format_value(row.b, figure), format_change(row, figure))]
+            for row in rows]
+    return (f"A = `{a.text}`, B = `{b.text}`\n\n"
+            + _table(header, body, (False,) + (True,) * (len(header) - 1)) + "\n")

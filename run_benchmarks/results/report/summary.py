@@ -1,0 +1,203 @@
+"""Stored attempts -> one summary per case: each figure's mean and spread over the ok rounds.
+
+This is the last level of the aggregation (step -> rank -> device -> node -> round -> case); the
+levels below happen in analyze.py when a round ends. Every report format reads these summaries.
+
+Rounds share a summary only when they ran the same workload: the hash of the resolved workload each round
+stored (report/facts.py). Micro batch 4 and 16, or fp32 and bf16, are two rows, never one mean of both. A
+row without a stored workload (older imports) falls back to the case columns (KEY_FIELDS).
+"""
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Optional, Sequence
+
+from run_benchmarks.results.analyze import CV_FLAG, Stats
+from run_benchmarks.results.store.schema import Attempt
+from run_benchmarks.results.report.facts import RoundFacts, round_facts
+
+
+@dataclass(frozen=True)
+class Figure:
+    key: str  # attempts column
+    label: str
+    unit: str
+    higher_is_better: bool
+    fmt: Callable[[float], str]
+
+
+def number(x: Optional[float], digits: int = 4) -> str:
+    return "n/a" if x is None else f"{x:,.{digits}g}" if abs(x) < 1000 else f"{x:,.0f}"
+
+
+def human_bytes(n: Optional[float]) -> str:
+    if n is None:
+        return "n/a"
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(n) < 1024 or unit == "TiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n:.1f} TiB"
+
+
+FIGURES = (
+    Figure("tokens_per_s_per_device", "tokens/s/device", "tok/s", True, number),
+    Figure("tokens_per_s_total", "tokens/s total", "tok/s", True, number),
+    Figure("effective_tokens_per_s_per_device", "effective tokens/s/device (no padding)", "tok/s", True, number),
+    Figure("samples_per_s", "samples/s", "samples/s", True, number),
+    Figure("tflops_per_device", "TFLOP/s/device (model)", "TFLOP/s", True, lambda x: f"{x:.3g}"),
+    Figure("mfu", "MFU", "", True, lambda x: f"{x:.1%}"),
+    Figure("mfu_measured", "MFU (measured)", "", True, lambda x: f"{x:.1%}"),
+    Figure("peak_memory_bytes", "peak memory/device", "B", False, human_bytes),
+    Figure("step_time_median_s", "step time (median)", "s", False, lambda x: f"{x * 1e3:.1f} ms"),
+    Figure("init_time_s", "init time", "s", False, lambda x: f"{x:.1f} s"),
+    Figure("first_step_time_s", "first step", "s", False, lambda x: f"{x:.2f} s"),
+    Figure("wall_time_s", "end-to-end", "s", False, lambda x: f"{x:.1f} s"),
+    Figure("loss_last", "loss at the end", "", False, lambda x: f"{x:.4f}"),
+    Figure("accel_util_mean", "accelerator utilisation", "%", True, lambda x: f"{x:.0f}%"),
+    Figure("power_w_mean", "power (all devices)", "W", False, lambda x: f"{x:,.0f} W"),
+    Figure("energy_j", "energy (all devices)", "J", False, lambda x: f"{x:,.0f} J"),
+    Figure("tokens_per_joule", "tokens/J", "tok/J", True, lambda x: f"{x:,.4g}"),
+)
+FIGURE_BY_KEY = {f.key: f for f in FIGURES}
+KEY_FIELDS = ("case", "framework", "framework_version", "hardware", "vendor", "nnodes", "nprocs_per_node",
+              "extern_config")
+
+
+def config_name(path: Optional[str]) -> str:
+    """``config_TP2PP1SH1SP1cpux1x2`` from a stored extern config path; ``-`` without one."""
+    return Path(path).stem if path else "-"
+
+
+@dataclass
+class CaseSummary:
+    key: dict
+    attempts: list[Attempt]
+    figures: dict[str, Stats] = field(default_factory=dict)
+    flags: list[str] = field(default_factory=list)
+    what: RoundFacts = RoundFacts(None, None)  # the workload hash and layout facts its rounds share
+
+    @property
+    def facts(self) -> dict:
+        return self.what.facts
+
+    @property
+    def workload_hash(self) -> Optional[str]:
+        return self.what.workload_hash
+
+    @property
+    def statuses(self) -> Counter:
+        return Counter(a["status"] for a in self.attempts)
+
+    @property
+    def ok(self) -> list[Attempt]:
+        return [a for a in self.attempts if a.ok]
+
+    @property
+    def label(self) -> str:
+        k = self.key
+        version = f"_{k['framework_version']}" if k.get("framework_version") else ""
+        return f"{k['case']}:{k['framework']}{version}:{k['hardware']}:{k['nnodes']}:{k['nprocs_per_node']}"
+
+    @property
+    def config(self) -> str:
+        """The extern config name(s) its rounds used: one workload run from two files shows both."""
+        names = dict.fromkeys(config_name(a.get("extern_config")) for a in self.attempts)
+        return ", ".join(names) if names else config_name(self.key.get("extern_config"))
+
+    def mean(self, key: str) -> Optional[float]:
+        stats = self.figures.get(key)
+        return stats.mean if stats else None
+
+    def cell(self, key: str) -> str:
+        """The figure's mean over ok rounds, with its coefficient of variation when there are several."""
+        stats = self.figures.get(key)
+        if stats is None:
+            return "n/a"
+        return FIGURE_BY_KEY[key].fmt(stats.mean) + (f" ±{stats.cv:.1%}" if stats.n > 1 else "")
+
+    def memory(self) -> str:
+        """Peak memory per device as actual / total, as the FlagPerf GPT-3 tables print it, saying which peak:
+        ``device in use`` (the monitor's reading of the device, what those tables show) where a monitor
+        reads it, else ``reserved`` (what the allocator holds), ``allocated`` (handed to tensors) or ``rss``
+        (a CPU process); the total is the vendor's declared device memory where it declares one."""
+        peak = (self.figures.get("device_memory_used_bytes") or self.figures.get("peak_memory_reserved_bytes")
+                or self.figures.get("peak_memory_bytes"))
+        total = self.figures.get("memory_total_bytes")
+        if peak is None:
+            return "n/a"
+        return human_bytes(peak.max) + (f" / {human_bytes(total.max)}" if total else "") + f" ({self.memory_kind})"
+
+    @property
+    def memory_kind(self) -> str:
+        if "device_memory_used_bytes" in self.figures:
+            return "device in use"
+        if "peak_memory_reserved_bytes" in self.figures:
+            return "reserved"
+        metrics = next((a.get("metrics") for a in self.ok if a.get("metrics")), None) or {}
+        return metrics.get("memory_kind") or "peak"
+
+    @property
+    def environment(self) -> dict:
+        """The first ok attempt's environment (every round of a case ran on the same hosts and image)."""
+        for a in self.ok or self.attempts:
+            return a.get("environment") or {}
+        return {}
+
+    @property
+    def batch_size(self) -> Optional[int]:
+        value = self.mean("samples_per_step")
+        return int(value) if value else None
+
+
+def case_key(attempt: Attempt, fields: Sequence[str] = KEY_FIELDS) -> tuple:
+    return tuple(config_name(attempt.get(f)) if f == "extern_config" else attempt.get(f) for f in fields)
+
+
+def group_key(attempt: Attempt, what: RoundFacts, fields: Sequence[str] = KEY_FIELDS) -> tuple:
+    """The workload hash (with the vendor, whose references apply) where the round stored its workload;
+    else ``fields`` of the row, as before workloads were stored."""
+    if what.workload_hash is not None:
+        return ("workload", what.workload_hash, attempt.get("vendor"))
+    return ("case",) + case_key(attempt, fields)
+
+
+def summarize(attempts: Sequence[Attempt], fields: Sequence[str] = KEY_FIELDS) -> list[CaseSummary]:
+    """Group by workload hash (``fields`` for rows without a workload), in first-seen order, and aggregate
+    every figure over the ok attempts. ``key`` holds ``fields`` of the group's first row."""
+    groups: dict[tuple, tuple[RoundFacts, list[Attempt]]] = {}
+    for attempt in attempts:
+        what = round_facts(attempt)
+        groups.setdefault(group_key(attempt, what, fields), (what, []))[1].append(attempt)
+    out = []
+    for what, members in groups.values():
+        summary = CaseSummary(dict(zip(fields, case_key(members[0], fields))), members, what=what)
+        noisy = []  # (label, cv): throughput, TFLOP/s and MFU scale together, so one flag names them all
+        for name in [f.key for f in FIGURES] + ["samples_per_step", "memory_total_bytes", "peak_memory_reserved_bytes",
+                                               "device_memory_used_bytes"]:
+            values = [v for v in (_value(a, name) for a in summary.ok) if v is not None]
+            stats = Stats.of(values)
+            if stats is None:
+                continue
+            summary.figures[name] = stats
+            figure = FIGURE_BY_KEY.get(name)
+            if figure and stats.n > 1 and stats.cv > CV_FLAG and name in FLAGGED:
+                noisy.append((figure.label, stats.cv))
+        if noisy:
+            summary.flags.append(f"varies across {len(summary.ok)} rounds (> {CV_FLAG:.0%}): "
+                                 + ", ".join(f"{label} {cv:.1%}" for label, cv in noisy))
+        out.append(summary)
+    return out
+
+
+def _value(attempt: Attempt, name: str) -> Optional[float]:
+    """A figure of a round: its store column, else its metrics (figures no column holds, e.g. mfu_measured)."""
+    value = attempt.get(name)
+    if value is None and name not in ("wall_time_s",):
+        value = (attempt.get("metrics") or {}).get(name)
+    return value if isinstance(value, (int, float)) else None
+
+
+FLAGGED = ("tokens_per_s_per_device", "tokens_per_s_total", "tflops_per_device", "mfu", "step_time_median_s")

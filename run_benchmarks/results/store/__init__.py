@@ -1,0 +1,1 @@
+"""The results store: one SQLite file of typed rows, its schema and migrations, fault injection for tests and recovery."""

@@ -1,0 +1,204 @@
+"""The store's tables, columns, migrations and round record <-> row mapping: the layout, apart from the connection."""
+from __future__ import annotations
+
+import json
+import sqlite3
+from dataclasses import dataclass
+from typing import Any
+
+from run_benchmarks.results.record import RoundRecord
+
+SCHEMA_VERSION = 1
+
+# Figures copied out of the metrics into columns: (column, key in RoundMetrics.to_dict(), sub-key)
+METRIC_COLUMNS = (
+    ("tokens_per_s_per_device", "tokens_per_s_per_device", None),
+    ("tokens_per_s_total", "tokens_per_s_total", None),
+    ("effective_tokens_per_s_per_device", "effective_tokens_per_s_per_device", None),
+    ("samples_per_s", "samples_per_s", None),
+    ("tflops_per_device", "tflops_per_device", None),
+    ("mfu", "mfu", None),
+    ("peak_memory_bytes", "peak_memory_bytes", "max"),
+    ("peak_memory_reserved_bytes", "peak_memory_reserved_bytes", "max"),
+    ("memory_total_bytes", "memory_total_bytes", None),
+    ("step_time_median_s", "step_time_s", "median"),
+    ("init_time_s", "init_time_s", None),
+    ("first_step_time_s", "first_step_time_s", None),
+    ("loss_last", "loss_last", None),
+    ("samples_per_step", "samples_per_step", None),
+)
+MONITOR_COLUMNS = ("accel_util_mean", "power_w_mean", "energy_j", "tokens_per_joule",
+                   "device_memory_used_bytes")  # from the monitors
+CASE_COLUMNS = ("case_name", "case", "framework", "framework_version", "hardware", "vendor", "nnodes",
+                "nprocs_per_node", "world_size", "repeat", "extern_config", "extern_config_hash")
+FILTER_KEYS = CASE_COLUMNS + ("run_id", "status", "precision", "source")
+
+_SCHEMA = f"""
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS runs (
+    run_id TEXT PRIMARY KEY,
+    started_at TEXT NOT NULL,
+    ended_at TEXT,
+    status TEXT NOT NULL,            -- running | done | interrupted | aborted | killed (see RUN_STATUSES)
+    argv TEXT,                       -- JSON list
+    accelbench_commit TEXT,
+    log_dir TEXT,
+    source TEXT NOT NULL,            -- accelbench, or import:<parser>/<version>
+    orchestrator_host TEXT,          -- socket.gethostname() of the process that runs it
+    orchestrator_pid INTEGER,
+    orchestrator_started REAL,       -- that process's start time (psutil create_time): pids are reused
+    note TEXT                        -- how the run was finalized when not by itself (killed, repaired)
+);
+CREATE TABLE IF NOT EXISTS attempts (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    run_id TEXT NOT NULL REFERENCES runs(run_id),
+    {", ".join(f'"{c}"' for c in CASE_COLUMNS)},
+    round INTEGER NOT NULL,
+    attempt INTEGER NOT NULL DEFAULT 1,
+    status TEXT NOT NULL,
+    reason TEXT,
+    precision TEXT,
+    started_at TEXT,
+    ended_at TEXT,
+    wall_time_s REAL,
+    {", ".join(f"{c} REAL" for c, _, _ in METRIC_COLUMNS)},
+    {", ".join(f"{c} REAL" for c in MONITOR_COLUMNS)},
+    metrics TEXT,                    -- JSON: RoundMetrics.to_dict()
+    monitor TEXT,                    -- JSON: monitoring.summarize_round()
+    figures TEXT,                    -- JSON: the round's task figures (figures.Figure.to_dict() each)
+    workload TEXT,                   -- JSON: the resolved workload
+    environment TEXT,                -- JSON: orchestrator + per node
+    warnings TEXT,                   -- JSON list
+    error_lines TEXT,                -- JSON list
+    accelbench_commit TEXT,
+    results_path TEXT,
+    source TEXT NOT NULL,
+    record TEXT                      -- JSON: the whole round record (record.RoundRecord) the columns come from
+);
+CREATE INDEX IF NOT EXISTS attempts_run ON attempts(run_id);
+CREATE INDEX IF NOT EXISTS attempts_case ON attempts("case", framework, hardware);
+"""
+
+_JSON_COLUMNS = ("metrics", "monitor", "figures", "workload", "environment", "warnings", "error_lines", "argv",
+                 "record")
+# Columns added after schema version 1 was first written: (name, type), added to older files on open.
+_ADDED_COLUMNS = tuple((c, "REAL") for c in MONITOR_COLUMNS) + (("monitor", "TEXT"),
+                                                                  ("peak_memory_reserved_bytes", "REAL"),
+                                                                  ("figures", "TEXT"), ("record", "TEXT"))
+_ADDED_RUN_COLUMNS = (("orchestrator_host", "TEXT"), ("orchestrator_pid", "INTEGER"),
+                      ("orchestrator_started", "REAL"), ("note", "TEXT"))
+
+RUN_STATUSES = {
+    "running": "under way (or its orchestrator runs on another host: only that host can tell it ended)",
+    "done": "every planned round ran",
+    "interrupted": "stopped with Ctrl-C",
+    "aborted": "stopped by accelbench because its results could not be written (disk full)",
+    "killed": "its orchestrator died without ending it (SIGKILL, crash, reboot); found by a later open",
+}
+
+
+def create_schema(conn: sqlite3.Connection) -> None:
+    have = {row[0] for row in conn.execute("SELECT name FROM sqlite_master")}
+    if not {"meta", "runs", "attempts", "attempts_run", "attempts_case"} <= have:  # else no write lock needed
+        conn.executescript(_SCHEMA)
+
+
+def check_version(conn: sqlite3.Connection, write: bool = True) -> None:
+    """A store newer than this accelbench is refused; one without its version gets it (when ``write``)."""
+    row = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+    if row is None:
+        if write:
+            with conn:
+                conn.execute("INSERT OR IGNORE INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
+    elif int(row[0]) > SCHEMA_VERSION:
+        raise sqlite3.DatabaseError(f"schema version {row[0]} is newer than this accelbench reads "
+                                    f"({SCHEMA_VERSION})")
+
+
+def add_missing_columns(conn: sqlite3.Connection, write: bool = True) -> None:
+    """Columns added since the file was made: added to it (``write``), or, for a store opened read-only, read
+    as NULL through a temporary view of the same name (temp comes first in SQLite's name lookup)."""
+    for table, added in (("attempts", _ADDED_COLUMNS), ("runs", _ADDED_RUN_COLUMNS)):
+        have = {row[1] for row in conn.execute(f"PRAGMA main.table_info({table})")}
+        missing = [(name, kind) for name, kind in added if name not in have]
+        if write:
+            for name, kind in missing:
+                conn.execute(f"ALTER TABLE {table} ADD COLUMN {name} {kind}")
+        elif missing:
+            nulls = ", ".join(f"CAST(NULL AS {kind}) AS {name}" for name, kind in missing)
+            conn.execute(f"CREATE TEMP VIEW {table} AS SELECT *, {nulls} FROM main.{table}")
+
+
+@dataclass(frozen=True)
+class Attempt:
+    """One stored row, JSON columns decoded."""
+    row: dict
+
+    def __getitem__(self, key: str) -> Any:
+        return self.row[key]
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return self.row.get(key, default)
+
+    @property
+    def ok(self) -> bool:
+        return self.row["status"] == "ok"
+
+    def record(self) -> RoundRecord:
+        """The round record the row was made from (rows older than the ``record`` column: rebuilt from the
+        columns, which held all of it)."""
+        if self.row.get("record"):
+            return RoundRecord.model_validate(self.row["record"])
+        return record_from_row(self.row)
+
+
+def _decode(row: sqlite3.Row) -> dict:
+    out = dict(row)
+    for key in _JSON_COLUMNS:
+        if key in out and out[key] is not None:
+            out[key] = json.loads(out[key])
+    return out
+
+
+def with_columns(fields: dict) -> dict:
+    """The row with the columns derived from its metrics and monitor (what a stored row holds, decoded)."""
+    row = dict(fields)
+    metrics = row.get("metrics") or {}
+    for column, key, sub in METRIC_COLUMNS:
+        value = metrics.get(key)
+        row[column] = value.get(sub) if sub and isinstance(value, dict) else value
+    row["precision"] = row.get("precision") or metrics.get("precision")
+    monitor = row.get("monitor") or {}
+    for column in MONITOR_COLUMNS:
+        row[column] = monitor.get(column)
+    return row
+
+
+def _insert_attempt(fields: dict) -> tuple[str, list]:
+    row = with_columns(fields)
+    for key in _JSON_COLUMNS:
+        if key in row and row[key] is not None:
+            row[key] = json.dumps(row[key], default=str)
+    columns = list(row)
+    sql = (f"INSERT INTO attempts ({', '.join(f'{chr(34)}{c}{chr(34)}' for c in columns)}) "
+           f"VALUES ({', '.join('?' for _ in columns)})")
+    return sql, [row[c] for c in columns]
+
+
+def row_from_document(doc: dict, attempt: int = 1) -> dict:
+    """An attempts row from a round's results document (results.json), validated as a round record."""
+    return RoundRecord.model_validate(doc).to_row(attempt)
+
+
+def record_from_row(row: dict) -> RoundRecord:
+    """A record from a row written before rows held their record whole."""
+    return RoundRecord.model_validate({
+        "run_id": row["run_id"], "case_name": row["case_name"],
+        "case": {k: row[k] for k in CASE_COLUMNS if k != "case_name" and row.get(k) is not None},
+        "round": row["round"],
+        "status": row["status"], "reason": row.get("reason") or "", "warnings": row.get("warnings") or [],
+        "error_lines": row.get("error_lines") or [], "started_at": row.get("started_at"),
+        "ended_at": row.get("ended_at"), "wall_time_s": row.get("wall_time_s"),
+        "results_path": row.get("results_path"), "metrics": row.get("metrics"), "monitor": row.get("monitor"),
+        "figures": row.get("figures") or [], "workload": row.get("workload"),
+        "environment": row.get("environment") or {}, "source": row.get("source") or "accelbench"})

@@ -1,0 +1,1 @@
+"""Sweeps: a grid of points run one after another, the max-batch search, progress and resumable state."""

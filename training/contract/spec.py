@@ -1,0 +1,357 @@
+"""The workload specification: what to train, how long, on which layout.
+
+Both halves read this schema: the orchestrator validates the layered YAML
+against it before any host is touched, and the worker validates the resolved
+JSON it is handed again at start, so a version skew between the two fails
+loudly instead of training something else.
+"""
+from __future__ import annotations
+
+from typing import Literal, Optional, Union
+
+from pydantic import Field, NonNegativeInt, PositiveFloat, PositiveInt, conint, model_validator
+
+from training.contract.names import DEVICE_FIELDS
+from training.micro.spec import MicroSpec
+from training.contract.spec_base import STEPS_REASON, WIDTH_REASON, StrictModel, bounded
+from training.contract.micro import with_stand_in
+from training.contract.ppo import PPOSpec
+
+SPEC_VERSION = 2
+
+Precision = Literal["fp32", "bf16", "fp16", "fp8"]
+Task = Literal["pretrain", "finetune", "lora", "ppo", "micro"]
+LoraTarget = Literal["q", "k", "v", "o", "fc", "gate", "down"]
+
+
+
+class ModelSpec(StrictModel):
+    """A decoder-only transformer, GPT-2 style unless told otherwise.
+
+    Families differ only in these switches: Llama = rotary + rmsnorm + swiglu, no
+    biases, untied, GQA (n_kv_head); OPT = learned + relu; Bloom = alibi +
+    embedding_norm.
+    """
+
+    family: str = "gpt2"
+    n_layer: PositiveInt = bounded(le=1024, why="ten times the deepest published model (GPT-3: 96)")
+    n_head: PositiveInt = bounded(le=1024, why="ten times the most heads of a published model")
+    n_kv_head: Optional[PositiveInt] = bounded(None, le=1024, why="ten times the most heads of a published model",
+                                                description="key/value heads (GQA); default n_head (MHA)")
+    d_model: PositiveInt = bounded(le=1 << 17, why=WIDTH_REASON)
+    d_ff: Optional[PositiveInt] = bounded(None, le=1 << 20, why=WIDTH_REASON, description="MLP hidden size; default "
+                                                                                       "4 * d_model")
+    vocab_size: PositiveInt = bounded(le=1 << 22, why="16 times the largest published vocabulary (Bloom: 250880)")
+    seq_len: PositiveInt = bounded(le=1 << 20, why="a million tokens per sequence is beyond any benchmark here",
+                                    description="training sequence length and the number of learned positions")
+    norm: Literal["layernorm", "rmsnorm"] = "layernorm"
+    activation: Literal["gelu", "relu", "swiglu"] = "gelu"
+    position: Literal["learned", "rotary", "alibi"] = "learned"
+    rope_theta: PositiveFloat = Field(10000.0, allow_inf_nan=False)
+    embedding_norm: bool = Field(False, description="a norm right after the token embedding (Bloom)")
+    tie_embeddings: bool = True
+    bias: bool = True
+
+    @model_validator(mode="after")
+    def _heads_divide_width(self) -> "ModelSpec":
+        if self.d_model % self.n_head:
+            raise ValueError(f"d_model ({self.d_model}) must be divisible by n_head ({self.n_head})")
+        if self.n_head % self.kv_heads:
+            raise ValueError(f"n_head ({self.n_head}) must be a multiple of n_kv_head ({self.kv_heads})")
+        return self
+
+    @property
+    def kv_heads(self) -> int:
+        return self.n_kv_head or self.n_head
+
+    @property
+    def ffn_hidden(self) -> int:
+        return self.d_ff or 4 * self.d_model
+
+    @property
+    def head_dim(self) -> int:
+        return self.d_model // self.n_head
+
+
+class TrainSpec(StrictModel):
+    micro_batch_size: PositiveInt = bounded(le=1 << 16, why="sequences per device per micro-batch; a typo "
+                                                               "would allocate without end")
+    gradient_accumulation_steps: PositiveInt = bounded(1, le=1 << 16, why="micro-batches per step")
+    steps: PositiveInt = bounded(le=10_000_000, why=STEPS_REASON)
+    warmup_steps: NonNegativeInt = bounded(le=10_000_000, why=STEPS_REASON,
+                                            description="steps run but excluded from every timing figure")
+    lr: PositiveFloat = Field(3e-4, allow_inf_nan=False)
+    weight_decay: float = Field(0.1, ge=0, allow_inf_nan=False)
+    seed: int = 1234
+    precision: Precision = Field("fp32", description="fp16 scales the loss; fp8 (torchao float8) needs a GPU "
+                                  "of compute capability 8.9 or newer, and bf16 around its matmuls")
+    recompute: Literal["none", "full", "selective"] = Field(
+        "none", description="activation checkpointing: every block (full) or every recompute_every-th (selective)")
+    recompute_every: PositiveInt = bounded(2, le=1024, why="no model has more blocks (n_layer <= 1024)")
+    amp_level: Literal["O1", "O2"] = Field(
+        "O1", description="fp16/bf16: O1 autocasts the matmuls over fp32 weights; O2 keeps the weights in the "
+                          "low precision with fp32 master copies in the optimizer (Paddle only)")
+    fused_attention: bool = Field(True, description="flash attention where the device has it (torch: SDPA picks "
+                                                    "its fused kernels itself)")
+    fused_norm: bool = Field(False, description="fused RMSNorm kernel (Paddle on GPU)")
+    init_weights: Optional[str] = Field(
+        None, description="start from these weights (.npz as training/torch/weights.py writes) instead of a "
+                          "random init: how PyTorch and Paddle start from the same model")
+    compile: Optional[Literal["default", "reduce-overhead", "max-autotune"]] = Field(
+        None, description="torch.compile mode for each transformer block; unset: eager")
+    lora_rank: Optional[PositiveInt] = bounded(None, le=1 << 17, why="no wider than the widest model",
+                                                description="LoRA adapters of this rank; the base model is frozen")
+    lora_alpha: PositiveFloat = Field(16.0, allow_inf_nan=False,
+                                      description="adapter output scale is lora_alpha / lora_rank")
+    lora_targets: tuple[LoraTarget, ...] = Field(
+        ("q", "v"), min_length=1, description="linears that get adapters: q k v o (attention), fc gate down (MLP)")
+
+    @model_validator(mode="after")
+    def _something_left_to_measure(self) -> "TrainSpec":
+        if self.warmup_steps >= self.steps:
+            raise ValueError(
+                f"warmup_steps ({self.warmup_steps}) must be smaller than steps ({self.steps}), "
+                "or no step is left to measure"
+            )
+        return self
+
+
+class DataSpec(StrictModel):
+    """Where the tokens come from.
+
+    synthetic              uniform random token ids (pretrain): no files, same FLOPs as text
+    tokens                 a Megatron/PaddleNLP mmap dataset: ``<path>_ids.npy`` + ``<path>_idx.npz``
+    instruction            alpaca-style jsonl (finetune, lora), byte-level tokenised, padded per batch
+    synthetic_instruction  generated alpaca-style records (finetune, lora without a file)
+    """
+
+    source: Literal["synthetic", "tokens", "instruction", "synthetic_instruction"] = "synthetic"
+    path: Optional[str] = Field(None, description="tokens: the dataset prefix; instruction: the .jsonl file "
+                                                  "(on the hosts that run the case)")
+    records: PositiveInt = bounded(512, le=10_000_000, why="generated in memory before training starts",
+                                    description="synthetic_instruction: how many records to generate")
+
+    @model_validator(mode="after")
+    def _path_when_file(self) -> "DataSpec":
+        if self.source in ("tokens", "instruction") and not self.path:
+            raise ValueError(f"data.source {self.source} reads a file: set data.path")
+        if self.source.startswith("synthetic") and self.path:
+            raise ValueError(f"data.source {self.source} reads no file; set data.source to tokens or "
+                             "instruction to use data.path")
+        return self
+
+    @property
+    def instruction(self) -> bool:
+        return self.source in ("instruction", "synthetic_instruction")
+
+
+class ParallelSpec(StrictModel):
+    """One vocabulary for every framework's parallel layout (the keys of the vendors' extern configs)."""
+
+    data_parallel_degree: Optional[PositiveInt] = Field(
+        None, description="default: world size / (tensor x pipeline degree); set it to have the layout checked")
+    tensor_parallel_degree: PositiveInt = 1
+    pipeline_parallel_degree: PositiveInt = 1
+    pipeline_schedule: Literal["gpipe", "1f1b", "interleaved"] = Field(
+        "1f1b", description="micro-batch order across stages; the micro-batches of a step are "
+                            "train.gradient_accumulation_steps (Paddle's accumulate_steps)")
+    virtual_pipeline_degree: Optional[PositiveInt] = Field(
+        None, description="stages per rank (interleaved schedule only); default 2 for interleaved, else 1")
+    sharding: Literal["none", "stage1", "stage2", "stage3"] = Field(
+        "none", description="ZeRO stage: 1 optimizer state, 2 + gradients, 3 + parameters")
+    sharding_parallel_degree: Optional[PositiveInt] = Field(
+        None, description="ranks each shard group spans; default (and for now the only choice): all data-parallel ranks")
+    sequence_parallel: bool = False
+    offload: bool = Field(False, description="keep sharded parameters, gradients and optimizer state on the CPU")
+    sync_gradients_each_micro_batch: bool = Field(
+        True, description="sharding stage2/3 with gradient accumulation: reduce-scatter every micro-batch's "
+                          "gradients, so each rank keeps only its gradient shard (more communication); false "
+                          "reduces only the last one's, and every rank holds the full unsharded gradients "
+                          "meanwhile, which defeats the memory sharding saves: hence the default. Pipeline "
+                          "stages always reduce after the last micro-batch (torch's schedule)")
+
+    @model_validator(mode="after")
+    def _offload_needs_sharding(self) -> "ParallelSpec":
+        if self.offload and self.sharding not in ("stage2", "stage3"):
+            raise ValueError("offload needs sharding stage2 or stage3")
+        if self.virtual_pipeline_degree not in (None, 1) and self.pipeline_schedule != "interleaved":
+            raise ValueError("virtual_pipeline_degree > 1 puts several stages on each rank: it needs "
+                             "pipeline_schedule interleaved")
+        if self.sequence_parallel and self.tensor_parallel_degree == 1:
+            raise ValueError("sequence_parallel splits activations across the tensor-parallel group; "
+                             "it needs tensor_parallel_degree > 1")
+        return self
+
+    @property
+    def stages_per_rank(self) -> int:
+        return self.virtual_pipeline_degree or (2 if self.pipeline_schedule == "interleaved" else 1)
+
+    def data_degree(self, world_size: int) -> int:
+        return self.data_parallel_degree or max(1, world_size // (self.tensor_parallel_degree
+                                                                   * self.pipeline_parallel_degree))
+
+
+class DebugSpec(StrictModel):
+    """Fault injection, so the orchestrator's failure paths are tested on real workers."""
+
+    fail_at_step: Optional[NonNegativeInt] = None
+    fail_rank: NonNegativeInt = 0
+    hang_at_step: Optional[NonNegativeInt] = None
+    oom_at_step: Optional[NonNegativeInt] = Field(
+        None, description="ask the device allocator for 1 PiB at this step, on fail_rank: a real out-of-memory")
+    exit_code_after_end: Optional[conint(ge=1, le=255)] = Field(
+        None, description="on fail_rank, exit with this code right after the end record, skipping the framework's "
+                          "teardown: a crash at exit after every figure was reported (the round stays ok, with a "
+                          "warning)")
+    memory_limit_mib: Optional[PositiveFloat] = Field(
+        None, allow_inf_nan=False,
+        description="a smaller device: after each step every rank compares its peak memory (the figure reports "
+                    "show: allocator peak on a device, peak RSS on a CPU) with this limit and, above it, takes "
+                    "the real out-of-memory path (oom_at_step's allocation); grows with the batch, so sweeps and "
+                    "max-batch search can be tested on any machine")
+
+
+class WorkloadSpec(StrictModel):
+    task: Task = "pretrain"
+    model: ModelSpec
+    train: TrainSpec
+    data: DataSpec = DataSpec()
+    parallel: ParallelSpec = ParallelSpec()
+    debug: DebugSpec = DebugSpec()
+    ppo: Optional[PPOSpec] = Field(None, description="task ppo: the RLHF loop's knobs")
+    micro: Optional[MicroSpec] = Field(None, description="task micro: which micro-benchmark, at which sizes "
+                                                         "(training/micro/spec.py)")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _micro_trains_no_model(cls, data):
+        return with_stand_in(data, ModelSpec, TrainSpec)  # micro.py says why
+
+    @model_validator(mode="after")
+    def _task_fits_data(self) -> "WorkloadSpec":
+        if (self.task == "micro") != (self.micro is not None):
+            raise ValueError("a micro section needs task micro, and task micro needs a micro section "
+                             "(e.g. micro: {bench: gemm})")
+        if self.task == "micro":
+            return self
+        if self.task == "ppo" or self.ppo is not None:
+            return check_ppo(self)
+        if self.task == "pretrain" and self.data.instruction:
+            raise ValueError(f"task pretrain trains on token streams; data.source {self.data.source} is "
+                             "instruction data (use task finetune or lora)")
+        if self.task != "pretrain" and not self.data.instruction:
+            raise ValueError(f"task {self.task} trains on instruction data: set data.source to instruction "
+                             "(with data.path) or synthetic_instruction")
+        if (self.task == "lora") != (self.train.lora_rank is not None):
+            raise ValueError("task lora needs train.lora_rank, and train.lora_rank needs task lora")
+        if "gate" in self.train.lora_targets and self.model.activation != "swiglu":
+            raise ValueError(f"lora_targets has 'gate' but the model's MLP ({self.model.activation}) has no gate")
+        return self
+
+
+MonitorName = Literal["nvml", "rocm-smi", "cpu", "none"]
+
+
+class CommandMonitorSpec(StrictModel):
+    """A vendor's smi tool as the accelerator monitor, declared in YAML: run ``command`` every interval and
+    read one reading per device from its output. ``{python}`` and ``{code_root}`` in the command are the
+    node's interpreter and the folder holding ``training/`` (and the vendors' code) on the node."""
+
+    command: tuple[str, ...] = Field(min_length=1, description="argv, never a shell line")
+    format: Literal["csv", "regex"] = Field(description="csv: one line per device, fields in `columns` order; "
+                                                        "regex: every match of `pattern` is one device")
+    columns: tuple[str, ...] = Field((), description=f"csv: the field of each column ({', '.join(DEVICE_FIELDS)}), "
+                                                     "'-' for a column to skip")
+    pattern: Optional[str] = Field(None, description="regex: named groups are fields, e.g. (?P<power_w>[0-9.]+)")
+    scale: dict[str, float] = Field(default_factory=dict, description="multiply a field, e.g. "
+                                                                      "{mem_used_bytes: 1048576} for MiB")
+    timeout_s: PositiveFloat = 10.0
+
+    @model_validator(mode="after")
+    def _fields_known(self) -> "CommandMonitorSpec":
+        import re
+
+        if self.format == "csv" and not self.columns:
+            raise ValueError("format csv needs columns: the device field of each column, in order")
+        if self.format == "regex":
+            if not self.pattern:
+                raise ValueError("format regex needs pattern, with named groups for the fields")
+            try:
+                named = set(re.compile(self.pattern).groupindex)
+            except re.error as exc:
+                raise ValueError(f"pattern is not a regular expression: {exc}") from None
+        else:
+            named = {c for c in self.columns if c != "-"}
+        unknown = sorted((named | set(self.scale)) - set(DEVICE_FIELDS))
+        if unknown:
+            raise ValueError(f"unknown device field(s) {', '.join(unknown)}; known: {', '.join(DEVICE_FIELDS)}")
+        return self
+
+
+class DeviceSpec(StrictModel):
+    """The worker's part of an accelerator kind: how the frameworks address the device of this round."""
+
+    kind: str = Field(description="the accelerator kind's name (cpu, nvidia, rocm, or one a vendor declares)")
+    torch_device: str = Field("cpu", description="torch device type: cpu, cuda (also ROCm), xpu, npu, mlu, musa, ...")
+    torch_module: Optional[str] = Field(None, description="imported before torch uses the device (torch_npu, ...)")
+    paddle_device: str = Field("cpu", description="paddle.set_device name: cpu, gpu, xpu, or a custom device")
+    backend: Optional[str] = Field(None, description="collective backend of this round's framework; unset: the "
+                                                     "framework's default for the device")
+    visible_devices_env: Optional[str] = None
+    worker_plugin: Optional[str] = Field(None, description="a vendor module with worker hooks, relative to the "
+                                                           "code root (vendors/<vendor>/<file>.py)")
+    monitor: Union[MonitorName, CommandMonitorSpec] = "none"
+
+    @property
+    def is_cpu(self) -> bool:
+        return self.torch_device == "cpu"
+
+
+class RuntimeSpec(StrictModel):
+    """Where and as what the workload runs; filled in by the orchestrator's plan."""
+
+    case_name: str
+    run_id: str
+    round: PositiveInt
+    framework: str
+    device: DeviceSpec
+
+
+class WorkerConfig(StrictModel):
+    """The one file a worker is handed (``--config``)."""
+
+    spec_version: Literal[2] = SPEC_VERSION
+    workload: WorkloadSpec
+    runtime: RuntimeSpec
+
+
+def check_ppo(spec: WorkloadSpec) -> WorkloadSpec:
+    """Task ppo: a ppo section, random prompts, positions for the whole sequence, steps = learning updates."""
+    if spec.task != "ppo" or spec.ppo is None:
+        raise ValueError("a ppo section needs task ppo, and task ppo needs a ppo section")
+    ppo, train = spec.ppo, spec.train
+    if spec.data.source != "synthetic":
+        raise ValueError("task ppo generates from random prompts: data.source must be synthetic")
+    if ppo.total_length > spec.model.seq_len:
+        raise ValueError(f"ppo.prompt_length + ppo.generation_length ({ppo.total_length}) is longer than "
+                         f"model.seq_len ({spec.model.seq_len}): raise model.seq_len or shorten them")
+    if spec.model.position != "learned":
+        raise ValueError(f"task ppo generates with a KV cache for learned positions (gpt2, opt); "
+                         f"model.position is {spec.model.position}")
+    steps, warmup = ppo.num_episodes * ppo.updates_per_episode, ppo.updates_per_episode
+    if (train.steps, train.warmup_steps) != (steps, warmup):
+        raise ValueError(f"task ppo: a step is one learning update, so set train.steps to {steps} "
+                         f"(num_episodes x max_timesteps / update_timesteps) and train.warmup_steps to {warmup} "
+                         "(the first episode)")
+    if "gate" in train.lora_targets and spec.model.activation != "swiglu":
+        raise ValueError(f"lora_targets has 'gate' but the model's MLP ({spec.model.activation}) has no gate")
+    par = spec.parallel
+    unsupported = [what for what, on in (
+        ("tensor or pipeline parallelism", par.tensor_parallel_degree > 1 or par.pipeline_parallel_degree > 1),
+        ("train.compile", train.compile is not None), ("train.init_weights", train.init_weights is not None),
+        (f"precision {train.precision} (use bf16 or fp32: the PPO loop does no loss scaling)",
+         train.precision in ("fp16", "fp8"))) if on]
+    if unsupported:
+        raise ValueError(f"task ppo runs data parallel (DDP, ZeRO-1/2/3, offload) only; unset: "
+                         f"{', '.join(unsupported)}")
+    return spec
