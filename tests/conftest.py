@@ -92,7 +92,7 @@ def accelbench(tmp_path, monkeypatch):
     import tempfile
 
     from run_benchmarks.cli.main import build_parser, dispatch
-    from run_benchmarks.execute.signals import HANDLED
+    from run_benchmarks.signals import HANDLED
 
     system_tmp = tmp_path / "system-tmp"
     system_tmp.mkdir(exist_ok=True)

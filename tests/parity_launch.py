@@ -23,10 +23,10 @@ from pathlib import Path
 from typing import Callable, Hashable, Optional
 
 from run_benchmarks.results import analyze
-from run_benchmarks.execute import collect
+from run_benchmarks.results import rank_logs as collect
 from run_benchmarks.catalog.frameworks import RankLogs
 from run_benchmarks.planner.inputs import load_inputs
-from run_benchmarks.planner.plan import CasePlan
+from run_benchmarks.plan import CasePlan
 from run_benchmarks.planner.build import build_case_plan
 from run_benchmarks.execute.rounds import write_inputs
 from training.contract import perflog

@@ -1,7 +1,7 @@
 """Task figures: perf records of kind ``figure`` read from a rank's log and combined across ranks and rounds."""
 import pytest
 
-from run_benchmarks.execute import collect
+from run_benchmarks.results import rank_logs as collect
 from run_benchmarks.results import figures
 from run_benchmarks.catalog.frameworks import RankLogs
 from training.contract import perflog

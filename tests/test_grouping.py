@@ -12,7 +12,7 @@ import statistics
 
 import pytest
 
-from run_benchmarks.catalog import references
+from run_benchmarks.results import references
 from run_benchmarks.results.report import export
 from run_benchmarks.results.report.compare import NOISE_RULE, Selection, compare, format_change
 from run_benchmarks.results.report.summary import summarize

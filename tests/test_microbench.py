@@ -20,7 +20,7 @@ torch = pytest.importorskip("torch")
 from torch.utils.flop_counter import FlopCounterMode  # noqa: E402
 
 from training.micro.torch_ops import make_gemm  # noqa: E402
-from training.micro.spec import MicroSpec  # noqa: E402
+from training.contract.micro import MicroSpec  # noqa: E402
 
 SHORT = ("--set", "train.steps=8", "--set", "train.warmup_steps=2")
 

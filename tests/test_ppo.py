@@ -188,7 +188,7 @@ def test_every_ppo_and_new_pretraining_case_plans(case, tmp_path):
 
 
 def test_the_reference_table_shows_oom_as_oom(cli):
-    """The sweep's pivot (run_benchmarks/results/report/sweep_views.py) is the reference's table for ppo cases too: a
+    """The sweep's pivot (run_benchmarks/sweep/views.py) is the reference's table for ppo cases too: a
     point that ran out of memory (a smaller device: debug.memory_limit_mib) reads OOM beside one that fit."""
     result = cli("sweep", "ppo_tiny:torch:cpu:1:1", "--grid", "debug.memory_limit_mib=64,1000000", "--grid",
                  "layout=1x1", "--format", "markdown", "--log-root", str(cli.system_tmp.parent / "sweep-logs"))

@@ -74,7 +74,7 @@ def test_every_handled_signal_interrupts_the_same_way_with_its_own_exit_code(nam
     """One handler serves INT, TERM and HUP (signals._handler): the real runs above and below send INT and
     TERM; here each signal, HUP too, goes through that handler in this process and comes out as the
     Interrupted the rounds catch, with 128 + its number as the exit code and its name as the reason."""
-    from run_benchmarks.execute import signals
+    from run_benchmarks import signals
 
     sig = getattr(signal, name)
     restore = signals.install(notify=lambda message: None)
@@ -123,7 +123,7 @@ def test_a_run_refused_at_preflight_gives_the_caller_its_handlers_back(accelbenc
     """A caller of cli.dispatch in its own process (these tests, through the accelbench fixture) has handlers of
     its own: a run installs accelbench's before preflight and, refused there (an SSH host it cannot trust),
     puts the caller's back. Only a signal keeps them, until the process has left (cli.main)."""
-    from run_benchmarks.execute import signals
+    from run_benchmarks import signals
 
     installed = []
     install = signals.install

@@ -116,7 +116,8 @@ def test_a_bad_sweep_file_is_one_message_naming_the_key(accelbench, tmp_path):
 
 
 def test_views_put_oom_and_skips_in_their_cells_and_compute_speedup_and_efficiency():
-    from run_benchmarks.results.report import sweep_views as views
+    from run_benchmarks.results.report import views as tables
+    from run_benchmarks.sweep import views
     from run_benchmarks.sweep.state import Row
 
     def row(i, fw, procs, status="ok", tok=None):
@@ -133,8 +134,8 @@ def test_views_put_oom_and_skips_in_their_cells_and_compute_speedup_and_efficien
     scaled = views.scaling(rows, "procs")
     torch_2 = next(r for r in scaled.rows if r[0] == "torch" and r[1] == "2")
     assert torch_2[-1] == f"{(1600.0 / 1000.0) / 2:.0%}"
-    assert "| OOM |" in views.to_markdown(pivot)
-    page = views.html_page("t <x>", [pivot], views.scaling_chart(rows, "procs"))
+    assert "| OOM |" in tables.to_markdown(pivot)
+    page = tables.html_page("t <x>", [pivot], views.scaling_chart(rows, "procs"))
     assert "t &lt;x&gt;" in page and 'class="oom"' in page and "<svg" in page
 
 

@@ -1,1 +1,3 @@
-"""How a run reaches its nodes: hosts (local, SSH), runtimes (a process, a container), schedulers (direct, Slurm), code sync and parallel fan-out. Each kind is registered and chosen by name; none imports another's peers."""
+"""How a run reaches its nodes: hosts (local, SSH), runtimes (a process, a container), schedulers (the host
+list, Slurm), code sync, parallel fan-out and the cleanup of leftovers. Each kind registers in its base module
+and is chosen by name; none imports its peers."""

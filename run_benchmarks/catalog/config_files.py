@@ -212,7 +212,7 @@ class CaseFile(Strict):
     parallel: dict[str, Any] = Field(default_factory=dict)
     ppo: dict[str, Any] = Field(default_factory=dict, description="task ppo: the RLHF loop's knobs (training.spec.PPOSpec)")
     micro: dict[str, Any] = Field(default_factory=dict, description="task micro: the micro-benchmark "
-                                                                   "(training.micro.spec.MicroSpec)")
+                                                                   "(training.contract.micro.MicroSpec)")
 
     @field_validator("extends")
     @classmethod

@@ -24,7 +24,7 @@ from run_benchmarks.catalog import measured_peaks
 from run_benchmarks.errors import UserError
 from run_benchmarks.cli.exit_codes import EXIT_FAILED, EXIT_OK
 from run_benchmarks.planner.inputs import default_root
-from run_benchmarks.planner.plan import Paths
+from run_benchmarks.plan import Paths
 from run_benchmarks.catalog.vendors import DTYPES, Hardware, VendorRegistry
 
 # Square sizes and GPT-shaped ones (tokens x 3*d, tokens x 4*d): the peak is the best over them.

@@ -12,7 +12,7 @@ from run_benchmarks.cli import vendor as vendor_tools
 from run_benchmarks.catalog.cases import CaseCatalog
 from run_benchmarks.cli.exit_codes import EXIT_FAILED, EXIT_OK
 from run_benchmarks.planner.inputs import default_root, load_inputs
-from run_benchmarks.planner.plan import Paths
+from run_benchmarks.plan import Paths
 from run_benchmarks.catalog.vendors import VendorRegistry
 
 
@@ -88,7 +88,7 @@ def cmd_vendor(args: argparse.Namespace, console: Console) -> int:
 
 
 def cmd_clean(args: argparse.Namespace, console: Console) -> int:
-    from run_benchmarks.execute import cleanup
+    from run_benchmarks.backends import cleanup
     from run_benchmarks.backends.hosts import connect
     from run_benchmarks.backends.parallel import parallel_map
 

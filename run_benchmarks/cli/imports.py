@@ -39,7 +39,7 @@ def _known_case(case: str, root: Path) -> None:
     """An import names a case of this checkout: its FLOPs and layout come from the case, and a typo would
     otherwise file the rows under a case no report or compare ever pairs."""
     from run_benchmarks.catalog.cases import CaseCatalog
-    from run_benchmarks.planner.plan import Paths
+    from run_benchmarks.plan import Paths
 
     paths = Paths(root)
     known = CaseCatalog(paths.cases_dir, paths.vendors_dir).names()

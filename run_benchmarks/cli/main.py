@@ -19,15 +19,16 @@ from run_benchmarks import __version__
 from run_benchmarks.cli import calibrate, report as report_cli, results as results_cli, sweep as sweep_cli
 from run_benchmarks.catalog import casename
 from run_benchmarks.planner import checks as plan_checks
-from run_benchmarks.execute import signals
+from run_benchmarks import signals
 from run_benchmarks.execute.environment import orchestrator_environment
 from run_benchmarks.errors import UserError
-from run_benchmarks.execute.outcome import ResultsUnwritable, RoundResult
+from run_benchmarks.execute.outcome import ResultsUnwritable
+from run_benchmarks.results.round_result import RoundResult
 from run_benchmarks.pathnames import write_text_atomically
-from run_benchmarks.planner.plan import RunPlan
+from run_benchmarks.plan import RunPlan
 from run_benchmarks.planner.build import build_run_plan
 from run_benchmarks.results.report.summary import summarize
-from run_benchmarks.results.report.terminal import TerminalReporter, print_plan, print_results
+from run_benchmarks.cli.run_view import TerminalReporter, print_plan, print_results
 from run_benchmarks.results.store.store import ResultStore, store_path
 from run_benchmarks.results.store.faults import StoreUnavailable, is_full, orchestrator_identity
 from run_benchmarks.cli.catalog import cmd_clean, cmd_list, cmd_vendor

@@ -8,7 +8,7 @@ from typing import Optional, Sequence
 
 from rich.console import Console
 
-from run_benchmarks.catalog import references
+from run_benchmarks.results import references
 from run_benchmarks.errors import UserError
 from run_benchmarks.pathnames import write_text_file
 from run_benchmarks.results.report import export, markdown

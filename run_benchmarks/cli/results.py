@@ -16,7 +16,7 @@ from run_benchmarks.cli import bundle as bundle_cli, imports as import_cli, repo
 from run_benchmarks.errors import UserError
 from run_benchmarks.cli.exit_codes import EXIT_OK
 from run_benchmarks.results.report.summary import FIGURE_BY_KEY
-from run_benchmarks.results.report.sweep_views import to_rich
+from run_benchmarks.results.report.views import to_rich
 from run_benchmarks.results.report.task_figures import interconnect_line, micro_views
 from run_benchmarks.results.report.summary import human_bytes
 from run_benchmarks.results.store.store import ResultStore, store_path

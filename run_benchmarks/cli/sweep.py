@@ -10,13 +10,14 @@ from rich.console import Console
 
 from run_benchmarks.planner import checks as plan_checks
 from run_benchmarks.cli import report as report_cli
-from run_benchmarks.execute import signals
+from run_benchmarks import signals
 from run_benchmarks.execute.environment import orchestrator_environment
 from run_benchmarks.errors import UserError
 from run_benchmarks.cli.exit_codes import EXIT_FAILED, EXIT_OK
 from run_benchmarks.planner.inputs import default_root, load_inputs, new_run_id
 from run_benchmarks.pathnames import component, write_text_file
-from run_benchmarks.results.report import sweep_views as views
+from run_benchmarks.results.report import views as tables
+from run_benchmarks.sweep import views
 from run_benchmarks.results.report.summary import summarize
 from run_benchmarks.execute.outcome import ResultsUnwritable
 from run_benchmarks.results.store.store import ResultStore, store_path
@@ -175,10 +176,10 @@ def show(console: Console, args: argparse.Namespace, options: SweepOptions, rows
     title = f"accelbench sweep {run_id}"
     if args.format == "terminal":
         for view in table_views:
-            console.print(views.to_rich(view))
+            console.print(tables.to_rich(view))
     else:
-        text = views.html_page(title, table_views, chart) if args.format == "html" else \
-            f"## {title}\n\n" + "\n".join(views.to_markdown(v) for v in table_views)
+        text = tables.html_page(title, table_views, chart) if args.format == "html" else \
+            f"## {title}\n\n" + "\n".join(tables.to_markdown(v) for v in table_views)
         if args.output:
             write_text_file(args.output, text, "--output")
             console.print(f"wrote {args.output}", markup=False)

@@ -20,7 +20,7 @@ from run_benchmarks.catalog.config_files import ClusterSpec, HostSpec, TestConf
 from run_benchmarks.catalog.config import load_model
 from run_benchmarks.errors import UserError
 from run_benchmarks.pathnames import component
-from run_benchmarks.planner.plan import Paths, PlanInputs
+from run_benchmarks.plan import Paths, PlanInputs
 from run_benchmarks.planner.build import build_run_plan
 from run_benchmarks.catalog.vendors import VendorRegistry, VendorSpec
 

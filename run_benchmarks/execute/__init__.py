@@ -1,1 +1,2 @@
-"""Running a plan: preflight, launching rounds on every node, watching them, signals and cleanup, collecting logs, and each round's outcome."""
+"""Running a plan: preflight, launching rounds on every node, following and stopping them, monitoring, and
+each round's outcome (classified, written to results.json and the store)."""

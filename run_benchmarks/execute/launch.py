@@ -10,11 +10,12 @@ import time
 from pathlib import Path
 from typing import Callable, Optional
 
-from run_benchmarks.execute import cleanup
+from run_benchmarks.backends import cleanup
 from run_benchmarks.backends.hosts import Host
-from run_benchmarks.execute.outcome import RoundResult, result_document, write_results
+from run_benchmarks.execute.outcome import result_document, write_results
+from run_benchmarks.results.round_result import RoundResult
 from run_benchmarks.backends.parallel import parallel_map
-from run_benchmarks.planner.plan import RunPlan
+from run_benchmarks.plan import RunPlan
 from run_benchmarks.execute.preflight import MIN_FREE_BYTES, Preflight
 from run_benchmarks.execute.rounds import (MONITOR_GRACE_S, POLL_S, START_RETRIES, STOP_GRACE_S, Reporter, RoundExecutor, StepWatcher)
 from run_benchmarks.backends.runtimes import RunRuntimes

@@ -12,45 +12,24 @@ import signal
 import sqlite3
 import sys
 import time
-from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable, Optional
 
 from run_benchmarks.results import analyze
-from run_benchmarks.execute import collect, monitoring, signals
+from run_benchmarks.results import rank_logs as collect
+from run_benchmarks.execute import monitoring
+from run_benchmarks import signals
 from run_benchmarks.results import figures as task_figures
 from run_benchmarks.pathnames import write_text_atomically
-from run_benchmarks.planner.plan import CasePlan, NodePlan, RoundPlan
+from run_benchmarks.plan import CasePlan, NodePlan, RoundPlan
 from run_benchmarks.results.record import CaseFacts, Environment, RoundRecord, Status
+from run_benchmarks.results.round_result import RoundResult
 from run_benchmarks.results.store.store import ResultStore
 from run_benchmarks.results.store.faults import StoreUnavailable, is_full
 from run_benchmarks.results.workload import resolved_workload, workload_hash
 
 _OOM_MARKERS = ("OutOfMemoryError", "CUDA out of memory", "out of memory", "can't allocate memory")
-
-
-@dataclass
-class RoundResult:
-    case_name: str
-    round: int
-    dir: Path
-    status: str  # ok | failed | oom | unsupported | timeout | interrupted
-    reason: str = ""
-    warnings: list[str] = field(default_factory=list)
-    error_lines: list[str] = field(default_factory=list)
-    metrics: Optional[analyze.RoundMetrics] = None
-    exit_codes: dict[int, Optional[int]] = field(default_factory=dict)
-    endings: dict[int, str] = field(default_factory=dict)  # node rank -> why it ended, where the code misleads
-    steps_completed: int = 0
-    nodes: list[dict] = field(default_factory=list)
-    started_at: str = ""
-    ended_at: str = ""
-    wall_time_s: Optional[float] = None  # end to end: nodes started -> logs collected and analysed
-    monitor: Optional[dict] = None  # monitoring.summarize_round: utilisation, power, energy per device
-    figures: list[dict] = field(default_factory=list)  # task figures (figures.round_figures), e.g. PPO phases
-    write_error: Optional[OSError] = None  # results.json could not be written (disk full): the run stops
-    record: Optional[RoundRecord] = None  # what results.json, summary.json and the store were written from
 
 
 def now() -> str:

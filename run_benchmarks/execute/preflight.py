@@ -9,7 +9,7 @@ from run_benchmarks.catalog import casename
 from run_benchmarks.errors import PreflightError
 from run_benchmarks.backends.hosts import Host, connect
 from run_benchmarks.backends.parallel import parallel_map
-from run_benchmarks.planner.plan import CasePlan, NodePlan, RunPlan
+from run_benchmarks.plan import CasePlan, NodePlan, RunPlan
 from run_benchmarks.execute.probes import run_probes
 from run_benchmarks.backends.runtimes import RunRuntimes
 from run_benchmarks.backends.schedulers import Scheduler, get as get_scheduler

@@ -16,10 +16,11 @@ import yaml
 
 from training.contract import perflog
 
-from run_benchmarks.execute import outcome, signals
+from run_benchmarks.execute import outcome
+from run_benchmarks import signals
 from run_benchmarks.backends.hosts import Host, Job
-from run_benchmarks.execute.outcome import RoundResult
-from run_benchmarks.planner.plan import CasePlan, NodePlan, RoundPlan
+from run_benchmarks.results.round_result import RoundResult
+from run_benchmarks.plan import CasePlan, NodePlan, RoundPlan
 from run_benchmarks.execute.preflight import Preflight
 from run_benchmarks.results.report.live import LiveStep
 from run_benchmarks.backends.runtimes import RunRuntimes

@@ -22,7 +22,7 @@ from run_benchmarks.catalog.frameworks import NodeLaunch
 from run_benchmarks.planner.ports import free_ports
 from run_benchmarks.backends.runtimes import NodeSite, get as get_runtime
 from run_benchmarks.backends.schedulers import get as get_scheduler
-from run_benchmarks.planner.plan import CasePlan, NodePlan, PlanInputs, RoundPlan, RunPlan
+from run_benchmarks.plan import CasePlan, NodePlan, PlanInputs, RoundPlan, RunPlan
 
 
 MAX_ROUNDS = 10_000  # rounds in one run, all case names together: each gets a port and a log folder

@@ -12,7 +12,7 @@ from run_benchmarks.catalog.cases import CaseCatalog
 from run_benchmarks.catalog.config import load_model
 from run_benchmarks.catalog.config_files import ClusterSpec, HostSpec, TestConf
 from run_benchmarks.errors import UserError
-from run_benchmarks.planner.plan import Paths, PlanInputs
+from run_benchmarks.plan import Paths, PlanInputs
 from run_benchmarks.catalog.vendors import VendorRegistry
 
 

@@ -14,6 +14,9 @@ Definitions (all over measured steps, i.e. warm-up excluded):
 A round with a figure no run can measure (figure_checks: negative or non-finite throughput or step time,
 MFU over 100 %, a step faster than its FLOPs at the declared peak) has no figures: ImpossibleFigures names
 each with its bound, and the round is failed with that reason.
+
+Over 300 lines: one round's analysis is one pipeline (records -> per-rank series -> the round's figures);
+split, the warm-up and slowest-rank rules its steps share would be read in several files.
 """
 from __future__ import annotations
 
@@ -27,7 +30,7 @@ from typing import Optional, Sequence
 
 from training.contract import perflog
 
-from run_benchmarks.execute.collect import RankLog, StepSeries
+from run_benchmarks.results.rank_logs import RankLog, StepSeries
 from run_benchmarks.results.figure_checks import impossible
 
 CV_FLAG = 0.05  # rounds whose figures vary more than this are flagged

@@ -14,6 +14,9 @@ file is missing or unlisted) before anything is stored, extracts the run folder 
 log root and adds the run and its attempts as they were stored; a results.json without a stored row is
 added the way ``store repair`` adds it (StoreRecovery.add_missing). Only the paths change: they point
 at the new copy of the run folder.
+
+Over 300 lines: writing and importing share the format and every check of untrusted input (names, paths,
+sizes, checksums), kept in one file so the writer and the reader cannot drift apart.
 """
 from __future__ import annotations
 

@@ -15,7 +15,7 @@ from typing import Optional, Sequence
 
 from training.contract import perflog
 
-from run_benchmarks.execute.collect import RankLog
+from run_benchmarks.results.rank_logs import RankLog
 
 
 @dataclass(frozen=True)

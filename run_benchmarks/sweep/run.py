@@ -17,11 +17,11 @@ from pathlib import Path
 from typing import Callable, Optional
 
 from run_benchmarks.catalog import casename
-from run_benchmarks.execute import signals
+from run_benchmarks import signals
 from run_benchmarks.errors import PreflightError, UserError
 from run_benchmarks.execute.launch import Runner
-from run_benchmarks.execute.outcome import RoundResult
-from run_benchmarks.planner.plan import CasePlan, PlanInputs, RunPlan
+from run_benchmarks.results.round_result import RoundResult
+from run_benchmarks.plan import CasePlan, PlanInputs, RunPlan
 from run_benchmarks.planner.build import build_case_plan
 from run_benchmarks.execute.rounds import RoundExecutor
 from run_benchmarks.results.store.store import ResultStore

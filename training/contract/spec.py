@@ -4,6 +4,9 @@ Both halves read this schema: the orchestrator validates the layered YAML
 against it before any host is touched, and the worker validates the resolved
 JSON it is handed again at start, so a version skew between the two fails
 loudly instead of training something else.
+
+Over 300 lines: the whole worker schema in one place, so both halves and a reader see every key a case can
+set and every rule between keys.
 """
 from __future__ import annotations
 
@@ -12,7 +15,7 @@ from typing import Literal, Optional, Union
 from pydantic import Field, NonNegativeInt, PositiveFloat, PositiveInt, conint, model_validator
 
 from training.contract.names import DEVICE_FIELDS
-from training.micro.spec import MicroSpec
+from training.contract.micro import MicroSpec
 from training.contract.spec_base import STEPS_REASON, WIDTH_REASON, StrictModel, bounded
 from training.contract.micro import with_stand_in
 from training.contract.ppo import PPOSpec
@@ -220,7 +223,7 @@ class WorkloadSpec(StrictModel):
     debug: DebugSpec = DebugSpec()
     ppo: Optional[PPOSpec] = Field(None, description="task ppo: the RLHF loop's knobs")
     micro: Optional[MicroSpec] = Field(None, description="task micro: which micro-benchmark, at which sizes "
-                                                         "(training/micro/spec.py)")
+                                                         "(training/contract/micro.py)")
 
     @model_validator(mode="before")
     @classmethod

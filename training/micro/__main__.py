@@ -12,7 +12,7 @@ import torch
 
 from training.contract import names as contract, perflog
 from training.micro.case import figures
-from training.micro.spec import MicroSpec
+from training.contract.micro import MicroSpec
 from training.micro.torch_ops import TorchOps
 from training.unsupported import UnsupportedOnDevice
 

@@ -17,7 +17,7 @@ from training import harness, plugins
 from training.contract import perflog
 from training.micro import collectives, gemm, membw
 from training.micro.ops import MicroOps
-from training.micro.spec import MicroSpec
+from training.contract.micro import MicroSpec
 from training.contract.spec import WorkerConfig
 from training.sysinfo import node_environment, process_age_s
 from training.unsupported import UnsupportedOnDevice

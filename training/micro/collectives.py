@@ -8,7 +8,7 @@ from typing import Iterator
 from training.contract import perflog
 from training.micro.formulas import BUS_FACTOR_TEXT, busbw, algbw
 from training.micro.ops import MicroOps
-from training.micro.spec import MicroSpec
+from training.contract.micro import MicroSpec
 from training.micro.timing import average_seconds
 
 FP32_BYTES = 4

@@ -7,7 +7,7 @@ from typing import Iterator
 from training.contract import perflog
 from training.micro.formulas import GEMM_FORMULA, gemm_flops
 from training.micro.ops import MicroOps
-from training.micro.spec import MicroSpec
+from training.contract.micro import MicroSpec
 from training.micro.timing import average_seconds
 
 

@@ -8,7 +8,7 @@ from typing import Iterator
 from training.contract import perflog
 from training.micro.formulas import STREAM_BYTES_PER_ELEMENT
 from training.micro.ops import MicroOps
-from training.micro.spec import MicroSpec
+from training.contract.micro import MicroSpec
 from training.micro.timing import average_seconds
 
 _STREAM_FORMULA = "GB/s = {n} x bytes per array / time / 1e9 (each array read or written once, as STREAM counts)"

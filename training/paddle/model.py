@@ -20,6 +20,8 @@ run on the slices, and the final norm's output is gathered (``GatherOp``) for
 the head. Parameters used on slices only (norms, row biases) are marked
 sequence-parallel; ``train.py`` registers fleet's hooks that all-reduce their
 gradients across the tensor-parallel group.
+
+Over 300 lines: one model with its tensor- and sequence-parallel layers, which mean something only together.
 """
 from __future__ import annotations
 

@@ -20,7 +20,7 @@ import paramiko
 
 from run_benchmarks.catalog.config_files import HostSpec
 from run_benchmarks.errors import PreflightError
-from run_benchmarks.execute import signals
+from run_benchmarks import signals
 from run_benchmarks.backends.hosts.base import VERSION_PROBE, CommandResult, Host, Job
 from run_benchmarks.backends.hosts.guard import (DEATH_GRACE_S, DISARM, ENV_ORCHESTRATOR, ENV_TAG, guard_argv, orchestrator_tag)
 

@@ -14,7 +14,7 @@ from run_benchmarks.backends.runtimes import container, process  # noqa: F401 - 
 
 if TYPE_CHECKING:
     from run_benchmarks.backends.hosts import Host
-    from run_benchmarks.planner.plan import NodePlan, RunPlan
+    from run_benchmarks.plan import NodePlan, RunPlan
 
 
 def get(name: str) -> type[NodeRuntime]:

@@ -20,7 +20,7 @@ from run_benchmarks.backends.hosts import Host, Job
 from run_benchmarks.backends.hosts.guard import ENV_ORCHESTRATOR, ENV_RUN_ID, orchestrator_tag
 
 if TYPE_CHECKING:  # the plan imports the runtimes to build itself
-    from run_benchmarks.planner.plan import CasePlan, NodePlan
+    from run_benchmarks.plan import CasePlan, NodePlan
 
 
 @dataclass(frozen=True)

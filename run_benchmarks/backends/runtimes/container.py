@@ -14,10 +14,10 @@ from run_benchmarks.backends.hosts import Job
 from run_benchmarks.backends.parallel import parallel_map
 from run_benchmarks.catalog.vendors import FrameworkRuntime
 from run_benchmarks.backends.runtimes.base import RUNTIMES, NodeRuntime, NodeSite, job_env, run_id_of
-from run_benchmarks.planner.plan import ContainerPlan
+from run_benchmarks.plan import ContainerPlan
 
 if TYPE_CHECKING:
-    from run_benchmarks.planner.plan import CasePlan, NodePlan
+    from run_benchmarks.plan import CasePlan, NodePlan
 
 
 def docker_errors() -> tuple:
@@ -83,7 +83,7 @@ class ContainerRuntime(NodeRuntime):
 
     def _sweep(self) -> None:
         """Containers of earlier runs whose orchestrator is dead: their logs kept, then removed."""
-        from run_benchmarks.execute.cleanup import sweep_containers
+        from run_benchmarks.backends.cleanup import sweep_containers
 
         self.swept: list[str] = []
         for host_name, client in self.docker.items():

@@ -168,7 +168,7 @@ class ContainerJob(Job):
         """Stop (SIGTERM, then SIGKILL after ``grace_s``), keep the exit code, remove."""
         import docker
 
-        from run_benchmarks.execute import signals
+        from run_benchmarks import signals
 
         grace_s = 0 if signals.hurried() else grace_s
         try:

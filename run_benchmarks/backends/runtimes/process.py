@@ -7,7 +7,7 @@ from run_benchmarks.backends.hosts import Job
 from run_benchmarks.backends.runtimes.base import RUNTIMES, NodeRuntime, job_env
 
 if TYPE_CHECKING:
-    from run_benchmarks.planner.plan import CasePlan, NodePlan
+    from run_benchmarks.plan import CasePlan, NodePlan
 
 
 @RUNTIMES.register("process")

@@ -12,8 +12,8 @@ from run_benchmarks.registry import Registry
 
 if TYPE_CHECKING:
     from run_benchmarks.backends.hosts import Host, Job
-    from run_benchmarks.execute.outcome import RoundResult
-    from run_benchmarks.planner.plan import CasePlan, NodePlan, RoundPlan, RunPlan
+    from run_benchmarks.results.round_result import RoundResult
+    from run_benchmarks.plan import CasePlan, NodePlan, RoundPlan, RunPlan
     from run_benchmarks.backends.runtimes import RunRuntimes
 
 

@@ -7,8 +7,8 @@ from run_benchmarks.backends.schedulers.base import SCHEDULERS, Scheduler
 
 if TYPE_CHECKING:
     from run_benchmarks.backends.hosts import Job
-    from run_benchmarks.execute.outcome import RoundResult
-    from run_benchmarks.planner.plan import CasePlan, NodePlan, RoundPlan
+    from run_benchmarks.results.round_result import RoundResult
+    from run_benchmarks.plan import CasePlan, NodePlan, RoundPlan
 
 
 @SCHEDULERS.register("hosts")
@@ -18,7 +18,7 @@ class HostList(Scheduler):
     def start_round(self, case: "CasePlan", rnd: "RoundPlan", result: "RoundResult",
                     jobs: dict[int, "Job"], monitors: dict[int, "Job"]) -> None:
         """Each node's monitor, then its launcher."""
-        from run_benchmarks.execute import signals
+        from run_benchmarks import signals
         for node in rnd.nodes:
             with signals.deferred():  # a start is not cut in half: what started is in the dicts, to stop
                 monitor = self._start_monitor(case, node, result)

@@ -26,8 +26,8 @@ from run_benchmarks.backends.schedulers.slurm_script import (EXIT_FILE, MASTER_A
 from run_benchmarks.backends.schedulers.slurm_script import round_folder, write_round_files
 
 if TYPE_CHECKING:
-    from run_benchmarks.execute.outcome import RoundResult
-    from run_benchmarks.planner.plan import CasePlan, NodePlan, RoundPlan, RunPlan
+    from run_benchmarks.results.round_result import RoundResult
+    from run_benchmarks.plan import CasePlan, NodePlan, RoundPlan, RunPlan
 
 GONE_GRACE_S = 60.0  # after scancel: how long the job may take to leave the running states
 ENDING_STATES = ("COMPLETING", "STAGE_OUT")  # Slurm is ending the job: its processes are being signalled
@@ -102,7 +102,7 @@ class Slurm(Scheduler):
         self.close()  # the previous round's job: ended; its guard goes
         argv, _ = write_round_files(self.spec, case, rnd)
         tag = f"slurm-{uuid.uuid4().hex}"
-        from run_benchmarks.execute import signals
+        from run_benchmarks import signals
         with signals.deferred():  # a submitted job is in ``jobs`` before a signal can act
             job_id = self.client.submit(argv, env={ENV_TAG: tag})
             self.current = RoundJob(self.client, job_id, self.spec, tag)

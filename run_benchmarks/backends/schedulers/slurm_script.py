@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Sequence
 from run_benchmarks.catalog.config_files import SlurmSpec
 
 if TYPE_CHECKING:
-    from run_benchmarks.planner.plan import CasePlan, NodePlan, RoundPlan
+    from run_benchmarks.plan import CasePlan, NodePlan, RoundPlan
 
 MASTER_ADDR = "@ACCELBENCH_MASTER_ADDR@"  # placeholders in a planned argv, replaced inside the job
 NODE_ADDR = "@ACCELBENCH_NODE_ADDR@"

@@ -16,11 +16,11 @@ from typing import Optional, Sequence
 
 from rich.console import Console
 
-from run_benchmarks.execute.collect import read_rank
+from run_benchmarks.results.rank_logs import read_rank
 from run_benchmarks.results.figures import Figure, figures_from_dicts, round_figures
 from run_benchmarks.catalog.frameworks import RankLogs
 from run_benchmarks.results.report.summary import human_bytes, number
-from run_benchmarks.results.report.sweep_views import View, to_markdown, to_rich
+from run_benchmarks.results.report.views import View, to_markdown, to_rich
 
 _RANK_LOG = re.compile(r"rank(\d+)\.stdout\.log$")
 

@@ -38,6 +38,9 @@ What it refuses or reads with care (tests/test_store_hostile.py):
 
 summary.json and results.json are to be written with ``pathnames.write_text_atomically`` (temporary file, fsync,
 rename): a full disk then leaves the old file or none, never an empty one.
+
+Over 300 lines: opening (refusing whatever is not a store), writing under locks with retries and reading
+are one job; recovery, overlap warnings, the clock and the file checks are modules beside it.
 """
 from __future__ import annotations
 

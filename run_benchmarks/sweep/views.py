@@ -9,23 +9,12 @@ HTML (self-contained: the chart is inline SVG).
 """
 from __future__ import annotations
 
-import html
-from dataclasses import dataclass
 from typing import Optional, Sequence
 
-from rich.table import Table
-
-from run_benchmarks.sweep.state import Row
 from run_benchmarks.results.report import svg
 from run_benchmarks.results.report.summary import human_bytes, number
-
-
-@dataclass
-class View:
-    title: str
-    headers: list[str]
-    rows: list[list[str]]
-    notes: list[str]
+from run_benchmarks.results.report.views import View
+from run_benchmarks.sweep.state import Row
 
 
 def cell(row: Optional[Row]) -> str:
@@ -120,36 +109,6 @@ def scaling(rows: Sequence[Row], axis: str, mode: str = "strong") -> Optional[Vi
                 [f"{mode} scaling; efficiency = (tok/s total at n / at the fewest devices) / (n / fewest)"])
 
 
-# ---------------------------------------------------------------- renderers
-
-
-def to_rich(view: View) -> Table:
-    table = Table(title=view.title, caption="\n".join(view.notes) or None)
-    for header in view.headers:
-        table.add_column(header, overflow="fold")
-    for row in view.rows:
-        table.add_row(*row, style="red" if any(c == "OOM" for c in row) else None)
-    return table
-
-
-def to_markdown(view: View) -> str:
-    def esc(text: str) -> str:
-        return text.replace("|", "\\|").replace("\n", " ")
-    lines = [f"### {esc(view.title)}", "", "| " + " | ".join(map(esc, view.headers)) + " |",
-             "|" + "|".join("---" for _ in view.headers) + "|"]
-    lines += ["| " + " | ".join(map(esc, row)) + " |" for row in view.rows]
-    lines += [""] + [f"{esc(n)}" for n in view.notes]
-    return "\n".join(lines) + "\n"
-
-
-def to_html(view: View) -> str:
-    head = "".join(f"<th>{html.escape(h)}</th>" for h in view.headers)
-    body = "".join("<tr>" + "".join(f'<td class="{"oom" if c == "OOM" else ""}">{html.escape(c)}</td>' for c in r)
-                   + "</tr>" for r in view.rows)
-    notes = "".join(f"<p>{html.escape(n)}</p>" for n in view.notes)
-    return f"<h2>{html.escape(view.title)}</h2><table><tr>{head}</tr>{body}</table>{notes}"
-
-
 def scaling_chart(rows: Sequence[Row], axis: str) -> Optional[str]:
     """Throughput against devices per configuration, with its linear line (inline SVG), or None."""
     grid = [r for r in _grid_rows(rows) if axis in r.labels and r.status == "ok" and r.tokens_per_s_total]
@@ -166,11 +125,3 @@ def scaling_chart(rows: Sequence[Row], axis: str) -> Optional[str]:
         series[f"{label} (linear)"] = [(r.world_size, first.tokens_per_s_total * r.world_size / first.world_size)
                                        for r in members]
     return svg.line_chart("throughput against devices", series, "devices", "tokens/s (all devices)", number)
-
-
-def html_page(title: str, views: Sequence[View], chart: Optional[str] = None) -> str:
-    style = ("body{font-family:sans-serif;margin:2em}table{border-collapse:collapse;margin-bottom:1em}"
-             "td,th{border:1px solid #ccc;padding:4px 8px;text-align:left}td.oom{background:#fdd;color:#900}")
-    parts = "".join(to_html(v) for v in views)
-    return (f"<!doctype html><html><head><meta charset=\"utf-8\"><title>{html.escape(title)}</title>"
-            f"<style>{style}</style></head><body><h1>{html.escape(title)}</h1>{parts}{chart or ''}</body></html>\n")

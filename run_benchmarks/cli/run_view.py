@@ -1,0 +1,138 @@
+"""What ``accelbench run`` prints: the plan (--dry-run), a line as each round starts and ends with live progress
+between, and at the end the results table (the same as ``accelbench report RUN``) with notes and failures."""
+from __future__ import annotations
+
+import shlex
+from typing import Optional
+
+from rich.console import Console
+
+from run_benchmarks.backends.schedulers import get as get_scheduler
+from run_benchmarks.plan import CasePlan, RoundPlan, RunPlan
+from run_benchmarks.results.report.live import LiveProgress, LiveStep
+from run_benchmarks.results.report.summary import summarize
+from run_benchmarks.results.report.task_figures import micro_views
+from run_benchmarks.results.report.terminal import STATUS_STYLE, layout_summary, print_summaries
+from run_benchmarks.results.report.views import to_rich
+from run_benchmarks.results.round_result import RoundResult
+from run_benchmarks.results.store.schema import Attempt, with_columns
+
+
+def _device_summary(case) -> str:
+    """What the accelerator kind resolves to for this case: how the worker addresses the device and how the
+    hosts are checked and watched."""
+    device, kind = case.rounds[0].worker_config.runtime.device, case.hardware.kind
+    monitor = device.monitor if isinstance(device.monitor, str) else f"command {device.monitor.command[0]}"
+    counted = " or ".join(" ".join(c.command) for c in kind.device_count) or "not counted"
+    return (f"torch {device.torch_device} / paddle {device.paddle_device}, backend {device.backend or 'default'}, "
+            f"visible {device.visible_devices_env or '-'}, counted by {counted}, monitor {monitor}")
+
+
+
+def _what_runs(case: CasePlan) -> str:
+    if case.workload.task == "micro":  # its train section is a placeholder: it has no steps
+        return f"micro-benchmark {case.name.case}"
+    return f"{case.workload.train.steps} steps ({case.workload.train.warmup_steps} warm-up)"
+
+
+class TerminalReporter:
+    """Progress lines on stderr, so stdout stays for the result table."""
+
+    def __init__(self, console: Optional[Console] = None):
+        self.console = console or Console(stderr=True, highlight=False)
+        self.live = LiveProgress(self.console)
+
+    def round_started(self, case: CasePlan, rnd: RoundPlan) -> None:
+        hosts = ", ".join(dict.fromkeys(n.host.name for n in rnd.nodes))
+        self.console.print(f"[bold]▶ {case.name}[/] round {rnd.index}/{len(case.rounds)}: "
+                           f"{case.name.nnodes} node(s) x {case.name.nprocs_per_node} process(es) on {hosts}; "
+                           f"{_what_runs(case)}; logs in {rnd.dir}")
+        self.live.start(f"{case.name.case} round {rnd.index}", case.workload.train.steps)
+
+    def progress(self, case: CasePlan, rnd: RoundPlan, step: int, live: Optional[LiveStep] = None) -> None:
+        self.live.update(step, live)
+
+    def round_finished(self, case: CasePlan, rnd: RoundPlan, result: RoundResult) -> None:
+        self.live.stop()
+        style = STATUS_STYLE.get(result.status, "")
+        detail = f": {result.reason}" if result.reason else ""
+        self.console.print(f"  [{style}]{result.status}[/]{detail}")
+
+
+def print_results(console: Console, results: list[RoundResult], cases: list[CasePlan]) -> None:
+    """The end of a run: the same table as ``accelbench report RUN`` (one row per workload, made from the
+    rounds' records as the store holds them), then the notes, warnings and failures round by round."""
+    attempts = [Attempt(with_columns(r.record.to_row())) for r in results if r.record is not None]
+    print_summaries(console, summarize(attempts), "accelbench results (warm-up excluded)")
+    notes = {r.metrics.mfu_note for r in results if r.metrics and r.metrics.mfu is None}
+    for note in sorted(notes):
+        console.print(f"MFU n/a: {note}", markup=False, soft_wrap=True)
+    for note in sorted({r.metrics.mfu_note for r in results if r.metrics and r.metrics.mfu is not None}):
+        console.print(note, markup=False, soft_wrap=True)  # which peak, and what it means
+    measured = any(r.metrics and r.metrics.mfu_measured is not None for r in results)
+    for note in sorted({r.metrics.mfu_measured_note for r in results if r.metrics and r.metrics.mfu_measured_note}):
+        if note.startswith("MFU (measured)"):
+            console.print(note, markup=False, soft_wrap=True)  # the calibration it divides by
+        else:  # the column is there only when some round has one; otherwise a hint
+            console.print(("² MFU (measured) n/a: " if measured else "MFU against a measured peak: n/a, ") + note,
+                          markup=False, soft_wrap=True)
+    formulas = {r.metrics.flop_formula for r in results if r.metrics}
+    for formula in sorted(formulas):
+        console.print(f"FLOPs: {formula}")
+    for r in results:  # a micro-benchmark round's figures are its own tables, not the training columns
+        if r.status == "ok" and r.metrics is None and r.figures:
+            console.print(f"[bold]{r.case_name}[/] round {r.round}:", soft_wrap=True)
+            views, _ = micro_views(r.figures)
+            for view in views:
+                console.print(to_rich(view))
+    for r in results:
+        for warning in r.warnings:
+            console.print(f"[yellow]warning[/] {r.case_name} #{r.round}: {warning}", soft_wrap=True)
+        if r.status != "ok":
+            console.print(f"[red]{r.status}[/] {r.case_name} #{r.round}: {r.reason}", soft_wrap=True)
+            for line in r.error_lines:
+                console.print(f"    {line}", markup=False, soft_wrap=True)
+            console.print(f"    logs: {r.dir}")
+    seen = set()
+    for r in results:
+        if r.dir.parent not in seen:
+            seen.add(r.dir.parent)
+            console.print(f"results: {r.dir.parent}/round*/results.json", soft_wrap=True)
+
+
+def print_plan(console: Console, plan: RunPlan) -> None:
+    def say(text: str, markup: bool = False) -> None:
+        console.print(text, markup=markup, soft_wrap=True)  # paths and argv stay whole, for copy and paste
+
+    say(f"[bold]run {plan.run_id}[/] (dry run: nothing is started) -> {plan.dir}", markup=True)
+    for case in plan.cases:
+        w = case.workload
+        say(f"\n[bold]{case.name}[/]  vendor {case.hardware.vendor}, hardware {case.hardware.name} "
+            f"(kind {case.hardware.spec.kind}), framework {case.framework.name}", markup=True)
+        say(f"  case file: {case.case_file}")
+        say(f"  extern config: {case.extern_config or '(none)'}")
+        say(f"  model: {w.model.family} L={w.model.n_layer} d={w.model.d_model} heads={w.model.n_head} "
+            f"seq={w.model.seq_len} vocab={w.model.vocab_size}")
+        say(f"  train: micro batch {w.train.micro_batch_size} x accumulation {w.train.gradient_accumulation_steps}, "
+            f"{w.train.steps} steps ({w.train.warmup_steps} warm-up), {w.train.precision}; "
+            f"deadline {case.timeout_s:g} s")
+        say(f"  layout: {layout_summary(w, case.name.world_size)}")
+        say(f"  device: {_device_summary(case)}")
+        for rnd in case.rounds:
+            say(f"  round {rnd.index}: {rnd.dir}")
+            say(f"    worker config: {rnd.config_path}")
+            say(f"    results: {rnd.results_path}")
+            for node in rnd.nodes:
+                say(f"    node {node.node_rank} on host {node.host.name} ({node.host.backend} {node.host.address})")
+                say(f"      argv: {shlex.join(node.argv)}")
+                for key, value in sorted(node.env.items()):
+                    say(f"      env {key}={value}")
+                say(f"      cwd: {node.cwd}")
+                if node.monitor_argv:
+                    say(f"      monitor: {shlex.join(node.monitor_argv)}")
+                say(f"      logs: {node.log_dir}/launcher.log, "
+                    + ", ".join(f"{node.log_dir}/{name}" for name in case.framework.rank_log_names))
+        if plan.cluster is not None and plan.cluster.scheduler != "hosts":
+            say(f"  {plan.cluster.scheduler}: what round 1 submits (later rounds alike, in their own folders):")
+            for line in get_scheduler(plan.cluster.scheduler).dry_run(plan, case):
+                say(f"    {line}")

@@ -1,0 +1,154 @@
+"""The house's rules, from the code's own imports: the import contracts of pyproject.toml (import-linter:
+the orchestrator's layers, the two halves meeting only in training/contract), no import cycle between
+modules (imports inside functions and under TYPE_CHECKING count), and files short enough to read."""
+from __future__ import annotations
+
+import ast
+import os
+import shutil
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+from importlinter.cli import lint_imports
+
+from .runner import ROOT
+
+HALVES = ("run_benchmarks", "training")
+
+
+def lint(root: Path) -> subprocess.CompletedProcess:
+    """``lint-imports`` on the tree at ``root`` (a subprocess, so it imports that tree and not this one)."""
+    code = "import sys; from importlinter.cli import lint_imports; sys.exit(lint_imports(no_cache=True))"
+    return subprocess.run([sys.executable, "-c", code], cwd=root, env={**os.environ, "PYTHONPATH": str(root)},
+                          capture_output=True, text=True, timeout=120)
+
+
+def test_the_import_contracts_hold():
+    cwd = os.getcwd()
+    os.chdir(ROOT)
+    try:
+        assert lint_imports(no_cache=True) == 0
+    finally:
+        os.chdir(cwd)
+
+
+def test_the_contracts_catch_a_forbidden_import(tmp_path):
+    """A copy of the tree where the results import the CLI, and the orchestrator a worker module: both
+    contracts report it."""
+    for part in (*HALVES, "pyproject.toml"):
+        source = ROOT / part
+        (shutil.copytree(source, tmp_path / part, ignore=shutil.ignore_patterns("__pycache__"))
+         if source.is_dir() else shutil.copy(source, tmp_path / part))
+    analyze = tmp_path / "run_benchmarks/results/analyze.py"
+    analyze.write_text(analyze.read_text() + "\n\ndef _late():\n    from run_benchmarks.cli import main  # noqa\n")
+    figures = tmp_path / "run_benchmarks/results/figures.py"
+    figures.write_text(figures.read_text() + "\nfrom typing import TYPE_CHECKING\nif TYPE_CHECKING:\n"
+                       "    from training import harness  # noqa\n")
+    broken = lint(tmp_path)
+    assert broken.returncode == 1, broken.stdout + broken.stderr
+    assert "run_benchmarks.results.analyze -> run_benchmarks.cli" in broken.stdout
+    assert "run_benchmarks.results.figures -> training.harness" in broken.stdout
+
+
+def test_every_part_of_training_but_the_contract_is_forbidden_to_the_orchestrator():
+    contracts = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["importlinter"]["contracts"]
+    parts = {f"training.{p.stem if p.suffix == '.py' else p.name}" for p in (ROOT / "training").iterdir()
+             if (p.suffix == ".py" or (p / "__init__.py").is_file()) and p.name != "__init__.py"}
+    parts.discard("training.contract")
+    for contract in contracts:
+        if contract["type"] == "forbidden" and contract["forbidden_modules"][0].startswith("training."):
+            assert set(contract["forbidden_modules"]) == parts, contract["name"]
+
+
+def module_imports() -> dict[str, set[str]]:
+    """Each module of both halves -> the modules it imports, wherever the import statement sits."""
+    modules: dict[str, Path] = {}
+    for half in HALVES:
+        for path in (ROOT / half).rglob("*.py"):
+            parts = list(path.relative_to(ROOT).with_suffix("").parts)
+            modules[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+
+    def known(name: str) -> str | None:
+        while name and name not in modules:
+            name = name.rpartition(".")[0]
+        return name or None
+
+    edges: dict[str, set[str]] = {}
+    for name, path in modules.items():
+        package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+        targets: set[str] = set()
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Import):
+                targets |= {a.name for a in node.names}
+            elif isinstance(node, ast.ImportFrom):
+                base = package
+                for _ in range(max(node.level - 1, 0)):
+                    base = base.rpartition(".")[0]
+                source = (f"{base}.{node.module}" if node.module else base) if node.level else node.module or ""
+                targets |= {f"{source}.{a.name}" if f"{source}.{a.name}" in modules else source for a in node.names}
+        edges[name] = {t for t in map(known, targets) if t and t != name}
+    return edges
+
+
+def cycles(edges: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components of more than one module (Tarjan, iterative)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+    for start in edges:
+        if start in index:
+            continue
+        work = [(start, iter(sorted(edges[start])))]
+        index[start] = low[start] = len(index)
+        stack.append(start)
+        on_stack.add(start)
+        while work:
+            node, children = work[-1]
+            child = next(children, None)
+            if child is not None:
+                if child not in index:
+                    index[child] = low[child] = len(index)
+                    stack.append(child)
+                    on_stack.add(child)
+                    work.append((child, iter(sorted(edges.get(child, ())))))
+                elif child in on_stack:
+                    low[node] = min(low[node], index[child])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                component = []
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    component.append(member)
+                    if member == node:
+                        break
+                if len(component) > 1:
+                    found.append(sorted(component))
+    return found
+
+
+def test_no_module_imports_itself_through_others():
+    assert cycles(module_imports()) == []
+
+
+def test_the_cycle_finder_finds_a_cycle_through_a_lazy_import():
+    assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+
+
+def test_no_file_is_over_400_lines_and_one_over_300_says_why():
+    long, unexplained = [], []
+    for half in HALVES:
+        for path in (ROOT / half).rglob("*.py"):
+            lines = len(path.read_text().splitlines())
+            if lines > 400:
+                long.append(f"{path.relative_to(ROOT)} ({lines})")
+            elif lines > 300 and "Over 300 lines" not in (ast.get_docstring(ast.parse(path.read_text())) or ""):
+                unexplained.append(f"{path.relative_to(ROOT)} ({lines})")
+    assert long == [] and unexplained == []
