@@ -18,7 +18,7 @@ HEAVY = ("matplotlib", "numpy", "torch", "paddle", "paramiko")
 
 _COMMANDS = """
 import json, sys
-from run_benchmarks.cli import main
+from run_benchmarks.cli.main import main
 
 heavy, seen = sys.argv[1].split(","), {}
 for argv in json.loads(sys.argv[2]):
