@@ -207,6 +207,45 @@ def test_samples_become_per_device_figures_energy_and_tokens_per_joule(tmp_path)
     assert rnd["accel_util_mean"] == pytest.approx((80 + 100) / 2)
 
 
+def test_utilisation_and_power_are_read_over_the_measured_steps_not_start_up(tmp_path):
+    """Ten samples: start-up and compilation idle at 5 % and 100 W (t = 0..4), the measured steps busy at
+    95 % and 600 W (t = 5..9): the figures are the steps', the plotted series the whole round's; with no
+    sample inside the steps (shorter than the interval) the whole round is used, and the summary says which."""
+    folder = tmp_path / "monitor"
+    folder.mkdir()
+    (folder / "status.json").write_text('{"interval_s": 1, "host": "ok (host)", "accelerator": "ok (nvml)"}')
+    busy = [(t, 5, 100.0) if t < 5 else (t, 95, 600.0) for t in range(10)]
+    (folder / "accelerator.jsonl").write_text("".join(json.dumps(
+        {"t": 1000.0 + t, "devices": [{"index": 0, "util_percent": u, "power_w": p}]}) + "\n" for t, u, p in busy))
+    (folder / "host.jsonl").write_text("".join(json.dumps({"t": 1000.0 + t, "cpu_percent": u}) + "\n"
+                                               for t, u, _ in busy))
+    node, _ = monitoring.summarize_node(folder, window=(1004.6, 1009.2))
+    (device,) = node["devices"]
+    assert device["util_percent"] == {"mean": 95, "max": 95} and device["power_w"]["mean"] == 600
+    assert device["energy_j"] == pytest.approx(4 * 600) and node["host"]["cpu_percent"]["mean"] == 95
+    assert len(device["power_series"]) == 10 and node["window"]["accelerator"] == "measured steps"
+    rnd = monitoring.summarize_round([node], tokens_per_s_total=6_000)
+    assert rnd["window"] == "measured steps" and rnd["tokens_per_joule"] == pytest.approx(10)
+    whole, _ = monitoring.summarize_node(folder, window=(1003.2, 1003.7))
+    assert whole["devices"][0]["util_percent"]["mean"] == 50 and whole["window"]["accelerator"] == "whole round"
+    assert monitoring.summarize_round([whole, node], 6_000)["window"] == "whole round"
+
+
+def test_the_measured_window_spans_every_measured_step_record_one_by_one_or_at_once():
+    from run_benchmarks.results.rank_logs import StepSeries
+
+    records = [{"step": s, "warmup": s < 2, "step_time_s": 0.5, "tokens": 8.0, "loss": 1.0,
+                "ended_at": 100.0 + s} for s in range(5)]
+    at_once, one_by_one = StepSeries(), StepSeries()
+    at_once.extend(records)
+    for r in records:
+        one_by_one.add(**r)
+    assert at_once.window == one_by_one.window == (101.5, 104.0)  # step 2 began at 102 - 0.5; warm-up left out
+    old = StepSeries()
+    old.extend([{k: v for k, v in r.items() if k != "ended_at"} for r in records])  # workers before the field
+    assert old.window is None
+
+
 def test_monitor_figures_join_the_stored_results(cli, root):
     """A real run with the cpu monitor, then one whose vendor names a monitor this machine lacks."""
     done = cli("run", "gpt2_tiny:torch:cpu:1:1", "--set", "train.steps=6", "--set", "train.warmup_steps=1",
@@ -217,6 +256,9 @@ def test_monitor_figures_join_the_stored_results(cli, root):
     assert node["status"]["accelerator"] == "ok (cpu)" and node["devices"][0]["util_percent"]["max"] > 0
     (row,) = done.attempts()
     assert row["accel_util_mean"] == doc["monitor"]["accel_util_mean"] > 0
+    # the workers' step records carry the wall clock, so the measured steps' window reaches the monitor
+    assert node["window"]["start"] < node["window"]["end"] and doc["monitor"]["window"] in ("measured steps",
+                                                                                              "whole round")
     vendor = root / "vendors/cpu/vendor.yaml"
     vendor.write_text(vendor.read_text() + "\nmonitor: rocm-smi   # overrides the cpu kind's monitor\n")
     done = cli("run", "gpt2_tiny:torch:cpu:1:1", "--set", "train.steps=6", "--set", "train.warmup_steps=1",

@@ -166,6 +166,7 @@ def _train(cfg: WorkerConfig, ranks: Ranks, worker: FrameworkWorker, plugin) -> 
         work = worker.train_step()
         _synchronize(worker)
         elapsed = time.perf_counter() - started
+        ended_at = time.time()
         loss, grad_norm = worker.after_step(work)
         if spec.debug.memory_limit_mib is not None:
             _check_memory_limit(spec.debug.memory_limit_mib, ranks.rank, step, worker)
@@ -175,6 +176,7 @@ def _train(cfg: WorkerConfig, ranks: Ranks, worker: FrameworkWorker, plugin) -> 
             effective_tokens=None if work.effective_tokens is None else perflog.share_of(work.effective_tokens, share),
             flops=None if work.flops is None else work.flops / share,
             grad_norm=grad_norm if grad_norm is not None and math.isfinite(grad_norm) else None,  # fp16 overflow
+            ended_at=ended_at,
         ))
 
     peak, reserved, total, kind = _peak_memory(worker)

@@ -2,9 +2,16 @@
 
 Per node: host CPU, memory, network and disk; per device the mean and max of utilisation, power and
 temperature, memory used, and energy (power integrated over the samples, trapezoid rule). Per
-round: the energy of all devices and tokens per joule = tokens/s total / mean total power (both over
-the monitored window, which is the whole round; the warm-up is in it). A monitor that could not
-start, or wrote nothing, becomes a warning, never a failure.
+round: the energy of all devices and tokens per joule = tokens/s total / mean total power.
+
+The figures are read over the measured steps: the samples taken between the start of the first measured
+step and the end of the last (the workers' step records carry the wall clock at each step's end), so the
+start-up, compilation and warm-up, which on a GPU can take longer than the steps themselves, do not dilute
+utilisation and power (on an H100, gpt2_xl read 10-17 % utilisation and a third of the power over the whole
+round). Where no sample falls in that window (steps shorter than the sampling interval) or the workers
+did not report it, the whole round is used and the summary says so (``window``). The series for plots
+always cover the whole round. A monitor that could not start, or wrote nothing, becomes a warning, never a
+failure.
 """
 from __future__ import annotations
 
@@ -49,8 +56,21 @@ def _thin(points: list, n: int = SERIES_POINTS) -> list:
     return [points[int(i * step)] for i in range(n)]
 
 
-def summarize_node(folder: Path) -> tuple[dict, list[str]]:
-    """(figures, warnings) of one node's monitor folder."""
+MEASURED_STEPS, WHOLE_ROUND = "measured steps", "whole round"
+
+
+def _within(samples: list[dict], window: Optional[tuple[float, float]]) -> tuple[list[dict], str]:
+    """The samples inside the window and which window that is; all of them where none falls inside."""
+    if window is not None:
+        inside = [s for s in samples if isinstance(s.get("t"), (int, float)) and window[0] <= s["t"] <= window[1]]
+        if inside:
+            return inside, MEASURED_STEPS
+    return samples, WHOLE_ROUND
+
+
+def summarize_node(folder: Path, window: Optional[tuple[float, float]] = None) -> tuple[dict, list[str]]:
+    """(figures, warnings) of one node's monitor folder; figures over ``window`` (wall clock, the measured
+    steps) where a sample falls inside it."""
     warnings: list[str] = []
     status_file = folder / MONITOR_STATUS_FILE
     if not status_file.is_file():
@@ -63,20 +83,21 @@ def summarize_node(folder: Path) -> tuple[dict, list[str]]:
         if str(status.get(name, "")).startswith(("unavailable", "stopped")):
             warnings.append(f"{name} monitor {status[name]}")
     out: dict = {"status": status}
-    host = list(_lines(folder / MONITOR_HOST_FILE))
+    host, host_window = _within(list(_lines(folder / MONITOR_HOST_FILE)), window)
     if host:
         out["host"] = {key: _stats([s.get(key) for s in host]) for key in
                        ("cpu_percent", "mem_used_bytes", "net_rx_bps", "net_tx_bps", "disk_read_bps", "disk_write_bps")}
         out["host"]["mem_total_bytes"] = host[-1].get("mem_total_bytes")
         out["duration_s"] = host[-1]["t"] - host[0]["t"]
-    samples = list(_lines(folder / MONITOR_ACCELERATOR_FILE))
-    devices: dict[int, list[tuple[float, dict]]] = {}
-    for sample in samples:
-        for device in sample.get("devices") or []:
-            devices.setdefault(device.get("index", 0), []).append((sample["t"], device))
+    every = list(_lines(folder / MONITOR_ACCELERATOR_FILE))
+    samples, accelerator_window = _within(every, window)
+    out["window"] = {"accelerator": accelerator_window, "host": host_window,
+                     **({"start": window[0], "end": window[1]} if window else {})}
+    t0 = every[0]["t"] if every else 0.0
     out["devices"] = []
-    t0 = samples[0]["t"] if samples else 0.0
-    for index, readings in sorted(devices.items()):
+    whole = _by_device(every)
+    for index, readings in sorted(_by_device(samples).items()):
+        series = whole[index]
         power = [(t, d["power_w"]) for t, d in readings if isinstance(d.get("power_w"), (int, float))]
         out["devices"].append({
             "index": index, "name": readings[0][1].get("name"),
@@ -84,17 +105,27 @@ def summarize_node(folder: Path) -> tuple[dict, list[str]]:
             "mem_used_bytes": _stats([d.get("mem_used_bytes") for _, d in readings]),
             "mem_total_bytes": readings[-1][1].get("mem_total_bytes"),
             "energy_j": _energy(power),
-            "util_series": _thin([[round(t - t0, 2), d.get("util_percent")] for t, d in readings
+            "util_series": _thin([[round(t - t0, 2), d.get("util_percent")] for t, d in series
                                   if d.get("util_percent") is not None]),
-            "power_series": _thin([[round(t - t0, 2), p] for t, p in power]),
+            "power_series": _thin([[round(t - t0, 2), d["power_w"]] for t, d in series
+                                   if isinstance(d.get("power_w"), (int, float))]),
         })
-    if not samples and not str(status.get("accelerator", "")).startswith(("unavailable", "off")):
+    if not every and not str(status.get("accelerator", "")).startswith(("unavailable", "off")):
         warnings.append(f"the accelerator monitor wrote no sample in {folder}")
     return out, warnings
 
 
+def _by_device(samples: list[dict]) -> dict[int, list[tuple[float, dict]]]:
+    devices: dict[int, list[tuple[float, dict]]] = {}
+    for sample in samples:
+        for device in sample.get("devices") or []:
+            devices.setdefault(device.get("index", 0), []).append((sample["t"], device))
+    return devices
+
+
 def summarize_round(nodes: list[dict], tokens_per_s_total: Optional[float]) -> dict:
-    """The round's monitor figures from its nodes' summaries."""
+    """The round's monitor figures from its nodes' summaries; ``window`` says what they were read over
+    (the measured steps only where every node had a sample inside them)."""
     devices = [d for node in nodes for d in node.get("devices", [])]
     utils = [d["util_percent"]["mean"] for d in devices if d.get("util_percent")]
     powers = [d["power_w"]["mean"] for d in devices if d.get("power_w")]
@@ -108,5 +139,7 @@ def summarize_round(nodes: list[dict], tokens_per_s_total: Optional[float]) -> d
         "power_w_mean": total_power,
         "energy_j": math.fsum(energies) if energies and len(energies) == len(devices) else None,
         "tokens_per_joule": tokens_per_s_total / total_power if tokens_per_s_total and total_power else None,
+        "window": MEASURED_STEPS if nodes and all((n.get("window") or {}).get("accelerator") == MEASURED_STEPS
+                                                  for n in nodes) else WHOLE_ROUND,
         "nodes": nodes,
     }

@@ -68,9 +68,11 @@ def finish(case: CasePlan, rnd: RoundPlan, result: RoundResult, outcome: str, be
         result.warnings.append(f"task figures left out: {exc}")
     result.steps_completed = min(steps_done, default=0)
     monitored = []
+    spans = [r.series.window for r in ranks if r.series.window is not None]
+    measured_window = (min(s[0] for s in spans), max(s[1] for s in spans)) if spans else None
     for node in rnd.nodes:
         if node.monitor_argv is not None:
-            figures_of_node, warnings = monitoring.summarize_node(node.monitor_dir)
+            figures_of_node, warnings = monitoring.summarize_node(node.monitor_dir, measured_window)
             monitored.append({"node_rank": node.node_rank, "host": node.host.name, **figures_of_node})
             result.warnings += [f"node {node.node_rank}: {w}" for w in warnings]
     result.nodes = [

@@ -7,6 +7,7 @@ from __future__ import annotations
 import multiprocessing
 import os
 import re
+import math
 from array import array
 from collections import deque
 from concurrent.futures import ProcessPoolExecutor
@@ -44,21 +45,32 @@ class StepSeries:
         self.first_step_time_s: Optional[float] = None  # step 0 (warm-up or not): compile, allocator
         self.loss_first: Optional[float] = None
         self.loss_last: Optional[float] = None
+        # The wall-clock span of the measured steps (ended_at - step_time_s of the first, ended_at of the last),
+        # where the worker reported ended_at: the window the monitor's figures are read over.
+        self.window: Optional[tuple[float, float]] = None
 
     def __len__(self) -> int:  # every step reported, warm-up included
         return self.warmup + len(self.steps)
 
+    def _widen(self, began: float, ended: float) -> None:
+        if math.isfinite(began) and math.isfinite(ended) and began <= ended:
+            self.window = (began, ended) if self.window is None else \
+                (min(self.window[0], began), max(self.window[1], ended))
+
     def add(self, step: int, warmup: bool, step_time_s: float, tokens: float, loss: float,
             effective_tokens: Optional[float] = None, flops: Optional[float] = None,
-            grad_norm: Optional[float] = None) -> None:
+            grad_norm: Optional[float] = None, ended_at: Optional[float] = None) -> None:
         # Convert before touching any column, so a malformed record leaves the columns aligned.
         step, step_time_s, tokens, loss = int(step), float(step_time_s), float(tokens), float(loss)
+        ended_at = None if ended_at is None else float(ended_at)
         if self.loss_first is None:
             self.loss_first, self.first_step_time_s = loss, step_time_s
         self.loss_last = loss
         if warmup:
             self.warmup += 1
             return
+        if ended_at is not None:
+            self._widen(ended_at - step_time_s, ended_at)
         self.steps.append(step)
         self.times.append(step_time_s)
         self.tokens.append(tokens)
@@ -74,7 +86,8 @@ class StepSeries:
                 self.flops.append(flops)
 
     def add_record(self, r: perflog.StepRecord) -> None:
-        self.add(r.step, r.warmup, r.step_time_s, r.tokens, r.loss, r.effective_tokens, r.flops, r.grad_norm)
+        self.add(r.step, r.warmup, r.step_time_s, r.tokens, r.loss, r.effective_tokens, r.flops, r.grad_norm,
+                 r.ended_at)
 
     def extend(self, records: list[dict]) -> None:
         """Decoded step records, many at once: each column is built whole (at C speed, and atomically: a
@@ -88,12 +101,16 @@ class StepSeries:
         flops = [r.get("flops") for r in measured] if self.has_flops else []
         effective = array("d", effective) if None not in effective else None
         flops = array("d", flops) if None not in flops else None
+        ends = [(float(r["ended_at"]) - float(r["step_time_s"]), float(r["ended_at"]))
+                for r in measured if r.get("ended_at") is not None]
         if not records:
             return
         if self.loss_first is None:
             self.loss_first, self.first_step_time_s = losses[0], float(records[0]["step_time_s"])
         self.loss_last = losses[1]
         self.warmup += len(records) - len(measured)
+        for began, ended in ends:
+            self._widen(began, ended)
         self.steps.extend(steps)
         self.times.extend(times)
         self.tokens.extend(tokens)

@@ -7,7 +7,8 @@ orchestrator can read it without torch or paddle installed.
 Kinds (version 3; version 2 lacked ``figure``, version 1 also ``unsupported`` and the reserved-memory peak):
   start        once per rank, before the first step: layout, model size, FLOPs/token,
                and (local rank 0 only) the node's environment
-  step         once per optimizer step: wall time after device synchronisation
+  step         once per optimizer step: wall time after device synchronisation (and, optional in version 3,
+               the wall clock at its end)
   end          once per rank, after the last step: peak memory (allocator and reserved)
   unsupported  instead of steps, when the device cannot run what the case asks (the round is
                ``unsupported``, not ``failed``)
@@ -68,6 +69,9 @@ class StepRecord:
         "doc": "global L2 norm of the step's gradients (after loss-scale removal), read after the clock stops"})
     flops: Optional[float] = field(default=None, metadata={
         "doc": "model FLOPs of this rank's share of the step, where batches vary in width (instruction data)"})
+    ended_at: Optional[float] = field(default=None, metadata={
+        "doc": "wall clock (Unix seconds) when the step ended, after device synchronisation: where the measured "
+               "steps fall among the monitor's samples (the same host's clock)"})
     kind: str = "step"
 
 

@@ -124,6 +124,7 @@ def run(cfg: WorkerConfig) -> None:
                 made.append(experience)
                 exp_time += elapsed
             (actor_loss, critic_loss), learn_time = _timed(worker, worker.learn, Experience.cat(made))
+            ended_at = time.time()
             if not warmup:
                 clocks["experience"] += exp_time
                 clocks["learning"] += learn_time
@@ -133,7 +134,7 @@ def run(cfg: WorkerConfig) -> None:
                 loss /= worker.world
             perflog.emit(perflog.StepRecord(rank=ranks.rank, step=step, warmup=warmup,
                                             step_time_s=exp_time + learn_time, tokens=per_update * s,
-                                            loss=float(loss)))
+                                            loss=float(loss), ended_at=ended_at))
             if spec.debug.memory_limit_mib is not None:
                 harness._check_memory_limit(spec.debug.memory_limit_mib, ranks.rank, step, worker)
             step += 1
