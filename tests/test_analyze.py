@@ -8,10 +8,10 @@ from run_benchmarks.results.rank_logs import RankLog
 from training.contract.perflog import EndRecord, StartRecord, StepRecord
 
 
-def rank_log(rank, times, warmup=2, tokens=1000, peak=100 * 2**20, reserved=None, recompiles=None):
+def rank_log(rank, times, warmup=2, tokens=1000, peak=100 * 2**20, reserved=None, recompiles=None, samples=None):
     start = StartRecord(rank=rank, local_rank=rank, node_rank=0, world_size=2, framework="torch",
                         framework_version="2.13.0", device="cpu", precision="bf16", n_params=10,
-                        flops_per_token=6e6, flop_formula="f", tokens_per_step=tokens)
+                        flops_per_token=6e6, flop_formula="f", tokens_per_step=tokens, samples_per_step=samples)
     steps = [StepRecord(rank=rank, step=i, warmup=i < warmup, step_time_s=t, tokens=tokens, loss=10.0 - i)
              for i, t in enumerate(times)]
     end = EndRecord(rank=rank, steps=len(times), peak_memory_bytes=peak, memory_total_bytes=2**30, memory_kind="rss",
@@ -128,3 +128,14 @@ def test_a_long_run_keeps_a_bounded_step_series():
     assert all(0.5 < t < 1.5 for _, t in m.step_time_series)  # bucket means of alternating 0.5 / 1.5 s
     assert m.step_time_series[0][0] == 2 and m.step_time_series[-1][0] < 2002
     assert m.step_time_s.n == 2000 and m.step_time_s.mean == pytest.approx(1.0)
+
+
+def test_samples_per_step_is_what_the_workers_report_and_the_layout_only_for_older_workers():
+    """Two ranks sharing one replica report half a sequence each: one sample a step, over 2 + 2 + 1 s. A worker
+    from before the field reports none: the layout's global batch the caller passes is used."""
+    reported = [rank_log(r, [100.0, 100.0, 2.0, 2.0, 1.0], samples=0.5) for r in (0, 1)]
+    m = analyze.round_metrics(reported, peak_tflops=None, peak_note="", samples_per_step=8)
+    assert m.samples_per_step == 1 and m.samples_per_s == pytest.approx(3 / 5)
+    older = [rank_log(r, [100.0, 100.0, 2.0, 2.0, 1.0]) for r in (0, 1)]
+    m = analyze.round_metrics(older, peak_tflops=None, peak_note="", samples_per_step=8)
+    assert m.samples_per_step == 8 and m.samples_per_s == pytest.approx(8 * 3 / 5)

@@ -148,6 +148,7 @@ def test_harness_records_on_an_accelerator(acme_root, capsys):
     assert worker.plugin_ran_first  # the plugin's setup ran before the framework touched the device
     assert (start.rank, start.world_size, start.local_rank, start.node_rank) == (3, 4, 0, 0)
     assert start.tokens_per_step == 2 * 16 // 2  # micro-batch x seq_len, shared by the 2 model-parallel ranks
+    assert start.samples_per_step == 2 / 2  # the micro-batch's sequences, shared alike
     env = start.environment
     assert env["fake"] == "yes" and env["accelerator_kind"] == "acme" and env["acme_firmware"] == "1.2.3"
     assert env["visible_devices"] == {"ACME_VISIBLE_DEVICES": "2,3"}

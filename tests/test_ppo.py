@@ -140,6 +140,13 @@ def test_ppo_tiny_runs_on_real_torchrun_ranks(cli, processes, sharding):
         per_device = figures[phase + "_per_device"].value
         assert figures[phase].value == pytest.approx(per_device * processes)  # sum over ranks, mean per device
     assert figures["experience.tflops"].formula == flops.PPO_FORMULA
+    # The headline samples/s counts what a PPO step processes (the sequences made and learned from, as the
+    # workers report), so on one process it is the iteration's rate; on two, its slowest-rank reading.
+    ppo, metrics = round_result["workload"]["ppo"], round_result["metrics"]
+    assert metrics["samples_per_step"] == processes * ppo["update_timesteps"] * ppo["experience_batch_size"]
+    iteration = figures["iteration.samples_per_s"].value
+    assert metrics["samples_per_s"] == (pytest.approx(iteration, rel=1e-6) if processes == 1
+                                        else pytest.approx(iteration, rel=0.25))
     view = figures_view("t", list(figures.values()))
     assert any(row[0] == "learning.samples_per_s" for row in view.rows) and view.notes
     # The same figures are in results.json, in the store, and in `accelbench show`.

@@ -145,14 +145,14 @@ def _train(cfg: WorkerConfig, ranks: Ranks, worker: FrameworkWorker, plugin) -> 
     share = worker.model_parallel_size
     # Ranks that split one model replica share its tokens: each reports its share, so the sum over
     # ranks is the global batch and tokens/s per device stays honest.
-    tokens_per_step = perflog.share_of(spec.train.micro_batch_size * spec.model.seq_len
-                                       * spec.train.gradient_accumulation_steps, share)
+    samples = spec.train.micro_batch_size * spec.train.gradient_accumulation_steps
+    tokens_per_step = perflog.share_of(samples * spec.model.seq_len, share)
     flops_per_token, flop_formula = flops.flops_per_token(spec.model, spec.train)
     perflog.emit(perflog.StartRecord(
         rank=ranks.rank, local_rank=ranks.local_rank, node_rank=ranks.node_rank, world_size=ranks.world_size,
         framework=worker.framework, framework_version=worker.version, device=worker.device,
         precision=spec.train.precision, n_params=worker.n_params, flops_per_token=float(flops_per_token),
-        flop_formula=flop_formula, tokens_per_step=tokens_per_step,
+        flop_formula=flop_formula, tokens_per_step=tokens_per_step, samples_per_step=perflog.share_of(samples, share),
         environment=node_facts(cfg.runtime.device, worker, plugin) if ranks.local_rank == 0 else None,
         trainable_params=worker.trainable_params, data=worker.data_description, init_time_s=process_age_s(),
     ))

@@ -133,6 +133,7 @@ class _RankTotals:
     seconds: float
     steps: int
     tokens_per_step: int
+    samples_per_step: Optional[float]  # as the worker reported it (None: a worker from before the field)
     peak_memory_bytes: int
     peak_memory_reserved_bytes: Optional[int]
     recompiles: Optional[int]
@@ -177,7 +178,8 @@ class RoundAccumulator:
         if rank.start.init_time_s is not None:
             self.init_times.append(rank.start.init_time_s)
         self.ranks.append(_RankTotals(rank.rank, rank.start.node_rank, math.fsum(s.tokens), math.fsum(s.times),
-                                      len(s.steps), rank.start.tokens_per_step, rank.end.peak_memory_bytes,
+                                      len(s.steps), rank.start.tokens_per_step, rank.start.samples_per_step,
+                                      rank.end.peak_memory_bytes,
                                       rank.end.peak_memory_reserved_bytes, rank.end.recompiles))
         if self.has_effective and not s.has_effective:
             self.has_effective, self.effective = False, array("d")
@@ -222,7 +224,8 @@ class RoundAccumulator:
     def metrics(self, peak_tflops: Optional[float], peak_note: str,
                 samples_per_step: Optional[int] = None, memory_total_bytes: Optional[int] = None,
                 measured_peak: tuple[Optional[float], str] = (None, "")) -> RoundMetrics:
-        """``memory_total_bytes``: the device memory the vendor declares, which wins over the worker's reading
+        """``samples_per_step``: the layout's global batch, used only where a worker did not report its own (logs
+        of workers from before StartRecord.samples_per_step). ``memory_total_bytes``: the device memory the vendor declares, which wins over the worker's reading
         (a CPU-backed kind would otherwise report the host's RAM). ``measured_peak``: (TFLOP/s, note) of the
         calibrated GEMM peak, a second MFU denominator beside the datasheet's."""
         if self.missing or self.first is None:
@@ -233,6 +236,10 @@ class RoundAccumulator:
         if not common:
             raise NothingToMeasure("no measured step is common to all ranks")
         start, first = self.first.start, self.first
+        reported = [r.samples_per_step for r in self.ranks]
+        if reported and None not in reported:  # what the workers processed wins over what the layout implies
+            total = round(math.fsum(reported), 6)
+            samples_per_step = int(total) if total.is_integer() else total
         step_times = [self.max_time[step] for step in common]
         seconds = math.fsum(step_times)
         tokens_per_s_total = math.fsum(self.tokens[step] for step in common) / seconds

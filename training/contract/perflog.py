@@ -5,8 +5,8 @@ carries ``v`` (this schema's version) and ``kind``. Standard library only, so th
 orchestrator can read it without torch or paddle installed.
 
 Kinds (version 3; version 2 lacked ``figure``, version 1 also ``unsupported`` and the reserved-memory peak):
-  start        once per rank, before the first step: layout, model size, FLOPs/token,
-               and (local rank 0 only) the node's environment
+  start        once per rank, before the first step: layout, model size, FLOPs/token, tokens and samples
+               per step, and (local rank 0 only) the node's environment
   step         once per optimizer step: wall time after device synchronisation (and, optional in version 3,
                the wall clock at its end)
   end          once per rank, after the last step: peak memory (allocator and reserved)
@@ -52,6 +52,9 @@ class StartRecord:
     data: Optional[dict] = field(default=None, metadata={"doc": "what the tokens are (source, file, size)"})
     init_time_s: Optional[float] = field(default=None, metadata={
         "doc": "seconds from the process's start to this record: imports, groups, model, data"})
+    samples_per_step: Optional[float] = field(default=None, metadata={
+        "doc": "sequences this rank's share of an optimizer step processes (summed over ranks: the global "
+               "batch); a PPO step's are the sequences it makes and learns from"})
     kind: str = "start"
 
 

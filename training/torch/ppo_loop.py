@@ -106,7 +106,8 @@ def run(cfg: WorkerConfig) -> None:
         rank=ranks.rank, local_rank=ranks.local_rank, node_rank=ranks.node_rank, world_size=ranks.world_size,
         framework=worker.framework, framework_version=worker.version, device=worker.device,
         precision=spec.train.precision, n_params=worker.n_params, flops_per_token=per_sample / s,
-        flop_formula=flops.PPO_FORMULA, tokens_per_step=per_update * s, trainable_params=worker.trainable_params,
+        flop_formula=flops.PPO_FORMULA, tokens_per_step=per_update * s, samples_per_step=per_update,
+        trainable_params=worker.trainable_params,
         data={"source": "random prompts", "prompt_length": ppo.prompt_length,
               "generation_length": ppo.generation_length},
         environment=harness.node_facts(cfg.runtime.device, worker, None) if ranks.local_rank == 0 else None))
