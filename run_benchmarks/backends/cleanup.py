@@ -8,7 +8,9 @@ machine cannot be told from here. Processes of an older accelbench (untagged) ar
 
 At a run's start the leftovers on its hosts become a warning in every round's results (figures taken
 beside them may be low); containers of dead orchestrators are removed (their logs kept first).
-``accelbench clean`` also ends such processes and removes stale Docker bridge folders.
+``accelbench clean`` also ends such processes and removes stale Docker bridge folders. Processes are found
+and ended on each host by the reaper's ``scan`` mode (hosts/reaper.py), the script the guards and
+``Host.stop`` use too.
 """
 from __future__ import annotations
 
@@ -20,67 +22,9 @@ import time
 from pathlib import Path
 from typing import Iterable, Optional
 
-from run_benchmarks.backends.hosts import Host
+from run_benchmarks.backends.hosts import Host, reaper
 from run_benchmarks.backends.hosts.guard import orchestrator_alive
 from run_benchmarks.backends.parallel import parallel_map
-
-# Standard library only, run with ``python -c`` on every host: prints the accelbench processes found
-# there as JSON; with ``--kill`` ends those whose orchestrator is dead on this machine.
-PROBE = r"""
-import json, os, signal, socket, sys, time
-skip = {os.getpid(), os.getppid()}
-machine = socket.gethostname()
-keys = (b"ACCELBENCH_JOB_TAG", b"ACCELBENCH_RUN_ID", b"ACCELBENCH_ORCHESTRATOR")
-markers = ("training.run_pretraining", "training.monitor")
-def ticks(pid):
-    try:
-        with open("/proc/%d/stat" % pid, "rb") as f:
-            return f.read().decode(errors="replace").rsplit(")", 1)[1].split()[19]
-    except OSError:
-        return None
-found = []
-for name in filter(str.isdigit, os.listdir("/proc")):
-    pid = int(name)
-    if pid in skip:
-        continue
-    try:
-        with open("/proc/%d/environ" % pid, "rb") as f:
-            environ = f.read().split(b"\0")
-        with open("/proc/%d/cmdline" % pid, "rb") as f:
-            cmd = f.read().replace(b"\0", b" ").decode(errors="replace").strip()
-    except OSError:
-        continue
-    env = {}
-    for item in environ:
-        key, _, value = item.partition(b"=")
-        if key in keys:
-            env[key.decode()] = value.decode(errors="replace")
-    if "ACCELBENCH_JOB_TAG" not in env and not any(m in cmd for m in markers):
-        continue
-    owner, alive = env.get("ACCELBENCH_ORCHESTRATOR", ""), None
-    if owner.count(":") >= 2:
-        host, opid, start = owner.rsplit(":", 2)
-        if host == machine:
-            alive = ticks(int(opid)) == start if start else ticks(int(opid)) is not None
-    found.append({"pid": pid, "run": env.get("ACCELBENCH_RUN_ID", ""), "owner": owner, "alive": alive,
-                  "cmd": cmd[:200]})
-if "--kill" in sys.argv:
-    dead = [p["pid"] for p in found if p["alive"] is False]
-    for sig, wait in ((signal.SIGTERM, 3.0), (signal.SIGKILL, 5.0)):
-        for pid in dead:
-            try:
-                os.kill(pid, sig)
-            except OSError:
-                pass
-        deadline = time.monotonic() + wait
-        while time.monotonic() < deadline and any(ticks(pid) for pid in dead):
-            time.sleep(0.1)
-        dead = [pid for pid in dead if ticks(pid)]
-        if not dead:
-            break
-print(json.dumps({"machine": machine, "processes": found}))
-"""
-
 
 def _probe_python(host: Host) -> str:
     return sys.executable if host.spec.backend == "local" else "python3"
@@ -89,7 +33,7 @@ def _probe_python(host: Host) -> str:
 def scan(host: Host, kill: bool = False) -> Optional[dict]:
     """The accelbench processes on ``host`` (``{"machine", "processes"}``), or None if the probe failed."""
     try:
-        result = host.run([_probe_python(host), "-c", PROBE, *(["--kill"] if kill else [])], timeout_s=60)
+        result = host.run(reaper.scan_argv(_probe_python(host), kill), timeout_s=60)
         return json.loads(result.stdout) if result.returncode == 0 else None
     except (OSError, ValueError):
         return None
@@ -253,5 +197,5 @@ def clean(hosts: dict[str, Host], container_hosts: Iterable[str], docker_hosts: 
     return lines
 
 
-__all__ = ["PROBE", "clean", "describe", "kill_leftovers", "leftover_warnings", "scan", "sweep_bridge_folders",
+__all__ = ["clean", "describe", "kill_leftovers", "leftover_warnings", "scan", "sweep_bridge_folders",
            "sweep_containers"]

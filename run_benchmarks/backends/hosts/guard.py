@@ -6,20 +6,21 @@ a tree reaches them all; the tag does). Beside that, two more variables say whos
 ``ACCELBENCH_RUN_ID`` and ``ACCELBENCH_ORCHESTRATOR`` (``host:pid:start``), so a later run can tell a
 leftover of a dead orchestrator from a neighbour that is still running.
 
-``GUARD`` is a standard-library script run with ``python -c``, identical locally and over SSH. It reads
-its stdin, which only the orchestrator holds open (a pipe locally, the SSH channel remotely; without a
-pty sshd sends no SIGHUP, but it does close the command's stdin when the connection drops). At EOF it
-signals every process carrying the tag (TERM, then KILL after the grace) and runs an optional cleanup
-command (``docker rm -f`` of a node's container). One byte ``d`` before the EOF disarms it: the
-orchestrator ended the job itself. With a command after its arguments it runs that command as its
-child and exits with its code (the SSH watchdog); without, it only waits (the local reaper).
+The guard is the reaper's ``guard`` mode (hosts/reaper.py), run with ``python -c``, identical locally and over
+SSH. It reads its stdin, which only the orchestrator holds open (a pipe locally, the SSH channel remotely;
+without a pty sshd sends no SIGHUP, but it does close the command's stdin when the connection drops). At EOF
+it ends every process carrying the tag (TERM, then KILL after the grace) and runs an optional cleanup
+command (``docker rm -f`` of a node's container). One byte ``d`` before the EOF disarms it: the orchestrator
+ended the job itself. With a command after its arguments it runs that command as its child and exits with
+its code (the SSH watchdog); without, it only waits (the local guard).
 """
 from __future__ import annotations
 
-import json
 import os
 import socket
 from typing import Optional, Sequence
+
+from run_benchmarks.backends.hosts import reaper
 
 ENV_TAG = "ACCELBENCH_JOB_TAG"
 ENV_RUN_ID = "ACCELBENCH_RUN_ID"
@@ -27,67 +28,9 @@ ENV_ORCHESTRATOR = "ACCELBENCH_ORCHESTRATOR"
 DEATH_GRACE_S = 3.0  # after the orchestrator died: TERM, this long, then KILL (the goal: all gone in 5 s)
 DISARM = b"d"
 
-GUARD = r"""
-import json, os, signal, subprocess, sys, threading, time
-tag, grace, cleanup, argv = sys.argv[1], float(sys.argv[2]), json.loads(sys.argv[3]), sys.argv[4:]
-needle, me = b"ACCELBENCH_JOB_TAG=" + tag.encode(), os.getpid()
-for s in (signal.SIGINT, signal.SIGHUP):
-    signal.signal(s, signal.SIG_IGN)  # only the end of stdin decides
-def tagged():
-    found = []
-    for pid in filter(str.isdigit, os.listdir("/proc")):
-        if int(pid) == me:
-            continue
-        try:
-            with open("/proc/%s/environ" % pid, "rb") as f:
-                if needle in f.read().split(b"\0"):
-                    found.append(int(pid))
-        except OSError:
-            pass
-    return found
-def sweep():
-    for sig, wait in ((signal.SIGTERM, grace), (signal.SIGKILL, 5.0)):
-        pids = tagged()
-        for pid in pids:
-            try:
-                os.kill(pid, sig)
-            except OSError:
-                pass
-        deadline = time.monotonic() + wait
-        while pids and time.monotonic() < deadline:
-            time.sleep(0.1)
-            pids = tagged()
-    if cleanup:
-        try:
-            subprocess.run(cleanup, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                           stderr=subprocess.DEVNULL, timeout=60)
-        except Exception:
-            pass
-child = subprocess.Popen(argv, stdin=subprocess.DEVNULL) if argv else None
-def watch():
-    disarmed = False
-    while True:
-        try:
-            data = os.read(0, 4096)
-        except OSError:
-            data = b""
-        if not data:
-            break
-        disarmed = disarmed or b"d" in data
-    if not disarmed:
-        sweep()
-    os._exit(0 if child is None else 143)
-if child is None:
-    watch()
-threading.Thread(target=watch, daemon=True).start()
-code = child.wait()
-os._exit(code if code >= 0 else 128 - code)
-"""
-
-
 def guard_argv(python: str, tag: str, grace_s: float = DEATH_GRACE_S, cleanup: Sequence[str] = (),
                argv: Sequence[str] = ()) -> list[str]:
-    return [python, "-c", GUARD, tag, f"{grace_s:g}", json.dumps(list(cleanup)), *argv]
+    return reaper.guard_argv(python, tag, grace_s, cleanup, argv)
 
 
 def _start_ticks(pid: int) -> Optional[str]:

@@ -21,35 +21,10 @@ import paramiko
 from run_benchmarks.catalog.config_files import HostSpec
 from run_benchmarks.errors import PreflightError
 from run_benchmarks import signals
+from run_benchmarks.backends.hosts import reaper
 from run_benchmarks.backends.hosts.base import VERSION_PROBE, CommandResult, Host, Job
 from run_benchmarks.backends.hosts.guard import (DEATH_GRACE_S, DISARM, ENV_ORCHESTRATOR, ENV_TAG, guard_argv, orchestrator_tag)
 
-
-
-# Signal every process whose environment carries the tag: TERM, then KILL what is left after the grace.
-_KILL_TAGGED = """
-import os, signal, sys, time
-needle = b"ACCELBENCH_JOB_TAG=" + sys.argv[1].encode()
-def tagged():
-    found = []
-    for pid in filter(str.isdigit, os.listdir("/proc")):
-        try:
-            with open(f"/proc/{pid}/environ", "rb") as f:
-                if needle in f.read().split(b"\\0"):
-                    found.append(int(pid))
-        except OSError:
-            pass
-    return found
-for sig, wait in ((signal.SIGTERM, float(sys.argv[2])), (signal.SIGKILL, 5.0)):
-    for pid in tagged():
-        try:
-            os.kill(pid, sig)
-        except OSError:
-            pass
-    deadline = time.monotonic() + wait
-    while tagged() and time.monotonic() < deadline:
-        time.sleep(0.2)
-"""
 
 
 def remote_command(argv: Sequence[str], env: Mapping[str, str] | None = None, cwd: str | None = None) -> str:
@@ -207,7 +182,7 @@ class SshHost(Host):
         return SshGuard(channel)
 
     def _kill_tagged(self, tag: str, grace_s: float) -> None:
-        self.run(["python3", "-c", _KILL_TAGGED, tag, str(grace_s)], timeout_s=grace_s + 30)
+        self.run(reaper.stop_argv("python3", tag, grace_s), timeout_s=grace_s + 30)
 
     def run(self, argv: Sequence[str], timeout_s: float = 60.0) -> CommandResult:
         channel = self.client.get_transport().open_session(timeout=timeout_s)

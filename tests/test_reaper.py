@@ -1,0 +1,81 @@
+"""The reaper (run_benchmarks/backends/hosts/reaper.py), the one script that finds and ends accelbench's
+processes, in each of its modes on real processes of this machine: ``stop`` (Host.stop over SSH), ``scan``
+(the leftover check and ``accelbench clean``) and ``guard`` (the parent-death guard)."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+import uuid
+
+from run_benchmarks.backends.hosts import reaper
+from run_benchmarks.backends.hosts.guard import orchestrator_tag
+
+STUBBORN = "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(120)"
+
+
+def start(tag: str, owner: str = "", stubborn: bool = False) -> subprocess.Popen:
+    env = {**os.environ, "ACCELBENCH_JOB_TAG": tag, "ACCELBENCH_RUN_ID": "r1", "ACCELBENCH_ORCHESTRATOR": owner}
+    return subprocess.Popen([sys.executable, "-c", STUBBORN if stubborn else "import time; time.sleep(120)"],
+                            env=env)
+
+
+def gone(process: subprocess.Popen, within_s: float = 10) -> bool:
+    try:
+        process.wait(timeout=within_s)
+        return True
+    except subprocess.TimeoutExpired:
+        process.kill()
+        return False
+
+
+def test_stop_ends_the_tags_processes_and_kills_one_that_ignores_term():
+    tag = f"test-{uuid.uuid4().hex}"
+    polite, stubborn, other = start(tag), start(tag, stubborn=True), start(f"test-{uuid.uuid4().hex}")
+    time.sleep(0.5)  # the stubborn one has set its handler
+    began = time.monotonic()
+    subprocess.run(reaper.stop_argv(sys.executable, tag, 0.5), check=True, timeout=30)
+    assert gone(polite, 1) and gone(stubborn, 1) and time.monotonic() - began < 8
+    assert other.poll() is None  # another job's process is left alone
+    other.kill()
+    other.wait()
+
+
+def test_scan_lists_owners_and_kill_ends_only_those_whose_orchestrator_is_dead():
+    tag = f"test-{uuid.uuid4().hex}"
+    dead_owner = orchestrator_tag().rsplit(":", 2)[0] + ":999999999:1"  # this machine, a pid that cannot be
+    alive, orphan = start(tag, owner=orchestrator_tag()), start(tag, owner=dead_owner)
+    time.sleep(0.3)
+    found = json.loads(subprocess.run(reaper.scan_argv(sys.executable), capture_output=True, text=True,
+                                      check=True, timeout=30).stdout)
+    mine = {p["pid"]: p for p in found["processes"] if p["pid"] in (alive.pid, orphan.pid)}
+    assert (mine[alive.pid]["alive"], mine[orphan.pid]["alive"]) == (True, False)
+    assert mine[orphan.pid]["run"] == "r1"
+    subprocess.run(reaper.scan_argv(sys.executable, kill=True), capture_output=True, check=True, timeout=30)
+    assert gone(orphan, 5) and alive.poll() is None
+    alive.kill()
+    alive.wait()
+
+
+def test_the_guard_ends_the_tag_at_the_end_of_its_stdin_unless_disarmed_first():
+    for disarm, ended in ((b"", True), (b"d", False)):
+        tag = f"test-{uuid.uuid4().hex}"
+        worker = start(tag)
+        guard = subprocess.Popen(reaper.guard_argv(sys.executable, tag, 1.0), stdin=subprocess.PIPE,
+                                 env={**os.environ, "ACCELBENCH_JOB_TAG": tag})
+        guard.stdin.write(disarm)
+        guard.stdin.close()  # what the orchestrator's death does to the pipe
+        assert guard.wait(timeout=20) == 0
+        assert gone(worker, 3 if ended else 1) == ended
+        if not ended:
+            worker.kill()
+            worker.wait()
+
+
+def test_a_guard_with_a_command_exits_with_its_code():
+    guard = subprocess.Popen(reaper.guard_argv(sys.executable, f"test-{uuid.uuid4().hex}", 1.0, (),
+                                               [sys.executable, "-c", "raise SystemExit(7)"]), stdin=subprocess.PIPE)
+    assert guard.wait(timeout=20) == 7
+    guard.stdin.close()
