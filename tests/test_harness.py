@@ -245,7 +245,7 @@ def test_a_cpu_peak_is_reset_at_the_first_measured_step():
 
     warm_up = b"x" * (300 * 2**20)  # resident: every page written
     del warm_up
-    before = harness._peak_rss()
-    harness._reset_peak_memory(CpuWorker())
-    after = harness._peak_rss()
+    before = harness.peak_rss()
+    harness.reset_peak_memory(CpuWorker())
+    after = harness.peak_rss()
     assert before - after > 250 * 2**20

@@ -22,7 +22,7 @@ from training.contract import flops, perflog
 from training import plugins
 from training.contract.names import ENV_NODE_RANK
 from training.faults import OOM_REQUEST_BYTES, check_faults, exit_after_end
-from training.contract.spec import DeviceSpec, WorkerConfig
+from training.contract.spec import DeviceSpec, WorkerConfig, WorkloadSpec
 from training.sysinfo import memory_total_bytes, node_environment, process_age_s
 from training.unsupported import UnsupportedOnDevice
 
@@ -157,51 +157,75 @@ def _train(cfg: WorkerConfig, ranks: Ranks, worker: FrameworkWorker, plugin) -> 
         trainable_params=worker.trainable_params, data=worker.data_description, init_time_s=process_age_s(),
     ))
 
-    for step in range(spec.train.steps):
-        if step == spec.train.warmup_steps:  # memory peaks, like times, are the measured steps'
-            _reset_peak_memory(worker)
-        check_faults(spec.debug, ranks.rank, step, worker.allocate)
-        _synchronize(worker)
-        started = time.perf_counter()
-        work = worker.train_step()
-        _synchronize(worker)
-        elapsed = time.perf_counter() - started
-        ended_at = time.time()
-        loss, grad_norm = worker.after_step(work)
-        if spec.debug.memory_limit_mib is not None:
-            _check_memory_limit(spec.debug.memory_limit_mib, ranks.rank, step, worker)
-        perflog.emit(perflog.StepRecord(
-            rank=ranks.rank, step=step, warmup=step < spec.train.warmup_steps, step_time_s=elapsed,
+    def record(step: int, warmup: bool, elapsed: float, ended_at: float, work: StepWork) -> perflog.StepRecord:
+        loss, grad_norm = worker.after_step(work)  # untimed: the loss's reduction, the gradient norm's read
+        return perflog.StepRecord(
+            rank=ranks.rank, step=step, warmup=warmup, step_time_s=elapsed,
             tokens=perflog.share_of(work.tokens, share), loss=loss,
             effective_tokens=None if work.effective_tokens is None else perflog.share_of(work.effective_tokens, share),
             flops=None if work.flops is None else work.flops / share,
             grad_norm=grad_norm if grad_norm is not None and math.isfinite(grad_norm) else None,  # fp16 overflow
-            ended_at=ended_at,
-        ))
+            ended_at=ended_at)
 
-    peak, reserved, total, kind = _peak_memory(worker)
+    timed_loop(spec, ranks.rank, worker, lambda step: worker.train_step(), record)
+
+    peak, reserved, total, kind = peak_memory(worker)
     perflog.emit(perflog.EndRecord(rank=ranks.rank, steps=spec.train.steps, peak_memory_bytes=peak,
                                    memory_total_bytes=total, memory_kind=kind, peak_memory_reserved_bytes=reserved,
                                    recompiles=worker.recompiles()))
     exit_after_end(spec.debug, ranks.rank)
 
 
-def _check_memory_limit(limit_mib: float, rank: int, step: int, worker: FrameworkWorker) -> None:
+def timed_loop(spec: WorkloadSpec, rank: int, worker: FrameworkWorker, step_work: Callable[[int], Any],
+               record: Callable[[int, bool, float, float, Any], perflog.StepRecord]) -> None:
+    """The one timed loop, for every task that has steps (pretraining, finetuning, LoRA, PPO).
+
+    Each of ``train.steps`` steps: injected faults, a device synchronisation, the clock, ``step_work(step)``,
+    a second synchronisation, the clock again (and the wall clock, where the monitor's samples fall); then,
+    untimed, ``record(step, warmup, seconds, ended_at, work)`` makes the step record, the memory limit of
+    ``debug`` is checked, and the record is written. Memory peaks, like times, are the measured steps': they are
+    reset when the first measured step starts."""
+    for step in range(spec.train.steps):
+        if step == spec.train.warmup_steps:
+            reset_peak_memory(worker)
+        check_faults(spec.debug, rank, step, worker.allocate)
+        synchronize(worker)
+        started = time.perf_counter()
+        work = step_work(step)
+        synchronize(worker)
+        elapsed = time.perf_counter() - started
+        ended_at = time.time()
+        made = record(step, step < spec.train.warmup_steps, elapsed, ended_at, work)
+        if spec.debug.memory_limit_mib is not None:  # over it: the step ends in the framework's own OOM
+            check_memory_limit(spec.debug.memory_limit_mib, rank, step, worker)
+        perflog.emit(made)
+
+
+def timed(worker: FrameworkWorker, fn: Callable[..., Any], *args: Any) -> tuple[Any, float]:
+    """``fn(*args)`` and its seconds between two device synchronisations: a phase inside a step."""
+    synchronize(worker)
+    started = time.perf_counter()
+    result = fn(*args)
+    synchronize(worker)
+    return result, time.perf_counter() - started
+
+
+def check_memory_limit(limit_mib: float, rank: int, step: int, worker: FrameworkWorker) -> None:
     """``debug.memory_limit_mib``: above the limit, the framework's own out-of-memory error (the allocation
     ``debug.oom_at_step`` makes), so the round ends and is classified exactly as a real one."""
-    peak = _peak_memory(worker)[0]
+    peak = peak_memory(worker)[0]
     if peak > limit_mib * 2**20:
         print(f"accelbench: rank {rank} step {step}: peak memory {peak / 2**20:.1f} MiB is above "
               f"debug.memory_limit_mib {limit_mib:g}: out of memory", file=sys.stderr, flush=True)
         worker.allocate(OOM_REQUEST_BYTES)
 
 
-def _synchronize(worker: FrameworkWorker) -> None:
+def synchronize(worker: FrameworkWorker) -> None:
     if not worker.on_cpu:  # a CPU runs each operation before returning
         worker.synchronize()
 
 
-def _reset_peak_memory(worker: FrameworkWorker) -> None:
+def reset_peak_memory(worker: FrameworkWorker) -> None:
     if not worker.on_cpu:
         worker.reset_peak_memory()
         return
@@ -212,7 +236,7 @@ def _reset_peak_memory(worker: FrameworkWorker) -> None:
         pass  # then the peak includes the warm-up (ru_maxrss cannot be reset)
 
 
-def _peak_rss() -> int:
+def peak_rss() -> int:
     """The process's peak resident set since the last reset (VmHWM), else since it started (ru_maxrss)."""
     try:
         with open("/proc/self/status", encoding="ascii") as f:
@@ -224,10 +248,10 @@ def _peak_rss() -> int:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # Linux reports KiB
 
 
-def _peak_memory(worker: FrameworkWorker) -> tuple[int, Optional[int], Optional[int], str]:
+def peak_memory(worker: FrameworkWorker) -> tuple[int, Optional[int], Optional[int], str]:
     """(peak, reserved peak, total, kind): the allocator's figures on a device, the process's on a CPU."""
     if worker.on_cpu:
-        return _peak_rss(), None, memory_total_bytes(), "rss"
+        return peak_rss(), None, memory_total_bytes(), "rss"
     memory = worker.memory()
     return memory.peak_allocated, memory.peak_reserved, memory.total, "allocated"
 

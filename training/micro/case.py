@@ -91,7 +91,7 @@ def _start_record(cfg: WorkerConfig, ranks: harness.Ranks, ops: MicroOps, plugin
 def _end_record(rank: int, ops: MicroOps) -> perflog.EndRecord:
     """Peak memory as training rounds report it: the process's peak RSS on a CPU, the allocator's on a device."""
     if ops.on_cpu:
-        return perflog.EndRecord(rank=rank, steps=0, peak_memory_bytes=harness._peak_rss(),
+        return perflog.EndRecord(rank=rank, steps=0, peak_memory_bytes=harness.peak_rss(),
                                  memory_total_bytes=harness.memory_total_bytes(), memory_kind="rss")
     memory = ops.memory()
     return perflog.EndRecord(rank=rank, steps=0, peak_memory_bytes=memory.peak_allocated,

@@ -8,14 +8,12 @@ left out of the phase figures (and flagged warm-up in the step records). Figures
 """
 from __future__ import annotations
 
-import time
 
 import torch
 import torch.distributed as dist
 
 from training.contract import flops, perflog
 from training import harness
-from training.faults import check_faults
 from training.contract.spec import WorkerConfig
 from training.torch import device as devices
 from training.torch import precision as precisions
@@ -86,14 +84,6 @@ class PPOWorker(devices.OnTorchDevice):
             dist.destroy_process_group()
 
 
-def _timed(worker: PPOWorker, fn, *args):
-    harness._synchronize(worker)  # the device, not a CPU (which runs each operation before returning)
-    started = time.perf_counter()
-    result = fn(*args)
-    harness._synchronize(worker)
-    return result, time.perf_counter() - started
-
-
 def run(cfg: WorkerConfig) -> None:
     ranks = harness.read_ranks(harness.RankVariables(rank="RANK", world_size="WORLD_SIZE", local_rank="LOCAL_RANK",
                                                       node_rank="GROUP_RANK"))
@@ -111,38 +101,38 @@ def run(cfg: WorkerConfig) -> None:
         data={"source": "random prompts", "prompt_length": ppo.prompt_length,
               "generation_length": ppo.generation_length},
         environment=harness.node_facts(cfg.runtime.device, worker, None) if ranks.local_rank == 0 else None))
-    clocks = {"experience": 0.0, "learning": 0.0}
-    step = 0
-    for episode in range(ppo.num_episodes):
-        warmup = episode == 0
-        if episode == 1:
-            harness._reset_peak_memory(worker)
-        for _ in range(ppo.updates_per_episode):
-            check_faults(spec.debug, ranks.rank, step, worker.allocate)  # as pretraining: injected failures
-            made, exp_time = [], 0.0
-            for _ in range(ppo.update_timesteps):
-                experience, elapsed = _timed(worker, worker.experience)
-                made.append(experience)
-                exp_time += elapsed
-            (actor_loss, critic_loss), learn_time = _timed(worker, worker.learn, Experience.cat(made))
-            ended_at = time.time()
-            if not warmup:
-                clocks["experience"] += exp_time
-                clocks["learning"] += learn_time
-            loss = actor_loss + critic_loss  # untimed from here: the mean over the ranks, as one process would see
-            if worker.world > 1:
-                dist.all_reduce(loss)
-                loss /= worker.world
-            perflog.emit(perflog.StepRecord(rank=ranks.rank, step=step, warmup=warmup,
-                                            step_time_s=exp_time + learn_time, tokens=per_update * s,
-                                            loss=float(loss), ended_at=ended_at))
-            if spec.debug.memory_limit_mib is not None:
-                harness._check_memory_limit(spec.debug.memory_limit_mib, ranks.rank, step, worker)
-            step += 1
+    clocks = {"experience": 0.0, "learning": 0.0, "iteration": 0.0}  # the measured steps' seconds
+
+    def update(step: int) -> tuple:
+        """One learning update: experience made ``update_timesteps`` times, then learned from; each phase
+        timed between synchronisations for its own figures, the whole step by the timed loop."""
+        made, experience_s = [], 0.0
+        for _ in range(ppo.update_timesteps):
+            experience, seconds = harness.timed(worker, worker.experience)
+            made.append(experience)
+            experience_s += seconds
+        losses, learning_s = harness.timed(worker, worker.learn, Experience.cat(made))
+        return losses, experience_s, learning_s
+
+    def record(step: int, warmup: bool, elapsed: float, ended_at: float, work: tuple) -> perflog.StepRecord:
+        (actor_loss, critic_loss), experience_s, learning_s = work
+        if not warmup:
+            clocks["experience"] += experience_s
+            clocks["learning"] += learning_s
+            clocks["iteration"] += elapsed
+        loss = actor_loss + critic_loss  # untimed: the mean over the ranks, as one process would see it
+        if worker.world > 1:
+            dist.all_reduce(loss)
+            loss /= worker.world
+        return perflog.StepRecord(rank=ranks.rank, step=step, warmup=warmup, step_time_s=elapsed,
+                                  tokens=per_update * s, loss=float(loss), ended_at=ended_at)
+
+    harness.timed_loop(spec, ranks.rank, worker, update, record)  # train.steps = episodes x updates per episode
+    step = spec.train.steps
     measured = (ppo.num_episodes - 1) * ppo.updates_per_episode * per_update  # samples made per rank
     for record in phase_figures(worker, clocks, measured):
         perflog.emit(record)
-    peak, reserved, total, kind = harness._peak_memory(worker)
+    peak, reserved, total, kind = harness.peak_memory(worker)
     perflog.emit(perflog.EndRecord(rank=ranks.rank, steps=step, peak_memory_bytes=peak, memory_total_bytes=total,
                                    memory_kind=kind, peak_memory_reserved_bytes=reserved))
     worker.close()
@@ -167,7 +157,7 @@ def phase_figures(worker: PPOWorker, clocks: dict, samples: int) -> list[perflog
         "learning.tflops_attention_part": (learned * phase["learning"].attention / clocks["learning"] / 1e12,
                                            "TFLOP/s"),
         "learning.tflops_reference": (learned * phase["learning"].reference / clocks["learning"] / 1e12, "TFLOP/s"),
-        "iteration.samples_per_s": (samples / (clocks["experience"] + clocks["learning"]), "samples/s"),
+        "iteration.samples_per_s": (samples / clocks["iteration"], "samples/s"),
     }
     records = []
     for name, (value, unit) in values.items():
@@ -178,7 +168,7 @@ def phase_figures(worker: PPOWorker, clocks: dict, samples: int) -> list[perflog
                                             formula=formula if "tflops" in name else None))
         records.append(perflog.FigureRecord(rank=rank, name=name + "_per_device", value=value, unit=unit,
                                             reduce="mean"))
-    peak = harness._peak_memory(worker)[0]
+    peak = harness.peak_memory(worker)[0]
     records.append(perflog.FigureRecord(rank=rank, name="peak_memory_gib", value=peak / 2**30, unit="GiB",
                                         better="lower", reduce="max"))
     return records
