@@ -65,8 +65,8 @@ def write_rank(path: Path, rank: int, world: int, target_bytes: int) -> int:
 ANALYZE = """
 import json, resource, sys, time
 from pathlib import Path
-from run_benchmarks import analyze, collect
-from run_benchmarks.frameworks import RankLogs
+from run_benchmarks.results import analyze, rank_logs as collect
+from run_benchmarks.catalog.frameworks import RankLogs
 paths = [Path(p) for p in sys.argv[2:]]
 if sys.argv[1] == "idle":
     print(json.dumps({"rss_kib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss}))

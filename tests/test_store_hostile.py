@@ -361,7 +361,7 @@ def test_an_empty_file_another_process_holds_is_a_store_being_made_and_waited_fo
 
 _CREATE = """
 import sys, time
-from run_benchmarks.store import ResultStore
+from run_benchmarks.results.store.store import ResultStore
 time.sleep(max(0.0, float(sys.argv[2]) - time.time()))
 with ResultStore(sys.argv[1]) as store:
     store.begin_run(sys.argv[3], "2026-11-23T10:00:00+00:00", [], None, None)
