@@ -22,7 +22,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from run_benchmarks.catalog.config_files import HostSpec  # noqa: E402
 from run_benchmarks.backends.hosts import connect  # noqa: E402
-from run_benchmarks.execute.launch import parallel_map  # noqa: E402
+from run_benchmarks.backends.parallel import parallel_map  # noqa: E402
 from tests.infra.sshd import start_sshd_cluster  # noqa: E402
 
 
