@@ -28,7 +28,7 @@ from run_benchmarks.pathnames import write_text_atomically
 from run_benchmarks.plan import RunPlan
 from run_benchmarks.planner.build import build_run_plan
 from run_benchmarks.results.report.summary import summarize
-from run_benchmarks.cli.run_view import TerminalReporter, print_plan, print_results
+from run_benchmarks.cli.run_view import TerminalReporter, print_extern_configs, print_plan, print_results
 from run_benchmarks.results.store.store import ResultStore, store_path
 from run_benchmarks.results.store.faults import StoreUnavailable, is_full, orchestrator_identity
 from run_benchmarks.cli.catalog import cmd_clean, cmd_list, cmd_vendor
@@ -40,7 +40,8 @@ from run_benchmarks.planner.inputs import default_root, load_inputs, new_run_id,
 def add_run_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--extern_config_file", "--extern-config", dest="extern_config", metavar="NAME",
                         help="vendor tuning for the case: a config name in vendors/<vendor>/<case>/<framework>/ "
-                             "(e.g. config_TP1PP1SH2SP8A10080Gx1x8) or a path to a YAML file")
+                             "(e.g. config_TP1PP1SH2SP8A10080Gx1x8: its .yaml, or FlagPerf's .py read without "
+                             "running it) or a path to either")
     parser.add_argument("--set", dest="assignments", action="append", default=[], metavar="KEY=VALUE",
                         help="override a workload key for every case, e.g. --set train.steps=10 (repeatable); "
                              "wins over the case, the extern config and test_conf")
@@ -118,6 +119,8 @@ def cmd_run(args: argparse.Namespace, console: Console) -> int:
         print_plan(console, plan)
         return EXIT_OK
     from run_benchmarks.execute.launch import Runner  # what a real run needs (paramiko among it), not a dry run
+
+    print_extern_configs(make_console(stderr=True), plan)
 
     environment = orchestrator_environment(inputs.paths.root)
     signals.install()  # TERM and HUP end a run as Ctrl-C does (see signals: exit 128 + the signal's number)
