@@ -109,6 +109,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 def cmd_run(args: argparse.Namespace, console: Console) -> int:
     inputs = load_inputs(args.root or default_root(), args.test_conf, args.cluster)
+    flagperf = getattr(args, "flagperf", None)  # start_task.py's FlagPerf options (cli/flagperf.py)
+    if flagperf is not None:
+        inputs = flagperf.prepare(args, inputs)
     names = split_case_names(args.case_names) or list(inputs.test_conf.cases)
     log_root = args.log_root.resolve() if args.log_root else inputs.test_conf.log_root_in(inputs.paths.root)
     if not args.log_root:  # --log-root was checked with the other arguments
@@ -117,9 +120,11 @@ def cmd_run(args: argparse.Namespace, console: Console) -> int:
                           tuple(args.assignments), args.timeout)
     if args.dry_run:
         print_plan(console, plan)
+        print_flagperf_notes(console, flagperf)
         return EXIT_OK
     from run_benchmarks.execute.launch import Runner  # what a real run needs (paramiko among it), not a dry run
 
+    print_flagperf_notes(make_console(stderr=True), flagperf)
     print_extern_configs(make_console(stderr=True), plan)
 
     environment = orchestrator_environment(inputs.paths.root)
@@ -253,6 +258,19 @@ def check_run_args(args: argparse.Namespace) -> None:
         plan_checks.check_file(args.db.resolve(), "--db", writable=writes)
 
 
+def print_flagperf_notes(console: Console, flagperf) -> None:
+    if flagperf is not None and flagperf.notes:
+        console.print("FlagPerf's options, as this run takes them:", markup=False)
+        for note in dict.fromkeys(flagperf.notes):
+            console.print(f"  {note}", markup=False, soft_wrap=True)
+
+
+def print_error(exc: UserError) -> int:
+    # The message holds user text (case names, paths, YAML): printed as it is, never read as markup.
+    make_console(stderr=True).print(Text.assemble(("accelbench: error: ", "bold red"), str(exc)), soft_wrap=True)
+    return EXIT_USAGE
+
+
 def dispatch(args: argparse.Namespace) -> int:
     console = make_console()
     try:
@@ -261,10 +279,7 @@ def dispatch(args: argparse.Namespace) -> int:
                 check_run_args(args)
             return COMMANDS[args.command](args, console)
     except UserError as exc:
-        # The message holds user text (case names, paths, YAML): printed as it is, never read as markup.
-        make_console(stderr=True).print(Text.assemble(("accelbench: error: ", "bold red"), str(exc)),
-                                        soft_wrap=True)
-        return EXIT_USAGE
+        return print_error(exc)
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
