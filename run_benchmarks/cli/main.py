@@ -16,7 +16,7 @@ from rich.markup import escape
 from rich.text import Text
 
 from run_benchmarks import __version__
-from run_benchmarks.cli import calibrate, report as report_cli, results as results_cli, sweep as sweep_cli
+from run_benchmarks.cli import calibrate, report as report_cli, results as results_cli, sweep as sweep_cli, vendor_import
 from run_benchmarks.catalog import casename
 from run_benchmarks.planner import checks as plan_checks
 from run_benchmarks import signals
@@ -90,6 +90,7 @@ def build_parser() -> argparse.ArgumentParser:
                                               "extern config planned on its layout")
     chk.add_argument("names", nargs="*", metavar="NAME", help="vendors to check (default: all)")
     chk.add_argument("--root", type=Path, help="checkout holding cases/ and vendors/ (default: this one)")
+    vendor_import.add_command(vendor_sub)
     cln = sub.add_parser("clean", help="end what runs whose orchestrator died left behind: processes, "
                                        "containers (their output saved first), Docker bridge folders",
                          description="Looks on every host of the cluster config. Only what carries the mark of "
