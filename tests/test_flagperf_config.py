@@ -245,3 +245,22 @@ def test_every_known_key_is_in_the_onboarding_table():
     table = (ROOT / "docs/vendor-onboarding.md").read_text()
     missing = [key for key in flagperf_keys.KNOWN if f"`{key}`" not in table]
     assert not missing, f"docs/vendor-onboarding.md, 'FlagPerf configs', lacks: {missing}"
+
+
+def test_a_real_run_says_first_which_extern_file_it_reads(tmp_path):
+    """What a run (not a dry run) prints on stderr before it starts: the file, and the notes that are not per key."""
+    import io
+
+    from rich.console import Console
+
+    from run_benchmarks.cli.run_view import print_extern_configs
+
+    py = write(tmp_path / "config_mine.py", "per_device_train_batch_size = 2\nsave_steps = 5\n")
+    plan = build_run_plan(load_inputs(ROOT), ["gpt2_tiny:torch:cpu:1:2"], "flagperf", tmp_path / "logs", str(py),
+                          ports=[29500])
+    out = io.StringIO()
+    print_extern_configs(Console(file=out, width=200), plan)
+    assert out.getvalue().splitlines() == [
+        f"gpt2_tiny:torch:cpu:1:2: extern config {py}",
+        "  read as a FlagPerf Python config, without running it: 1 key(s) mapped, 0 the case's (not applied), "
+        "1 ignored (docs/vendor-onboarding.md, 'FlagPerf configs')"]
