@@ -206,3 +206,14 @@ def test_a_fixed_cluster_port_and_flagperfs_must_agree(accelbench, plans, tmp_pa
 def test_without_flagperfs_options_nothing_changes(accelbench, plans):
     done = accelbench("--case_name", "gpt2_tiny:torch:cpu:1:2", "--dry-run", entry="start_task")
     assert done.returncode == 0 and "FlagPerf" not in done.stdout
+
+
+def test_hosts_ports_without_hosts_is_checked_against_the_cluster_files_ssh_ports(accelbench, plans, tmp_path):
+    cluster = write(tmp_path / "cluster.yaml", "hosts:\n  - {name: n0, backend: ssh, address: 10.0.0.1, port: 2222}\n")
+    ok = accelbench("--case_name", "gpt2_tiny:torch:cpu:1:2", "--cluster", str(cluster), "--hosts_ports", "2222",
+                    "--master_addr", "10.0.0.1", "--dry-run", entry="start_task")
+    assert ok.returncode == 0, ok.stderr
+    assert plans[0].cases[0].rounds[0].nodes[0].host.port == 2222
+    wrong = accelbench("--case_name", "gpt2_tiny:torch:cpu:1:2", "--cluster", str(cluster), "--hosts_ports", "22",
+                       "--dry-run", entry="start_task")
+    assert wrong.returncode == 2 and f"--hosts_ports 22 contradicts the SSH ports of {cluster}: ['2222']" in wrong.stderr
