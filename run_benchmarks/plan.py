@@ -107,6 +107,7 @@ class CasePlan:
     timeout_s: float
     dir: Path
     rounds: list[RoundPlan]
+    notes: tuple[str, ...] = ()  # how the inputs were read (which extern file, what a FlagPerf config mapped)
 
 
 @dataclass(frozen=True)

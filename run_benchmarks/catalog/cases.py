@@ -1,11 +1,12 @@
-"""The case catalogue: ``cases/<case>/case.yaml`` and the vendors' extern configs for it."""
+"""The case catalogue: ``cases/<case>/case.yaml`` and the vendors' extern configs for it (read by extern.py)."""
 from __future__ import annotations
 
 import difflib
 from dataclasses import dataclass
 from pathlib import Path
 
-from run_benchmarks.catalog.config_files import CaseFile, ExternConfig
+from run_benchmarks.catalog import extern
+from run_benchmarks.catalog.config_files import CaseFile
 
 from run_benchmarks.catalog.config import CASE_NAME, load_model
 from run_benchmarks.errors import UserError
@@ -82,21 +83,13 @@ class CaseCatalog:
         return self.vendors_dir / vendor / case / framework
 
     def extern_names(self, vendor: str, case: str, framework: str) -> list[str]:
-        return sorted(p.stem for p in self.extern_dir(vendor, case, framework).glob("config_*.yaml"))
+        return extern.names(self.extern_dir(vendor, case, framework))
 
-    def find_extern(self, name: str, vendor: str, case: str, framework: str) -> Path:
-        """``name`` is a path, or a config name in the vendor's folder for this case."""
-        as_path = Path(name)
-        if as_path.suffix in (".yaml", ".yml") and as_path.is_file():
-            return as_path
-        folder = self.extern_dir(vendor, case, framework)
-        stem = as_path.name.removesuffix(".yaml").removesuffix(".yml")
-        candidate = folder / f"{stem}.yaml"
-        if candidate.is_file():
-            return candidate
-        known = self.extern_names(vendor, case, framework)
-        raise UserError(f"extern config {name!r} not found: no {candidate}",
-                        f"configs for {case}/{framework} of vendor {vendor}: {', '.join(known) or '(none)'}")
+    def find_extern(self, name: str, vendor: str, case: str, framework: str) -> tuple[Path, list[str]]:
+        """The file ``name`` means for this case (a path, or a YAML or FlagPerf ``.py`` config name in the
+        vendor's folder: extern.find), and a note where the choice needs one."""
+        return extern.find(name, self.extern_dir(vendor, case, framework), f"{case}/{framework} of vendor {vendor}")
 
-    def load_extern(self, path: Path) -> ExternConfig:
-        return load_model(ExternConfig, path)
+    def read_extern(self, name: str, vendor: str, case: str, framework: str) -> extern.Extern:
+        """The extern config ``name`` means for this case, read into workload layers (extern.load)."""
+        return extern.load(*self.find_extern(name, vendor, case, framework))

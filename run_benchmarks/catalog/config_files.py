@@ -17,7 +17,8 @@ class CaseEntry(Strict):
     so one ``start_task.py`` runs a vendor's whole list; a plain case name is an entry without them."""
 
     case: str = Field(description="case name, e.g. gpt3_6.7B:paddle_2.5.1:A100:1:8")
-    extern_config: Optional[str] = Field(None, description="config name in the vendor's folder, or a YAML path")
+    extern_config: Optional[str] = Field(None, description="config name in the vendor's folder (its .yaml or "
+                                                           "FlagPerf's .py), or a path to either")
     set: dict[str, Any] = Field(default_factory=dict, description="workload keys for this case, e.g. "
                                                                   "{train.micro_batch_size: 4}")
 

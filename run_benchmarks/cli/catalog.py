@@ -8,7 +8,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from run_benchmarks.catalog import casename, frameworks
-from run_benchmarks.cli import vendor as vendor_tools
+from run_benchmarks.cli import vendor as vendor_tools, vendor_import
 from run_benchmarks.catalog.cases import CaseCatalog
 from run_benchmarks.cli.exit_codes import EXIT_FAILED, EXIT_OK
 from run_benchmarks.planner.inputs import default_root, load_inputs
@@ -59,6 +59,8 @@ def cmd_list(args: argparse.Namespace, console: Console) -> int:
 def cmd_vendor(args: argparse.Namespace, console: Console) -> int:
     root = (args.root or default_root()).resolve()
     vendors_dir = Paths(root).vendors_dir
+    if args.vendor_command == "import-flagperf":
+        return vendor_import.cmd_import_flagperf(args, console, root)
     if args.vendor_command == "new":
         target = vendor_tools.scaffold(vendors_dir, args.name)
         console.print(f"created {target} from vendors/{vendor_tools.TEMPLATE}; fill in the TODOs, then run: "

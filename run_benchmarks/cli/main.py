@@ -16,7 +16,7 @@ from rich.markup import escape
 from rich.text import Text
 
 from run_benchmarks import __version__
-from run_benchmarks.cli import calibrate, report as report_cli, results as results_cli, sweep as sweep_cli
+from run_benchmarks.cli import calibrate, report as report_cli, results as results_cli, sweep as sweep_cli, vendor_import
 from run_benchmarks.catalog import casename
 from run_benchmarks.planner import checks as plan_checks
 from run_benchmarks import signals
@@ -28,7 +28,7 @@ from run_benchmarks.pathnames import write_text_atomically
 from run_benchmarks.plan import RunPlan
 from run_benchmarks.planner.build import build_run_plan
 from run_benchmarks.results.report.summary import summarize
-from run_benchmarks.cli.run_view import TerminalReporter, print_plan, print_results
+from run_benchmarks.cli.run_view import TerminalReporter, print_extern_configs, print_plan, print_results
 from run_benchmarks.results.store.store import ResultStore, store_path
 from run_benchmarks.results.store.faults import StoreUnavailable, is_full, orchestrator_identity
 from run_benchmarks.cli.catalog import cmd_clean, cmd_list, cmd_vendor
@@ -40,7 +40,8 @@ from run_benchmarks.planner.inputs import default_root, load_inputs, new_run_id,
 def add_run_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--extern_config_file", "--extern-config", dest="extern_config", metavar="NAME",
                         help="vendor tuning for the case: a config name in vendors/<vendor>/<case>/<framework>/ "
-                             "(e.g. config_TP1PP1SH2SP8A10080Gx1x8) or a path to a YAML file")
+                             "(e.g. config_TP1PP1SH2SP8A10080Gx1x8: its .yaml, or FlagPerf's .py read without "
+                             "running it) or a path to either")
     parser.add_argument("--set", dest="assignments", action="append", default=[], metavar="KEY=VALUE",
                         help="override a workload key for every case, e.g. --set train.steps=10 (repeatable); "
                              "wins over the case, the extern config and test_conf")
@@ -89,6 +90,7 @@ def build_parser() -> argparse.ArgumentParser:
                                               "extern config planned on its layout")
     chk.add_argument("names", nargs="*", metavar="NAME", help="vendors to check (default: all)")
     chk.add_argument("--root", type=Path, help="checkout holding cases/ and vendors/ (default: this one)")
+    vendor_import.add_command(vendor_sub)
     cln = sub.add_parser("clean", help="end what runs whose orchestrator died left behind: processes, "
                                        "containers (their output saved first), Docker bridge folders",
                          description="Looks on every host of the cluster config. Only what carries the mark of "
@@ -108,6 +110,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 def cmd_run(args: argparse.Namespace, console: Console) -> int:
     inputs = load_inputs(args.root or default_root(), args.test_conf, args.cluster)
+    flagperf = getattr(args, "flagperf", None)  # start_task.py's FlagPerf options (cli/flagperf.py)
+    if flagperf is not None:
+        inputs = flagperf.prepare(args, inputs)
     names = split_case_names(args.case_names) or list(inputs.test_conf.cases)
     log_root = args.log_root.resolve() if args.log_root else inputs.test_conf.log_root_in(inputs.paths.root)
     if not args.log_root:  # --log-root was checked with the other arguments
@@ -116,8 +121,12 @@ def cmd_run(args: argparse.Namespace, console: Console) -> int:
                           tuple(args.assignments), args.timeout)
     if args.dry_run:
         print_plan(console, plan)
+        print_flagperf_notes(console, flagperf)
         return EXIT_OK
     from run_benchmarks.execute.launch import Runner  # what a real run needs (paramiko among it), not a dry run
+
+    print_flagperf_notes(make_console(stderr=True), flagperf)
+    print_extern_configs(make_console(stderr=True), plan)
 
     environment = orchestrator_environment(inputs.paths.root)
     signals.install()  # TERM and HUP end a run as Ctrl-C does (see signals: exit 128 + the signal's number)
@@ -250,6 +259,19 @@ def check_run_args(args: argparse.Namespace) -> None:
         plan_checks.check_file(args.db.resolve(), "--db", writable=writes)
 
 
+def print_flagperf_notes(console: Console, flagperf) -> None:
+    if flagperf is not None and flagperf.notes:
+        console.print("FlagPerf's options, as this run takes them:", markup=False)
+        for note in dict.fromkeys(flagperf.notes):
+            console.print(f"  {note}", markup=False, soft_wrap=True)
+
+
+def print_error(exc: UserError) -> int:
+    # The message holds user text (case names, paths, YAML): printed as it is, never read as markup.
+    make_console(stderr=True).print(Text.assemble(("accelbench: error: ", "bold red"), str(exc)), soft_wrap=True)
+    return EXIT_USAGE
+
+
 def dispatch(args: argparse.Namespace) -> int:
     console = make_console()
     try:
@@ -258,10 +280,7 @@ def dispatch(args: argparse.Namespace) -> int:
                 check_run_args(args)
             return COMMANDS[args.command](args, console)
     except UserError as exc:
-        # The message holds user text (case names, paths, YAML): printed as it is, never read as markup.
-        make_console(stderr=True).print(Text.assemble(("accelbench: error: ", "bold red"), str(exc)),
-                                        soft_wrap=True)
-        return EXIT_USAGE
+        return print_error(exc)
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:

@@ -100,6 +100,18 @@ def print_results(console: Console, results: list[RoundResult], cases: list[Case
             console.print(f"results: {r.dir.parent}/round*/results.json", soft_wrap=True)
 
 
+def print_extern_configs(console: Console, plan: RunPlan) -> None:
+    """Before a real run (stderr): which extern config file each case reads, with the notes that are not per
+    key (the dry run lists every key)."""
+    for case in plan.cases:
+        if case.extern_config is None:
+            continue
+        console.print(f"{case.name}: extern config {case.extern_config}", markup=False, soft_wrap=True)
+        for note in case.notes:
+            if not note.startswith(" "):
+                console.print(f"  {note}", markup=False, soft_wrap=True)
+
+
 def print_plan(console: Console, plan: RunPlan) -> None:
     def say(text: str, markup: bool = False) -> None:
         console.print(text, markup=markup, soft_wrap=True)  # paths and argv stay whole, for copy and paste
@@ -111,6 +123,8 @@ def print_plan(console: Console, plan: RunPlan) -> None:
             f"(kind {case.hardware.spec.kind}), framework {case.framework.name}", markup=True)
         say(f"  case file: {case.case_file}")
         say(f"  extern config: {case.extern_config or '(none)'}")
+        for note in case.notes:
+            say(f"    {note}")
         say(f"  model: {w.model.family} L={w.model.n_layer} d={w.model.d_model} heads={w.model.n_head} "
             f"seq={w.model.seq_len} vocab={w.model.vocab_size}")
         say(f"  train: micro batch {w.train.micro_batch_size} x accumulation {w.train.gradient_accumulation_steps}, "

@@ -194,7 +194,8 @@ def _check_monitor(vendor_file: Path, monitor: str) -> list[Finding]:
 def _check_extern_configs(paths: Paths, folder: Path, vendor: str, spec: VendorSpec) -> list[Finding]:
     out = []
     catalog = CaseCatalog(paths.cases_dir, paths.vendors_dir)
-    for config in sorted(folder.glob("*/*/config_*.yaml")):
+    configs = [*folder.glob("*/*/config_*.yaml"), *folder.glob("*/*/config_*.py")]  # FlagPerf's .py too
+    for config in sorted(configs):
         case, framework = config.parent.parent.name, config.parent.name
         if case not in catalog.names():
             out.append(Finding(config, f"case {case!r} does not exist under cases/",

@@ -104,10 +104,10 @@ def _case_plan(inputs: PlanInputs, name: casename.CaseName, run_id: str, case_di
                         f"lower nnodes to at most {len(hosts)}, or add hosts to {inputs.cluster_path}")
 
     layers = [Layer(source, layer) for source, layer in case.layers()]
-    extern_path = None
-    if extern_name:
-        extern_path = inputs.catalog.find_extern(extern_name, hardware.vendor, name.case, name.framework)
-        layers.append(Layer(str(extern_path), inputs.catalog.load_extern(extern_path).workload_layer()))
+    extern = inputs.catalog.read_extern(extern_name, hardware.vendor, name.case, name.framework) \
+        if extern_name else None
+    if extern is not None:  # a YAML file is one layer; a FlagPerf .py one per key (extern.py)
+        layers += [Layer(source, layer) for source, layer in extern.layers]
     if inputs.test_conf.overrides:
         layers.append(Layer(f"{inputs.test_conf_path} (overrides)", inputs.test_conf.overrides))
     for text in assignments:
@@ -136,8 +136,9 @@ def _case_plan(inputs: PlanInputs, name: casename.CaseName, run_id: str, case_di
             for node_rank in range(name.nnodes)
         ]
         rounds.append(RoundPlan(index, round_dir, worker_config, nodes))
-    return CasePlan(name, framework, hardware, case_path, extern_path, workload, layered.provenance,
-                    timeout_s, case_dir, rounds)
+    return CasePlan(name, framework, hardware, case_path, extern.path if extern else None, workload,
+                    layered.provenance, timeout_s, case_dir, rounds,
+                    tuple(extern.notes_for(workload)) if extern else ())
 
 
 def _node_plan(inputs: PlanInputs, framework: frameworks.Framework, name: casename.CaseName,

@@ -67,8 +67,8 @@ def case_facts(root: Path, name: CaseName, extern_config: Optional[str]) -> Case
     layers = [Layer(source, layer) for source, layer in case.layers()]
     if extern_config and hardware is not None:
         try:
-            path = catalog.find_extern(extern_config, hardware.vendor, name.case, name.framework)
-            layers.append(Layer(str(path), catalog.load_extern(path).workload_layer()))
+            extern = catalog.read_extern(extern_config, hardware.vendor, name.case, name.framework)
+            layers += [Layer(source, layer) for source, layer in extern.layers]
         except UserError as exc:
             notes.append(f"the case's own workload used: {exc.message}")
     workload = validate_layered(WorkloadSpec, merge(layers), str(case.path))
