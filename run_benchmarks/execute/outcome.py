@@ -48,9 +48,12 @@ def finish(case: CasePlan, rnd: RoundPlan, result: RoundResult, outcome: str, be
     for node in rnd.nodes:
         all_logs += case.framework.gather_rank_logs(node.log_dir, node.node_rank, case.name.nprocs_per_node)
         _remove_empty_tmp(node.log_dir / "tmp")
+    spans = []  # each rank's measured steps on the wall clock: the window the monitor's figures are read over
     for rank in collect.read_ranks(all_logs):
         figures.add(rank)
         steps_done.append(rank.steps_done)
+        if rank.series.window is not None:
+            spans.append(rank.series.window)
         rank.series = collect.StepSeries()  # folded in: its columns are not needed again
         ranks.append(rank)
     for rank in ranks:
@@ -68,7 +71,6 @@ def finish(case: CasePlan, rnd: RoundPlan, result: RoundResult, outcome: str, be
         result.warnings.append(f"task figures left out: {exc}")
     result.steps_completed = min(steps_done, default=0)
     monitored = []
-    spans = [r.series.window for r in ranks if r.series.window is not None]
     measured_window = (min(s[0] for s in spans), max(s[1] for s in spans)) if spans else None
     for node in rnd.nodes:
         if node.monitor_argv is not None:
