@@ -247,3 +247,33 @@ def test_time_to_train_and_eval_accuracy_show_in_show_report_and_csv(accelbench,
     (summary,) = csv.DictReader(io.StringIO(accelbench("report", "head", "--db", str(db), "--format",
                                                        "summary-csv").stdout))
     assert float(summary["time_to_train_s"]) == ttt and float(summary["eval_accuracy"]) == pytest.approx(0.93)
+
+
+def test_epoch_counted_blocks_are_epochs_of_train_samples_unless_an_evaluation_says_otherwise(accelbench, tmp_path):
+    """ResNet's structure: train_samples (one epoch) before the run, blocks of epoch_count epochs, evaluations at
+    epoch numbers. The same blocks with evaluations far past the blocks' epochs count no epochs: refused."""
+    db, log = tmp_path / "r.db", tmp_path / "result_0.txt"
+
+    def resnet(eval_at) -> str:
+        text = mllog("global_batch_size", 0, 3264) + mllog("train_samples", 0, 1281167)
+        text += mllog("run_start", 1, event_type="INTERVAL_START")
+        for k, seconds in enumerate((300.0, 250.0, 251.0)):
+            start = 1 + 310.0 * k
+            text += mllog("block_start", start, event_type="INTERVAL_START", first_epoch_num=1 + 4 * k, epoch_count=4)
+            text += mllog("block_stop", start + seconds, event_type="INTERVAL_END", first_epoch_num=1 + 4 * k)
+            text += mllog("eval_accuracy", start + seconds + 5, 0.70 + 0.02 * k, epoch_num=eval_at(k))
+        return text + mllog("run_stop", 940, status="success")
+
+    log.write_text(resnet(lambda k: 4 * (k + 1)))
+    done = run(accelbench, db, log, "resnet", "--nnodes", "1", "--nprocs-per-node", "8")
+    assert done.returncode == 0, done.stdout + done.stderr
+    row = stored(db, "resnet")
+    assert row["samples_per_s"] == pytest.approx(8 * 1281167 / 501.0, rel=1e-12)
+    assert "epoch_count x train_samples 1,281,167" in row["metrics"]["sources"]["samples_per_s"]
+    assert not any("whole steps" in w for w in row["warnings"]), row["warnings"]
+
+    log.write_text(resnet(lambda k: 1281167 * 4 * (k + 1)))
+    done = run(accelbench, db, log, "not-epochs", "--nnodes", "1", "--nprocs-per-node", "8")
+    assert done.returncode == 1, done.stdout + done.stderr
+    row = stored(db, "not-epochs")
+    assert row["samples_per_s"] is None and "the blocks count something other than epochs" in row["reason"]

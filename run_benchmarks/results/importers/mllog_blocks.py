@@ -179,7 +179,10 @@ def read(timeline: Timeline, keys: Keys) -> Reading:
         reading.refused = (f"{timeline.kind} {left[0][0] + 1}'s evaluations take all its time "
                            f"({cols['eval_s'][left[0][0]]:,.3f} s): no training time left")
         return reading
-    reading.unit, note, reading.refused = _unit(reading.amounts, keys)
+    if reading.how.startswith("epoch_count x train_samples"):  # epochs of a dataset: no whole steps to check
+        reading.unit, note = "samples", ""
+    else:
+        reading.unit, note, reading.refused = _unit(reading.amounts, keys)
     if note:
         reading.notes.append(note)
     timed = [i for i in keep if cols["eval_s"][i] > 0]
