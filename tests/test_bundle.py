@@ -126,11 +126,11 @@ def test_a_bundle_changed_in_transit_is_refused_and_leaves_nothing(bundled, acce
     assert sorted(p.name for p in other.parent.iterdir() if p.is_dir()) == []  # no half-extracted folder
 
 
-def test_import_of_a_log_still_needs_its_format_and_case(accelbench, tmp_path):
+def test_import_of_a_log_still_needs_its_format(accelbench, tmp_path):
     log = tmp_path / "train.log"
     log.write_text("iteration 1/10 | elapsed time per iteration (ms): 100.0\n")
     done = accelbench("import", str(log), "--db", str(tmp_path / "results.db"))
-    assert done.returncode != 0 and "import needs --format and --case-name" in done.stderr
+    assert done.returncode != 0 and "import needs --format for a log" in done.stderr
 
 
 def test_an_imported_run_bundles_the_logs_it_was_read_from(accelbench, tmp_path):

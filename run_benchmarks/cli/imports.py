@@ -1,8 +1,18 @@
-"""``accelbench import``: other tools' logs (and bundles) into the store; the one store command that writes."""
+"""``accelbench import``: other tools' logs (and bundles) into the store; the one store command that writes.
+
+A log is imported against a case of this checkout (``--case-name``: accelbench's FLOPs per token, sequence
+length and precision apply to it, ``--set`` overrides the case's workload where the log's run differs), or
+against none: then only the figures the log states (and those it gives the means for) are stored, under
+the model, hardware and layout the log states, or ``--model``/``--hardware``/``--nnodes``/
+``--nprocs-per-node`` where it states none. Every file is parsed before anything is stored, so a refusal
+(a layout no one gave) leaves the store as it was.
+"""
 from __future__ import annotations
 
 import argparse
+import re
 import secrets
+import sys
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -16,75 +26,149 @@ from run_benchmarks.cli.exit_codes import EXIT_FAILED, EXIT_OK
 from run_benchmarks.results.report.summary import FIGURE_BY_KEY
 from run_benchmarks.cli.store_options import add_store_options, open_store
 
+NO_CASE = ("model", "hardware", "nnodes", "nprocs_per_node")
+
 
 def add_command(sub) -> None:
     """Register import on the ``accelbench`` parser."""
     imp = sub.add_parser(
         "import", help="store results from logs other tools wrote (MLPerf MLLOG, Megatron-LM, torchtitan, PaddleNLP)",
-        description="Each file becomes one attempt (round 1, 2, ...) of one imported run.")
+        description="Each file becomes one attempt (round 1, 2, ...) of one imported run. With --case-name, "
+                    "accelbench's own TFLOP/s and MFU are derived from the case; without, only the log's own "
+                    "figures are stored, under what the log says ran.")
     imp.add_argument("files", nargs="+", type=Path, metavar="LOG")
     imp.add_argument("--format", metavar="PARSER",  # not for a bundle (accelbench bundle), found by its manifest
                      help="mllog, megatron, torchtitan or paddlenlp (newest version), or pinned: mllog/1, ...")
-    imp.add_argument("--case-name", help=f"what ran: {casename.FORMAT}, e.g. "
-                                                        "gpt3_6.7B:paddle_2.5.1:A100:1:8")
+    imp.add_argument("--case-name", help=f"what ran, as a case of this checkout: {casename.FORMAT}, e.g. "
+                                         "gpt3_6.7B:paddle_2.5.1:A100:1:8 (omit it for the log's own figures only)")
+    imp.add_argument("--set", dest="assignments", action="append", default=[], metavar="KEY=VALUE",
+                     help="override the case's workload where the log's run differs, e.g. --set model.seq_len=8192 "
+                          "(repeatable; needs --case-name)")
     imp.add_argument("--extern-config", help="the extern config name the run used, if any")
     imp.add_argument("--vendor", help="the vendor whose references apply (default: none)")
+    imp.add_argument("--model", help="with no --case-name: the model's name (default: what the log states)")
+    imp.add_argument("--hardware", help="with no --case-name: the hardware (default: what the log states; a "
+                                        "declared one, e.g. H100, gives the device memory)")
+    imp.add_argument("--nnodes", type=int, help="with no --case-name: nodes (default: what the log states)")
+    imp.add_argument("--nprocs-per-node", type=int, help="with no --case-name: devices per node (default: what "
+                                                         "the log states)")
     imp.add_argument("--skip-intervals", type=int, default=1,
                      help="leading logged intervals to treat as warm-up and exclude (default 1)")
     imp.add_argument("--run-id", help="id for the imported run (default: import-<time>-<hex>)")
     add_store_options(imp)
 
 
-def _known_case(case: str, root: Path) -> None:
-    """An import names a case of this checkout: its FLOPs and layout come from the case, and a typo would
-    otherwise file the rows under a case no report or compare ever pairs."""
+def _known_case(name: casename.CaseName, root: Path) -> None:
+    """An import names a case of this checkout, with a framework it declares: its FLOPs and layout come from the
+    case, and a typo would otherwise file the rows under a case no report or compare ever pairs."""
     from run_benchmarks.catalog.cases import CaseCatalog
     from run_benchmarks.plan import Paths
 
     paths = Paths(root)
-    known = CaseCatalog(paths.cases_dir, paths.vendors_dir).names()
-    if case not in known:
-        raise UserError(f"--case-name: no case {case!r} under {paths.cases_dir}",
-                        f"name one of: {', '.join(known)}")
+    catalog = CaseCatalog(paths.cases_dir, paths.vendors_dir)
+    known = catalog.names()
+    if name.case not in known:
+        raise UserError(f"--case-name: no case {name.case!r} under {paths.cases_dir}",
+                        f"name one of: {', '.join(known)}; or leave --case-name out to store the log's own figures")
+    declared = catalog.resolve(name.case).frameworks
+    if declared and name.framework not in declared:
+        raise UserError(f"--case-name: case {name.case!r} declares the frameworks {', '.join(declared)}, not "
+                        f"{name.framework!r}", f"write one of them, e.g. {name.case}:{declared[0]}:"
+                                               f"{name.hardware}:{name.nnodes}:{name.nprocs_per_node}")
+
+
+def _plain(text, default: str) -> str:
+    """A name the log states, as a case name's field takes it (letters, digits, '_', '.', '-')."""
+    text = re.sub(r"[^A-Za-z0-9_.\-]+", "_", str(text or "")).strip("_.-")[:casename.MAX_FIELD]
+    return text or default
+
+
+def _log_name(args: argparse.Namespace, stated: dict, fmt: str, path: Path) -> casename.CaseName:
+    """What ran, for an import of no case: the options, else what the log states."""
+    nnodes = args.nnodes or stated.get("nnodes")
+    nprocs = args.nprocs_per_node or stated.get("nprocs_per_node")
+    if not nnodes or not nprocs:
+        raise UserError(f"{path}: the log states no layout (nodes and devices per node) and no --case-name gives "
+                        "one", "give --nnodes N --nprocs-per-node P, or --case-name")
+    text = (f"{_plain(args.model or stated.get('model'), 'unknown')}:{fmt.split('/')[0]}:"
+            f"{_plain(args.hardware or stated.get('hardware'), 'unknown')}:{nnodes}:{nprocs}")
+    return casename.parse(text)
+
+
+def _check_options(args: argparse.Namespace) -> None:
+    if args.case_name:
+        given = [f"--{k.replace('_', '-')}" for k in NO_CASE if getattr(args, k) is not None]
+        if given:
+            raise UserError(f"{', '.join(given)} name what ran for an import of no case; --case-name names it here",
+                            "leave them out, or leave --case-name out")
+    elif args.assignments or args.extern_config:
+        raise UserError("--set and --extern-config change a case's workload, and no --case-name names one",
+                        "add --case-name, or leave them out to store the log's own figures")
+    for key in ("nnodes", "nprocs_per_node"):
+        value = getattr(args, key)
+        if value is not None and not 1 <= value <= casename.MAXIMA[key][0]:
+            raise UserError(f"--{key.replace('_', '-')} {value} is out of range",
+                            f"give 1 to {casename.MAXIMA[key][0]}")
+    if args.skip_intervals < 0:
+        raise UserError(f"--skip-intervals {args.skip_intervals} is negative", "give 0 or more")
 
 
 def cmd_import(args: argparse.Namespace, console: Console, default_root) -> int:
     from run_benchmarks.results import importers
-    from run_benchmarks.results.importers.case_facts import case_facts, complete
+    from run_benchmarks.results.importers.case_facts import case_facts, complete, hardware_facts
 
     if bundle_cli.bundles_among(args.files):
         return bundle_cli.cmd_import_bundles(args, console, lambda a, **kw: open_store(a, default_root, **kw))
-    if not args.format or not args.case_name:
-        raise UserError("import needs --format and --case-name for a log (only a bundle says what it holds)",
-                        f"add --format mllog|megatron|torchtitan|paddlenlp --case-name {casename.EXAMPLE}")
+    if not args.format:
+        raise UserError("import needs --format for a log (only a bundle says what it holds)",
+                        f"add --format mllog|megatron|torchtitan|paddlenlp, and --case-name {casename.EXAMPLE} "
+                        "for accelbench's TFLOP/s and MFU")
     parser = importers.get(args.format)
-    name = casename.parse(args.case_name)
+    _check_options(args)
     root = (args.root or default_root()).resolve()
-    _known_case(name.case, root)
-    facts = case_facts(root, name, args.extern_config)  # FLOPs, sequence length, precision, peak
+    name = facts = None
+    if args.case_name:
+        name = casename.parse(args.case_name)
+        _known_case(name, root)
+        facts = case_facts(root, name, args.extern_config, args.assignments)  # FLOPs, sequence, precision, peak
     missing = [str(f) for f in args.files if not f.is_file()]
     if missing:
         raise UserError(f"{missing[0]}: file not found", "give the path of a log file to import")
-    if args.skip_intervals < 0:
-        raise UserError(f"--skip-intervals {args.skip_intervals} is negative", "give 0 or more")
     if args.run_id is not None:
         run_id_name(args.run_id, "--run-id", "use letters, digits, '_', '-' and '.', e.g. mlperf-gpt3-h100")
+    parsed = []
+    for path in args.files:  # all parsed first: a refusal stores nothing
+        imported = parser.parse(path, name.world_size if name else None, args.skip_intervals)
+        which = name or _log_name(args, imported.stated, parser.name, path)
+        before = len(imported.warnings)
+        complete(imported, facts or hardware_facts(root, which.hardware), which.world_size)
+        for warning in imported.warnings[before:]:  # the parser's were printed as it read
+            print(f"warning: {path}: {warning}", file=sys.stderr)
+        parsed.append((path, which, imported))
     run_id = args.run_id or f"import-{datetime.now().strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(2)}"
     now = datetime.now(timezone.utc).isoformat(timespec="seconds")
     with open_store(args, default_root, must_exist=False) as store:
         store.begin_run(run_id, now, ["accelbench", "import", *map(str, args.files)], None,
                         str(Path(args.files[0]).resolve().parent), source=f"import:{parser.name}")
         failed = 0  # a log that yields no result is stored (with its reason) but fails the command
-        for index, path in enumerate(args.files, 1):
-            imported = parser.parse(path, name.world_size, args.skip_intervals)
-            complete(imported, facts, name.world_size)
+        for index, (path, which, imported) in enumerate(parsed, 1):
             failed += imported.status != "ok"
-            store.add_attempt(imported.record(run_id, name, index, args.vendor, args.extern_config, path,
+            store.add_attempt(imported.record(run_id, which, index, args.vendor, args.extern_config, path,
                                               parser.name).to_row())
-            tok = imported.metrics.get("tokens_per_s_per_device")
-            console.print(f"{path}: {imported.status}"
-                          + (f", {FIGURE_BY_KEY['tokens_per_s_per_device'].fmt(tok)} tokens/s/device" if tok else "")
+            console.print(f"{path}: {imported.status}{_headline(imported.metrics)}"
                           + (f" — {imported.reason}" if imported.reason else ""), markup=False, soft_wrap=True)
         store.end_run(run_id, datetime.now(timezone.utc).isoformat(timespec="seconds"))
     console.print(f"imported as run {run_id} into {store.path} ({parser.name})", markup=False, soft_wrap=True)
     return EXIT_FAILED if failed else EXIT_OK
+
+
+def _headline(metrics: dict) -> str:
+    """``, 845.3 tokens/s/device, time to train 52.5 min, eval accuracy 2.689``: what the import got."""
+    parts = []
+    for key, label in (("tokens_per_s_per_device", " tokens/s/device"), ("samples_per_s", " samples/s"),
+                       ("time_to_train_s", ""), ("eval_accuracy", "")):
+        value = metrics.get(key)
+        if value is not None and (key != "samples_per_s" or not parts):
+            figure = FIGURE_BY_KEY[key]
+            parts.append(f"{figure.fmt(value)}{label}" if label else f"{figure.label} {figure.fmt(value)}")
+    return "".join(f", {p}" for p in parts)

@@ -16,6 +16,7 @@ from run_benchmarks.cli import bundle as bundle_cli, imports as import_cli, repo
 from run_benchmarks.errors import UserError
 from run_benchmarks.cli.exit_codes import EXIT_OK
 from run_benchmarks.results.report.summary import FIGURE_BY_KEY
+from run_benchmarks.results.report import sources
 from run_benchmarks.results.report.views import to_rich
 from run_benchmarks.results.report.task_figures import interconnect_line, micro_views
 from run_benchmarks.results.report.summary import human_bytes
@@ -116,10 +117,14 @@ def show_record(console: Console, r, attempt: int, columns, allreduce: Sequence[
         console.print(f"  workload: {r.workload_hash}", markup=False)
     kind = (r.metrics or {}).get("memory_kind")
     for figure in FIGURE_BY_KEY.values():
-        value = columns.get(figure.key)
+        value = sources.value(columns, figure.key) if figure.key != "wall_time_s" else columns.get(figure.key)
         if value is not None:
             which = f" ({kind})" if figure.key == "peak_memory_bytes" and kind else ""
-            console.print(f"  {figure.label}: {figure.fmt(value)}{which}", markup=False)
+            said = sources.source(r.metrics, figure.key)  # an import's: where the figure comes from
+            console.print(f"  {figure.label}: {figure.fmt(value)}{which}" + (f" — {said}" if said else ""),
+                          markup=False, soft_wrap=True)
+    for line in sources.logged_lines(r.metrics):  # what the imported tool logged itself, beside ours
+        console.print(f"  {line}", markup=False, soft_wrap=True)
     if columns.get("peak_memory_reserved_bytes"):  # the allocator's reserved peak: device memory in use
         console.print(f"  peak memory reserved/device: {human_bytes(columns['peak_memory_reserved_bytes'])}",
                       markup=False)

@@ -37,6 +37,14 @@ class Imported:
     wall_time_s: Optional[float] = None
     warnings: list[str] = field(default_factory=list)
     details: dict = field(default_factory=dict)  # whatever else the log states (platform, benchmark, ...)
+    # what the log says ran, for an import that names no case: model, hardware, nnodes, nprocs_per_node
+    stated: dict = field(default_factory=dict)
+
+    def source(self, key: str, text: str) -> None:
+        """Where figure ``key`` comes from, kept with it (``metrics["sources"]``): ``log: ...`` (the log states
+        it), ``derived from ...`` (accelbench's arithmetic on the log's values), ``case ...`` (the named case's
+        formula or numbers), ``assumption: ...``."""
+        self.metrics.setdefault("sources", {})[key] = text
 
     def record(self, run_id: str, name: "CaseName", index: int, vendor: Optional[str],
                extern_config: Optional[str], path: Path, parser: str) -> RoundRecord:

@@ -78,7 +78,7 @@ class _Measured:
 
 
 @register("megatron", 1, "Megatron-LM iteration lines (elapsed time per iteration, TFLOP/s/GPU, memory (MB))")
-def parse(path: Path, world_size: int, skip_intervals: int = 1) -> Imported:
+def parse(path: Path, world_size, skip_intervals: int = 1) -> Imported:
     notes: list[str] = []
     span, error, previous, intervals, measured = Span(), None, 0, 0, _Measured()
     loss_first = loss_last = allocated = reserved = None
@@ -111,22 +111,32 @@ def parse(path: Path, world_size: int, skip_intervals: int = 1) -> Imported:
     result = line_log_result(world_size, intervals, skip_intervals, span, error)
     result.warnings.extend(notes)
     m = result.metrics
+    over = f"{len(measured.step_times)} interval(s) after the first {skip_intervals}"
     if measured.step_times:
         seconds = math.fsum(measured.seconds)
         m["step_time_s"] = asdict(Stats.of(measured.step_times))
+        result.source("step_time_s", f"log: {TIME} / 1000, {over}")
         if measured.all_batch:
             if seconds:  # 0 s: the step time says it (figure_checks)
                 m["samples_per_s"] = math.fsum(measured.samples) / seconds
+                result.source("samples_per_s", f"derived from the log: sum(global batch size x iterations) / "
+                                               f"sum(time per iteration x iterations), {over}")
             m["samples_per_step"] = whole(measured.last_batch)
+            result.source("samples_per_step", "log: global batch size, the last")
         if measured.all_tflops:
             m["tflops_per_device_logged"] = math.fsum(measured.tflops) / measured.iterations
+            result.source("tflops_per_device_logged", f"log: {TFLOPS} (Megatron's own FLOP count), weighted by "
+                                                      f"iterations, {over}")
     elif not error:
         result.warnings.append(f"{intervals} iteration line(s), none after the {skip_intervals} warm-up "
                                "interval(s): no step time or throughput")
     if loss_first is not None:
         m["loss_first"], m["loss_last"] = loss_first, loss_last
+        result.source("loss_last", "log: lm loss of the last iteration line")
     if allocated is not None:
         m["peak_memory_bytes"], m["memory_kind"] = {"max": allocated * MIB}, "allocated"
+        result.source("peak_memory_bytes", "log: max allocated (MB), the largest over the ranks reported")
     if reserved is not None:
         m["peak_memory_reserved_bytes"] = {"max": reserved * MIB}
+        result.source("peak_memory_reserved_bytes", "log: max reserved (MB), the largest over the ranks reported")
     return result

@@ -1,49 +1,51 @@
 """MLPerf training logs (version 1): the ``:::MLLOG {json}`` lines mlperf_logging's mllog writes.
 
-Each line is one event: ``{"namespace", "time_ms", "event_type", "key", "value", "metadata"}``.
-Read here:
+Each line is one event: ``{"namespace", "time_ms", "event_type", "key", "value", "metadata"}``. What each
+figure is read from (``metrics["sources"]`` names it for every figure stored):
 
-- ``run_start`` / ``run_stop``: MLPerf's own figure, time to train = run_stop - run_start (s); the
-  status is run_stop's ``metadata.status`` (``success`` -> ok, ``aborted`` or anything else -> failed).
-- ``block_start`` / ``block_stop`` (INTERVAL_START / INTERVAL_END): the training blocks between
-  evaluations. A block's samples are the difference of the ``samples_count`` its start and stop
-  carry (MLPerf counts samples from the run's start), or, in epoch-counted logs, its
-  ``epoch_count`` x the ``train_samples`` event. Throughput (samples/s) = the blocks' samples / their
-  summed duration, after the first ``skip_intervals`` blocks (warm-up: compilation, first batches).
-- ``epoch_start`` / ``epoch_stop`` likewise (one epoch = ``train_samples``) when the log has no blocks
-  (the rules ask for one or the other), and ``tracked_stats`` (value.throughput, samples/s per step)
-  when it has neither.
-- ``eval_accuracy`` (the last one), ``global_batch_size``, ``max_sequence_length``, ``train_samples``
-  and the ``submission_*`` fields.
+- MLPerf's own result: time to train = ``run_stop`` - ``run_start`` (s), the last ``eval_accuracy`` (the
+  quality metric the benchmark's rules name: an accuracy, or a loss or perplexity), ``target_accuracy``
+  where the log states one, and ``run_stop``'s ``metadata.status`` (``success``: the run reached its
+  target -> ok; ``aborted`` or anything else -> failed).
+- Throughput from the training blocks (``mllog_blocks``: what a block's keys count is cross-checked, and a
+  log whose keys disagree has none, the attempt failed with the reason), over the blocks after the first
+  ``skip_intervals`` (warm-up: compilation, first batches), unless that would leave none: a log of one
+  block keeps it, saying its warm-up is inside. Samples/s, and tokens/s where the log counts tokens or
+  states ``max_sequence_length`` (else the case's sequence length, stated as such by ``case_facts``).
+- ``tracked_stats``: ``throughput`` (samples/s, the log's own measurement: kept as ``samples_per_s_logged``,
+  and the headline where the blocks include the warm-up, as BERT's one block does), ``train_step_time``
+  (step time), ``reduced_train_loss`` (loss), ``max_memory_usage`` (peak memory, GiB: the log names no
+  unit). Other keys (``validation_throughput``, ...) are not training figures and are left alone.
+- ``global_batch_size`` (samples per step), the ``submission_*`` fields, and ``:::SYSJSON`` (the system
+  description a submission's log carries: accelerator, nodes, accelerators per node), which an import
+  that names no case takes its hardware and layout from.
 
-The mlperf-logging package (PyPI) writes these lines and checks a submission's rules, but computes
-no throughput; a dependency only to split ``:::MLLOG`` from JSON is not worth it, so this reads the
-JSON itself: the fields its compliance checker requires (training_6.1.0 common.yaml), checked
-against what its ``mllog`` 4.1.68 writes.
-
-Hostile or broken lines: the log is read as a stream (``read_lines``: a line over the cap is skipped), and
-only what the figures need is kept (a few numbers per block), so memory does not grow with the log. A line
-whose JSON does not parse (nested deeper than Python parses included) or whose event lacks a text ``key``
-is left out with a warning (the first 20 are kept, the rest counted). An event whose ``time_ms`` is no
-time at all (nan, infinite, negative, past the year 9999) is left out and fails the import: durations
-from such a clock mean nothing. A value of the wrong type (a text batch size, a list as accuracy) is left
-out with a warning.
+The mlperf-logging package (PyPI) writes these lines and checks a submission's rules, but computes no
+throughput; this reads the JSON itself. Hostile or broken lines: the log is read as a stream (a line over
+the cap is skipped) and only a few numbers per block are kept. A line whose JSON does not parse or whose
+event lacks a text ``key`` is left out with a warning (the first 20 kept, the rest counted); an event whose
+``time_ms`` is no time (nan, infinite, negative, past the year 9999) is left out and fails the import; a
+value of the wrong type is left out with a warning.
 """
 from __future__ import annotations
 
 import json
 import math
-from array import array
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Optional
 
 from run_benchmarks.results.importers import CappedWarnings, Imported, clip, number, read_lines, register, whole
+from run_benchmarks.results.importers.mllog_blocks import Keys, Timeline, Tracked, read
 
-MARK = ":::MLLOG "
+MARK, SYSTEM = ":::MLLOG ", ":::SYSJSON "
 SUBMISSION = ("submission_benchmark", "submission_org", "submission_platform", "submission_division",
               "submission_status")
+COUNTS = ("global_batch_size", "max_sequence_length", "train_samples", "trained_samples",
+          "opt_learning_rate_decay_steps", "opt_learning_rate_training_steps")
+SYSTEM_FIELDS = ("system_name", "accelerator_model_name", "number_of_nodes", "accelerators_per_node",
+                 "accelerator_memory_capacity", "framework")
 LAST_TIME_MS = 253402300799999  # 9999-12-31T23:59:59.999Z, the last time a datetime holds
+AGREE = 0.10  # the blocks' samples/s and tracked_stats' own: a difference past this is a warning
 
 
 def _iso(time_ms: float) -> str:
@@ -61,70 +63,23 @@ def _bad_time(time_ms) -> str:
     return ""
 
 
-class _Intervals:
-    """The complete blocks (or epochs) of a log in its order, three numbers each: samples (nan where only an
-    epoch count is known, resolved with ``train_samples`` at the end), epochs, seconds."""
-
-    def __init__(self, kind: str):
-        self.kind = kind
-        self.open: Optional[tuple[float, Optional[float], Optional[float]]] = None
-        self.samples, self.epochs, self.seconds = array("d"), array("d"), array("d")
-
-    def event(self, key: str, time_ms: float, metadata: dict, warnings: CappedWarnings, where: str) -> None:
-        if key == f"{self.kind}_start":
-            epoch_count = number(metadata.get("epoch_count", 1 if self.kind == "epoch" else None))
-            self.open = (time_ms, number(metadata.get("samples_count")), epoch_count)
-        elif key == f"{self.kind}_stop" and self.open is not None:
-            (start_ms, first, epoch_count), self.open = self.open, None
-            seconds = (time_ms - start_ms) / 1000
-            last = number(metadata.get("samples_count"))
-            if first is not None and last is not None and last > first:
-                samples, epochs = last - first, 0.0
-            elif epoch_count:
-                samples, epochs = math.nan, epoch_count
-            else:
-                warnings.add(f"{self.kind} at {_iso(start_ms)}: no samples_count on both ends nor epoch_count; "
-                             "left out of the throughput")
-                return
-            if seconds <= 0:
-                warnings.add(f"{where}: {self.kind}_stop is not after its {self.kind}_start; left out")
-                return
-            self.samples.append(samples)
-            self.epochs.append(epochs)
-            self.seconds.append(seconds)
-
-    def counted(self, train_samples: Optional[float], warnings: CappedWarnings) -> tuple[array, array]:
-        """(samples, seconds) of each block whose samples are known, in the log's order, as two columns."""
-        samples_out, seconds_out = array("d"), array("d")
-        for samples, epochs, seconds in zip(self.samples, self.epochs, self.seconds):
-            if math.isnan(samples):
-                if not train_samples:
-                    warnings.add(f"a {self.kind} counts epochs but the log has no train_samples; left out of the "
-                                 "throughput")
-                    continue
-                samples = epochs * train_samples
-            samples_out.append(samples)
-            seconds_out.append(seconds)
-        return samples_out, seconds_out
-
-
-@register("mllog", 1, "MLPerf :::MLLOG JSON lines (run_start/run_stop, block_start/block_stop samples_count)")
-def parse(path: Path, world_size: int, skip_intervals: int = 1) -> Imported:
+@register("mllog", 1, "MLPerf :::MLLOG JSON lines (run_start/run_stop, blocks, eval_accuracy, tracked_stats)")
+def parse(path: Path, world_size, skip_intervals: int = 1) -> Imported:
     warnings = CappedWarnings()
     read_notes: list[str] = []
-    blocks, epochs = _Intervals("block"), _Intervals("epoch")
-    throughput, tracked = array("d"), 0  # tracked_stats after the warm-up ones, and how many there were
-    start_ms = stop_ms = None
-    stop_status = None
+    blocks, epochs, tracked = Timeline("block"), Timeline("epoch"), Tracked()
+    start_ms = stop_ms = stop_status = None
     last: dict = {}  # the last value of each key read below (eval_accuracy: the final one)
-    eval_samples = None
-    bad_times, first_bad = 0, ""
-    events = 0
+    after_start: dict = {}  # train_samples / trained_samples logged after run_start: the run's total
+    system: dict = {}
+    bad_times, first_bad, events = 0, "", 0
     for line_number, line in enumerate(read_lines(path, read_notes), 1):
         at = line.find(MARK)
-        if at < 0:
-            continue
         where = f"{path}:{line_number}"
+        if at < 0:
+            if not system and (at := line.find(SYSTEM)) >= 0:
+                system = _system(line[at + len(SYSTEM):], warnings, where)
+            continue
         try:
             event = json.loads(line[at + len(MARK):])
         except ValueError as exc:  # JSONDecodeError, or an integer of more digits than Python converts
@@ -154,38 +109,77 @@ def parse(path: Path, world_size: int, skip_intervals: int = 1) -> Imported:
                 last[key] = clip(value, 200) if isinstance(value, str) else value
             else:
                 warnings.add(f"{where}: {key} is a {type(value).__name__}, not a text; left out")
-        elif key in ("global_batch_size", "max_sequence_length", "train_samples", "eval_accuracy"):
-            read = whole(value) if key != "eval_accuracy" else number(value)
-            if read is None or (key != "eval_accuracy" and read <= 0):
+        elif key in COUNTS or key in ("eval_accuracy", "target_accuracy"):
+            read_value = whole(value) if key in COUNTS else number(value)
+            if read_value is None or (key in COUNTS and read_value <= 0):
                 said = clip(repr(value), 60) if value is None or isinstance(value, (str, int, float)) else \
                     f"(a {type(value).__name__})"
                 warnings.add(f"{where}: {key} {said} is not a "
-                             + ("number" if key == "eval_accuracy" else "positive whole number") + "; left out")
+                             + ("positive whole number" if key in COUNTS else "number") + "; left out")
             else:
-                last[key] = read
+                last[key] = read_value
+                if key in ("train_samples", "trained_samples") and start_ms is not None:
+                    after_start[key] = read_value
                 if key == "eval_accuracy":
-                    eval_samples = whole(metadata.get("samples_count"))
-        elif key == "tracked_stats":
-            rate = number(value.get("throughput")) if isinstance(value, dict) else None
-            if rate is not None:
-                tracked += 1
-                if tracked > skip_intervals:
-                    throughput.append(rate)
+                    last["eval_at"] = whole(metadata.get("samples_count", metadata.get("epoch_num")))
+        elif key == "tracked_stats" and isinstance(value, dict):
+            tracked.add(value, len(blocks))
         blocks.event(key, time_ms, metadata, warnings, where)
         epochs.event(key, time_ms, metadata, warnings, where)
     result = Imported(status="ok", metrics={"world_size": world_size},
                       details={k: last[k] for k in SUBMISSION if k in last})
     result.warnings = read_notes
+    result.stated = _stated(last, system)
+    if system:
+        result.details["system"] = system
     if bad_times:
         result.status = "failed"
         result.reason = (f"{first_bad}; such an event is no time stamp and was left out"
                          + (f" ({bad_times:,} events in all)" if bad_times > 1 else ""))
     if not events:
-        result.status = "failed"
-        result.reason = "; ".join(filter(None, [result.reason, f"no figure in the log: no {MARK.strip()} line"
-                                                + (" with a valid time" if bad_times else "")]))
+        _fail(result, f"no figure in the log: no {MARK.strip()} line" + (" with a valid time" if bad_times else ""))
         result.warnings.extend(warnings.final())
         return result
+    _result_of_the_run(result, start_ms, stop_ms, stop_status, last)
+    timeline = blocks if len(blocks) else epochs
+    keys = Keys(batch=last.get("global_batch_size"), seq=last.get("max_sequence_length"),
+                total=after_start.get("trained_samples", after_start.get("train_samples")),
+                per_epoch=last.get("train_samples") if not after_start else None,
+                schedule=last.get("opt_learning_rate_decay_steps", last.get("opt_learning_rate_training_steps")))
+    _throughput(result, timeline, keys, tracked, skip_intervals, warnings)
+    result.warnings.extend(warnings.final())
+    return result
+
+
+def _system(text: str, warnings: CappedWarnings, where: str) -> dict:
+    try:
+        data = json.loads(text)
+    except (ValueError, RecursionError):
+        warnings.add(f"{where}: not valid JSON after {SYSTEM.strip()}; left out")
+        return {}
+    if not isinstance(data, dict):
+        return {}
+    return {k: clip(str(data[k]), 100) for k in SYSTEM_FIELDS if isinstance(data.get(k), (str, int))}
+
+
+def _stated(last: dict, system: dict) -> dict:
+    """What the log says ran: model (the benchmark), hardware and layout (SYSJSON), for an import of no case."""
+    stated = {"model": last.get("submission_benchmark"), "hardware": system.get("accelerator_model_name")
+              or last.get("submission_platform"), "source": "the log's submission_benchmark and :::SYSJSON"}
+    if last.get("max_sequence_length"):
+        stated["seq_len"] = last["max_sequence_length"]
+    nodes, per_node = (whole(_int(system.get(k))) for k in ("number_of_nodes", "accelerators_per_node"))
+    if nodes and per_node:
+        stated["nnodes"], stated["nprocs_per_node"] = nodes, per_node
+    return stated
+
+
+def _int(text):
+    return int(text) if isinstance(text, str) and text.strip().isdigit() else text
+
+
+def _result_of_the_run(result: Imported, start_ms, stop_ms, stop_status, last: dict) -> None:
+    """MLPerf's own figures: time to train, the last evaluation, the status, the target where stated."""
     if start_ms is not None:
         result.started_at = _iso(start_ms)
     if stop_ms is not None:
@@ -197,33 +191,75 @@ def parse(path: Path, world_size: int, skip_intervals: int = 1) -> Imported:
     else:
         _fail(result, "no run_stop event: the run did not end")
     m = result.metrics
+    status = f"run_stop status {clip(str(stop_status), 60)}" if stop_ms is not None else "no run_stop"
     if start_ms is not None and stop_ms is not None:
         result.wall_time_s = m["time_to_train_s"] = (stop_ms - start_ms) / 1000
+        result.source("time_to_train_s", f"log: run_stop - run_start, MLPerf's score ({status}"
+                      + (": the run reached its quality target)" if stop_status == "success" else ")"))
     if "global_batch_size" in last:
         m["samples_per_step"] = last["global_batch_size"]
+        result.source("samples_per_step", "log: global_batch_size")
     if "eval_accuracy" in last:
-        m["eval_accuracy"] = last["eval_accuracy"]
-        result.details["eval_samples_count"] = eval_samples
-    train_samples = last.get("train_samples")
-    samples, seconds = blocks.counted(train_samples, warnings)
-    if not samples:
-        samples, seconds = epochs.counted(train_samples, warnings)
-    result.details.update(blocks=len(samples), tracked_stats=tracked, skipped=skip_intervals)
-    if samples[skip_intervals:]:
-        m["samples_per_s"] = math.fsum(samples[skip_intervals:]) / math.fsum(seconds[skip_intervals:])
-        result.details["throughput_from"] = "blocks"
-    elif throughput:
-        m["samples_per_s"] = math.fsum(throughput) / len(throughput)
-        result.details["throughput_from"] = "tracked_stats"
-    else:
-        warnings.add(f"no throughput: {len(samples)} block(s) with samples and {tracked} "
-                     f"tracked_stats value(s), none after the {skip_intervals} warm-up one(s)")
-    seq = last.get("max_sequence_length")
-    if m.get("samples_per_s") is not None and seq:
-        m["tokens_per_s_total"] = m["samples_per_s"] * seq
-        m["tokens_per_s_per_device"] = m["samples_per_s"] * seq / world_size
-    result.warnings.extend(warnings.final())
-    return result
+        m["eval_accuracy"], m["run_status"] = last["eval_accuracy"], clip(str(stop_status), 60)
+        result.details["eval_samples_count"] = last.get("eval_at")
+        at = f" at {last['eval_at']:,}" if last.get("eval_at") is not None else ""
+        result.source("eval_accuracy", f"log: the last eval_accuracy{at} (the benchmark's quality metric; {status})")
+    if "target_accuracy" in last:
+        m["eval_target"] = last["target_accuracy"]
+        result.source("eval_target", "log: target_accuracy")
+
+
+def _throughput(result: Imported, timeline: Timeline, keys: Keys, tracked: Tracked, skip: int,
+                warnings: CappedWarnings) -> None:
+    m, kind = result.metrics, timeline.kind
+    reading = read(timeline, keys)
+    for note in reading.notes:
+        warnings.add(note)
+    if reading.refused:
+        _fail(result, f"no throughput: {reading.refused}")
+    measured = slice(skip, None) if len(reading.amounts) > skip else slice(0, None)
+    if reading.amounts and len(reading.amounts) <= skip:
+        warnings.add(f"the log has {len(reading.amounts)} {kind}(s): kept whole, its warm-up inside (the "
+                     f"{skip} warm-up {kind}(s) of --skip-intervals would leave none)")
+    result.details.update({f"{kind}s": len(reading.amounts), "tracked_stats": len(tracked.throughput),
+                           "skipped": skip, "unit": reading.unit or None})
+    rate = None
+    if reading.amounts and not reading.refused:
+        amount, seconds = math.fsum(reading.amounts[measured]), math.fsum(reading.seconds[measured])
+        rate, used = amount / seconds, len(reading.amounts[measured])
+        how = f"the log's {kind}s ({used} of {len(reading.amounts)}): {reading.how}, over their training time"
+        if reading.unit == "tokens":
+            m["tokens_per_s_total"] = rate
+            result.source("tokens_per_s_total", f"derived from {how}")
+            rate = rate / keys.seq
+            how += f", / max_sequence_length {keys.seq:,}"
+        m["samples_per_s"] = rate
+        result.source("samples_per_s", f"derived from {how}")
+    logged = tracked.throughput[skip:] if len(tracked.throughput) > skip else tracked.throughput
+    if logged:
+        own = math.fsum(logged) / len(logged)
+        m["samples_per_s_logged"] = own
+        result.source("samples_per_s_logged", f"log: tracked_stats throughput, mean of {len(logged)}")
+        whole_run = bool(reading.amounts) and len(reading.amounts) <= skip
+        if not reading.refused and (rate is None or whole_run):
+            if rate is not None:
+                m["samples_per_s_blocks"] = rate
+                result.source("samples_per_s_blocks", result.metrics["sources"].pop("samples_per_s"))
+            m["samples_per_s"] = m.pop("samples_per_s_logged")
+            result.source("samples_per_s", f"log: tracked_stats throughput, mean of {len(logged)} (the log's "
+                                           "own measurement)")
+            result.metrics["sources"].pop("samples_per_s_logged")
+            m.pop("tokens_per_s_total", None)
+        elif rate is not None and abs(own / rate - 1) > AGREE:
+            warnings.add(f"the {kind}s give {rate:,.4g} samples/s, the log's tracked_stats {own:,.4g} "
+                         f"({own / rate - 1:+.1%}, past {AGREE:.0%})")
+    if m.get("samples_per_s") is not None and keys.seq and m.get("tokens_per_s_total") is None:
+        m["tokens_per_s_total"] = m["samples_per_s"] * keys.seq
+        result.source("tokens_per_s_total", f"samples/s x max_sequence_length {keys.seq:,} (log)")
+    if m.get("samples_per_s") is None and not reading.refused:
+        warnings.add(f"no throughput: {len(reading.amounts)} {kind}(s) with an amount and "
+                     f"{len(tracked.throughput)} tracked_stats throughput value(s)")
+    tracked.figures(result, skip, len(timeline))
 
 
 def _fail(result: Imported, why: str) -> None:

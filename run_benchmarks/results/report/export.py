@@ -22,6 +22,8 @@ PATH_FIELDS = ("extern_config", "results_path")
 CSV_COLUMNS = ("run_id",) + CASE_COLUMNS + ("round", "attempt", "status", "reason", "precision", "started_at",
                                              "ended_at", "wall_time_s") + tuple(c for c, _, _ in METRIC_COLUMNS) + MONITOR_COLUMNS + (
     "accelbench_commit", "source", "results_path")
+# Figures no store column holds, read from the metrics: MLPerf's own result in an imported MLPerf log
+METRIC_CSV = ("time_to_train_s", "eval_accuracy")
 FACT_CSV = ("workload_hash",) + tuple(k for k in FACT_KEYS if k != "precision")  # precision is a column already
 CASE_FIELDS = ("case", "framework", "framework_version", "hardware", "vendor", "nnodes", "nprocs_per_node")
 SUMMARY_COLUMNS = (CASE_FIELDS + ("config", "extern_config", "workload_hash") + FACT_KEYS
@@ -45,6 +47,7 @@ def _attempt_row(attempt: Attempt, root: Optional[Path]) -> dict:
     what = round_facts(attempt)
     row = {**attempt.row, **{k: relative(attempt.get(k), root) for k in PATH_FIELDS}}
     row["workload_hash"] = what.workload_hash
+    row.update({k: (attempt.get("metrics") or {}).get(k) for k in METRIC_CSV})
     row.update({k: what.facts.get(k) for k in FACT_KEYS if k != "precision"})
     return row
 
@@ -63,7 +66,7 @@ def _csv(columns: Sequence[str], rows: Sequence[dict]) -> str:
 
 
 def to_csv(attempts: Sequence[Attempt], root: Optional[Path] = None) -> str:
-    return _csv(CSV_COLUMNS + FACT_CSV, [_attempt_row(a, root) for a in attempts])
+    return _csv(CSV_COLUMNS + METRIC_CSV + FACT_CSV, [_attempt_row(a, root) for a in attempts])
 
 
 def summary_row(summary: CaseSummary, root: Optional[Path] = None) -> dict[str, Any]:

@@ -56,6 +56,9 @@ FIGURES = (
     Figure("first_step_time_s", "first step", "s", False, lambda x: f"{x:.2f} s"),
     Figure("wall_time_s", "end-to-end", "s", False, lambda x: f"{x:.1f} s"),
     Figure("loss_last", "loss at the end", "", False, lambda x: f"{x:.4f}"),
+    # MLPerf's own result, for imported MLPerf logs: its score and the quality metric it reached
+    Figure("time_to_train_s", "time to train", "s", False, lambda x: f"{x:,.1f} s ({x / 60:,.1f} min)"),
+    Figure("eval_accuracy", "eval accuracy (last)", "", True, lambda x: f"{x:.4g}"),
     Figure("accel_util_mean", "accelerator utilisation", "%", True, lambda x: f"{x:.0f}%"),
     Figure("power_w_mean", "power (all devices)", "W", False, lambda x: f"{x:,.0f} W"),
     Figure("energy_j", "energy (all devices)", "J", False, lambda x: f"{x:,.0f} J"),

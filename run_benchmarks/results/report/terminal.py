@@ -95,7 +95,7 @@ def layout_summary(workload, world_size: int) -> str:
 # ---------------------------------------------------------------- from the results store
 
 
-_WHERE_MEASURED = ("effective_tokens_per_s_per_device", "mfu_measured")
+_WHERE_MEASURED = ("effective_tokens_per_s_per_device", "mfu_measured", "time_to_train_s", "eval_accuracy")
 
 
 def summary_table(summaries, title: str) -> Table:
@@ -106,9 +106,10 @@ def summary_table(summaries, title: str) -> Table:
 
     table = Table(title=title)
     columns = ("tokens_per_s_per_device", "effective_tokens_per_s_per_device", "tokens_per_s_total",
-               "tflops_per_device", "mfu", "mfu_measured", "step_time_median_s")
+               "tflops_per_device", "mfu", "mfu_measured", "step_time_median_s", "time_to_train_s", "eval_accuracy")
     # Effective tokens/s (padding left out) only where a round pads, "MFU (measured)" only once a round has a
-    # calibrated peak: a column of n/a would push the others to wrap
+    # calibrated peak, MLPerf's time to train and eval accuracy only where an imported MLPerf log gave them:
+    # a column of n/a would push the others to wrap
     columns = tuple(k for k in columns if k not in _WHERE_MEASURED or any(s.mean(k) is not None for s in summaries))
     varying = differing([s.facts for s in summaries])
     table.add_column("case", no_wrap=True)

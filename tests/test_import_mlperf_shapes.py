@@ -1,0 +1,279 @@
+"""``accelbench import --format mllog`` of the structures real MLPerf submissions log (issue 30).
+
+Each log is built here with the structure of one kind of submission, never copied from one: NeMo's GPT-3
+(block sizes and the total trained counted in tokens, in ``epoch_count`` and ``train_samples``), Habana's
+GPT-3 (one block spanning every evaluation, its ``epoch_count`` the evaluation interval), BERT (one block,
+the log's own ``tracked_stats`` throughput over its steps), NeMo's Llama 3.1 405B (``block_stop`` repeating
+its start's ``samples_count``, per-step ``tracked_stats``), Llama 2 70B LoRA (no sequence length in the log).
+Every figure is asserted against the arithmetic done here on the numbers written.
+"""
+from __future__ import annotations
+
+import csv
+import io
+import json
+
+import pytest
+
+from .test_importers import mllog, stored
+
+GIB = 2**30
+
+
+def sysjson(nodes: int, per_node: int, accelerator: str) -> str:
+    return ":::SYSJSON " + json.dumps({"submitter": "X", "number_of_nodes": str(nodes),
+                                       "accelerators_per_node": str(per_node),
+                                       "accelerator_model_name": accelerator}) + "\n"
+
+
+def run(accelbench, db, log, run_id: str, *extra: str):
+    return accelbench("import", str(log), "--format", "mllog", "--run-id", run_id, "--db", str(db), *extra)
+
+
+# ---------------------------------------------------------------- GPT-3: token-counted blocks
+
+G3, S3 = 2304, 2048
+BLOCK = G3 * S3 * 11  # tokens: 11 steps of 2304 sequences of 2048 tokens
+SECONDS = (130.0, 120.0, 121.0, 119.0)  # the first block is warm-up
+
+
+def nemo_gpt3(schedule: bool = True) -> str:
+    text = sysjson(64, 8, "NVIDIA H100-SXM5-80GB") + mllog("submission_benchmark", 0, "gpt3")
+    text += mllog("global_batch_size", 0, G3) + mllog("max_sequence_length", 0, S3)
+    if schedule:
+        text += mllog("opt_learning_rate_decay_steps", 0, 72400)
+    text += mllog("run_start", 10, event_type="INTERVAL_START")
+    t = 11.0
+    for k, seconds in enumerate(SECONDS):
+        text += mllog("block_start", t, event_type="INTERVAL_START", first_epoch_num=k * BLOCK, epoch_count=BLOCK)
+        text += mllog("block_stop", t + seconds, event_type="INTERVAL_END", first_epoch_num=k * BLOCK,
+                      epoch_count=BLOCK)
+        text += mllog("eval_start", t + seconds, epoch_num=(k + 1) * BLOCK)
+        text += mllog("eval_accuracy", t + seconds + 10, 2.75 - 0.01 * k, epoch_num=(k + 1) * BLOCK)
+        text += mllog("eval_stop", t + seconds + 10, epoch_num=(k + 1) * BLOCK)
+        t += seconds + 10
+    return (text + mllog("run_stop", t, status="success") + mllog("trained_samples", t, len(SECONDS) * BLOCK)
+            + mllog("train_samples", t, len(SECONDS) * BLOCK))
+
+
+def test_nemo_gpt3_blocks_count_tokens_and_give_the_sources_throughput(accelbench, tmp_path):
+    db, log = tmp_path / "r.db", tmp_path / "result_0.txt"
+    log.write_text(nemo_gpt3())
+    done = run(accelbench, db, log, "gpt3")  # no case: the log's model, hardware and layout (SYSJSON)
+    assert done.returncode == 0, done.stdout + done.stderr
+    row = stored(db, "gpt3")
+    tokens = 3 * BLOCK / (120.0 + 121.0 + 119.0)
+    assert row["status"] == "ok" and (row["case"], row["framework"], row["hardware"]) == ("gpt3", "mllog",
+                                                                                            "NVIDIA_H100-SXM5-80GB")
+    assert (row["nnodes"], row["nprocs_per_node"], row["world_size"]) == (64, 8, 512)
+    assert row["tokens_per_s_total"] == pytest.approx(tokens, rel=1e-12)
+    assert row["tokens_per_s_per_device"] == pytest.approx(tokens / 512, rel=1e-12)  # ~845, not 2e15
+    assert row["samples_per_s"] == pytest.approx(tokens / S3, rel=1e-12)
+    assert row["tflops_per_device"] is None and row["mfu"] is None  # no case: no FLOPs of accelbench's
+    sources = row["metrics"]["sources"]
+    assert sources["tokens_per_s_total"] == ("derived from the log's blocks (3 of 4): epoch_count of each block, "
+                                             f"adding up to the log's total {4 * BLOCK:,}, over their training time")
+    assert any("the blocks count tokens" in w and "past the log's learning-rate schedule of 72,400" in w
+               for w in row["warnings"])
+    assert any(w.startswith("no case named: only the log's own figures") for w in row["warnings"])
+
+    done = run(accelbench, db, log, "gpt3-case", "--case-name", "gpt2_175b:torch:H100:64:8")
+    assert done.returncode == 0, done.stdout + done.stderr
+    row = stored(db, "gpt3-case")
+    per_device = tokens / 512
+    assert row["tflops_per_device"] == pytest.approx(row["metrics"]["flops_per_token"] * per_device / 1e12)
+    assert row["metrics"]["sources"]["tflops_per_device"].startswith("case gpt2_175b: ")
+
+
+def test_a_block_count_that_reads_as_samples_or_tokens_alike_is_refused_without_a_schedule(accelbench, tmp_path):
+    db, log = tmp_path / "r.db", tmp_path / "result_0.txt"
+    log.write_text(nemo_gpt3(schedule=False))
+    done = run(accelbench, db, log, "ambiguous", "--case-name", "gpt2_175b:torch:H100:64:8")
+    assert done.returncode == 1, done.stdout + done.stderr
+    row = stored(db, "ambiguous")
+    assert row["status"] == "failed" and row["tokens_per_s_per_device"] is None and row["samples_per_s"] is None
+    assert "no throughput: each block is whole steps both of 2,304 samples and of 2,304 x 2,048 tokens" in row["reason"]
+    assert row["metrics"]["time_to_train_s"] > 0 and row["metrics"]["eval_accuracy"] == pytest.approx(2.72)
+
+
+def test_habana_one_block_spanning_its_evaluations_counts_evaluations_times_the_interval(accelbench, tmp_path):
+    db, log = tmp_path / "r.db", tmp_path / "result_0.txt"
+    g = s = 2048
+    interval = g * s * 12
+    text = mllog("global_batch_size", 0, g) + mllog("max_sequence_length", 0, s)
+    text += mllog("opt_learning_rate_decay_steps", 0, 81450) + mllog("run_start", 1, event_type="INTERVAL_START")
+    text += mllog("block_start", 2, event_type="INTERVAL_START", first_epoch_num=0, epoch_count=interval)
+    t = 2.0
+    for k in range(5):
+        t += 100.0
+        text += mllog("eval_start", t, epoch_num=(k + 1) * interval)
+        text += mllog("eval_accuracy", t + 15, 2.8 - 0.02 * k, epoch_num=(k + 1) * interval)
+        text += mllog("eval_stop", t + 15, epoch_num=(k + 1) * interval)
+        t += 15
+    text += mllog("train_samples", t, 5 * interval) + mllog("block_stop", t, event_type="INTERVAL_END",
+                                                             first_epoch_num=0)
+    log.write_text(text + mllog("run_stop", t + 1, status="success"))
+    done = run(accelbench, db, log, "habana", "--nnodes", "128", "--nprocs-per-node", "8", "--hardware", "Gaudi2")
+    assert done.returncode == 0, done.stdout + done.stderr
+    row = stored(db, "habana")
+    assert row["tokens_per_s_total"] == pytest.approx(5 * interval / 500.0, rel=1e-12)  # the evaluations' 75 s out
+    assert row["tokens_per_s_per_device"] == pytest.approx(5 * interval / 500.0 / 1024, rel=1e-12)
+    assert "evaluations x epoch_count, adding up to the log's total" in row["metrics"]["sources"]["tokens_per_s_total"]
+    warnings = "\n".join(row["warnings"])
+    assert "the log has 1 block(s): kept whole, its warm-up inside" in warnings
+    assert "their 5 evaluations' 75.0 s left out of the training time" in warnings
+
+
+def test_bert_one_block_keeps_its_throughput_the_logs_own_tracked_stats(accelbench, tmp_path):
+    db, log = tmp_path / "r.db", tmp_path / "result_0.txt"
+    g, steps = 4608, 652
+    text = mllog("submission_benchmark", 0, "bert") + mllog("global_batch_size", 0, g)
+    text += mllog("opt_learning_rate_training_steps", 0, 700) + mllog("run_start", 1, event_type="INTERVAL_START")
+    text += mllog("block_start", 1, event_type="INTERVAL_START", first_epoch_num=1, epoch_count=1)
+    for k in range(1, 5):
+        text += mllog("eval_accuracy", 1 + 12 * k, 0.70 + 0.005 * k, epoch_num=k * steps * g // 4)
+    text += mllog("block_stop", 51, event_type="INTERVAL_END", first_epoch_num=1)
+    text += mllog("train_samples", 51, steps * g) + mllog("run_stop", 51, status="success")
+    log.write_text(text + mllog("tracked_stats", 51, {"throughput": 60123.5, "epoch_num": steps * g}, step=[2, steps]))
+    done = run(accelbench, db, log, "bert", "--nnodes", "8", "--nprocs-per-node", "8")
+    assert done.returncode == 0, done.stdout + done.stderr
+    row = stored(db, "bert")
+    assert row["status"] == "ok" and row["case"] == "bert" and row["samples_per_s"] == 60123.5
+    metrics = row["metrics"]
+    assert metrics["samples_per_s_blocks"] == pytest.approx(steps * g / 50.0, rel=1e-12)
+    assert metrics["sources"]["samples_per_s"] == ("log: tracked_stats throughput, mean of 1 (the log's own "
+                                                   "measurement)")
+    assert "the log's one block is one epoch" in metrics["sources"]["samples_per_s_blocks"]
+    assert row["tokens_per_s_total"] is None  # no sequence length anywhere
+    assert any(w.startswith("no tokens/s: the log gives samples/s and no sequence length") for w in row["warnings"])
+    assert metrics["eval_accuracy"] == pytest.approx(0.72) and metrics["time_to_train_s"] == 50
+
+
+# ---------------------------------------------------------------- Llama 3.1 405B and LoRA: samples_count blocks
+
+def nemo_405b() -> str:
+    g, s = 1152, 8192
+    text = mllog("global_batch_size", 0, g) + mllog("max_sequence_length", 0, s)
+    text += mllog("train_samples", 0, 1574207408) + mllog("run_start", 1, event_type="INTERVAL_START")
+    t, count = 1.0, 0
+    for k, step_times in enumerate(((60.0, 50.0), (55.0, 56.0), (54.0, 58.0))):
+        text += mllog("block_start", t, event_type="INTERVAL_START", samples_count=count)
+        for i, seconds in enumerate(step_times):
+            t += seconds
+            text += mllog("tracked_stats", t, {"train_step_time": seconds, "reduced_train_loss": 7.0 - k - 0.1 * i},
+                          step=count + g * (i + 1))
+        text += mllog("tracked_stats", t, {"throughput": 2 * g / sum(step_times), "train_step_time": 55.0,
+                                           "max_memory_usage": 58.5 + k}, step=count)
+        text += mllog("block_stop", t, event_type="INTERVAL_END", samples_count=count)  # the start's, again
+        count += 2 * g
+        text += mllog("eval_start", t, samples_count=count)
+        text += mllog("tracked_stats", t + 5, {"validation_throughput": 99999.0}, step=count)
+        text += mllog("eval_accuracy", t + 10, 7.5 - k, samples_count=count)
+        text += mllog("eval_stop", t + 10, samples_count=count)
+        t += 10
+    return text + mllog("run_stop", t, samples_count=count, status="success")
+
+
+def test_nemo_405b_blocks_end_at_the_next_samples_count_with_no_warning(accelbench, tmp_path):
+    db, log = tmp_path / "r.db", tmp_path / "result_0.txt"
+    log.write_text(nemo_405b())
+    done = run(accelbench, db, log, "405b", "--nnodes", "64", "--nprocs-per-node", "8", "--model", "llama3.1 405B")
+    assert done.returncode == 0, done.stdout + done.stderr
+    row = stored(db, "405b")
+    samples_per_s = 4 * 1152 / (111.0 + 112.0)  # blocks 2 and 3
+    assert row["case"] == "llama3.1_405B" and row["samples_per_s"] == pytest.approx(samples_per_s, rel=1e-12)
+    assert row["tokens_per_s_total"] == pytest.approx(samples_per_s * 8192, rel=1e-12)  # the log's length
+    assert row["step_time_median_s"] == pytest.approx(55.5) and row["loss_last"] == pytest.approx(4.9)
+    assert row["peak_memory_bytes"] == 60.5 * GIB and row["metrics"]["memory_kind"] == "max_memory_usage"
+    metrics = row["metrics"]
+    assert metrics["samples_per_s_logged"] == pytest.approx((2 * 1152 / 111.0 + 2 * 1152 / 112.0) / 2, rel=1e-12)
+    assert "block_stop(s) repeat the start's samples_count" in metrics["sources"]["samples_per_s"]
+    assert not any("block" in w or "left out" in w for w in row["warnings"]), row["warnings"]
+
+
+def lora_log() -> str:
+    text = mllog("submission_benchmark", 0, "llama2_70b_lora") + mllog("global_batch_size", 0, 8)
+    text += mllog("train_samples", 0, 3901) + mllog("run_start", 1, event_type="INTERVAL_START")
+    t, count = 1.0, 0
+    for k, (samples, seconds) in enumerate(((1536, 140.0), (384, 30.0), (384, 31.0))):
+        text += mllog("block_start", t, event_type="INTERVAL_START", samples_count=count)
+        text += mllog("tracked_stats", t + seconds, {"throughput": samples / seconds * 1.01}, step=count + samples)
+        count += samples
+        text += mllog("block_stop", t + seconds, event_type="INTERVAL_END", samples_count=count)
+        text += mllog("eval_accuracy", t + seconds + 8, 0.94 - 0.005 * k, samples_count=count)
+        t += seconds + 8
+    return text + mllog("run_stop", t, samples_count=count, status="success")
+
+
+def test_lora_tokens_take_the_cases_sequence_length_said_so_or_the_one_set(accelbench, tmp_path):
+    db, log = tmp_path / "r.db", tmp_path / "result_0.txt"
+    log.write_text(lora_log())
+    done = run(accelbench, db, log, "lora", "--case-name", "llama_7b_lora:torch:H100:1:8")
+    assert done.returncode == 0, done.stdout + done.stderr
+    samples_per_s = 768 / 61.0
+    row = stored(db, "lora")
+    assert row["tokens_per_s_total"] == pytest.approx(samples_per_s * 1024, rel=1e-12)
+    said = "sequence length 1,024 from case llama_7b_lora: the log states none"
+    assert any(w.startswith(said) for w in row["warnings"]) and said in done.stderr
+    assert row["metrics"]["sources"]["tokens_per_s_total"].startswith("assumption: samples/s x sequence length 1,024")
+    shown = accelbench("show", "lora", "--db", str(db))
+    assert "assumption: samples/s x sequence length 1,024 from case llama_7b_lora" in shown.stdout
+
+    done = run(accelbench, db, log, "lora-8k", "--case-name", "llama_7b_lora:torch:H100:1:8",
+               "--set", "model.seq_len=8192")
+    assert done.returncode == 0, done.stdout + done.stderr
+    row = stored(db, "lora-8k")
+    assert row["tokens_per_s_total"] == pytest.approx(samples_per_s * 8192, rel=1e-12)
+    assert "from --set model.seq_len=8192" in row["metrics"]["sources"]["tokens_per_s_total"]
+
+
+# ---------------------------------------------------------------- MLPerf's headline in every view
+
+def test_time_to_train_and_eval_accuracy_show_in_show_report_and_csv(accelbench, tmp_path):
+    db, log = tmp_path / "r.db", tmp_path / "result_0.txt"
+    log.write_text(lora_log())
+    assert run(accelbench, db, log, "head", "--nnodes", "1", "--nprocs-per-node", "8").returncode == 0
+    ttt = stored(db, "head")["metrics"]["time_to_train_s"]
+    assert ttt == 1 + 140 + 30 + 31 + 3 * 8 - 1
+    shown = accelbench("show", "head", "--db", str(db)).stdout
+    assert f"time to train: {ttt:,.1f} s ({ttt / 60:,.1f} min) — log: run_stop - run_start, MLPerf's score " \
+           "(run_stop status success: the run reached its quality target)" in shown
+    assert "eval accuracy (last): 0.93 — log: the last eval_accuracy at 2,304" in shown
+    assert "samples/s as logged: " in shown and "run status, as logged: success" in shown
+    report = accelbench("report", "head", "--db", str(db)).stdout
+    assert "time to" in report and f"{ttt:,.1f} s" in report and "0.93" in report  # columns of their own
+    (raw,) = csv.DictReader(io.StringIO(accelbench("report", "head", "--db", str(db), "--format", "csv").stdout))
+    assert float(raw["time_to_train_s"]) == ttt and float(raw["eval_accuracy"]) == pytest.approx(0.93)
+    (summary,) = csv.DictReader(io.StringIO(accelbench("report", "head", "--db", str(db), "--format",
+                                                       "summary-csv").stdout))
+    assert float(summary["time_to_train_s"]) == ttt and float(summary["eval_accuracy"]) == pytest.approx(0.93)
+
+
+def test_epoch_counted_blocks_are_epochs_of_train_samples_unless_an_evaluation_says_otherwise(accelbench, tmp_path):
+    """ResNet's structure: train_samples (one epoch) before the run, blocks of epoch_count epochs, evaluations at
+    epoch numbers. The same blocks with evaluations far past the blocks' epochs count no epochs: refused."""
+    db, log = tmp_path / "r.db", tmp_path / "result_0.txt"
+
+    def resnet(eval_at) -> str:
+        text = mllog("global_batch_size", 0, 3264) + mllog("train_samples", 0, 1281167)
+        text += mllog("run_start", 1, event_type="INTERVAL_START")
+        for k, seconds in enumerate((300.0, 250.0, 251.0)):
+            start = 1 + 310.0 * k
+            text += mllog("block_start", start, event_type="INTERVAL_START", first_epoch_num=1 + 4 * k, epoch_count=4)
+            text += mllog("block_stop", start + seconds, event_type="INTERVAL_END", first_epoch_num=1 + 4 * k)
+            text += mllog("eval_accuracy", start + seconds + 5, 0.70 + 0.02 * k, epoch_num=eval_at(k))
+        return text + mllog("run_stop", 940, status="success")
+
+    log.write_text(resnet(lambda k: 4 * (k + 1)))
+    done = run(accelbench, db, log, "resnet", "--nnodes", "1", "--nprocs-per-node", "8")
+    assert done.returncode == 0, done.stdout + done.stderr
+    row = stored(db, "resnet")
+    assert row["samples_per_s"] == pytest.approx(8 * 1281167 / 501.0, rel=1e-12)
+    assert "epoch_count x train_samples 1,281,167" in row["metrics"]["sources"]["samples_per_s"]
+    assert not any("whole steps" in w for w in row["warnings"]), row["warnings"]
+
+    log.write_text(resnet(lambda k: 1281167 * 4 * (k + 1)))
+    done = run(accelbench, db, log, "not-epochs", "--nnodes", "1", "--nprocs-per-node", "8")
+    assert done.returncode == 1, done.stdout + done.stderr
+    row = stored(db, "not-epochs")
+    assert row["samples_per_s"] is None and "the blocks count something other than epochs" in row["reason"]
