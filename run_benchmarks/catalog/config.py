@@ -108,22 +108,29 @@ def parse_yaml(text: str, source: str):
                         "levels at most") from None
 
 
-def load_yaml(path: Path) -> dict:
-    """A YAML mapping from ``path``; syntax errors name the line and column. The file's size is checked
-    against the cap before a byte is parsed (PyYAML takes ~170x a file's size in memory)."""
+def read_config_text(path: Path, kind: str = "") -> str:
+    """A config file's text (YAML, or FlagPerf's Python), its size checked against the cap before a byte is
+    parsed (PyYAML takes ~170x a file's size in memory); ``kind`` names the format in the fixes."""
+    what = f"{kind} " if kind else ""
     try:
         with open(path, "rb") as f:
             raw = f.read(limits.CONFIG_BYTES.value() + 1)
             limits.CONFIG_BYTES.check(max(len(raw), os.fstat(f.fileno()).st_size), str(path))
-        text = raw.decode("utf-8")
+        return raw.decode("utf-8")
     except FileNotFoundError:
         raise UserError(f"{path}: file not found", "check the path (a relative one is read from the current "
                         "directory)") from None
     except UnicodeDecodeError as exc:
-        raise UserError(f"{path}: not UTF-8 text (byte {exc.start})", "save the file as UTF-8 YAML") from None
+        raise UserError(f"{path}: not UTF-8 text (byte {exc.start})", f"save the file as UTF-8 {what}".strip()) \
+            from None
     except OSError as exc:
         raise UserError(f"{path}: cannot read: {exc.strerror or exc}",
-                        "give the path of a readable YAML file") from None
+                        f"give the path of a readable {what}file") from None
+
+
+def load_yaml(path: Path) -> dict:
+    """A YAML mapping from ``path``; syntax errors name the line and column."""
+    text = read_config_text(path, "YAML")
     data = parse_yaml(text, str(path))
     if data is None:
         return {}

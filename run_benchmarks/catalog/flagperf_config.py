@@ -15,12 +15,12 @@ from __future__ import annotations
 import ast
 import math
 import operator
-import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from run_benchmarks import limits
+from run_benchmarks.catalog.config import read_config_text
 from run_benchmarks.errors import UserError
 
 MAX_DEPTH = 32  # as for YAML (config.MAX_YAML_DEPTH): configs nest a level or two
@@ -46,18 +46,7 @@ class _Refused(Exception):
 
 def read_text(path: Path) -> str:
     """The file's text, its size checked against the config cap before a byte is parsed."""
-    try:
-        with open(path, "rb") as f:
-            raw = f.read(limits.CONFIG_BYTES.value() + 1)
-            limits.CONFIG_BYTES.check(max(len(raw), os.fstat(f.fileno()).st_size), str(path))
-        return raw.decode("utf-8")
-    except FileNotFoundError:
-        raise UserError(f"{path}: file not found", "check the path (a relative one is read from the current "
-                        "directory)") from None
-    except UnicodeDecodeError as exc:
-        raise UserError(f"{path}: not UTF-8 text (byte {exc.start})", "save the file as UTF-8") from None
-    except OSError as exc:
-        raise UserError(f"{path}: cannot read: {exc.strerror or exc}", "give the path of a readable file") from None
+    return read_config_text(path)
 
 
 def parse_assignments(text: str, source: str) -> dict[str, Assigned]:
