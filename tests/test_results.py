@@ -264,6 +264,33 @@ references:
     assert "Traceback" not in wrong.stderr
 
 
+def test_check_with_no_matching_reference_says_so_and_exits_5(accelbench, tmp_path, root):
+    db = tmp_path / "results.db"
+    fill(db, [document("r", "gpt3_tiny", "torch", 0.5), document("r", "llama_tiny", "torch", 0.5)])
+    nothing = accelbench("report", "--db", str(db), "--root", str(root), "--check")
+    assert nothing.returncode == 5, nothing.stdout + nothing.stderr  # was 0 having checked nothing
+    assert "nothing checked" in nothing.stdout and "not checked: gpt3_tiny" in nothing.stdout
+    assert "cases/gpt3_tiny/references.yaml (absent)" in nothing.stdout
+    expected = accelbench("report", "--db", str(db), "--root", str(root), "--check", "--no-reference-expected")
+    assert expected.returncode == 0 and "nothing checked" in expected.stdout
+    # A vendor entry without case: checks every case on its hardware, and the table says so.
+    write(root / "vendors/cpu/references.yaml", """
+references:
+  - {hardware: cpu, figures: {tokens_per_s_per_device: {value: 8000, lower: 0.5}}}
+""")
+    every = accelbench("report", "--db", str(db), "--root", str(root), "--check")
+    assert every.returncode == 0, every.stdout + every.stderr
+    assert every.stdout.count("every case on cpu") == 2 and "not checked" not in every.stdout
+    # One row matched, one not: the one not matched is named, the exit is the checks' own.
+    write(root / "vendors/cpu/references.yaml", """
+references:
+  - {case: gpt3_tiny, hardware: cpu, figures: {tokens_per_s_per_device: {value: 8000, lower: 0.5}}}
+""")
+    some = accelbench("report", "--db", str(db), "--root", str(root), "--check")
+    assert some.returncode == 0 and "not checked: llama_tiny" in some.stdout
+    assert "case gpt3_tiny on cpu" in some.stdout
+
+
 # ---------------------------------------------------------------- import
 
 

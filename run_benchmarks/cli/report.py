@@ -16,6 +16,7 @@ from run_benchmarks.results.report.compare import Selection, compare
 from run_benchmarks.results.report.summary import summarize
 from run_benchmarks.results.report.terminal import checks_table, print_table, print_summaries
 from run_benchmarks.results.store.store import ResultStore
+from run_benchmarks.cli.exit_codes import EXIT_NOTHING_CHECKED
 from run_benchmarks.cli.store_options import add_store_options, open_store
 from run_benchmarks.results.store.schema import FILTER_KEYS
 
@@ -35,7 +36,9 @@ def add_commands(sub) -> None:
     report.add_argument("-o", "--output", type=Path, help="write to this file instead of stdout")
     report.add_argument("--check", action="store_true",
                         help="mark each figure pass/fail against the case's and vendor's references.yaml; "
-                             f"exit {EXIT_REGRESSION} on a regression")
+                             f"exit {EXIT_REGRESSION} on a regression, {EXIT_NOTHING_CHECKED} when no reference "
+                             "matches any row")
+    add_check_expectation(report)
     add_store_options(report)
 
     cmp_ = sub.add_parser(
@@ -83,9 +86,14 @@ def _write(console: Console, text: str, output: Optional[Path]) -> None:
         console.print(f"wrote {output}", markup=False, soft_wrap=True)
 
 
-def run_checks(summaries, root: Path):
-    return references.check_all(summaries, root / "cases", root / "vendors")
+def add_check_expectation(parser) -> None:
+    parser.add_argument("--no-reference-expected", action="store_true",
+                        help=f"with --check: no matching reference is fine (exit 0, not {EXIT_NOTHING_CHECKED})")
 
+
+def run_checks(summaries, root: Path):
+    """(checks, unchecked): the checks, and a line per row no reference entry matched."""
+    return references.check_summaries(summaries, root / "cases", root / "vendors")
 
 
 def cmd_report(args: argparse.Namespace, console: Console, default_root) -> int:
@@ -94,7 +102,7 @@ def cmd_report(args: argparse.Namespace, console: Console, default_root) -> int:
         selection = parse_selection(store, args.select)
         attempts = select(store, selection)
     summaries = summarize(attempts)
-    checks = run_checks(summaries, root) if args.check else []
+    checks, unchecked = run_checks(summaries, root) if args.check else ([], [])
     title = f"accelbench report: {selection.text}"
     if args.format == "terminal":
         if args.output:
@@ -117,15 +125,25 @@ def cmd_report(args: argparse.Namespace, console: Console, default_root) -> int:
         _write(console, export.summary_csv(summaries, root), args.output)
     else:
         _write(console, export.to_csv(attempts, root), args.output)
-    return report_checks(console, checks, args.check)
+    return report_checks(console, (checks, unchecked), args.check, args.no_reference_expected)
 
 
-def report_checks(console: Console, checks, asked: bool) -> int:
+def report_checks(console: Console, found, asked: bool, none_expected: bool = False) -> int:
+    """``found``: run_checks' (checks, unchecked). Nothing checked at all is its own exit status
+    (EXIT_NOTHING_CHECKED), unless the user said no reference is expected."""
     if not asked:
         return EXIT_OK
+    checks, unchecked = found
+    for line in unchecked:
+        console.print(f"--check: not checked: {line}", markup=False, highlight=False, soft_wrap=True)
     if not checks:
-        console.print("--check: no reference matches these cases (add references.yaml to the case or vendor)")
-        return EXIT_OK
+        if none_expected:
+            console.print("--check: nothing checked (no reference matches; --no-reference-expected)", markup=False)
+            return EXIT_OK
+        console.print(f"[red]--check: nothing checked: no reference matches these rows[/] (add an entry to the "
+                      "case's or vendor's references.yaml, or pass --no-reference-expected); "
+                      f"exit {EXIT_NOTHING_CHECKED}", soft_wrap=True)
+        return EXIT_NOTHING_CHECKED
     print_table(console, checks_table(checks))
     failed = [c for c in checks if not c.passed]
     if failed:

@@ -105,7 +105,8 @@ def cmd_sweep(args: argparse.Namespace, console: Console, err: Console) -> int:
     if args.check and not interrupted:  # each point's figures against the references, as `run --check` does
         with ResultStore(args.db or store_path(log_root)) as store:
             summaries = summarize(store.attempts(run_ids=[run_id]))
-        code = report_cli.report_checks(console, report_cli.run_checks(summaries, inputs.paths.root), True) or code
+        code = report_cli.report_checks(console, report_cli.run_checks(summaries, inputs.paths.root), True,
+                                         args.no_reference_expected) or code
     if interrupted:
         resume = f"accelbench sweep --resume {run_id}" + (f" --log-root {log_root}" if args.log_root else "")
         err.print(f"accelbench: sweep {run_id} stopped; {sum(r.status in ('pending', 'interrupted') for r in rows)} "

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Optional
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
@@ -131,13 +132,13 @@ def checks_table(checks) -> Table:
     from run_benchmarks.results.report.summary import FIGURE_BY_KEY
 
     table = Table(title="against the references")
-    for column in ("case", "config", "figure", "measured", "reference (band)", "verdict"):
+    for column in ("case", "config", "figure", "measured", "reference (band)", "verdict", "reference entry"):
         table.add_column(column, justify="right" if column in ("measured", "reference (band)") else "left")
     for c in checks:
         fmt = FIGURE_BY_KEY[c.figure].fmt
         table.add_row(c.case, c.config, c.figure, "n/a" if c.measured is None else fmt(c.measured),
                       f"{fmt(c.reference.value)} ({fmt(c.low)} – {fmt(c.high)})",
-                      f"[{'green' if c.passed else 'red'}]{c.verdict}[/]")
+                      f"[{'green' if c.passed else 'red'}]{c.verdict}[/]", escape(c.source))
     return table
 
 
