@@ -12,7 +12,7 @@ from run_benchmarks.results import references
 from run_benchmarks.errors import UserError
 from run_benchmarks.pathnames import write_text_file
 from run_benchmarks.results.report import export, markdown
-from run_benchmarks.results.report.compare import Selection, compare
+from run_benchmarks.results.report.compare import FACT_FILTERS, Selection, compare, nothing_in_common
 from run_benchmarks.results.report.summary import summarize
 from run_benchmarks.results.report.terminal import checks_table, print_table, print_summaries
 from run_benchmarks.results.store.store import ResultStore
@@ -30,7 +30,7 @@ def add_commands(sub) -> None:
         "report", help="report runs from the store: terminal, Markdown, HTML, JSON or CSV",
         description="Aggregate stored attempts per case (mean and spread over rounds) and render them.",
         epilog="SELECT: run ids (or prefixes, or 'last') and/or KEY=VALUE filters on "
-               f"{', '.join(FILTER_KEYS)}; default: the last run")
+               f"{', '.join(FILTER_KEYS + FACT_FILTERS)}; default: the last run")
     report.add_argument("select", nargs="*", metavar="SELECT")
     report.add_argument("--format", choices=FORMATS, default="terminal")
     report.add_argument("-o", "--output", type=Path, help="write to this file instead of stdout")
@@ -44,10 +44,13 @@ def add_commands(sub) -> None:
     cmp_ = sub.add_parser(
         "compare", help="A against B per matching case, with B's speedup in percent",
         description="Each side is a run (id, prefix, 'last') or comma-separated KEY=VALUE filters, e.g. "
-                    "'accelbench compare framework=torch framework=paddle'. Rows pair on what ran: case, framework, "
+                    "'accelbench compare framework=torch framework=paddle' or 'micro_batch_size=4 "
+                    "micro_batch_size=8'. Rows pair on what ran: case, framework, "
                     "hardware, model and the layout and batch facts (not the extern config's file name), less "
-                    "the keys the two sides filter differently; a change smaller than CV(A) + CV(B) is marked "
-                    "'within noise'.")
+                    "the keys the two sides filter differently; rows left over pair when exactly one setting "
+                    "differs, and the row names it. A change smaller than CV(A) + CV(B) is marked "
+                    "'within noise'.",
+        epilog=f"KEY: {', '.join(FILTER_KEYS + FACT_FILTERS)}")
     cmp_.add_argument("a", metavar="A")
     cmp_.add_argument("b", metavar="B")
     cmp_.add_argument("--format", choices=("terminal", "markdown"), default="terminal")
@@ -61,8 +64,8 @@ def parse_selection(store: ResultStore, words: Sequence[str]) -> Selection:
     for word in (w for text in words for w in text.split(",") if w.strip()):
         if "=" in word:
             key, value = (part.strip() for part in word.split("=", 1))
-            if key not in FILTER_KEYS:
-                raise UserError(f"cannot select by {key!r}", f"use one of: {', '.join(FILTER_KEYS)}")
+            if key not in FILTER_KEYS + FACT_FILTERS:
+                raise UserError(f"cannot select by {key!r}", f"use one of: {', '.join(FILTER_KEYS + FACT_FILTERS)}")
             filters[key] = value
         else:
             run_ids.append(store.resolve_run(word.strip()))
@@ -72,7 +75,17 @@ def parse_selection(store: ResultStore, words: Sequence[str]) -> Selection:
 
 
 def select(store: ResultStore, selection: Selection):
-    attempts = store.attempts(selection.filters, selection.run_ids)
+    """The store's filters in SQL, then the layout facts (FACT_FILTERS) per round."""
+    from run_benchmarks.results.report.facts import fact_text, round_facts
+
+    stored = {k: v for k, v in selection.filters.items() if k in FILTER_KEYS}
+    attempts = store.attempts(stored, selection.run_ids)
+    wanted = {k: v for k, v in selection.filters.items() if k not in FILTER_KEYS}
+    if wanted:
+        def value_of(attempt, key):
+            value = round_facts(attempt).facts.get(key)
+            return {str(value), fact_text(value), fact_text(value).replace(",", "")}
+        attempts = [a for a in attempts if all(v in value_of(a, k) for k, v in wanted.items())]
     if not attempts:
         raise UserError(f"no attempt matches {selection.text!r} in {store.path}", "list the runs: accelbench runs")
     return attempts
@@ -157,6 +170,13 @@ def cmd_compare(args: argparse.Namespace, console: Console, default_root) -> int
     with open_store(args, default_root) as store:
         a, b = parse_selection(store, [args.a]), parse_selection(store, [args.b])
         rows = compare(a, b, select(store, a), select(store, b))
+    alone = nothing_in_common(rows)
+    if alone is not None:  # once, with the closest pairs: not a "(no run)" line per workload
+        for line in [f"A = {a.text}   B = {b.text}"] + alone:
+            console.print(line, markup=False, highlight=False, soft_wrap=True)
+        if args.html is not None:
+            console.print(f"{args.html} not written: nothing to compare", markup=False, soft_wrap=True)
+        return EXIT_OK
     if args.html is not None:
         from run_benchmarks.results.report import html  # its charts need matplotlib: imported only for an HTML page
 
