@@ -19,7 +19,7 @@ from typing import Optional
 from pydantic import Field, NonNegativeFloat, conint
 
 from run_benchmarks.catalog.config import Strict, load_model
-from run_benchmarks.results.report.facts import describe, differing
+from run_benchmarks.results.report.facts import describe, varying_settings
 from run_benchmarks.results.report.summary import FIGURE_BY_KEY, CaseSummary
 
 FILE_NAME = "references.yaml"
@@ -144,7 +144,7 @@ def check_summaries(summaries: list[CaseSummary], cases_dir: Path,
     """The checks, and for each row no reference entry matched a line saying which row and which files were
     read. Each summary is one workload (report/summary.py groups by its hash), so a reference is checked
     against the mean of rounds that ran the same thing, never a blend of two batch sizes."""
-    varying = tuple(differing([s.facts for s in summaries]))
+    varying = tuple(varying_settings(summaries))
     cache: dict[tuple, list] = {}
     out, unchecked = [], []
     for summary in summaries:

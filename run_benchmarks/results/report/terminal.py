@@ -102,7 +102,7 @@ _WHERE_MEASURED = ("effective_tokens_per_s_per_device", "mfu_measured", "time_to
 def summary_table(summaries, title: str) -> Table:
     """One row per workload: each figure's mean over ok rounds (± its coefficient of variation). The layout
     and batch facts that differ between the rows are columns of their own, so no two rows look alike."""
-    from run_benchmarks.results.report.facts import FACT_LABEL, differing, fact_text
+    from run_benchmarks.results.report.facts import FACT_LABEL, fact_text, varying_settings
     from run_benchmarks.results.report.summary import FIGURE_BY_KEY
 
     table = Table(title=title)
@@ -112,11 +112,11 @@ def summary_table(summaries, title: str) -> Table:
     # calibrated peak, MLPerf's time to train and eval accuracy only where an imported MLPerf log gave them:
     # a column of n/a would push the others to wrap
     columns = tuple(k for k in columns if k not in _WHERE_MEASURED or any(s.mean(k) is not None for s in summaries))
-    varying = differing([s.facts for s in summaries])
+    varying = varying_settings(summaries)  # train.steps 15 and 12 are a column too, not two identical rows
     table.add_column("case", no_wrap=True)
     table.add_column("config", overflow="fold")
     for key in varying:
-        table.add_column(FACT_LABEL[key], justify="right")
+        table.add_column(FACT_LABEL.get(key, key), justify="right")
     table.add_column("rounds")
     for key in columns:
         table.add_column(FIGURE_BY_KEY[key].label, justify="right")
@@ -143,10 +143,10 @@ def checks_table(checks) -> Table:
 
 
 def print_summaries(console: Console, summaries, title: str) -> None:
-    from run_benchmarks.results.report.facts import describe, differing
+    from run_benchmarks.results.report.facts import describe, varying_settings
 
     print_table(console, summary_table(summaries, title))
-    varying = differing([s.facts for s in summaries])
+    varying = varying_settings(summaries)
     for s in summaries:
         which = f" ({describe(s.facts, varying)})" if varying else ""
         for flag in s.flags:
