@@ -235,6 +235,22 @@ def test_compare_frameworks_gives_the_speedup_per_matching_case(accelbench, tmp_
     assert cells[1:4] == ["8,192", "10,240", "+25%"]
 
 
+def test_report_prints_the_runs_footnotes_and_every_row_keeps_its_mfu_basis(accelbench, tmp_path):
+    db = tmp_path / "results.db"
+    other = document("f", "llama_tiny", "torch", 0.5)
+    other["metrics"]["flop_formula"] = "6N + attention"
+    fill(db, [document("f", "gpt3_tiny", "torch", 0.5), other])
+    done = accelbench("report", "f", "--db", str(db))
+    assert done.returncode == 0, done.stderr
+    assert "MFU = " in done.stdout and "/ 100 TFLOP/s (bf16 peak)" in done.stdout  # was left out of report
+    assert "FLOPs: 6N [gpt3_tiny:torch:cpu:1:2]" in done.stdout  # two formulas: each names its rows
+    assert "FLOPs: 6N + attention [llama_tiny:torch:cpu:1:2]" in done.stdout
+    rows = list(csv.DictReader(io.StringIO(accelbench("report", "f", "--db", str(db), "--format",
+                                                      "summary-csv").stdout)))
+    assert [(r["flop_formula"], r["mfu_peak_tflops"], r["mfu_peak_source"]) for r in rows] == [
+        ("6N", "100.0", "datasheet"), ("6N + attention", "100.0", "datasheet")]
+
+
 # ---------------------------------------------------------------- references
 
 
