@@ -26,11 +26,11 @@ from .test_results import document as legacy_document, fill, metrics_for
 SEQ = 16
 
 
-def workload(micro: int = 4, precision: str = "bf16", accumulation: int = 1, tp: int = 1) -> dict:
+def workload(micro: int = 4, precision: str = "bf16", accumulation: int = 1, tp: int = 1, steps: int = 6) -> dict:
     """The resolved workload as outcome.result_document stores it (WorkloadSpec.model_dump)."""
     return WorkloadSpec.model_validate({
         "model": {"n_layer": 2, "n_head": 2, "d_model": 32, "vocab_size": 64, "seq_len": SEQ},
-        "train": {"micro_batch_size": micro, "gradient_accumulation_steps": accumulation, "steps": 6,
+        "train": {"micro_batch_size": micro, "gradient_accumulation_steps": accumulation, "steps": steps,
                   "warmup_steps": 2, "precision": precision},
         "parallel": {"tensor_parallel_degree": tp},
     }).model_dump(mode="json")
@@ -192,3 +192,48 @@ def test_summary_exports_carry_layout_columns_and_paths_relative_to_the_checkout
     assert {(r["micro_batch_size"], r["tensor_parallel"]) for r in raw} == {(4, 2)}
     assert len({r["workload_hash"] for r in raw}) == 1 and all(r["workload_hash"] for r in raw)
     assert export.relative(None, ROOT) is None
+
+
+# ---------------------------------------------------------------- issue 30: compare what differs in one setting
+
+
+def test_compare_two_runs_differing_in_micro_batch_pairs_them_and_names_the_setting(tmp_path, accelbench):
+    db = tmp_path / "results.db"
+    fill(db, [round_doc("m4", 0.5, micro=4), round_doc("m8", 0.8, micro=8)])
+    runs = accelbench("compare", "m4", "m8", "--db", str(db), "--format", "markdown")
+    assert runs.returncode == 0, runs.stderr
+    (row,) = [line for line in runs.stdout.splitlines() if line.startswith("| gpt2_tiny")]  # one row, not two
+    assert "(no run)" not in row and "[differs: train.micro_batch_size 4/8]" in row
+    cells = [c.strip() for c in row.strip("|").split("|")]
+    assert cells[1:4] == ["128", "160", "+25%"]  # 4 x 16 / 0.5 against 8 x 16 / 0.8
+    facts = accelbench("compare", "micro_batch_size=4", "micro_batch_size=8", "--db", str(db), "--format", "markdown")
+    assert facts.returncode == 0, facts.stderr  # was refused: "cannot select by 'micro_batch_size'"
+    (row,) = [line for line in facts.stdout.splitlines() if line.startswith("| gpt2_tiny")]
+    assert "(no run)" not in row and "train.micro_batch_size 4/8" in row
+
+
+def test_compare_with_nothing_in_common_says_so_once_with_the_closest_pairs(tmp_path, accelbench):
+    db = tmp_path / "results.db"
+    fill(db, [round_doc("a", 0.5, hardware="A100", micro=m, precision=p) for m in (1, 2, 4) for p in ("bf16", "fp32")]
+         + [round_doc("b", 0.5, hardware="X1", micro=m, accumulation=2, precision="fp16") for m in (1, 2, 4)])
+    done = accelbench("compare", "hardware=A100", "hardware=X1", "--db", str(db))
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.count("nothing in common") == 1 and "(no run)" not in done.stdout
+    closest = [line for line in done.stdout.splitlines() if "setting(s) differ" in line]
+    assert len(closest) == 3 and all("train.gradient_accumulation_steps" in line for line in closest)
+
+
+def test_rows_differing_only_in_a_setting_outside_the_layout_get_a_column_for_it(tmp_path, accelbench):
+    db = tmp_path / "results.db"
+    fill(db, [round_doc("s", 0.5, steps=15), round_doc("s", 0.8, round_=2, steps=12)])
+    done = accelbench("report", "s", "--db", str(db), env={"COLUMNS": "250"})
+    assert done.returncode == 0, done.stderr
+    header = next(line for line in done.stdout.splitlines() if "case" in line and "rounds" in line)
+    assert "train.steps" in header  # was two identical-looking rows
+    rows = [line for line in done.stdout.splitlines() if "gpt2_tiny" in line and line.startswith("│")]
+    assert len(rows) == 2 and any(" 15 " in r for r in rows) and any(" 12 " in r for r in rows)
+    assert "train.micro_batch_size" not in done.stdout  # a fact's own setting is never a second column
+    out = tmp_path / "r.html"
+    assert accelbench("report", "s", "--db", str(db), "--format", "html", "-o", str(out)).returncode == 0
+    page = out.read_text()
+    assert "train.steps 15" in page and "train.steps 12" in page  # chart labels and legends tell them apart

@@ -235,6 +235,22 @@ def test_compare_frameworks_gives_the_speedup_per_matching_case(accelbench, tmp_
     assert cells[1:4] == ["8,192", "10,240", "+25%"]
 
 
+def test_report_prints_the_runs_footnotes_and_every_row_keeps_its_mfu_basis(accelbench, tmp_path):
+    db = tmp_path / "results.db"
+    other = document("f", "llama_tiny", "torch", 0.5)
+    other["metrics"]["flop_formula"] = "6N + attention"
+    fill(db, [document("f", "gpt3_tiny", "torch", 0.5), other])
+    done = accelbench("report", "f", "--db", str(db))
+    assert done.returncode == 0, done.stderr
+    assert "MFU = " in done.stdout and "/ 100 TFLOP/s (bf16 peak)" in done.stdout  # was left out of report
+    assert "FLOPs: 6N [gpt3_tiny:torch:cpu:1:2]" in done.stdout  # two formulas: each names its rows
+    assert "FLOPs: 6N + attention [llama_tiny:torch:cpu:1:2]" in done.stdout
+    rows = list(csv.DictReader(io.StringIO(accelbench("report", "f", "--db", str(db), "--format",
+                                                      "summary-csv").stdout)))
+    assert [(r["flop_formula"], r["mfu_peak_tflops"], r["mfu_peak_source"]) for r in rows] == [
+        ("6N", "100.0", "datasheet"), ("6N + attention", "100.0", "datasheet")]
+
+
 # ---------------------------------------------------------------- references
 
 
@@ -262,6 +278,33 @@ references:
     wrong = accelbench("report", "--db", str(db), "--root", str(root), "--check")
     assert wrong.returncode == 2 and "references.yaml: references[0].figures: unknown figure 'tok'" in wrong.stderr
     assert "Traceback" not in wrong.stderr
+
+
+def test_check_with_no_matching_reference_says_so_and_exits_5(accelbench, tmp_path, root):
+    db = tmp_path / "results.db"
+    fill(db, [document("r", "gpt3_tiny", "torch", 0.5), document("r", "llama_tiny", "torch", 0.5)])
+    nothing = accelbench("report", "--db", str(db), "--root", str(root), "--check")
+    assert nothing.returncode == 5, nothing.stdout + nothing.stderr  # was 0 having checked nothing
+    assert "nothing checked" in nothing.stdout and "not checked: gpt3_tiny" in nothing.stdout
+    assert "cases/gpt3_tiny/references.yaml (absent)" in nothing.stdout
+    expected = accelbench("report", "--db", str(db), "--root", str(root), "--check", "--no-reference-expected")
+    assert expected.returncode == 0 and "nothing checked" in expected.stdout
+    # A vendor entry without case: checks every case on its hardware, and the table says so.
+    write(root / "vendors/cpu/references.yaml", """
+references:
+  - {hardware: cpu, figures: {tokens_per_s_per_device: {value: 8000, lower: 0.5}}}
+""")
+    every = accelbench("report", "--db", str(db), "--root", str(root), "--check")
+    assert every.returncode == 0, every.stdout + every.stderr
+    assert every.stdout.count("every case on cpu") == 2 and "not checked" not in every.stdout
+    # One row matched, one not: the one not matched is named, the exit is the checks' own.
+    write(root / "vendors/cpu/references.yaml", """
+references:
+  - {case: gpt3_tiny, hardware: cpu, figures: {tokens_per_s_per_device: {value: 8000, lower: 0.5}}}
+""")
+    some = accelbench("report", "--db", str(db), "--root", str(root), "--check")
+    assert some.returncode == 0 and "not checked: llama_tiny" in some.stdout
+    assert "case gpt3_tiny on cpu" in some.stdout
 
 
 # ---------------------------------------------------------------- import

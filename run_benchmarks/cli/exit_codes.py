@@ -6,3 +6,5 @@ EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 # budget, full), a results.json that could not be written (disk full: the run stops there). Apart from 1
 # (the benchmark failed) and 3 (a regression), which are judged from what is recorded; it wins over both.
 EXIT_NOT_RECORDED = 4
+# --check found no reference entry for any row: nothing was checked (unless --no-reference-expected).
+EXIT_NOTHING_CHECKED = 5

@@ -60,7 +60,9 @@ def add_run_options(parser: argparse.ArgumentParser) -> None:
                                                 "(default: <log root>/results.db)")
     parser.add_argument("--check", action="store_true",
                         help="after the run, check each figure against the case's and vendor's references.yaml; "
-                             f"exit {report_cli.EXIT_REGRESSION} on a regression")
+                             f"exit {report_cli.EXIT_REGRESSION} on a regression, "
+                             f"{report_cli.EXIT_NOTHING_CHECKED} when no reference matches any case")
+    report_cli.add_check_expectation(parser)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -183,7 +185,8 @@ def cmd_run(args: argparse.Namespace, console: Console) -> int:
     regression = EXIT_OK
     if args.check:
         summaries = summarize(store.attempts(run_ids=[plan.run_id]))
-        regression = report_cli.report_checks(console, report_cli.run_checks(summaries, inputs.paths.root), True)
+        regression = report_cli.report_checks(console, report_cli.run_checks(summaries, inputs.paths.root), True,
+                                              args.no_reference_expected)
     store.close()
     if interrupted:
         return signals.exit_code(signals.received())

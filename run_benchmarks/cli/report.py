@@ -12,10 +12,11 @@ from run_benchmarks.results import references
 from run_benchmarks.errors import UserError
 from run_benchmarks.pathnames import write_text_file
 from run_benchmarks.results.report import export, markdown
-from run_benchmarks.results.report.compare import Selection, compare
+from run_benchmarks.results.report.compare import FACT_FILTERS, Selection, compare, nothing_in_common
 from run_benchmarks.results.report.summary import summarize
 from run_benchmarks.results.report.terminal import checks_table, print_table, print_summaries
 from run_benchmarks.results.store.store import ResultStore
+from run_benchmarks.cli.exit_codes import EXIT_NOTHING_CHECKED
 from run_benchmarks.cli.store_options import add_store_options, open_store
 from run_benchmarks.results.store.schema import FILTER_KEYS
 
@@ -29,22 +30,27 @@ def add_commands(sub) -> None:
         "report", help="report runs from the store: terminal, Markdown, HTML, JSON or CSV",
         description="Aggregate stored attempts per case (mean and spread over rounds) and render them.",
         epilog="SELECT: run ids (or prefixes, or 'last') and/or KEY=VALUE filters on "
-               f"{', '.join(FILTER_KEYS)}; default: the last run")
+               f"{', '.join(FILTER_KEYS + FACT_FILTERS)}; default: the last run")
     report.add_argument("select", nargs="*", metavar="SELECT")
     report.add_argument("--format", choices=FORMATS, default="terminal")
     report.add_argument("-o", "--output", type=Path, help="write to this file instead of stdout")
     report.add_argument("--check", action="store_true",
                         help="mark each figure pass/fail against the case's and vendor's references.yaml; "
-                             f"exit {EXIT_REGRESSION} on a regression")
+                             f"exit {EXIT_REGRESSION} on a regression, {EXIT_NOTHING_CHECKED} when no reference "
+                             "matches any row")
+    add_check_expectation(report)
     add_store_options(report)
 
     cmp_ = sub.add_parser(
         "compare", help="A against B per matching case, with B's speedup in percent",
         description="Each side is a run (id, prefix, 'last') or comma-separated KEY=VALUE filters, e.g. "
-                    "'accelbench compare framework=torch framework=paddle'. Rows pair on what ran: case, framework, "
+                    "'accelbench compare framework=torch framework=paddle' or 'micro_batch_size=4 "
+                    "micro_batch_size=8'. Rows pair on what ran: case, framework, "
                     "hardware, model and the layout and batch facts (not the extern config's file name), less "
-                    "the keys the two sides filter differently; a change smaller than CV(A) + CV(B) is marked "
-                    "'within noise'.")
+                    "the keys the two sides filter differently; rows left over pair when exactly one setting "
+                    "differs, and the row names it. A change smaller than CV(A) + CV(B) is marked "
+                    "'within noise'.",
+        epilog=f"KEY: {', '.join(FILTER_KEYS + FACT_FILTERS)}")
     cmp_.add_argument("a", metavar="A")
     cmp_.add_argument("b", metavar="B")
     cmp_.add_argument("--format", choices=("terminal", "markdown"), default="terminal")
@@ -58,8 +64,8 @@ def parse_selection(store: ResultStore, words: Sequence[str]) -> Selection:
     for word in (w for text in words for w in text.split(",") if w.strip()):
         if "=" in word:
             key, value = (part.strip() for part in word.split("=", 1))
-            if key not in FILTER_KEYS:
-                raise UserError(f"cannot select by {key!r}", f"use one of: {', '.join(FILTER_KEYS)}")
+            if key not in FILTER_KEYS + FACT_FILTERS:
+                raise UserError(f"cannot select by {key!r}", f"use one of: {', '.join(FILTER_KEYS + FACT_FILTERS)}")
             filters[key] = value
         else:
             run_ids.append(store.resolve_run(word.strip()))
@@ -69,7 +75,17 @@ def parse_selection(store: ResultStore, words: Sequence[str]) -> Selection:
 
 
 def select(store: ResultStore, selection: Selection):
-    attempts = store.attempts(selection.filters, selection.run_ids)
+    """The store's filters in SQL, then the layout facts (FACT_FILTERS) per round."""
+    from run_benchmarks.results.report.facts import fact_text, round_facts
+
+    stored = {k: v for k, v in selection.filters.items() if k in FILTER_KEYS}
+    attempts = store.attempts(stored, selection.run_ids)
+    wanted = {k: v for k, v in selection.filters.items() if k not in FILTER_KEYS}
+    if wanted:
+        def value_of(attempt, key):
+            value = round_facts(attempt).facts.get(key)
+            return {str(value), fact_text(value), fact_text(value).replace(",", "")}
+        attempts = [a for a in attempts if all(v in value_of(a, k) for k, v in wanted.items())]
     if not attempts:
         raise UserError(f"no attempt matches {selection.text!r} in {store.path}", "list the runs: accelbench runs")
     return attempts
@@ -83,9 +99,14 @@ def _write(console: Console, text: str, output: Optional[Path]) -> None:
         console.print(f"wrote {output}", markup=False, soft_wrap=True)
 
 
-def run_checks(summaries, root: Path):
-    return references.check_all(summaries, root / "cases", root / "vendors")
+def add_check_expectation(parser) -> None:
+    parser.add_argument("--no-reference-expected", action="store_true",
+                        help=f"with --check: no matching reference is fine (exit 0, not {EXIT_NOTHING_CHECKED})")
 
+
+def run_checks(summaries, root: Path):
+    """(checks, unchecked): the checks, and a line per row no reference entry matched."""
+    return references.check_summaries(summaries, root / "cases", root / "vendors")
 
 
 def cmd_report(args: argparse.Namespace, console: Console, default_root) -> int:
@@ -94,7 +115,7 @@ def cmd_report(args: argparse.Namespace, console: Console, default_root) -> int:
         selection = parse_selection(store, args.select)
         attempts = select(store, selection)
     summaries = summarize(attempts)
-    checks = run_checks(summaries, root) if args.check else []
+    checks, unchecked = run_checks(summaries, root) if args.check else ([], [])
     title = f"accelbench report: {selection.text}"
     if args.format == "terminal":
         if args.output:
@@ -117,15 +138,25 @@ def cmd_report(args: argparse.Namespace, console: Console, default_root) -> int:
         _write(console, export.summary_csv(summaries, root), args.output)
     else:
         _write(console, export.to_csv(attempts, root), args.output)
-    return report_checks(console, checks, args.check)
+    return report_checks(console, (checks, unchecked), args.check, args.no_reference_expected)
 
 
-def report_checks(console: Console, checks, asked: bool) -> int:
+def report_checks(console: Console, found, asked: bool, none_expected: bool = False) -> int:
+    """``found``: run_checks' (checks, unchecked). Nothing checked at all is its own exit status
+    (EXIT_NOTHING_CHECKED), unless the user said no reference is expected."""
     if not asked:
         return EXIT_OK
+    checks, unchecked = found
+    for line in unchecked:
+        console.print(f"--check: not checked: {line}", markup=False, highlight=False, soft_wrap=True)
     if not checks:
-        console.print("--check: no reference matches these cases (add references.yaml to the case or vendor)")
-        return EXIT_OK
+        if none_expected:
+            console.print("--check: nothing checked (no reference matches; --no-reference-expected)", markup=False)
+            return EXIT_OK
+        console.print(f"[red]--check: nothing checked: no reference matches these rows[/] (add an entry to the "
+                      "case's or vendor's references.yaml, or pass --no-reference-expected); "
+                      f"exit {EXIT_NOTHING_CHECKED}", soft_wrap=True)
+        return EXIT_NOTHING_CHECKED
     print_table(console, checks_table(checks))
     failed = [c for c in checks if not c.passed]
     if failed:
@@ -139,6 +170,13 @@ def cmd_compare(args: argparse.Namespace, console: Console, default_root) -> int
     with open_store(args, default_root) as store:
         a, b = parse_selection(store, [args.a]), parse_selection(store, [args.b])
         rows = compare(a, b, select(store, a), select(store, b))
+    alone = nothing_in_common(rows)
+    if alone is not None:  # once, with the closest pairs: not a "(no run)" line per workload
+        for line in [f"A = {a.text}   B = {b.text}"] + alone:
+            console.print(line, markup=False, highlight=False, soft_wrap=True)
+        if args.html is not None:
+            console.print(f"{args.html} not written: nothing to compare", markup=False, soft_wrap=True)
+        return EXIT_OK
     if args.html is not None:
         from run_benchmarks.results.report import html  # its charts need matplotlib: imported only for an HTML page
 

@@ -63,22 +63,8 @@ def print_results(console: Console, results: list[RoundResult], cases: list[Case
     """The end of a run: the same table as ``accelbench report RUN`` (one row per workload, made from the
     rounds' records as the store holds them), then the notes, warnings and failures round by round."""
     attempts = [Attempt(with_columns(r.record.to_row())) for r in results if r.record is not None]
+    # the footnotes (MFU's peak or why none, the FLOP formula) are print_summaries', as in `accelbench report`
     print_summaries(console, summarize(attempts), "accelbench results (warm-up excluded)")
-    notes = {r.metrics.mfu_note for r in results if r.metrics and r.metrics.mfu is None}
-    for note in sorted(notes):
-        console.print(f"MFU n/a: {note}", markup=False, soft_wrap=True)
-    for note in sorted({r.metrics.mfu_note for r in results if r.metrics and r.metrics.mfu is not None}):
-        console.print(note, markup=False, soft_wrap=True)  # which peak, and what it means
-    measured = any(r.metrics and r.metrics.mfu_measured is not None for r in results)
-    for note in sorted({r.metrics.mfu_measured_note for r in results if r.metrics and r.metrics.mfu_measured_note}):
-        if note.startswith("MFU (measured)"):
-            console.print(note, markup=False, soft_wrap=True)  # the calibration it divides by
-        else:  # the column is there only when some round has one; otherwise a hint
-            console.print(("² MFU (measured) n/a: " if measured else "MFU against a measured peak: n/a, ") + note,
-                          markup=False, soft_wrap=True)
-    formulas = {r.metrics.flop_formula for r in results if r.metrics}
-    for formula in sorted(formulas):
-        console.print(f"FLOPs: {formula}")
     for r in results:  # a micro-benchmark round's figures are its own tables, not the training columns
         if r.status == "ok" and r.metrics is None and r.figures:
             console.print(f"[bold]{r.case_name}[/] round {r.round}:", soft_wrap=True)

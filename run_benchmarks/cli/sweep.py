@@ -49,8 +49,10 @@ def add_command(sub, run_options: Callable[[argparse.ArgumentParser], None]) -> 
     sw.add_argument("--max-batch", action="store_true", help="per point, find the largest micro batch that fits "
                                                              "(double until oom, then bisect)")
     sw.add_argument("--max-batch-limit", type=int, default=1024, metavar="N", help="largest size tried (1024)")
-    sw.add_argument("--resume", metavar="RUN", help="run the points of sweep RUN not yet done, into RUN")
-    sw.add_argument("--show", metavar="RUN", help="print the tables of sweep RUN; run nothing")
+    sw.add_argument("--resume", metavar="RUN", help="run the points of sweep RUN (id, unique prefix or 'last') "
+                                                    "not yet done, into RUN")
+    sw.add_argument("--show", metavar="RUN", help="print the tables of sweep RUN (id, unique prefix or 'last'); "
+                                                  "run nothing")
     sw.add_argument("--format", choices=FORMATS, default="terminal", help="how the tables are printed")
     sw.add_argument("--output", type=Path, help="write the tables (markdown or html) to this file")
     sw.add_argument("--across", metavar="AXIS", help="the pivot table's column axis (default: the last axis)")
@@ -64,13 +66,14 @@ def cmd_sweep(args: argparse.Namespace, console: Console, err: Console) -> int:
     if not args.log_root:
         plan_checks.check_folder(log_root, f"log_root ({inputs.test_conf_path})", writable=not args.dry_run)
     if args.show:
-        options, rows = load(_run_dir(log_root, args.show))
-        return show(console, args, options, rows, args.show)
+        run_id = resolve_sweep(log_root, args.show)
+        options, rows = load(_run_dir(log_root, run_id))
+        return show(console, args, options, rows, run_id)
     if args.resume:
         if args.case_names or args.grid or args.file or args.assignments or args.max_batch:
             raise UserError("--resume takes the grid from the sweep it resumes",
                             "drop the case names, --file, --grid, --set and --max-batch")
-        run_id = args.resume
+        run_id = resolve_sweep(log_root, args.resume)
         options, _ = load(_run_dir(log_root, run_id))
     else:
         base = load_sweep_file(args.file) if args.file else SweepFile()
@@ -87,6 +90,8 @@ def cmd_sweep(args: argparse.Namespace, console: Console, err: Console) -> int:
     from run_benchmarks.sweep.run import Sweep, SweepContext, pending_rows  # the runner and its rounds (paramiko): for a sweep only
 
     run_dir = log_root / run_id
+    if not args.dry_run:  # the id to --show or --resume it by, before anything runs
+        err.print(f"sweep {run_id}: {len(options.points)} point(s); logs in {run_dir}", markup=False, soft_wrap=True)
     environment = orchestrator_environment(inputs.paths.root)
     ctx = SweepContext(inputs, run_id, run_dir, options, environment)
     with SweepProgress(err, len(options.points)) as progress:
@@ -102,10 +107,14 @@ def cmd_sweep(args: argparse.Namespace, console: Console, err: Console) -> int:
     rows = ctx.rows + pending_rows(options.points, ctx.rows)
     save(run_dir, options, rows)
     code = show(console, args, options, rows, run_id)
+    console.print(f"sweep {run_id}: accelbench sweep --show {run_id}"
+                  + (f" --log-root {log_root}" if args.log_root else "") + " [--format markdown|html]",
+                  markup=False, soft_wrap=True)
     if args.check and not interrupted:  # each point's figures against the references, as `run --check` does
         with ResultStore(args.db or store_path(log_root)) as store:
             summaries = summarize(store.attempts(run_ids=[run_id]))
-        code = report_cli.report_checks(console, report_cli.run_checks(summaries, inputs.paths.root), True) or code
+        code = report_cli.report_checks(console, report_cli.run_checks(summaries, inputs.paths.root), True,
+                                         args.no_reference_expected) or code
     if interrupted:
         resume = f"accelbench sweep --resume {run_id}" + (f" --log-root {log_root}" if args.log_root else "")
         err.print(f"accelbench: sweep {run_id} stopped; {sum(r.status in ('pending', 'interrupted') for r in rows)} "
@@ -175,6 +184,7 @@ def show(console: Console, args: argparse.Namespace, options: SweepOptions, rows
         chart = views.scaling_chart(rows, options.scaling.axis)
     title = f"accelbench sweep {run_id}"
     if args.format == "terminal":
+        console.print(title, markup=False, highlight=False)
         for view in table_views:
             console.print(tables.to_rich(view))
     else:
@@ -187,6 +197,27 @@ def show(console: Console, args: argparse.Namespace, options: SweepOptions, rows
             console.print(text, markup=False, highlight=False, soft_wrap=True)
     bad = [r for r in rows if r.status in ("failed", "timeout")]
     return EXIT_FAILED if bad else EXIT_OK
+
+
+def resolve_sweep(log_root: Path, word: str) -> str:
+    """A sweep's run id from ``word``: the id itself, ``last`` (the sweep whose state changed last) or a prefix
+    only one sweep under the log root has."""
+    from run_benchmarks.sweep.state import STATE_FILE
+
+    if word != "last" and (log_root / word / STATE_FILE).is_file():
+        return word
+    sweeps = [p.parent for p in log_root.glob(f"*/{STATE_FILE}")] if log_root.is_dir() else []
+    if word == "last":
+        if not sweeps:
+            raise UserError(f"no sweep under {log_root}", "start one with accelbench sweep, or give --log-root")
+        return max(sweeps, key=lambda d: ((d / STATE_FILE).stat().st_mtime, d.name)).name
+    matches = sorted(d.name for d in sweeps if d.name.startswith(word))
+    if len(matches) == 1:
+        return matches[0]
+    if matches:
+        raise UserError(f"{word!r} names {len(matches)} sweeps under {log_root}: {', '.join(matches[:5])}",
+                        "give more of the run id")
+    return word  # load() says the folder holds no sweep
 
 
 def _run_dir(log_root: Path, run_id: str) -> Path:

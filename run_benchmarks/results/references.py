@@ -5,6 +5,10 @@ reference values per hardware and layout. A figure passes when it lies in
 ``[value x (1 - lower), value x (1 + upper)]``: a throughput below the band is a regression, one above
 it means the reference is stale (update it, deliberately). A case with references but no ok round
 fails every figure. The vendor's entry wins over the case's where both match the same figure.
+
+An entry without ``case:`` (in a vendor's file) applies to every case on its hardware; each check names the
+entry it came from (file, index and what the entry selects), and ``check_summaries`` also says which rows no
+entry matched, so ``--check`` never passes having checked nothing.
 """
 from __future__ import annotations
 
@@ -15,7 +19,7 @@ from typing import Optional
 from pydantic import Field, NonNegativeFloat, conint
 
 from run_benchmarks.catalog.config import Strict, load_model
-from run_benchmarks.results.report.facts import describe, differing
+from run_benchmarks.results.report.facts import describe, varying_settings
 from run_benchmarks.results.report.summary import FIGURE_BY_KEY, CaseSummary
 
 FILE_NAME = "references.yaml"
@@ -37,6 +41,14 @@ class Reference(Strict):
     nprocs_per_node: Optional[conint(ge=1)] = None
     extern_config: Optional[str] = Field(None, description="config name (stem), e.g. config_TP2PP1SH1SP1cpux1x2")
     figures: dict[str, Tolerance]
+
+    def scope(self) -> str:
+        """What this entry checks, in words: "every case on A100" for a vendor entry without ``case:``."""
+        parts = [f"case {self.case}" if self.case else "every case", f"on {self.hardware}"]
+        for name in ("framework", "nnodes", "nprocs_per_node", "extern_config"):
+            if getattr(self, name) is not None:
+                parts.append(f"{name} {getattr(self, name)}")
+        return " ".join(parts[:2]) + (", " + ", ".join(parts[2:]) if parts[2:] else "")
 
     def matches(self, summary: CaseSummary) -> bool:
         k = summary.key
@@ -93,7 +105,7 @@ def _validated(path: Path, case: Optional[str]) -> list[tuple[Reference, str]]:
                             f"use one of: {', '.join(CHECKABLE)}")
         if case is not None:
             ref = ref.model_copy(update={"case": case})
-        out.append((ref, str(path)))
+        out.append((ref, f"{path} references[{i}] ({ref.scope()})"))
     return out
 
 
@@ -124,14 +136,26 @@ def check(summary: CaseSummary, references: list[tuple[Reference, str]], varying
 
 
 def check_all(summaries: list[CaseSummary], cases_dir: Path, vendors_dir: Path) -> list[Check]:
-    """Each summary is one workload (report/summary.py groups by its hash), so a reference is checked
+    return check_summaries(summaries, cases_dir, vendors_dir)[0]
+
+
+def check_summaries(summaries: list[CaseSummary], cases_dir: Path,
+                    vendors_dir: Path) -> tuple[list[Check], list[str]]:
+    """The checks, and for each row no reference entry matched a line saying which row and which files were
+    read. Each summary is one workload (report/summary.py groups by its hash), so a reference is checked
     against the mean of rounds that ran the same thing, never a blend of two batch sizes."""
-    varying = tuple(differing([s.facts for s in summaries]))
+    varying = tuple(varying_settings(summaries))
     cache: dict[tuple, list] = {}
-    out = []
+    out, unchecked = [], []
     for summary in summaries:
         key = (summary.key["case"], summary.key.get("vendor"))
         if key not in cache:
             cache[key] = load_references(cases_dir, vendors_dir, *key)
-        out += check(summary, cache[key], varying)
-    return out
+        found = check(summary, cache[key], varying)
+        out += found
+        if not found:
+            files = [str(cases_dir / key[0] / FILE_NAME)] + ([str(vendors_dir / key[1] / FILE_NAME)] if key[1] else [])
+            which = f" ({describe(summary.facts, varying)})" if varying else ""
+            unchecked.append(f"{summary.label} {summary.config}{which}: no entry matches "
+                             f"(read {' and '.join(f + ('' if Path(f).is_file() else ' (absent)') for f in files)})")
+    return out, unchecked

@@ -24,10 +24,10 @@ def devices(s: CaseSummary) -> int:
 def varying_facts(summaries: Sequence[CaseSummary]) -> list[str]:
     """The layout and batch facts that tell these rows apart (none where summaries carry no facts)."""
     try:
-        from run_benchmarks.results.report.facts import differing
+        from run_benchmarks.results.report.facts import varying_settings
     except ImportError:  # an accelbench without stored workloads: rows are told apart by their labels
         return []
-    return differing([getattr(s, "facts", {}) for s in summaries])
+    return varying_settings([s for s in summaries if hasattr(s, "facts")])
 
 
 def label_facts(summaries: Sequence[CaseSummary]) -> list[str]:

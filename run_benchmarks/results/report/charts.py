@@ -177,17 +177,24 @@ def lines(title: str, series: dict[str, Sequence[tuple[float, float]]], x_label:
         return to_svg(fig, title, chart_id)
 
 
+_SCALES_WITH_DEVICES = ("data_parallel", "sharding_degree", "global_batch_samples", "global_batch_tokens",
+                        "micro_batch_size")
+_SETS_THE_BATCH = ("micro_batch_size", "gradient_accumulation_steps", "global_batch_samples", "global_batch_tokens")
+
+
 def scaling(summaries: Sequence[CaseSummary], palette: Palette) -> list[str]:
     """Total tokens/s (±1 std) and scaling efficiency against device count, one line per model, framework
     and hardware at one micro batch (where rows store it): efficiency is tokens/s/device at n devices over
     tokens/s/device at the line's fewest devices."""
     lines_: dict[str, dict[int, CaseSummary]] = {}
+    # what else tells rows apart (precision, train.steps) names a line of its own, never a point overwritten
+    other = [k for k in data.varying_facts(summaries) if k not in _SCALES_WITH_DEVICES]
     for s in summaries:
         if s.mean("tokens_per_s_total") is None:
             continue
         micro = getattr(s, "facts", {}).get("micro_batch_size")
         batch = f", micro batch {micro}" if micro else ""
-        name = f"{s.key['case']} {data.colour_key(s)}{batch}"
+        name = f"{s.key['case']} {data.colour_key(s)}{batch}" + (f" ({data.fact_words(s, other)})" if other else "")
         lines_.setdefault(name, {})[data.devices(s)] = s
     lines_ = {k: dict(sorted(v.items())) for k, v in lines_.items() if len(v) > 1}
     if not lines_:
@@ -226,9 +233,11 @@ def mfu_against_batch(summaries: Sequence[CaseSummary]) -> list[str]:
     figure = "mfu" if any(s.mean("mfu") is not None for s in summaries) else "tokens_per_s_per_device"
     meta = FIGURE_BY_KEY[figure]
     groups: dict[str, list[CaseSummary]] = {}
+    other = [k for k in data.varying_facts(summaries) if k not in _SETS_THE_BATCH]  # a line each, never merged
     for s in summaries:
         if s.mean(figure) is not None and s.mean("samples_per_step"):
-            groups.setdefault(f"{s.key['case']} {data.colour_key(s)} {data.devices(s)} dev", []).append(s)
+            name = f"{s.key['case']} {data.colour_key(s)} {data.devices(s)} dev"
+            groups.setdefault(name + (f" ({data.fact_words(s, other)})" if other else ""), []).append(s)
     if not groups:
         return []
     title = f"{meta.label} against global batch size" + ("" if figure == "mfu" else " (no MFU: no peak declared)")

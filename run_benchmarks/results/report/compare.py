@@ -10,6 +10,12 @@ hardware=X1`` pairs two vendors' identical layouts whatever their extern configs
 ``framework=paddle framework=torch`` pairs each layout's Paddle run with its Torch run. Rows without a
 stored workload (older imports) pair as before, on the case columns and extern config name.
 
+Rows that pair on nothing above (two runs, micro batch 4 and 8) pair when their settings differ in exactly
+one (the flattened workload plus the case columns): the row says which setting, ``train.micro_batch_size
+4/8``. A side may also filter on a layout fact (``micro_batch_size=4``; FACT_FILTERS), which the pairing then
+drops with the facts it implies (the global batch). Two sides with no pair at all are "nothing in common":
+``nothing_in_common`` says so once, with the closest pairs and what differs in each.
+
 Noise: a change is marked "within noise" when both sides have at least two ok rounds and
 |B / A - 1| < CV_A + CV_B, the sum of the two sides' coefficients of variation over rounds (NOISE_RULE).
 With one round on a side its spread is unknown and nothing is marked.
@@ -32,7 +38,15 @@ WORKLOAD_MATCH = ("case", "framework", "framework_version", "hardware", "model")
 DROPPED_BY = {"framework": ("framework", "framework_version"), "framework_version": ("framework_version",),
               "hardware": ("hardware",), "vendor": ("hardware",), "case_name": ("framework", "framework_version",
                                                                                   "hardware", "nnodes",
-                                                                                  "nprocs_per_node")}
+                                                                                  "nprocs_per_node"),
+              # a layout fact the sides filter differently also changes the facts derived from it
+              "micro_batch_size": ("global_batch_samples", "global_batch_tokens"),
+              "gradient_accumulation_steps": ("global_batch_samples", "global_batch_tokens"),
+              "data_parallel": ("global_batch_samples", "global_batch_tokens"),
+              "seq_len": ("global_batch_tokens", "model")}
+# Layout facts a side may filter on besides the store's columns (report/facts.py computes them per round).
+FACT_FILTERS = tuple(k for k in MATCH_FACTS if k not in ("nnodes", "nprocs_per_node", "precision"))
+CASE_SETTINGS = ("case", "framework", "framework_version", "hardware", "nnodes", "nprocs_per_node")
 COMPARED = ("tokens_per_s_per_device", "tflops_per_device", "mfu", "peak_memory_bytes")
 SHORT = {"tokens_per_s_per_device": "tok/s/dev", "tflops_per_device": "TFLOP/s/dev", "mfu": "MFU",
          "peak_memory_bytes": "peak mem"}
@@ -52,6 +66,7 @@ class Row:
     a: Optional[CaseSummary]
     b: Optional[CaseSummary]
     varying: tuple[str, ...] = ()  # facts that differ between the compare's rows: named in the label
+    differs: tuple[str, ...] = ()  # the workload settings A and B differ in, "train.micro_batch_size 4/8"
 
     def change(self, figure: str) -> Optional[float]:
         """B / A - 1 for a figure both sides have."""
@@ -86,6 +101,8 @@ class Row:
         summary = self.a or self.b
         if self.varying and summary is not None and summary.workload_hash is not None:
             parts.append(f"({describe(summary.facts, self.varying)})")
+        if self.differs:
+            parts.append(f"[differs: {', '.join(self.differs)}]")
         return " ".join(parts)
 
 
@@ -117,14 +134,74 @@ def compare(a: Selection, b: Selection, a_attempts: Sequence[Attempt], b_attempt
             side.setdefault(_match_key(summary, a, b), []).append(summary)
     everything = [s for side in (left, right) for group in side.values() for s in group]
     varying = tuple(differing([s.facts for s in everything if s.workload_hash is not None]))
+    pairs = [pair for key in list(left) + [k for k in right if k not in left]
+             for pair in zip_longest(left.get(key, []), right.get(key, []))]
+    pairs = _pair_by_one_setting(pairs)
     rows = []
-    for key in list(left) + [k for k in right if k not in left]:
-        for sa, sb in zip_longest(left.get(key, []), right.get(key, [])):
-            shown = (sa or sb).key
-            if sa is not None and sb is not None:  # name what differs on purpose by its two values
-                shown = {f: v if v == sb.key.get(f) else f"{v}/{sb.key.get(f)}" for f, v in sa.key.items()}
-            rows.append(Row(shown, sa, sb, varying))
+    for sa, sb in pairs:
+        shown, differs = (sa or sb).key, ()
+        if sa is not None and sb is not None:  # name what differs on purpose by its two values
+            shown = {f: v if v == sb.key.get(f) else f"{v}/{sb.key.get(f)}" for f, v in sa.key.items()}
+            differs = tuple(d for d in setting_differences(sa, sb) if d.split(" ", 1)[0] not in CASE_SETTINGS)
+        rows.append(Row(shown, sa, sb, varying, differs))
     return rows
+
+
+def _flat(tree: dict, prefix: str = "") -> dict:
+    out = {}
+    for key, value in tree.items():
+        if isinstance(value, dict):
+            out.update(_flat(value, f"{prefix}{key}."))
+        else:
+            out[f"{prefix}{key}"] = value
+    return out
+
+
+def setting_differences(sa: CaseSummary, sb: CaseSummary) -> list[str]:
+    """``name A/B`` for each case column and workload setting (flattened, ``train.micro_batch_size``) that
+    differs; a setting one side leaves at its default reads ``default``."""
+    out = [f"{f} {sa.key.get(f)}/{sb.key.get(f)}" for f in CASE_SETTINGS if sa.key.get(f) != sb.key.get(f)]
+    if sa.what.spec is None or sb.what.spec is None:
+        if sa.key.get("extern_config") != sb.key.get("extern_config"):
+            out.append(f"extern_config {sa.key.get('extern_config')}/{sb.key.get('extern_config')}")
+        return out
+    fa, fb = _flat(sa.what.spec), _flat(sb.what.spec)
+    for key in sorted(set(fa) | set(fb)):
+        if fa.get(key) != fb.get(key):
+            out.append(f"{key} {fa.get(key, 'default')}/{fb.get(key, 'default')}")
+    return out
+
+
+def _pair_by_one_setting(pairs: list[tuple]) -> list[tuple]:
+    """Rows left with one side only pair with the other side's nearest row when the two differ in exactly
+    one setting (two runs of one case, micro batch 4 and 8)."""
+    lonely = [sb for sa, sb in pairs if sa is None]
+    taken: set[int] = set()
+    out = []
+    for sa, sb in pairs:
+        if sa is not None and sb is None:
+            near = [r for r in lonely if id(r) not in taken and len(setting_differences(sa, r)) == 1]
+            if near:
+                sb = near[0]
+                taken.add(id(sb))
+        out.append((sa, sb))
+    return [(sa, sb) for sa, sb in out if not (sa is None and id(sb) in taken)]
+
+
+def nothing_in_common(rows: Sequence[Row], closest: int = 3) -> Optional[list[str]]:
+    """When no row has both sides: one line saying so, then the ``closest`` pairs (fewest differing
+    settings) with what differs in each; None when something paired."""
+    if not rows or any(r.a is not None and r.b is not None for r in rows):
+        return None
+    lefts, rights = [r.a for r in rows if r.a], [r.b for r in rows if r.b]
+    near = sorted(((setting_differences(a, b), i, j) for i, a in enumerate(lefts) for j, b in enumerate(rights)),
+                  key=lambda t: (len(t[0]), t[1], t[2]))[:closest]
+    lines = [f"nothing in common: none of A's {len(lefts)} workload(s) ran on B's side ({len(rights)} workload(s)) "
+             "with the same settings" + ("; the closest pairs:" if near else "")]
+    for diffs, i, j in near:
+        lines.append(f"  {lefts[i].label} {lefts[i].config} vs {rights[j].label} {rights[j].config}: "
+                     f"{len(diffs)} setting(s) differ: {', '.join(diffs[:6])}" + (" ..." if len(diffs) > 6 else ""))
+    return lines
 
 
 def format_change(row: Row, figure: str) -> str:

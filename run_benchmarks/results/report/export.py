@@ -27,7 +27,10 @@ METRIC_CSV = ("time_to_train_s", "eval_accuracy")
 FACT_CSV = ("workload_hash",) + tuple(k for k in FACT_KEYS if k != "precision")  # precision is a column already
 CASE_FIELDS = ("case", "framework", "framework_version", "hardware", "vendor", "nnodes", "nprocs_per_node")
 SUMMARY_COLUMNS = (CASE_FIELDS + ("config", "extern_config", "workload_hash") + FACT_KEYS
-                   + ("rounds", "rounds_ok") + tuple(f"{f.key}{s}" for f in FIGURES for s in ("", "_cv")))
+                   + ("rounds", "rounds_ok") + tuple(f"{f.key}{s}" for f in FIGURES for s in ("", "_cv"))
+                   + ("flop_formula", "mfu_peak_tflops", "mfu_peak_source", "mfu_measured_peak_tflops"))
+# What each row's MFU divides by and how its FLOPs were counted (6N, 6N + attention, a PPO phase): MFU from
+# two tools that count differently is never compared without these beside it.
 
 
 def relative(path: Optional[str], root: Optional[Path]) -> Optional[str]:
@@ -82,6 +85,15 @@ def summary_row(summary: CaseSummary, root: Optional[Path] = None) -> dict[str, 
         stats = summary.figures.get(figure.key)
         row[figure.key] = stats.mean if stats else None
         row[f"{figure.key}_cv"] = stats.cv if stats and stats.n > 1 else None
+    metrics = [a.get("metrics") or {} for a in summary.ok]
+
+    def distinct(key):
+        values = list(dict.fromkeys(m.get(key) for m in metrics if m.get(key) is not None))
+        return values[0] if len(values) == 1 else "; ".join(map(str, values)) if values else None
+    row["flop_formula"] = distinct("flop_formula")
+    row["mfu_peak_tflops"] = distinct("peak_tflops")
+    row["mfu_peak_source"] = "datasheet" if row["mfu_peak_tflops"] is not None else None
+    row["mfu_measured_peak_tflops"] = distinct("measured_peak_tflops")
     return row
 
 

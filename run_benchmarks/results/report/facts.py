@@ -92,6 +92,43 @@ def fact_text(value: Any) -> str:
     return str(value)
 
 
+# Workload settings a fact above already shows (or derives from): never a second column.
+SHOWN_BY_FACTS = {"parallel.tensor_parallel_degree", "parallel.pipeline_parallel_degree", "parallel.sharding",
+                  "parallel.sharding_parallel_degree", "parallel.sequence_parallel", "parallel.offload",
+                  "train.micro_batch_size", "train.gradient_accumulation_steps", "train.precision",
+                  "train.recompute", "model.seq_len", "data.source", "task"}
+
+
+def flat_settings(spec: Optional[dict]) -> dict[str, Any]:
+    """The stored workload as ``train.steps: 15`` pairs, less what a fact shows (SHOWN_BY_FACTS)."""
+    out: dict[str, Any] = {}
+
+    def walk(tree: dict, prefix: str) -> None:
+        for key, value in tree.items():
+            if isinstance(value, dict):
+                walk(value, f"{prefix}{key}.")
+            elif f"{prefix}{key}" not in SHOWN_BY_FACTS:
+                out[f"{prefix}{key}"] = value if not isinstance(value, list) else tuple(value)
+    walk(spec or {}, "")
+    return out
+
+
+def varying_settings(rows: Sequence) -> list[str]:
+    """The columns that tell ``rows`` (CaseSummary-like: ``facts``, ``label``, ``config``) apart: the
+    differing facts, then every other workload setting (``train.steps``) that differs between two rows of
+    one case and config, which would otherwise look alike. Settings that differ only between cases (two
+    models' sizes) are the case column's business."""
+    keys = differing([r.facts for r in rows])
+    groups: dict[tuple, list[dict]] = {}
+    for r in rows:
+        groups.setdefault((getattr(r, "label", ""), getattr(r, "config", "")), []).append(r.facts)
+    for members in groups.values():
+        if len(members) > 1:
+            names = sorted({k for m in members for k in m if "." in k})
+            keys += [k for k in differing(members, names) if k not in keys]
+    return keys
+
+
 def describe(facts: dict, keys: Sequence[str]) -> str:
     """``micro batch 4, precision bf16``: the differing facts as words, for labels and flags."""
     return ", ".join(f"{FACT_LABEL.get(k, k)} {fact_text(facts.get(k))}" for k in keys)

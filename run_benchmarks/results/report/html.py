@@ -92,7 +92,7 @@ def _facts(summaries: Sequence[CaseSummary]) -> tuple[list[tuple[str, str]], obj
         return [], str
     from run_benchmarks.results.report.facts import FACT_LABEL, fact_text
 
-    return [(k, FACT_LABEL[k]) for k in varying], fact_text
+    return [(k, FACT_LABEL.get(k, k)) for k in varying], fact_text
 
 
 def render(title: str, summaries: Sequence[CaseSummary], attempts: Sequence[Attempt], checks: Sequence = ()) -> str:

@@ -16,7 +16,7 @@ from typing import Callable, Optional, Sequence
 
 from run_benchmarks.results.analyze import CV_FLAG, Stats
 from run_benchmarks.results.store.schema import Attempt
-from run_benchmarks.results.report.facts import RoundFacts, round_facts
+from run_benchmarks.results.report.facts import RoundFacts, flat_settings, round_facts
 
 
 @dataclass(frozen=True)
@@ -84,7 +84,8 @@ class CaseSummary:
 
     @property
     def facts(self) -> dict:
-        return self.what.facts
+        """The layout facts, and every other workload setting under its dotted name (``train.steps``)."""
+        return {**flat_settings(self.what.spec), **self.what.facts}
 
     @property
     def workload_hash(self) -> Optional[str]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Optional
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
@@ -101,7 +102,7 @@ _WHERE_MEASURED = ("effective_tokens_per_s_per_device", "mfu_measured", "time_to
 def summary_table(summaries, title: str) -> Table:
     """One row per workload: each figure's mean over ok rounds (± its coefficient of variation). The layout
     and batch facts that differ between the rows are columns of their own, so no two rows look alike."""
-    from run_benchmarks.results.report.facts import FACT_LABEL, differing, fact_text
+    from run_benchmarks.results.report.facts import FACT_LABEL, fact_text, varying_settings
     from run_benchmarks.results.report.summary import FIGURE_BY_KEY
 
     table = Table(title=title)
@@ -111,11 +112,11 @@ def summary_table(summaries, title: str) -> Table:
     # calibrated peak, MLPerf's time to train and eval accuracy only where an imported MLPerf log gave them:
     # a column of n/a would push the others to wrap
     columns = tuple(k for k in columns if k not in _WHERE_MEASURED or any(s.mean(k) is not None for s in summaries))
-    varying = differing([s.facts for s in summaries])
+    varying = varying_settings(summaries)  # train.steps 15 and 12 are a column too, not two identical rows
     table.add_column("case", no_wrap=True)
     table.add_column("config", overflow="fold")
     for key in varying:
-        table.add_column(FACT_LABEL[key], justify="right")
+        table.add_column(FACT_LABEL.get(key, key), justify="right")
     table.add_column("rounds")
     for key in columns:
         table.add_column(FIGURE_BY_KEY[key].label, justify="right")
@@ -131,25 +132,54 @@ def checks_table(checks) -> Table:
     from run_benchmarks.results.report.summary import FIGURE_BY_KEY
 
     table = Table(title="against the references")
-    for column in ("case", "config", "figure", "measured", "reference (band)", "verdict"):
+    for column in ("case", "config", "figure", "measured", "reference (band)", "verdict", "reference entry"):
         table.add_column(column, justify="right" if column in ("measured", "reference (band)") else "left")
     for c in checks:
         fmt = FIGURE_BY_KEY[c.figure].fmt
         table.add_row(c.case, c.config, c.figure, "n/a" if c.measured is None else fmt(c.measured),
                       f"{fmt(c.reference.value)} ({fmt(c.low)} – {fmt(c.high)})",
-                      f"[{'green' if c.passed else 'red'}]{c.verdict}[/]")
+                      f"[{'green' if c.passed else 'red'}]{c.verdict}[/]", escape(c.source))
     return table
 
 
 def print_summaries(console: Console, summaries, title: str) -> None:
-    from run_benchmarks.results.report.facts import describe, differing
+    """The table, its footnotes (what MFU divides by, the FLOP formula: the same lines a run prints at its
+    end) and each row's flags."""
+    from run_benchmarks.results.report.facts import describe, varying_settings
 
     print_table(console, summary_table(summaries, title))
-    varying = differing([s.facts for s in summaries])
+    for line in footnotes(summaries):
+        console.print(line, markup=False, highlight=False, soft_wrap=True)
+    varying = varying_settings(summaries)
     for s in summaries:
         which = f" ({describe(s.facts, varying)})" if varying else ""
         for flag in s.flags:
             console.print(f"[yellow]⚑[/] {s.label} {s.config}{which}: {flag}", soft_wrap=True)
+
+
+def footnotes(summaries) -> list[str]:
+    """Per distinct note, from the rounds' stored metrics: why MFU is n/a, which peak it divides by
+    (datasheet or measured, with the value), the FLOP formula. A note that holds for only some rows names
+    them, so MFU figures counted two ways are never read as one."""
+    notes: dict[tuple[int, str], list[str]] = {}  # (order: MFU, measured MFU, FLOPs; line) -> row labels
+    measured = any((a.get("metrics") or {}).get("mfu_measured") is not None for s in summaries for a in s.attempts)
+    for s in summaries:
+        for attempt in s.attempts:
+            m = attempt.get("metrics") or {}
+            if not m:
+                continue
+            lines = [m.get("mfu_note") and (m["mfu_note"] if m.get("mfu") is not None else f"MFU n/a: {m['mfu_note']}")]
+            note = m.get("mfu_measured_note") or ""
+            if note:
+                lines.append(note if note.startswith("MFU (measured)") else
+                             ("² MFU (measured) n/a: " if measured else "MFU against a measured peak: n/a, ") + note)
+            lines.append(m.get("flop_formula") and f"FLOPs: {m['flop_formula']}")
+            for line in filter(None, lines):
+                rows = notes.setdefault((2 if line.startswith("FLOPs") else int("measured" in line[:30]), line), [])
+                if s.label not in rows:
+                    rows.append(s.label)
+    labels = {s.label for s in summaries}
+    return [line if set(rows) == labels else f"{line} [{', '.join(rows)}]" for (_, line), rows in sorted(notes.items())]
 
 
 def compare_table(a, b, rows) -> Table:
