@@ -178,6 +178,13 @@ def test_range_scan_spans_chunks(tmp_path, monkeypatch):
 
 # --- instruction data ------------------------------------------------------------------------------------------
 
+def _next(data: InstructionDataset) -> tuple[torch.Tensor, torch.Tensor]:
+    """The next micro-batch, checked framework-neutral (int64 NumPy: both workers share it), as tensors."""
+    inputs, targets = data.next_batch()
+    assert isinstance(inputs, np.ndarray) and inputs.dtype == targets.dtype == np.int64
+    return torch.from_numpy(inputs), torch.from_numpy(targets)
+
+
 def _records(path, records):
     path.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records), encoding="utf-8")
     return path
@@ -193,7 +200,7 @@ def test_byte_tokenizer_and_alpaca_prompt():
 def test_targets_cover_exactly_the_response(tmp_path):
     path = _records(tmp_path / "r.jsonl", [{"instruction": "Say hi", "input": "", "output": "hi üü"}])
     data = InstructionDataset(path, vocab_size=300, seq_len=256, micro_batch_size=1, seed=0)
-    inputs, targets = data.next_batch()
+    inputs, targets = _next(data)
     head = [BOS, *encode(prompt("Say hi")).tolist()]
     tokens = head + encode("hi üü").tolist() + [EOS]
     n = len(tokens) - 1
@@ -220,7 +227,7 @@ def test_padding_supervision_and_token_counts_per_micro_batch(tmp_path, seq_len)
     kinds = {"whole" if len(t) <= seq_len else "prompt cut" if p == len(t) else "response cut" for t, p in data.records}
     assert kinds == ({"whole", "prompt cut", "response cut"} if seq_len == 384 else {"whole"})
     for _ in range(12):
-        inputs, targets = data.next_batch()
+        inputs, targets = _next(data)
         width = inputs.shape[1]
         assert width % 8 == 0 and width <= seq_len
         longest = int(inputs.ne(PAD).sum(1).max())
@@ -242,7 +249,7 @@ def test_padding_supervision_and_token_counts_per_micro_batch(tmp_path, seq_len)
 def test_short_seq_len_caps_padding(tmp_path):
     path = write_alpaca_sample(tmp_path / "a.jsonl", 10, seed=0)
     data = InstructionDataset(path, vocab_size=MIN_VOCAB, seq_len=12, micro_batch_size=3, seed=0)
-    inputs, targets = data.next_batch()
+    inputs, targets = _next(data)
     assert inputs.shape == (3, 12) and targets.eq(IGNORE_INDEX).all()  # the prompt alone fills the window
 
 
@@ -256,8 +263,8 @@ def test_instruction_data_parallel_ranks_partition_the_one_process_batch(tmp_pat
     ranks = [InstructionDataset(path, 300, seq_len=512, micro_batch_size=2, seed=5, dp_rank=r, dp_size=2)
              for r in range(2)]
     for _ in range(10):
-        parts = [rank.next_batch() for rank in ranks]
-        inputs, targets = whole.next_batch()
+        parts = [_next(rank) for rank in ranks]
+        inputs, targets = _next(whole)
         width = inputs.shape[1]
         assert max(p[0].shape[1] for p in parts) == width
         assert torch.equal(torch.cat([_pad(p[0], width, PAD) for p in parts]), inputs)
@@ -268,7 +275,7 @@ def test_instruction_data_parallel_ranks_partition_the_one_process_batch(tmp_pat
 def test_instruction_epochs_visit_every_record_once(tmp_path):
     path = _records(tmp_path / "r.jsonl", [{"instruction": f"n{i}", "output": "x"} for i in range(5)])
     data = InstructionDataset(path, 300, seq_len=512, micro_batch_size=1, seed=0)
-    seen = [data.next_batch()[0][0].tolist() for _ in range(10)]
+    seen = [_next(data)[0][0].tolist() for _ in range(10)]
     key = [tuple(s) for s in seen]
     assert len(set(key[:5])) == 5 and set(key[:5]) == set(key[5:])
     assert key[:5] != key[5:]

@@ -7,6 +7,7 @@ import pytest
 import torch
 
 from training.contract.spec import DeviceSpec
+from training.torch.data import as_tensors
 from training.torch.device import process_group_backend
 
 from .torch_ranks import open_worker, run_ranks, worker_config
@@ -46,7 +47,7 @@ def _sync_rank(rank: int, world: int, cfg) -> dict:
     try:
         batch, model = worker.data.next_batch(), worker.parallel.model
         with worker.parallel.gradient_sync(False):  # a micro-batch that is not the step's last
-            model(batch.inputs, batch.targets, reduction="sum").backward()
+            model(*as_tensors(batch), reduction="sum").backward()
         return {"sharded_grads_after_first": all(p.grad is not None for p in model.parameters()),
                 "reported": worker.environment().get("sync_gradients_each_micro_batch")}
     finally:

@@ -190,12 +190,17 @@ class Paddle(Framework):
     def unsupported(self, workload: "WorkloadSpec", world_size: int) -> list[str]:
         par, train = workload.parallel, workload.train
         missing = []
-        if workload.task not in ("pretrain", "micro"):  # micro: training/micro/paddle_ops.py
-            missing.append(f"task {workload.task}: training/paddle trains pretraining cases only")
+        if workload.task == "ppo":  # micro: training/micro/paddle_ops.py
+            missing.append("task ppo: training/paddle trains pretrain, finetune and lora cases (and micro)")
         if train.precision == "fp8":
             missing.append("precision fp8: training/paddle has no fp8 path; use fp16 or bf16")
-        if train.lora_rank:
-            missing.append("LoRA is not implemented in training/paddle")
+        if train.lora_rank and (par.tensor_parallel_degree > 1 or par.pipeline_parallel_degree > 1
+                                or par.sequence_parallel):
+            missing.append("LoRA in training/paddle adapts one model-parallel rank's plain linears: use data "
+                           "parallelism or sharding (tensor, sequence and pipeline parallel are not implemented)")
+        if workload.data.instruction and par.pipeline_parallel_degree > 1:
+            missing.append("instruction data in a Paddle pipeline is not implemented (fleet's PipelineLayer fixes "
+                           "its shapes, instruction batches vary in width); use tensor parallelism or sharding")
         if train.compile:
             missing.append("train.compile is torch.compile; Paddle runs eagerly here (unset it)")
         if par.sequence_parallel and par.pipeline_parallel_degree > 1:

@@ -15,6 +15,8 @@ at least 259 entries; larger ones simply leave ids unused.
 Sample order is the same seed-derived per-epoch permutation as the token
 files', indexed by global sample, so data-parallel ranks partition exactly the
 batch one process would see.
+
+NumPy only (no framework): both workers batch through ``training/data/batches.py``.
 """
 from __future__ import annotations
 
@@ -24,7 +26,6 @@ from pathlib import Path
 from typing import Optional
 
 import numpy as np
-import torch
 
 from training.data.sampling import GlobalSampler
 from training.data.token_file import DataFormatError, EpochShuffle
@@ -85,19 +86,20 @@ class InstructionDataset(GlobalSampler):
     def sample(self, index: int) -> tuple[np.ndarray, int]:
         return self.records[self._order(index)]
 
-    def next_batch(self) -> tuple[torch.Tensor, torch.Tensor]:
+    def next_batch(self) -> tuple[np.ndarray, np.ndarray]:
+        """This rank's next micro-batch as int64 arrays (inputs, targets), padded on the right."""
         samples = [self.sample(index) for index in self.next_indices()]
         longest = max(len(tokens) - 1 for tokens, _ in samples)
         multiple = self.pad_to_multiple_of
         width = min(-(-longest // multiple) * multiple, self.seq_len)
-        inputs = torch.full((len(samples), width), PAD, dtype=torch.long)
-        targets = torch.full((len(samples), width), IGNORE_INDEX, dtype=torch.long)
+        inputs = np.full((len(samples), width), PAD, dtype=np.int64)
+        targets = np.full((len(samples), width), IGNORE_INDEX, dtype=np.int64)
         for row, (tokens, prompt_len) in enumerate(samples):
             n = len(tokens) - 1
-            inputs[row, :n] = torch.from_numpy(tokens[:-1])
-            targets[row, prompt_len - 1:n] = torch.from_numpy(tokens[prompt_len:])  # target t is token t + 1
+            inputs[row, :n] = tokens[:-1]
+            targets[row, prompt_len - 1:n] = tokens[prompt_len:]  # target t is token t + 1
         self.last_real_tokens = sum(len(tokens) - 1 for tokens, _ in samples)
-        self.last_padded_tokens = inputs.numel()
+        self.last_padded_tokens = int(inputs.size)
         return inputs, targets
 
 

@@ -1,6 +1,8 @@
-"""Pretraining batches for Paddle workers, from NumPy sources (no torch in a Paddle image).
+"""Batches for Paddle workers: the shared data side (``training/data/batches.py``), NumPy only (no torch in
+a Paddle image).
 
-``tokens`` reads the same ``<prefix>_ids.npy`` / ``_idx.npz`` file, in the same
+Instruction data (finetune, lora) is batched, padded and counted exactly as for
+the torch workers, by the same code. ``tokens`` reads the same ``<prefix>_ids.npy`` / ``_idx.npz`` file, in the same
 sample order, as the torch workers: that is what the Paddle-vs-PyTorch parity
 test relies on. ``synthetic`` draws uniform ids per global sample from NumPy's
 generator (a different stream from torch's; the cost per token is the same).
@@ -9,8 +11,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from training.data.batches import Batches, open_batches
 from training.data.sampling import GlobalSampler
-from training.data.token_file import TokenFileDataset
 from training.contract.spec import WorkloadSpec
 
 
@@ -27,10 +29,6 @@ class SyntheticArrays(GlobalSampler):
         return tokens[:, :-1], tokens[:, 1:]
 
 
-def open_pretraining_data(spec: WorkloadSpec, dp_rank: int, dp_size: int):
-    model, train = spec.model, spec.train
-    shape = dict(vocab_size=model.vocab_size, seq_len=model.seq_len, micro_batch_size=train.micro_batch_size,
-                 seed=train.seed, dp_rank=dp_rank, dp_size=dp_size)
-    if spec.data.source == "tokens":
-        return TokenFileDataset(spec.data.path, **shape)
-    return SyntheticArrays(**shape)  # the plan admits only pretraining sources for Paddle
+def open_data(spec: WorkloadSpec, dp_rank: int, dp_size: int) -> Batches:
+    """The spec's source as the shared ``Batches`` (the torch worker's padding and counting)."""
+    return open_batches(spec, dp_rank, dp_size, SyntheticArrays)

@@ -352,7 +352,9 @@ class GPT(nn.Layer):
         for number, block in enumerate(self.blocks):
             if self.recompute_every and number % self.recompute_every == 0 and self.training:
                 from paddle.distributed.fleet.utils import recompute
-                x = recompute(block, x, self.position.rotary, bias)
+                # A frozen base (LoRA) gives the first block an input that needs no gradient: the reentrant
+                # (PyLayer) recompute would then skip the block's backward, adapters included.
+                x = recompute(block, x, self.position.rotary, bias, use_reentrant=not x.stop_gradient)
             else:
                 x = block(x, self.position.rotary, bias)
         return x

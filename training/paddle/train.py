@@ -14,8 +14,11 @@ layout vocabulary is the PyTorch side's (``training/contract/spec.py``); it maps
 
 The timed loop is ``training/harness.py``'s; this module brings Paddle's
 operations. The loss of a micro-batch is its summed cross entropy over the
-global token count of the step, so any layout reports the loss one process with
-the whole batch would.
+global count of supervised tokens of the step, so any layout reports the loss
+one process with the whole batch would. Tasks pretrain, finetune and lora: the
+data side (instruction batches padded to their longest sample, effective
+tokens without the padding) is ``training/data/batches.py``, the torch
+worker's; LoRA is ``training/paddle/lora.py``.
 """
 from __future__ import annotations
 
@@ -27,8 +30,10 @@ import paddle.distributed as dist
 
 from training.contract import flops
 from training import harness
+from training.data.batches import StepCounts
 from training.paddle import device as devices, hybrid
-from training.paddle.data import open_pretraining_data
+from training.paddle.data import open_data
+from training.paddle.lora import apply_lora, trainable_parameters
 from training.paddle.model import GPT, Kernels
 from training.paddle.precision import Precision, set_fp32_matmul
 from training.paddle.weights import canonical_name, load as load_weights
@@ -137,8 +142,12 @@ class PaddleWorker(harness.FrameworkWorker):
                 cpu_compat.install()
         hybrid.seed(spec.train.seed, layout)
         model = build_model(spec, layout, self.on_cpu)
-        self.n_params = self.trainable_params = flops.total_params(spec.model)
-        optimizer = paddle.optimizer.AdamW(learning_rate=spec.train.lr, parameters=model.parameters(),
+        if spec.train.lora_rank:  # after the base weights are in: adapters start from their own seeds
+            apply_lora(model, spec.train)
+        trainable = trainable_parameters(model)
+        self.n_params = flops.total_params(spec.model)
+        self.trainable_params = sum(p.size for p in trainable) if spec.train.lora_rank else self.n_params
+        optimizer = paddle.optimizer.AdamW(learning_rate=spec.train.lr, parameters=trainable,
                                            weight_decay=spec.train.weight_decay, beta1=0.9, beta2=0.999, epsilon=1e-8)
         self.precision = Precision(spec)
         model, optimizer = self.precision.decorate(model, optimizer)
@@ -146,25 +155,28 @@ class PaddleWorker(harness.FrameworkWorker):
             model, optimizer = hybrid.wrap(model, optimizer, self.precision, spec, layout, hcg)
         self.model, self.optimizer, self.hcg = model, optimizer, hcg
         self.no_sync = getattr(model, "no_sync", None)  # plain data parallel: sync on the last micro-batch only
-        self.data = open_pretraining_data(spec, layout.data_rank, layout.data)
-        self.data_description = {"source": spec.data.source, **self.data.description}
+        self.data = open_data(spec, layout.data_rank, layout.data)
+        self.data_description = self.data.description
+        self.counts = StepCounts(spec)
         self.model_parallel_size = layout.tp * layout.pp
 
     def train_step(self) -> harness.StepWork:
         accumulation = self.spec.train.gradient_accumulation_steps
-        tokens = self.spec.train.micro_batch_size * self.spec.model.seq_len * accumulation
         batches = [self.data.next_batch() for _ in range(accumulation)]
+        counts = self.counts(batches)  # tokens, effective tokens and FLOPs: the torch worker's figures
         precision = self.precision
-        if self.layout.pp > 1:
-            return harness.StepWork(loss=_pipeline_step(self.model, self.optimizer, batches, precision),
-                                    tokens=tokens)
+        if self.layout.pp > 1:  # pretraining only (the plan refuses instruction data in a Paddle pipeline)
+            return harness.StepWork(loss=_pipeline_step(self.model, self.optimizer, batches, precision), **counts)
+        # Each micro-batch's summed loss over the step's global count of supervised tokens, times the data
+        # degree since data parallelism and sharding average the replicas' gradients (the torch worker's rule).
+        scale = self.layout.data / max(self._global_count(sum(b.supervised_tokens for b in batches)), 1)
         loss = paddle.zeros([], dtype="float32")
-        for index, (inputs, targets) in enumerate(batches):
+        for index, batch in enumerate(batches):
             last = index == accumulation - 1
             sync = contextlib.nullcontext() if last or self.no_sync is None else self.no_sync()
             with sync:
                 with precision.autocast():
-                    micro = self.model(paddle.to_tensor(inputs), paddle.to_tensor(targets)) / tokens
+                    micro = self.model(paddle.to_tensor(batch.inputs), paddle.to_tensor(batch.targets)) * scale
                 (precision.scaler.scale(micro) if precision.scaler else micro).backward()
             loss += micro.detach()
         if precision.scaler:
@@ -172,7 +184,16 @@ class PaddleWorker(harness.FrameworkWorker):
             precision.scaler.update()
         else:
             self.optimizer.step()
-        return harness.StepWork(loss=loss, tokens=tokens)
+        return harness.StepWork(loss=loss, **counts)
+
+    def _global_count(self, local: int) -> int:
+        """Supervised tokens in the global batch: an all-reduce where batches differ (instruction data)."""
+        if not self.spec.data.instruction:  # every position of every sample is supervised: same on every rank
+            return local * self.layout.data
+        count = paddle.to_tensor(local, dtype="int64")
+        if self.world > 1:
+            dist.all_reduce(count)  # ranks of one replica (tensor parallel) hold the same batch
+        return int(count.item()) // self.model_parallel_size
 
     def after_step(self, work: harness.StepWork) -> tuple[float, Optional[float]]:
         grad_norm = self._grad_norm()
@@ -228,8 +249,8 @@ def _pipeline_step(model, optimizer, batches, precision):
     """One step of the fleet pipeline: its scheduler runs the micro-batches (accumulate_steps) itself."""
     import numpy as np
 
-    inputs = paddle.to_tensor(np.concatenate([b[0] for b in batches]))
-    targets = paddle.to_tensor(np.concatenate([b[1] for b in batches]))
+    inputs = paddle.to_tensor(np.concatenate([b.inputs for b in batches]))
+    targets = paddle.to_tensor(np.concatenate([b.targets for b in batches]))
     with precision.autocast():
         loss = model.train_batch([inputs, targets], optimizer, scaler=precision.scaler)
     return loss.detach().astype("float32")

@@ -14,13 +14,14 @@ parallelism and pipeline stages keep the module objects but not their paths.
 """
 from __future__ import annotations
 
-import hashlib
 import math
 from typing import Optional
 
 import numpy as np
 import torch
 from torch import nn
+
+from training.adapters import lora_a_initial, parameter_seed
 
 NAME = "_accelbench_name"  # a module's path in the unwrapped model
 STD = 0.02
@@ -37,22 +38,18 @@ def name_as(module: nn.Module, path: str) -> None:
     setattr(module, NAME, path)
 
 
-def parameter_seed(seed: int, name: str) -> int:
-    return int.from_bytes(hashlib.sha256(f"{seed}:{name}".encode()).digest()[:8], "little") >> 1
-
-
 def initial_value(module: nn.Module, name: str, shape: torch.Size, n_layer: int, seed: int) -> torch.Tensor:
     """The full fp32 value of one parameter on the CPU (GPT-2's init: N(0, 0.02), residual projections
     scaled by depth, norms at one, biases at zero; LoRA's A Kaiming-uniform, B zero)."""
     # device="cpu" explicitly: a caller's ``with torch.device(...)`` (PPO builds its roles under the device)
     # would otherwise put the value there while the seeded generator stays on the CPU (seen on an H100).
+    module_name, _, kind = name.rpartition(".")
+    if module_name.endswith("lora_a"):
+        return torch.from_numpy(lora_a_initial(seed, name, *shape))
     value = torch.empty(shape, dtype=torch.float32, device="cpu")
     generator = torch.Generator(device="cpu").manual_seed(parameter_seed(seed, name))
-    module_name, _, kind = name.rpartition(".")
     if kind == "bias" or module_name.endswith("lora_b"):
         return value.zero_()
-    if module_name.endswith("lora_a"):
-        return nn.init.kaiming_uniform_(value, a=math.sqrt(5), generator=generator)
     if isinstance(module, (nn.LayerNorm, nn.RMSNorm)):
         return value.fill_(1.0)
     std = STD / math.sqrt(2 * n_layer) if module_name.endswith("proj") else STD  # GPT-2: O(1) activations at init

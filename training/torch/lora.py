@@ -1,7 +1,9 @@
 """LoRA (Hu et al., 2021): frozen base weights plus a trainable low-rank update ``B @ A``.
 
 B starts at zero, so step 0 computes exactly the base model; only A and B get
-gradients and optimizer state, which is what makes LoRA cheap to train.
+gradients and optimizer state, which is what makes LoRA cheap to train. The
+worker's initial values (``training/torch/init.py``) come from ``training/adapters.py``,
+shared with the Paddle worker's ``training/paddle/lora.py``.
 """
 from __future__ import annotations
 
@@ -10,11 +12,8 @@ import math
 import torch
 from torch import nn
 
+from training.adapters import TARGET_PATHS
 from training.contract.spec import TrainSpec
-
-# ``lora_targets`` names -> the linear's path inside a ``Block``.
-TARGET_PATHS = {"q": "attn.q", "k": "attn.k", "v": "attn.v", "o": "attn.proj",
-                "fc": "mlp.fc", "gate": "mlp.gate", "down": "mlp.proj"}
 
 
 class LoRALinear(nn.Module):

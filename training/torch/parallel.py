@@ -38,7 +38,7 @@ from torch import nn
 from torch.utils._foreach_utils import _get_fused_kernels_supported_devices
 from torch.utils.checkpoint import checkpoint
 
-from training.torch.data import Batch
+from training.torch.data import Batch, as_tensors
 from training.contract.spec import TrainSpec, WorkloadSpec
 from training.torch.lora import trainable_parameters
 from training.torch.pipeline import Pipeline, squared_norm
@@ -81,13 +81,13 @@ class Parallelized:
         """Forward and backward over one step's micro-batches; this rank's summed loss, each micro-batch's
         summed token losses times ``scale``."""
         if self.pipeline is not None:
-            inputs = torch.cat([b.inputs for b in batches]).to(device)
-            targets = torch.cat([b.targets for b in batches]).to(device)
+            inputs = torch.cat([as_tensors(b)[0] for b in batches]).to(device)
+            targets = torch.cat([as_tensors(b)[1] for b in batches]).to(device)
             with precision.autocast():
                 return self.pipeline.step(inputs, targets, scale, scaler)
         loss_sum = torch.zeros((), device=device)
         for micro, batch in enumerate(batches):
-            inputs, targets = batch.inputs.to(device, non_blocking=True), batch.targets.to(device, non_blocking=True)
+            inputs, targets = (t.to(device, non_blocking=True) for t in as_tensors(batch))
             with self.gradient_sync(micro == len(batches) - 1):
                 with precision.autocast():
                     loss = self.model(inputs, targets, reduction="sum") * scale

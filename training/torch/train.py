@@ -6,20 +6,18 @@ it through ``torch.accelerator``.
 """
 from __future__ import annotations
 
-import functools
 from typing import Optional
 
 import torch
 import torch.distributed as dist
 
-from training.contract import flops
 from training import harness
 from training.contract.spec import WorkerConfig
 from training.torch import device as devices
 from training.torch import init
 from training.torch import precision as precisions
 from training.torch.compiles import CompileCounter
-from training.torch.data import open_dataset
+from training.torch.data import StepCounts, open_dataset
 from training.torch.lora import apply_lora, trainable_parameters
 from training.torch.model import GPT
 from training.torch.parallel import parallelize
@@ -77,10 +75,8 @@ class TorchWorker(devices.OnTorchDevice, harness.FrameworkWorker):
         self.scaler = self.precision.grad_scaler(self.parallel.shards_gradients)
         self.data = open_dataset(spec, dp_rank=self.parallel.dp_rank, dp_size=self.parallel.dp_size)
         self.data_description = self.data.description
-
-    @functools.cache
-    def flops_at_width(self, width: int) -> int:  # instruction batches are padded to their own width, not seq_len
-        return flops.flops_per_token(self.spec.model.model_copy(update={"seq_len": width}), self.spec.train)[0]
+        self.counts = StepCounts(spec)
+        self.flops_at_width = self.counts.flops_at_width
 
     def train_step(self) -> harness.StepWork:
         spec, parallel, device = self.spec, self.parallel, self.torch_device
@@ -96,13 +92,7 @@ class TorchWorker(devices.OnTorchDevice, harness.FrameworkWorker):
                                              self.scaler, device)
         self.scaler.step(parallel.optimizer)
         self.scaler.update()
-        instruction = spec.data.instruction
-        return harness.StepWork(
-            loss=loss_sum, tokens=sum(b.padded_tokens for b in batches),
-            effective_tokens=sum(b.real_tokens for b in batches) if instruction else None,
-            # Padding is no model work: only real tokens count, each at the width its batch ran at.
-            flops=sum(b.real_tokens * self.flops_at_width(b.inputs.shape[1]) for b in batches)
-            if instruction else None)
+        return harness.StepWork(loss=loss_sum, **self.counts(batches))  # padding excluded: training/data/batches.py
 
     def _global_count(self, local: int) -> int:
         """Supervised tokens in the global batch: an all-reduce where batches differ (instruction data)."""
