@@ -93,11 +93,11 @@ def cmd_vendor(args: argparse.Namespace, console: Console) -> int:
 def cmd_clean(args: argparse.Namespace, console: Console) -> int:
     from run_benchmarks.backends import cleanup
     from run_benchmarks.backends.hosts import connect
-    from run_benchmarks.backends.parallel import parallel_map
+    from run_benchmarks.backends.fanout import fan_out
 
     inputs = load_inputs(args.root or default_root(), args.test_conf, args.cluster)
     specs = {spec.name: spec for spec in inputs.cluster.hosts}
-    connected, errors = parallel_map(connect, list(specs.values()))
+    connected, errors = fan_out(connect, list(specs.values()))
     hosts = {name: host for name, host in zip(specs, connected) if host is not None}
     try:
         lines = [f"could not reach a host: {exc}" for exc in errors]
