@@ -22,7 +22,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from run_benchmarks.catalog.config_files import HostSpec  # noqa: E402
 from run_benchmarks.backends.hosts import connect  # noqa: E402
-from run_benchmarks.backends.parallel import parallel_map  # noqa: E402
+from run_benchmarks.backends.fanout import fan_out  # noqa: E402
 from tests.infra.sshd import start_sshd_cluster  # noqa: E402
 
 
@@ -38,10 +38,10 @@ def preflight_and_noop(specs: list[HostSpec], sequential: bool = False) -> float
         hosts = [connect(spec) for spec in specs]
         results, errors = [host.run(["true"]) for host in hosts], []
     else:
-        hosts, errors = parallel_map(connect, specs)
+        hosts, errors = fan_out(connect, specs)
         if errors:
             raise errors[0]
-        results, errors = parallel_map(lambda host: host.run(["true"]), hosts)
+        results, errors = fan_out(lambda host: host.run(["true"]), hosts)
     elapsed = time.perf_counter() - started
     if errors or any(r.returncode for r in results):
         raise RuntimeError(f"no-op failed: {errors or results}")

@@ -17,7 +17,12 @@ Pairs run interleaved, and the order flips every pair (a b, b a, a b, ...), so
 drift of the machine and any first-or-second effect hit both alike; the ratio
 is median(a) / median(b). Goal: at least 0.98.
 
+First, in the same run, the start-up: wall time of ``accelbench --help`` and ``accelbench list`` (each a
+fresh interpreter, ``python -m run_benchmarks.cli``) beside a bare ``python -c pass``, median of
+``--startup-repeats`` interleaved calls. Goal: at most 0.3 s each.
+
     python benchmarks/harness_overhead.py [--pairs 3] [--set train.steps=40 ...]
+    python benchmarks/harness_overhead.py --pairs 0          # the start-up figures only
 """
 from __future__ import annotations
 
@@ -103,16 +108,39 @@ def bare(spec_json: str) -> dict:
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
+STARTUP = {"python -c pass": ["-c", "pass"], "accelbench --help": ["-m", "run_benchmarks.cli", "--help"],
+           "accelbench list": ["-m", "run_benchmarks.cli", "list"]}
+
+
+def startup(repeats: int) -> dict[str, float]:
+    """Median wall seconds of each STARTUP command, the commands taking turns so drift hits all alike."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    times: dict[str, list[float]] = {name: [] for name in STARTUP}
+    for _ in range(repeats):
+        for name, argv in STARTUP.items():
+            began = time.perf_counter()
+            subprocess.run([sys.executable, *argv], cwd=ROOT, env=env, check=True, stdout=subprocess.DEVNULL)
+            times[name].append(time.perf_counter() - began)
+    return {name: statistics.median(values) for name, values in times.items()}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--case", default="gpt2_tiny")
     parser.add_argument("--pairs", type=int, default=6)
     parser.add_argument("--set", dest="settings", action="append", default=None,
                         help=f"workload overrides (default: {' '.join(DEFAULT_SETTINGS)})")
+    parser.add_argument("--startup-repeats", type=int, default=10, help="calls of each start-up command (10)")
     parser.add_argument("--bare-child", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.bare_child:
         bare_loop(args.bare_child)
+        return
+    figures = startup(args.startup_repeats)
+    print(f"start-up, median of {args.startup_repeats} on {os.cpu_count()} CPU(s): "
+          + ", ".join(f"{name} {seconds:.3f} s" for name, seconds in figures.items()) + " (goal <= 0.3 s)",
+          flush=True)
+    if args.pairs < 1:
         return
     settings = list(args.settings or DEFAULT_SETTINGS)
     spec_json = resolve_workload(args.case, settings)

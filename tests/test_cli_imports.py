@@ -2,7 +2,9 @@
 codes the interpreter reports (the other CLI tests call it in this process, through the ``accelbench`` fixture).
 
 matplotlib and numpy (HTML reports), torch and paddle (workers, calibrate) and paramiko (SSH hosts) take most
-of a second to import: ``--help``, ``list`` and a dry run need none of them.
+of a second to import: ``--help``, ``list`` and a dry run need none of them. ``--help`` needs no command's
+module at all: the parser is built from the standard library (cli/arguments.py), so neither pydantic, rich
+nor YAML is loaded (start-up figures: docs/benchmarks.md, "Start-up", from benchmarks/harness_overhead.py).
 """
 from __future__ import annotations
 
@@ -15,6 +17,7 @@ from pathlib import Path
 from .conftest import ROOT
 
 HEAVY = ("matplotlib", "numpy", "torch", "paddle", "paramiko")
+COMMAND_LIBRARIES = ("pydantic", "rich", "yaml")  # what a command loads, and --help never does
 
 _COMMANDS = """
 import json, sys
@@ -43,6 +46,22 @@ def test_help_list_and_a_dry_run_import_no_framework_plotting_or_ssh_library(tmp
     seen = json.loads(done.stderr.splitlines()[-1])
     # after each command, in order: what it imported, with what came before
     assert seen == {" ".join(argv): [0, []] for argv in commands}, seen
+
+
+def test_help_imports_no_commands_module_nor_its_libraries(tmp_path):
+    done = run_python(["-c", _COMMANDS, ",".join(HEAVY + COMMAND_LIBRARIES), json.dumps([["--help"]])], tmp_path)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert json.loads(done.stderr.splitlines()[-1]) == {"--help": [0, []]}
+    assert "usage: accelbench" in done.stdout and "calibrate" in done.stdout
+
+
+def test_every_command_names_a_function_that_exists():
+    from run_benchmarks.cli.arguments import build_parser
+    from run_benchmarks.cli.main import COMMANDS, command
+
+    parsed = build_parser()._subparsers._group_actions[0].choices  # the COMMAND argument's choices
+    assert set(COMMANDS) == set(parsed)
+    assert all(callable(command(name)) for name in COMMANDS)
 
 
 def test_the_console_script_exits_2_on_a_user_error_and_on_a_bad_argument(tmp_path):

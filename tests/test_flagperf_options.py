@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from run_benchmarks.cli import main as cli_main
+from run_benchmarks.cli import run as cli_run
 
 from .conftest import write
 
@@ -25,13 +25,13 @@ ISSUE = {"--vendor": "nvidia", "--case_name": "gpt3_6.7B:paddle_2.5.1:A100:1:8:1
 def plans(monkeypatch):
     """Every plan a dry run prints, as the objects the CLI built."""
     seen = []
-    printed = cli_main.print_plan
+    printed = cli_run.print_plan
 
     def capture(console, plan):
         seen.append(plan)
         printed(console, plan)
 
-    monkeypatch.setattr(cli_main, "print_plan", capture)
+    monkeypatch.setattr(cli_run, "print_plan", capture)
     return seen
 
 

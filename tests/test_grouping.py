@@ -90,6 +90,26 @@ def test_precision_splits_rows_and_rows_without_a_workload_keep_the_case_key(tmp
         (False, "fp32", 1), (False, "bf16", 1), (True, "bf16", 2)]
 
 
+def test_a_workload_todays_schema_refuses_keeps_its_facts_and_says_why(tmp_path):
+    """An old-shaped stored row (a setting no longer known, as a workload from another accelbench holds) is
+    never emptied: its rounds still group by what they ran, its stated facts are read as stored, and the row
+    says why; before, its facts were {} and two different workloads shared one row by their case name."""
+    def old_shaped(run_id: str, step_time: float, micro: int, round_: int = 1) -> dict:
+        doc = round_doc(run_id, step_time, round_=round_, micro=micro)
+        doc["workload"]["train"]["loss_scale"] = "dynamic"  # a setting today's schema does not know
+        return doc
+
+    db = tmp_path / "results.db"
+    fill(db, [old_shaped("r1", 0.5, 4), old_shaped("r1", 0.6, 4, round_=2), old_shaped("r2", 0.9, 16)])
+    summaries = summarize(attempts_of(db))
+    assert [(len(s.attempts), s.facts["micro_batch_size"], s.facts["precision"]) for s in summaries] == [
+        (2, 4, "bf16"), (1, 16, "bf16")]
+    for s in summaries:
+        assert s.workload_hash is not None and "data_parallel" not in s.facts  # derived facts need the schema
+        (note,) = [f for f in s.flags if "workload stored by another accelbench" in f]
+        assert "train.loss_scale" in note and "read as stored" in note, note
+
+
 def test_reference_checks_name_the_workload_they_check(tmp_path):
     db = tmp_path / "results.db"
     fill(db, [round_doc("r1", 0.5, micro=4), round_doc("r2", 0.5, micro=16)])

@@ -262,9 +262,9 @@ def test_an_error_no_parser_foresaw_fails_the_log_not_the_command(tmp_path):
         return {}["no such key"]
 
     try:
-        result = PARSERS["hostile_test/1"].parse(tmp_path / "x.log", 1, 1)
+        result = PARSERS.get("hostile_test/1").parse(tmp_path / "x.log", 1, 1)
     finally:
-        del PARSERS["hostile_test/1"]
+        PARSERS.unregister("hostile_test/1")
     assert result.status == "failed"
     assert result.reason == ("the hostile_test/1 parser could not read this log (KeyError: 'no such key'); "
                              "nothing from it was kept")

@@ -24,7 +24,7 @@ from typing import Iterable, Optional
 
 from run_benchmarks.backends.hosts import Host, reaper
 from run_benchmarks.backends.hosts.guard import orchestrator_alive
-from run_benchmarks.backends.parallel import parallel_map
+from run_benchmarks.backends.fanout import fan_out
 
 def _probe_python(host: Host) -> str:
     return sys.executable if host.spec.backend == "local" else "python3"
@@ -70,7 +70,7 @@ def describe(host_name: str, processes: list[dict]) -> list[str]:
 def leftover_warnings(hosts: dict[str, Host]) -> list[str]:
     """Other runs' processes on the machines about to be measured, each machine once."""
     names = list(hosts)
-    found, _ = parallel_map(lambda name: scan(hosts[name]), names)
+    found, _ = fan_out(lambda name: scan(hosts[name]), names)
     lines, seen = [], set()
     for name, report in zip(names, found):
         if not report or report["machine"] in seen:
@@ -83,7 +83,7 @@ def leftover_warnings(hosts: dict[str, Host]) -> list[str]:
 def kill_leftovers(hosts: dict[str, Host]) -> list[str]:
     """End the processes whose orchestrator is dead, on each machine once."""
     names = list(hosts)
-    found, _ = parallel_map(lambda name: scan(hosts[name], kill=True), names)
+    found, _ = fan_out(lambda name: scan(hosts[name], kill=True), names)
     lines, seen = [], set()
     for name, report in zip(names, found):
         if report is None:

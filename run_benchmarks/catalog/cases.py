@@ -82,9 +82,6 @@ class CaseCatalog:
     def extern_dir(self, vendor: str, case: str, framework: str) -> Path:
         return self.vendors_dir / vendor / case / framework
 
-    def extern_names(self, vendor: str, case: str, framework: str) -> list[str]:
-        return extern.names(self.extern_dir(vendor, case, framework))
-
     def find_extern(self, name: str, vendor: str, case: str, framework: str) -> tuple[Path, list[str]]:
         """The file ``name`` means for this case (a path, or a YAML or FlagPerf ``.py`` config name in the
         vendor's folder: extern.find), and a note where the choice needs one."""

@@ -14,6 +14,7 @@ from typing import Literal, Optional, Union
 
 from pydantic import ConfigDict, Field, PositiveFloat, field_validator, model_validator
 
+from training.contract.names import GEMM_DTYPES
 from training.contract.spec import CommandMonitorSpec, DeviceSpec, MonitorName
 
 from run_benchmarks.catalog import measured_peaks
@@ -27,7 +28,7 @@ Dtype = Literal["fp32", "tf32", "fp16", "bf16", "fp8"]
 PEAK_KEY_FOR_PRECISION = {"fp32": "fp32", "bf16": "bf16", "fp16": "fp16", "fp8": "fp8"}
 
 
-DTYPES: tuple[str, ...] = ("fp32", "tf32", "fp16", "bf16", "fp8")
+DTYPES: tuple[str, ...] = GEMM_DTYPES
 # What a peak means for the runs measured against it (printed with every MFU).
 PEAK_BASIS = {
     "fp32": "fp32 matmuls in IEEE fp32: TF32 off (torch's default; the Paddle worker turns it off)",

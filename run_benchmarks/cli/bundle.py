@@ -8,20 +8,10 @@ from rich.console import Console
 
 from run_benchmarks.results.bundle import import_bundle, is_bundle, write_bundle
 from run_benchmarks.errors import UserError
+from run_benchmarks.cli.store_options import open_store
 
 
-def add_command(sub, add_store_options) -> None:
-    bundle = sub.add_parser(
-        "bundle", help="one .tar.gz of a run: round records, every log, resolved configs, environment, checksums",
-        description="Writes the run's stored attempts, every file of its run folder (results.json, logs, "
-                    "config.json, resolved.yaml), the environment and a SHA-256 manifest into one archive; "
-                    "`accelbench import BUNDLE --db OTHER` reads it back into another store.")
-    bundle.add_argument("run", metavar="RUN", help="run id, a unique prefix of one, or 'last'")
-    bundle.add_argument("-o", "--output", type=Path, help="archive to write (default: <run_id>.accelbench.tar.gz)")
-    add_store_options(bundle)
-
-
-def cmd_bundle(args: argparse.Namespace, console: Console, open_store) -> int:
+def cmd_bundle(args: argparse.Namespace, console: Console) -> int:
     with open_store(args) as store:
         path, manifest = write_bundle(store, args.run, args.output)
     console.print(f"wrote {path}: run {manifest.run_id}, {manifest.attempts} attempt(s), {manifest.files} file(s) "
@@ -37,7 +27,7 @@ def bundles_among(files: list[Path]) -> bool:
     return bool(found) and all(found)
 
 
-def cmd_import_bundles(args: argparse.Namespace, console: Console, open_store) -> int:
+def cmd_import_bundles(args: argparse.Namespace, console: Console) -> int:
     """Into the store --db names (or the log root's), the run folder under that store's log root."""
     with open_store(args, must_exist=False) as store:
         log_root = args.log_root.resolve() if args.log_root is not None else Path(store.path).resolve().parent

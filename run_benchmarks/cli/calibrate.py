@@ -32,19 +32,6 @@ CPU_SHAPES = ((512, 512, 512), (1024, 1024, 1024), (2048, 2048, 2048), (2048, 30
 DEVICE_SHAPES = ((4096, 4096, 4096), (8192, 8192, 8192), (16384, 8192, 8192), (8192, 12288, 4096))
 
 
-def add_command(sub) -> None:
-    cal = sub.add_parser("calibrate", help="measure the hardware's GEMM peak per dtype; MFU is then shown "
-                                           "against it beside the datasheet peak",
-                         description=__doc__.split("\n\n")[0])
-    cal.add_argument("hardware", metavar="HARDWARE", help="a hardware name from `accelbench list`, e.g. cpu")
-    cal.add_argument("--dtype", action="append", dest="dtypes", choices=DTYPES,
-                     help="precision to measure (repeatable; default: fp32 on a CPU, the declared peaks' dtypes "
-                          "on a device)")
-    cal.add_argument("--iters", type=int, default=10, help="timed iterations per size (default 10)")
-    cal.add_argument("--root", type=Path,
-                     help="folder with vendors/, where the peaks are written (default: this checkout)")
-
-
 def default_dtypes(hardware: Hardware) -> list[str]:
     if hardware.on_cpu:
         return ["fp32"]

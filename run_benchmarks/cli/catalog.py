@@ -8,7 +8,6 @@ from rich.markup import escape
 from rich.table import Table
 
 from run_benchmarks.catalog import casename, frameworks
-from run_benchmarks.cli import vendor as vendor_tools, vendor_import
 from run_benchmarks.catalog.cases import CaseCatalog
 from run_benchmarks.cli.exit_codes import EXIT_FAILED, EXIT_OK
 from run_benchmarks.planner.inputs import default_root, load_inputs
@@ -57,6 +56,8 @@ def cmd_list(args: argparse.Namespace, console: Console) -> int:
 
 
 def cmd_vendor(args: argparse.Namespace, console: Console) -> int:
+    from run_benchmarks.cli import vendor as vendor_tools, vendor_import  # planning every extern config: not for list
+
     root = (args.root or default_root()).resolve()
     vendors_dir = Paths(root).vendors_dir
     if args.vendor_command == "import-flagperf":
@@ -92,11 +93,11 @@ def cmd_vendor(args: argparse.Namespace, console: Console) -> int:
 def cmd_clean(args: argparse.Namespace, console: Console) -> int:
     from run_benchmarks.backends import cleanup
     from run_benchmarks.backends.hosts import connect
-    from run_benchmarks.backends.parallel import parallel_map
+    from run_benchmarks.backends.fanout import fan_out
 
     inputs = load_inputs(args.root or default_root(), args.test_conf, args.cluster)
     specs = {spec.name: spec for spec in inputs.cluster.hosts}
-    connected, errors = parallel_map(connect, list(specs.values()))
+    connected, errors = fan_out(connect, list(specs.values()))
     hosts = {name: host for name, host in zip(specs, connected) if host is not None}
     try:
         lines = [f"could not reach a host: {exc}" for exc in errors]

@@ -1,10 +1,10 @@
-"""Exit statuses of the accelbench command (README, "Exit status"); 3 is report_cli.EXIT_REGRESSION and
-128 + N a run stopped by signal N."""
+"""Exit statuses of the accelbench command (README, "Exit status"); 128 + N is a run stopped by signal N."""
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 # The run measured something it could not record: an attempt the store did not take (locked past the retry
 # budget, full), a results.json that could not be written (disk full: the run stops there). Apart from 1
 # (the benchmark failed) and 3 (a regression), which are judged from what is recorded; it wins over both.
 EXIT_NOT_RECORDED = 4
+EXIT_REGRESSION = 3  # --check (run, sweep, report): a figure below its reference
 # --check found no reference entry for any row: nothing was checked (unless --no-reference-expected).
 EXIT_NOTHING_CHECKED = 5

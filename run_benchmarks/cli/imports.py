@@ -24,38 +24,10 @@ from run_benchmarks.errors import UserError
 from run_benchmarks.pathnames import run_id as run_id_name
 from run_benchmarks.cli.exit_codes import EXIT_FAILED, EXIT_OK
 from run_benchmarks.results.report.summary import FIGURE_BY_KEY
-from run_benchmarks.cli.store_options import add_store_options, open_store
+from run_benchmarks.cli.store_options import open_store
+from run_benchmarks.planner.inputs import default_root
 
 NO_CASE = ("model", "hardware", "nnodes", "nprocs_per_node")
-
-
-def add_command(sub) -> None:
-    """Register import on the ``accelbench`` parser."""
-    imp = sub.add_parser(
-        "import", help="store results from logs other tools wrote (MLPerf MLLOG, Megatron-LM, torchtitan, PaddleNLP)",
-        description="Each file becomes one attempt (round 1, 2, ...) of one imported run. With --case-name, "
-                    "accelbench's own TFLOP/s and MFU are derived from the case; without, only the log's own "
-                    "figures are stored, under what the log says ran.")
-    imp.add_argument("files", nargs="+", type=Path, metavar="LOG")
-    imp.add_argument("--format", metavar="PARSER",  # not for a bundle (accelbench bundle), found by its manifest
-                     help="mllog, megatron, torchtitan or paddlenlp (newest version), or pinned: mllog/1, ...")
-    imp.add_argument("--case-name", help=f"what ran, as a case of this checkout: {casename.FORMAT}, e.g. "
-                                         "gpt3_6.7B:paddle_2.5.1:A100:1:8 (omit it for the log's own figures only)")
-    imp.add_argument("--set", dest="assignments", action="append", default=[], metavar="KEY=VALUE",
-                     help="override the case's workload where the log's run differs, e.g. --set model.seq_len=8192 "
-                          "(repeatable; needs --case-name)")
-    imp.add_argument("--extern-config", help="the extern config name the run used, if any")
-    imp.add_argument("--vendor", help="the vendor whose references apply (default: none)")
-    imp.add_argument("--model", help="with no --case-name: the model's name (default: what the log states)")
-    imp.add_argument("--hardware", help="with no --case-name: the hardware (default: what the log states; a "
-                                        "declared one, e.g. H100, gives the device memory)")
-    imp.add_argument("--nnodes", type=int, help="with no --case-name: nodes (default: what the log states)")
-    imp.add_argument("--nprocs-per-node", type=int, help="with no --case-name: devices per node (default: what "
-                                                         "the log states)")
-    imp.add_argument("--skip-intervals", type=int, default=1,
-                     help="leading logged intervals to treat as warm-up and exclude (default 1)")
-    imp.add_argument("--run-id", help="id for the imported run (default: import-<time>-<hex>)")
-    add_store_options(imp)
 
 
 def _known_case(name: casename.CaseName, root: Path) -> None:
@@ -113,12 +85,12 @@ def _check_options(args: argparse.Namespace) -> None:
         raise UserError(f"--skip-intervals {args.skip_intervals} is negative", "give 0 or more")
 
 
-def cmd_import(args: argparse.Namespace, console: Console, default_root) -> int:
+def cmd_import(args: argparse.Namespace, console: Console) -> int:
     from run_benchmarks.results import importers
     from run_benchmarks.results.importers.case_facts import case_facts, complete, hardware_facts
 
     if bundle_cli.bundles_among(args.files):
-        return bundle_cli.cmd_import_bundles(args, console, lambda a, **kw: open_store(a, default_root, **kw))
+        return bundle_cli.cmd_import_bundles(args, console)
     if not args.format:
         raise UserError("import needs --format for a log (only a bundle says what it holds)",
                         f"add --format mllog|megatron|torchtitan|paddlenlp, and --case-name {casename.EXAMPLE} "
@@ -147,7 +119,7 @@ def cmd_import(args: argparse.Namespace, console: Console, default_root) -> int:
         parsed.append((path, which, imported))
     run_id = args.run_id or f"import-{datetime.now().strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(2)}"
     now = datetime.now(timezone.utc).isoformat(timespec="seconds")
-    with open_store(args, default_root, must_exist=False) as store:
+    with open_store(args, must_exist=False) as store:
         store.begin_run(run_id, now, ["accelbench", "import", *map(str, args.files)], None,
                         str(Path(args.files[0]).resolve().parent), source=f"import:{parser.name}")
         failed = 0  # a log that yields no result is stored (with its reason) but fails the command

@@ -16,47 +16,10 @@ from run_benchmarks.results.report.compare import FACT_FILTERS, Selection, compa
 from run_benchmarks.results.report.summary import summarize
 from run_benchmarks.results.report.terminal import checks_table, print_table, print_summaries
 from run_benchmarks.results.store.store import ResultStore
-from run_benchmarks.cli.exit_codes import EXIT_NOTHING_CHECKED
-from run_benchmarks.cli.store_options import add_store_options, open_store
+from run_benchmarks.cli.store_options import open_store
 from run_benchmarks.results.store.schema import FILTER_KEYS
-
-EXIT_OK, EXIT_REGRESSION = 0, 3
-FORMATS = ("terminal", "markdown", "html", "json", "csv", "summary-json", "summary-csv")  # json/csv: raw attempts
-
-
-def add_commands(sub) -> None:
-    """Register report and compare on the ``accelbench`` parser."""
-    report = sub.add_parser(
-        "report", help="report runs from the store: terminal, Markdown, HTML, JSON or CSV",
-        description="Aggregate stored attempts per case (mean and spread over rounds) and render them.",
-        epilog="SELECT: run ids (or prefixes, or 'last') and/or KEY=VALUE filters on "
-               f"{', '.join(FILTER_KEYS + FACT_FILTERS)}; default: the last run")
-    report.add_argument("select", nargs="*", metavar="SELECT")
-    report.add_argument("--format", choices=FORMATS, default="terminal")
-    report.add_argument("-o", "--output", type=Path, help="write to this file instead of stdout")
-    report.add_argument("--check", action="store_true",
-                        help="mark each figure pass/fail against the case's and vendor's references.yaml; "
-                             f"exit {EXIT_REGRESSION} on a regression, {EXIT_NOTHING_CHECKED} when no reference "
-                             "matches any row")
-    add_check_expectation(report)
-    add_store_options(report)
-
-    cmp_ = sub.add_parser(
-        "compare", help="A against B per matching case, with B's speedup in percent",
-        description="Each side is a run (id, prefix, 'last') or comma-separated KEY=VALUE filters, e.g. "
-                    "'accelbench compare framework=torch framework=paddle' or 'micro_batch_size=4 "
-                    "micro_batch_size=8'. Rows pair on what ran: case, framework, "
-                    "hardware, model and the layout and batch facts (not the extern config's file name), less "
-                    "the keys the two sides filter differently; rows left over pair when exactly one setting "
-                    "differs, and the row names it. A change smaller than CV(A) + CV(B) is marked "
-                    "'within noise'.",
-        epilog=f"KEY: {', '.join(FILTER_KEYS + FACT_FILTERS)}")
-    cmp_.add_argument("a", metavar="A")
-    cmp_.add_argument("b", metavar="B")
-    cmp_.add_argument("--format", choices=("terminal", "markdown"), default="terminal")
-    cmp_.add_argument("--html", type=Path, metavar="FILE",
-                      help="also write the compare as one self-contained HTML page (table and charts) to FILE")
-    add_store_options(cmp_)
+from run_benchmarks.cli.exit_codes import EXIT_NOTHING_CHECKED, EXIT_OK, EXIT_REGRESSION
+from run_benchmarks.planner.inputs import default_root
 
 
 def parse_selection(store: ResultStore, words: Sequence[str]) -> Selection:
@@ -99,19 +62,14 @@ def _write(console: Console, text: str, output: Optional[Path]) -> None:
         console.print(f"wrote {output}", markup=False, soft_wrap=True)
 
 
-def add_check_expectation(parser) -> None:
-    parser.add_argument("--no-reference-expected", action="store_true",
-                        help=f"with --check: no matching reference is fine (exit 0, not {EXIT_NOTHING_CHECKED})")
-
-
 def run_checks(summaries, root: Path):
     """(checks, unchecked): the checks, and a line per row no reference entry matched."""
     return references.check_summaries(summaries, root / "cases", root / "vendors")
 
 
-def cmd_report(args: argparse.Namespace, console: Console, default_root) -> int:
+def cmd_report(args: argparse.Namespace, console: Console) -> int:
     root = (args.root or default_root()).resolve()
-    with open_store(args, default_root) as store:
+    with open_store(args) as store:
         selection = parse_selection(store, args.select)
         attempts = select(store, selection)
     summaries = summarize(attempts)
@@ -166,8 +124,8 @@ def report_checks(console: Console, found, asked: bool, none_expected: bool = Fa
     return EXIT_OK
 
 
-def cmd_compare(args: argparse.Namespace, console: Console, default_root) -> int:
-    with open_store(args, default_root) as store:
+def cmd_compare(args: argparse.Namespace, console: Console) -> int:
+    with open_store(args) as store:
         a, b = parse_selection(store, [args.a]), parse_selection(store, [args.b])
         rows = compare(a, b, select(store, a), select(store, b))
     alone = nothing_in_common(rows)

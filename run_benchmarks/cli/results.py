@@ -1,5 +1,5 @@
-"""The commands that read the results store: runs, show; store repair, bundle; and the one registry of store
-commands (report and compare live in report_cli.py, import in import_cli.py)."""
+"""The commands that read the results store: runs, show, store repair (report and compare live in report.py,
+import in imports.py, bundle in bundle.py)."""
 from __future__ import annotations
 
 import argparse
@@ -12,7 +12,6 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from run_benchmarks.cli import bundle as bundle_cli, imports as import_cli, report as report_cli
 from run_benchmarks.errors import UserError
 from run_benchmarks.cli.exit_codes import EXIT_OK
 from run_benchmarks.results.report.summary import FIGURE_BY_KEY
@@ -22,43 +21,11 @@ from run_benchmarks.results.report.task_figures import interconnect_line, micro_
 from run_benchmarks.results.report.summary import human_bytes
 from run_benchmarks.results.store.store import ResultStore, store_path
 from run_benchmarks.results.store.faults import StoreCorrupt, process_alive
-from run_benchmarks.cli.store_options import add_store_options, log_root_of, open_store
+from run_benchmarks.cli.store_options import log_root_of, open_store
 
 
-def add_commands(sub, default_root) -> None:
-    """Register the store commands on the ``accelbench`` parser."""
-    runs = sub.add_parser("runs", help="list past runs (newest first)")
-    runs.add_argument("--limit", type=int, default=20, help="how many (default 20; 0 for all)")
-    add_store_options(runs)
-
-    show = sub.add_parser("show", help="print one run: every attempt with its figures, warnings and environment")
-    show.add_argument("run", metavar="RUN", help="run id, a unique prefix of one, or 'last'")
-    add_store_options(show)
-
-    report_cli.add_commands(sub)
-    import_cli.add_command(sub)
-    bundle_cli.add_command(sub, add_store_options)
-
-    store = sub.add_parser("store", help="look after the results store: repair",
-                           description="The results store's upkeep.")
-    store_sub = store.add_subparsers(dest="store_command", metavar="ACTION", required=True)
-    repair = store_sub.add_parser(
-        "repair", help="add the attempts whose results.json the store lacks (never twice); rebuild a damaged store",
-        description="Reads every round's results.json under the log root (or the PATHs given) and adds each "
-                    "attempt the store does not hold, with its run when the store has lost that too. Attempts "
-                    "already stored are recognised and never added twice, so it can run any number of times. "
-                    "Runs whose orchestrator is still running are left alone, as are runs started on another "
-                    "host. A damaged store is moved aside (results.db.damaged-<time>) and rebuilt.")
-    repair.add_argument("paths", nargs="*", type=Path, metavar="PATH",
-                        help="results.json files or folders to read (default: the log root)")
-    add_store_options(repair)
-
-
-# ---------------------------------------------------------------- commands
-
-
-def cmd_runs(args: argparse.Namespace, console: Console, default_root) -> int:
-    with open_store(args, default_root) as store:
+def cmd_runs(args: argparse.Namespace, console: Console) -> int:
+    with open_store(args) as store:
         rows = store.runs(args.limit or None)
     host = socket.gethostname()
     table = Table(title=f"runs in {store.path}")
@@ -82,8 +49,8 @@ def _status(run: dict, host: str) -> str:
     return f"running (pid {run['orchestrator_pid']})" if alive else "running (orchestrator gone)"
 
 
-def cmd_show(args: argparse.Namespace, console: Console, default_root) -> int:
-    with open_store(args, default_root) as store:
+def cmd_show(args: argparse.Namespace, console: Console) -> int:
+    with open_store(args) as store:
         run_id = store.resolve_run(args.run)
         run = store.run(run_id)
         attempts = store.attempts(run_ids=[run_id])
@@ -155,15 +122,15 @@ def show_record(console: Console, r, attempt: int, columns, allreduce: Sequence[
         console.print(f"  results: {r.results_path}", markup=False, soft_wrap=True)
 
 
-def cmd_store(args: argparse.Namespace, console: Console, default_root) -> int:
+def cmd_store(args: argparse.Namespace, console: Console) -> int:
     """``store repair``: the attempts results.json files hold that the store lacks, added once."""
-    path = (args.db or store_path(log_root_of(args, default_root))).resolve()
+    path = (args.db or store_path(log_root_of(args))).resolve()
     if args.paths:
         folders = [p.resolve() for p in args.paths]
     elif args.db is not None and args.log_root is None:
         folders = [path.parent]  # the default layout: the store beside the run folders
     else:
-        folders = [log_root_of(args, default_root)]
+        folders = [log_root_of(args)]
     missing = [str(f) for f in folders if not f.exists()]
     if missing:
         raise UserError(f"{missing[0]}: no such file or folder", "give the log root (--log-root) or results.json paths")
@@ -185,10 +152,3 @@ def cmd_store(args: argparse.Namespace, console: Console, default_root) -> int:
     console.print(f"repaired {path} from {', '.join(map(str, folders))}", markup=False, soft_wrap=True)
     return EXIT_OK
 
-
-def cmd_bundle(args: argparse.Namespace, console: Console, default_root) -> int:
-    return bundle_cli.cmd_bundle(args, console, lambda a: open_store(a, default_root))
-
-
-COMMANDS = {"bundle": cmd_bundle, "store": cmd_store, "runs": cmd_runs, "show": cmd_show,
-            "report": report_cli.cmd_report, "compare": report_cli.cmd_compare, "import": import_cli.cmd_import}

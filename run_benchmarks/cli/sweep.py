@@ -4,7 +4,7 @@ from __future__ import annotations
 import argparse
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, Optional
+from typing import TYPE_CHECKING, Optional
 
 from rich.console import Console
 
@@ -13,6 +13,7 @@ from run_benchmarks.cli import report as report_cli
 from run_benchmarks import signals
 from run_benchmarks.execute.environment import orchestrator_environment
 from run_benchmarks.errors import UserError
+from run_benchmarks.cli.console import make_console
 from run_benchmarks.cli.exit_codes import EXIT_FAILED, EXIT_OK
 from run_benchmarks.planner.inputs import default_root, load_inputs, new_run_id
 from run_benchmarks.pathnames import component, write_text_file
@@ -30,37 +31,9 @@ if TYPE_CHECKING:
     from run_benchmarks.execute.launch import Runner
     from run_benchmarks.sweep.run import Sweep, SweepContext
 
-FORMATS = ("terminal", "markdown", "html")
 
-
-def add_command(sub, run_options: Callable[[argparse.ArgumentParser], None]) -> None:
-    sw = sub.add_parser(
-        "sweep", help="run a grid of points (cases, layouts, batch sizes, ...): one row per point",
-        description="Every point becomes a row: ok, oom, failed, unsupported, timeout or skipped (with why). "
-                    "The sweep never stops at a failure; Ctrl-C lets the running point finish, then stops and "
-                    "prints how to resume (a second Ctrl-C stops the running point too).",
-        epilog="e.g. accelbench sweep gpt2_tiny:torch:cpu:1:1 --grid train.micro_batch_size=1,2,4 "
-               "--grid nprocs_per_node=1,2; configs/sweeps/ has sweep files")
-    sw.add_argument("case_names", nargs="*", metavar="CASE_NAME", help="base case names (axes replace their fields)")
-    sw.add_argument("--file", type=Path, help="sweep file (YAML): cases, set, axes, exclude, where, scaling")
-    sw.add_argument("--grid", action="append", default=[], metavar="KEY=V1,V2",
-                    help="an axis: a workload key (train.micro_batch_size=1,2,4), a case-name field (case, "
-                         "framework, hardware, nnodes, nprocs_per_node), layout=1x2,1x4 or extern_config=A,B")
-    sw.add_argument("--max-batch", action="store_true", help="per point, find the largest micro batch that fits "
-                                                             "(double until oom, then bisect)")
-    sw.add_argument("--max-batch-limit", type=int, default=1024, metavar="N", help="largest size tried (1024)")
-    sw.add_argument("--resume", metavar="RUN", help="run the points of sweep RUN (id, unique prefix or 'last') "
-                                                    "not yet done, into RUN")
-    sw.add_argument("--show", metavar="RUN", help="print the tables of sweep RUN (id, unique prefix or 'last'); "
-                                                  "run nothing")
-    sw.add_argument("--format", choices=FORMATS, default="terminal", help="how the tables are printed")
-    sw.add_argument("--output", type=Path, help="write the tables (markdown or html) to this file")
-    sw.add_argument("--across", metavar="AXIS", help="the pivot table's column axis (default: the last axis)")
-    sw.add_argument("--versus", metavar="AXIS=A,B", help="a table of A against B on that axis, with speedup %%")
-    run_options(sw)
-
-
-def cmd_sweep(args: argparse.Namespace, console: Console, err: Console) -> int:
+def cmd_sweep(args: argparse.Namespace, console: Console) -> int:
+    err = make_console(stderr=True)
     inputs = load_inputs(args.root or default_root(), args.test_conf, args.cluster)
     log_root = args.log_root.resolve() if args.log_root else inputs.test_conf.log_root_in(inputs.paths.root)
     if not args.log_root:

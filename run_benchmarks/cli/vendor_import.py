@@ -29,17 +29,6 @@ from run_benchmarks.pathnames import component, write_text_atomically
 from run_benchmarks.plan import Paths
 
 
-def add_command(vendor_sub) -> None:
-    cmd = vendor_sub.add_parser("import-flagperf", help="convert a FlagPerf vendor folder's config_*.py into "
-                                                        "accelbench extern configs (YAML with provenance comments)")
-    cmd.add_argument("folder", type=Path, metavar="FOLDER", help="FlagPerf's training/<vendor>/ (its "
-                                                                 "<case>-<framework>/config/config_*.py are read)")
-    cmd.add_argument("--vendor", help="accelbench vendor to write into (default: FOLDER's name)")
-    cmd.add_argument("--root", type=Path, help="checkout holding cases/ and vendors/ (default: this one)")
-    cmd.add_argument("--force", action="store_true", help="replace YAML configs that are already there")
-    cmd.add_argument("--dry-run", action="store_true", help="print what would be written, write nothing")
-
-
 def _line(text: str) -> str:
     """``text`` safe inside one comment line."""
     return text if text.isprintable() else repr(text)

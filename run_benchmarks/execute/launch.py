@@ -14,7 +14,7 @@ from run_benchmarks.backends import cleanup
 from run_benchmarks.backends.hosts import Host
 from run_benchmarks.execute.outcome import result_document, write_results
 from run_benchmarks.results.round_result import RoundResult
-from run_benchmarks.backends.parallel import parallel_map
+from run_benchmarks.backends.fanout import fan_out
 from run_benchmarks.plan import RunPlan
 from run_benchmarks.execute.preflight import MIN_FREE_BYTES, Preflight
 from run_benchmarks.execute.rounds import (MONITOR_GRACE_S, POLL_S, START_RETRIES, STOP_GRACE_S, Reporter, RoundExecutor, StepWatcher)
@@ -22,7 +22,7 @@ from run_benchmarks.backends.runtimes import RunRuntimes
 from run_benchmarks.results.store.store import ResultStore
 
 __all__ = ["MIN_FREE_BYTES", "MONITOR_GRACE_S", "POLL_S", "START_RETRIES", "STOP_GRACE_S", "Reporter",
-           "RoundResult", "Runner", "StepWatcher", "parallel_map", "result_document", "write_results"]
+           "RoundResult", "Runner", "StepWatcher", "fan_out", "result_document", "write_results"]
 
 
 class Runner:

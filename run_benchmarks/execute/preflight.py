@@ -8,7 +8,7 @@ from training.contract.names import expand_placeholders
 from run_benchmarks.catalog import casename
 from run_benchmarks.errors import PreflightError
 from run_benchmarks.backends.hosts import Host, connect
-from run_benchmarks.backends.parallel import parallel_map
+from run_benchmarks.backends.fanout import fan_out
 from run_benchmarks.plan import CasePlan, NodePlan, RunPlan
 from run_benchmarks.execute.probes import run_probes
 from run_benchmarks.backends.runtimes import RunRuntimes
@@ -31,13 +31,13 @@ class Preflight:
     def run(self) -> None:
         first_nodes = [node for case in self.plan.cases for node in case.rounds[0].nodes]
         specs = {node.host.name: node.host for node in first_nodes}
-        connected, errors = parallel_map(connect, list(specs.values()))
+        connected, errors = fan_out(connect, list(specs.values()))
         self.hosts.update({spec.name: host for spec, host in zip(specs.values(), connected) if host is not None})
         _raise_first(errors)
         self.scheduler.preflight()  # before any code is copied: a refused partition costs nothing
         targets = {(node.host.name, str(node.cwd)): node for node in first_nodes if node.remote_dir is not None}
-        _raise_first(parallel_map(lambda node: self.runtimes.of(node).sync_code(node), list(targets.values()))[1])
-        _raise_first(parallel_map(self._check_resources, list(self._resource_needs().items()))[1])
+        _raise_first(fan_out(lambda node: self.runtimes.of(node).sync_code(node), list(targets.values()))[1])
+        _raise_first(fan_out(self._check_resources, list(self._resource_needs().items()))[1])
         for runtime in self.runtimes:
             runtime.prepare(self.plan.cases)
         for case in self.plan.cases:
@@ -49,7 +49,7 @@ class Preflight:
         """The vendor's environment probes, once per host and vendor, all hosts at once."""
         wanted = {(node.host.name, case.hardware.vendor): case.hardware.vendor_spec.all_probes(case.hardware.kind)
                   for case in self.plan.cases for node in case.rounds[0].nodes}
-        found, _ = parallel_map(lambda item: run_probes(self.hosts[item[0][0]], item[1]), list(wanted.items()))
+        found, _ = fan_out(lambda item: run_probes(self.hosts[item[0][0]], item[1]), list(wanted.items()))
         self.probed.update({key: probes or {} for key, probes in zip(wanted, found)})
 
     def _resource_needs(self) -> dict[str, tuple[str, int, list[tuple[int, NodePlan, CasePlan]]]]:

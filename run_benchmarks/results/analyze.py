@@ -24,7 +24,7 @@ import math
 import operator
 import statistics
 from array import array
-from dataclasses import MISSING, asdict, dataclass, fields
+from dataclasses import asdict, dataclass
 from itertools import repeat
 from typing import Optional, Sequence
 
@@ -102,19 +102,6 @@ class RoundMetrics:
 
     def to_dict(self) -> dict:
         return asdict(self)
-
-    @classmethod
-    def from_dict(cls, data: dict) -> "RoundMetrics":
-        """Back from results.json or the store; fields a newer accelbench added read as missing."""
-        known = {f.name: f for f in fields(cls)}
-        values = {k: v for k, v in data.items() if k in known}
-        for name in ("step_time_s", "tokens_per_s_per_rank", "peak_memory_bytes", "peak_memory_reserved_bytes"):
-            if isinstance(values.get(name), dict):
-                values[name] = Stats(**values[name])
-        for name, f in known.items():
-            if f.default is MISSING:
-                values.setdefault(name, [] if name in ("step_time_series", "tokens_per_s_per_node") else None)
-        return cls(**values)
 
 
 class NothingToMeasure(ValueError):

@@ -8,7 +8,6 @@ and rounds combine into a mean and spread like the headline figures.
 """
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import asdict, dataclass
 from typing import Optional, Sequence
@@ -104,7 +103,3 @@ def across_rounds(rounds: Sequence[Sequence[Figure]]) -> list[dict]:
         out.append({"key": key, "name": first.name, "params": first.params, "unit": first.unit,
                     "better": first.better, "formula": first.formula, "stats": asdict(stats)})
     return out
-
-
-def params_text(params: Optional[dict]) -> str:
-    return json.dumps(params, sort_keys=True, separators=(",", ":")) if params else ""

@@ -19,6 +19,10 @@ WORKER_MODULE = "training.run_pretraining"
 WORKER_SCRIPT = "training/run_pretraining.py"  # launchers that take a script (paddle.distributed.launch)
 MONITOR_MODULE = "training.monitor"
 
+# The precisions a GEMM peak is measured and declared in (vendor.yaml peak_tflops, measured_peaks.yaml, the
+# micro-benchmark's dtype), in the order tables show them.
+GEMM_DTYPES = ("fp32", "tf32", "fp16", "bf16", "fp8")
+
 # Environment the orchestrator sets for every process of a node.
 ENV_NODE_RANK = "ACCELBENCH_NODE_RANK"
 

@@ -16,4 +16,4 @@ STEPS_REASON = "a benchmark measures hundreds to thousands of steps; 10 million 
 
 
 class StrictModel(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)

@@ -9,37 +9,40 @@ picked here once. ``python -m training.micro --spec`` stays the direct way in (t
 """
 from __future__ import annotations
 
-import importlib
 import os
-from typing import Iterator
+from typing import Callable, Iterator
 
 from training import harness, plugins
 from training.contract import perflog
-from training.micro import collectives, gemm, membw
 from training.micro.ops import MicroOps
 from training.contract.micro import MicroSpec
+from training.contract.registry import Registry
 from training.contract.spec import WorkerConfig
 from training.sysinfo import node_environment, process_age_s
 from training.unsupported import UnsupportedOnDevice
 
-BENCHES = {"gemm": gemm.run, "membw": membw.run, "collective": collectives.run}
-# module and class of each framework's operations, imported only for the framework a round runs
-FRAMEWORK_OPS = {"torch": ("training.micro.torch_ops", "TorchOps"),
-                 "paddle": ("training.micro.paddle_ops", "PaddleOps")}
+# The benchmark of each MicroSpec.bench: a function (spec, ops, rank) -> figure records.
+BENCHES: Registry[Callable[..., Iterator[perflog.FigureRecord]]] = Registry("micro-benchmark")
+BENCHES.register("gemm", "training.micro.gemm:run")
+BENCHES.register("membw", "training.micro.membw:run")
+BENCHES.register("collective", "training.micro.collectives:run")
+# Each framework's operations, imported only for the framework a round runs.
+FRAMEWORK_OPS: Registry[type[MicroOps]] = Registry("micro-benchmark framework")
+FRAMEWORK_OPS.register("torch", "training.micro.torch_ops:TorchOps")
+FRAMEWORK_OPS.register("paddle", "training.micro.paddle_ops:PaddleOps")
 NO_MODEL_FORMULA = "micro-benchmark: no model; each figure states its own formula"
 
 
 def figures(spec: MicroSpec, ops: MicroOps, rank: int) -> Iterator[perflog.FigureRecord]:
     """The benchmark's figure records, in the order measured."""
-    return BENCHES[spec.bench](spec, ops, rank)
+    return BENCHES.get(spec.bench)(spec, ops, rank)
 
 
 def ops_class(framework: str) -> type[MicroOps]:
     if framework not in FRAMEWORK_OPS:
         raise UnsupportedOnDevice(f"task micro has no {framework} operations in this accelbench "
                                   f"(frameworks: {', '.join(FRAMEWORK_OPS)})")
-    module, name = FRAMEWORK_OPS[framework]
-    return getattr(importlib.import_module(module), name)
+    return FRAMEWORK_OPS.get(framework)
 
 
 def run(cfg: WorkerConfig) -> None:

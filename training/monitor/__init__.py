@@ -13,6 +13,8 @@ from __future__ import annotations
 import importlib
 from typing import Callable, Protocol
 
+from training.contract.registry import Registry
+
 
 class Unavailable(RuntimeError):
     """This sampler cannot run here; the message says why (shown as a warning with the results)."""
@@ -27,8 +29,11 @@ class Sampler(Protocol):
     def sample(self) -> dict: ...
 
 
-# accelerator monitor name (vendor.yaml ``monitor``) -> module whose ``open()`` makes its sampler
-ACCELERATOR_MODULES = {"nvml": "nvml", "rocm-smi": "rocm_smi", "cpu": "cpu"}
+# accelerator monitor name (vendor.yaml ``monitor``) -> the ``open()`` that makes its sampler, imported on use
+ACCELERATORS: Registry[Callable[[], Sampler]] = Registry("accelerator monitor")
+ACCELERATORS.register("nvml", f"{__name__}.nvml:open")
+ACCELERATORS.register("rocm-smi", f"{__name__}.rocm_smi:open")
+ACCELERATORS.register("cpu", f"{__name__}.cpu:open")
 
 
 def opener(kind) -> Callable[[], Sampler]:
@@ -38,9 +43,9 @@ def opener(kind) -> Callable[[], Sampler]:
         return lambda: command.open(kind)
     if kind == "host":
         return importlib.import_module(f"{__name__}.host").open
-    if kind not in ACCELERATOR_MODULES:
-        raise Unavailable(f"no accelerator monitor {kind!r} (known: {', '.join(ACCELERATOR_MODULES)})")
-    return importlib.import_module(f"{__name__}.{ACCELERATOR_MODULES[kind]}").open
+    if kind not in ACCELERATORS:
+        raise Unavailable(f"no accelerator monitor {kind!r} (known: {', '.join(ACCELERATORS)})")
+    return ACCELERATORS.get(kind)
 
 
 def describe(kind) -> str:

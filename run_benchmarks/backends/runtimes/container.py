@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Optional, Sequence
 from run_benchmarks.backends.runtimes import docker as containers, images
 from run_benchmarks.errors import PreflightError
 from run_benchmarks.backends.hosts import Job
-from run_benchmarks.backends.parallel import parallel_map
+from run_benchmarks.backends.fanout import fan_out
 from run_benchmarks.catalog.vendors import FrameworkRuntime
 from run_benchmarks.backends.runtimes.base import RUNTIMES, NodeRuntime, NodeSite, job_env, run_id_of
 from run_benchmarks.plan import ContainerPlan
@@ -73,11 +73,11 @@ class ContainerRuntime(NodeRuntime):
                                                                      "cluster config") from None
         self._sweep()
         # Hosts may share one engine (one machine, several addresses): build once per engine and image.
-        engines = dict(zip(self.docker, parallel_map(lambda name: self.docker[name].info()["ID"],
+        engines = dict(zip(self.docker, fan_out(lambda name: self.docker[name].info()["ID"],
                                                      list(self.docker))[0]))
         jobs = {(engines.get(host_name) or host_name, image.tag): (host_name, image)
                 for host_name, image in wanted.values()}
-        _, errors = parallel_map(lambda item: self._ensure_image(*item), list(jobs.values()))
+        _, errors = fan_out(lambda item: self._ensure_image(*item), list(jobs.values()))
         if errors:
             raise errors[0]
 

@@ -8,7 +8,6 @@ both alike), a status, and what the log says about where it ran.
 from __future__ import annotations
 
 import functools
-import importlib
 import math
 import os
 import sys
@@ -18,6 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Iterator, Optional
 
 from run_benchmarks.errors import UserError
+from run_benchmarks.registry import Registry
 from run_benchmarks.results.record import CaseFacts, Environment, RoundRecord, Status
 
 if TYPE_CHECKING:
@@ -73,7 +73,9 @@ class Parser:
         return f"{self.format}/{self.version}"
 
 
-PARSERS: dict[str, Parser] = {}
+# Each parser module registers its parsers when imported: on the first lookup, never with the package.
+PARSERS: Registry[Parser] = Registry("log parser", modules=tuple(f"{__name__}.{module}" for module in (
+    "megatron", "mllog", "paddlenlp", "torchtitan")))
 
 
 class Span:
@@ -127,17 +129,16 @@ def register(format: str, version: int, description: str):
             return result
 
         parser = Parser(format, version, description, guarded)
-        PARSERS[parser.name] = parser
+        PARSERS.register(parser.name, parser)
         return fn
     return wrap
 
 
 def get(name: str) -> Parser:
-    load_builtin()
     max_line_bytes()  # a bad $ACCELBENCH_MAX_LOG_LINE_BYTES is refused before anything is stored
     if name in PARSERS:
-        return PARSERS[name]
-    versions = [p for p in PARSERS.values() if p.format == name]
+        return PARSERS.get(name)
+    versions = [p for _, p in PARSERS.items() if p.format == name]
     if versions:
         return max(versions, key=lambda p: p.version)
     raise UserError(f"no log parser {name!r}",
@@ -273,9 +274,3 @@ def stamp(text: str) -> Optional[datetime]:
         return datetime.fromisoformat(text)
     except ValueError:
         return None
-
-
-def load_builtin() -> None:
-    """Import the parser modules shipped here (each registers itself)."""
-    for module in ("megatron", "mllog", "paddlenlp", "torchtitan"):
-        importlib.import_module(f"{__name__}.{module}")

@@ -3,14 +3,19 @@ that pairs two vendors' rounds, and the layout and batch facts that tell rows ap
 
 One place for report, compare and exports, so the three never disagree about which rounds are "the same".
 The facts come from the resolved workload the round stored (``workload.py`` computes them; nothing here
-re-derives a degree or a batch). A row without a readable workload (an import, a store written before
-workloads were stored) has no hash: it is grouped by its case columns as before, and its only fact is the
-precision column the store keeps for every row.
+re-derives a degree or a batch). A row without a workload (an import, a store written before workloads
+were stored) has no hash: it is grouped by its case columns as before, and its only fact is the precision
+column the store keeps for every row.
+
+A stored workload is read as the schema it was written with: the changes to ``WorkloadSpec`` since are
+applied by ``WORKLOAD_MIGRATIONS``, each named, and then today's schema reads it. One that still does not
+fit (a change no migration names yet) is never emptied: it keeps the hash stored with it and the facts it
+states, as stored, and says so (``RoundFacts.note``, shown as a flag on its report row).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Optional, Sequence
+from typing import Any, Callable, Optional, Sequence
 
 from pydantic import ValidationError
 
@@ -48,6 +53,23 @@ class RoundFacts:
     layout_key: Optional[str]
     facts: dict[str, Any] = field(default_factory=dict)
     spec: Optional[dict] = None  # the workload as stored (model_dump), for the settings no fact names
+    note: str = ""  # why the facts are read as stored (a workload today's schema does not read)
+
+
+# The changes to the stored workload's schema, oldest first: (what changed, stored dict -> the next schema's).
+# None yet: in the spec modules' history (git log of training/spec*.py, training/contract/) settings were added
+# with defaults, which an older workload reads as it is, and the one field removed (runtime.dist_backend) is
+# the worker config's, never stored with a workload. The first rename or narrowing adds its entry here.
+WORKLOAD_MIGRATIONS: tuple[tuple[str, Callable[[dict], dict]], ...] = ()
+# Facts that are settings the worker was handed (read from a stored workload as it is, whatever its schema);
+# the others (data_parallel, sharding_degree, global batch) are derived by the schema's rules (workload.py).
+STATED = {"tensor_parallel": ("parallel", "tensor_parallel_degree"),
+          "pipeline_parallel": ("parallel", "pipeline_parallel_degree"), "sharding": ("parallel", "sharding"),
+          "sequence_parallel": ("parallel", "sequence_parallel"), "offload": ("parallel", "offload"),
+          "micro_batch_size": ("train", "micro_batch_size"),
+          "gradient_accumulation_steps": ("train", "gradient_accumulation_steps"),
+          "seq_len": ("model", "seq_len"), "precision": ("train", "precision"), "recompute": ("train", "recompute"),
+          "data_source": ("data", "source")}
 
 
 def case_name_of(attempt: Attempt) -> CaseName:
@@ -56,24 +78,47 @@ def case_name_of(attempt: Attempt) -> CaseName:
                     int(attempt.get("repeat") or 1))
 
 
+def migrated(stored: dict) -> dict:
+    for _change, migrate in WORKLOAD_MIGRATIONS:
+        stored = migrate(stored)
+    return stored
+
+
 def round_facts(attempt: Attempt) -> RoundFacts:
     stored = attempt.get("workload")
-    spec = None
-    if isinstance(stored, dict) and "model" in stored:
-        try:
-            spec = WorkloadSpec.model_validate(stored)
-        except ValidationError:
-            spec = None  # written by another version of the schema: grouped by its case columns
-    if spec is None:
+    if not (isinstance(stored, dict) and "model" in stored):
         precision = attempt.get("precision")
         return RoundFacts(None, None, {"precision": precision} if precision else {})
     name = case_name_of(attempt)
+    try:
+        spec = WorkloadSpec.model_validate(migrated(stored))
+    except ValidationError as exc:
+        return as_stored(attempt, name, stored, exc)
     resolved = resolved_workload(name, spec)
     facts = layout_facts(name, spec)
     if spec.task == "micro":  # no batch: its model and train sections are placeholders no worker reads
         facts = {"data_parallel": facts.get("data_parallel"), "task": "micro"}
     return RoundFacts(workload_hash(resolved), layout_key(resolved), facts,
                       spec.model_dump(mode="json", exclude_defaults=True))
+
+
+def as_stored(attempt: Attempt, name: CaseName, stored: dict, exc: ValidationError) -> RoundFacts:
+    """A workload today's schema does not read, even migrated: its hash, the facts it states, and why. No layout key: pairing across vendors needs the
+    schema's reading of both sides."""
+    first = exc.errors()[0]
+    where = ".".join(str(part) for part in first["loc"])
+    facts = {"nnodes": name.nnodes, "nprocs_per_node": name.nprocs_per_node, "world_size": name.world_size,
+             "task": stored.get("task", "pretrain")}
+    for fact, (section, key) in STATED.items():
+        value = (stored.get(section) or {}).get(key)
+        if value is not None:
+            facts[fact] = value
+    note = (f"workload stored by another accelbench: today's schema refuses {where} ({first['msg']}); its facts "
+            "are read as stored, derived ones (data parallel, global batch) left out")
+    # The hash stored with it; a row from before rows held one: a hash of the workload as stored, which groups
+    # the rounds that ran the same one and never meets a hash today's schema computes.
+    stored_hash = attempt.get("workload_hash") or workload_hash({"case_name": str(name), "stored": stored})
+    return RoundFacts(stored_hash, None, facts, stored, note)
 
 
 def differing(fact_dicts: Sequence[dict], keys: Sequence[str] = FACT_KEYS) -> list[str]:

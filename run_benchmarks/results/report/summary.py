@@ -178,6 +178,7 @@ def summarize(attempts: Sequence[Attempt], fields: Sequence[str] = KEY_FIELDS) -
     out = []
     for what, members in groups.values():
         summary = CaseSummary(dict(zip(fields, case_key(members[0], fields))), members, what=what)
+        summary.flags += [what.note] if what.note else []
         noisy = []  # (label, cv): throughput, TFLOP/s and MFU scale together, so one flag names them all
         for name in [f.key for f in FIGURES] + ["samples_per_step", "memory_total_bytes", "peak_memory_reserved_bytes",
                                                "device_memory_used_bytes"]:

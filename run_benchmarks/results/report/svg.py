@@ -1,6 +1,6 @@
 """Small inline SVG charts for the HTML report: no plotting library, no image files, no network.
 
-Bars for one figure across cases, lines for a figure over steps or against batch size / device count.
+Lines for a figure against device count (a sweep's scaling table); the report's other charts are charts.py's.
 Text goes through ``html.escape``; numbers are laid out on a plain linear scale from zero.
 """
 from __future__ import annotations
@@ -8,38 +8,13 @@ from __future__ import annotations
 import html
 from typing import Callable, Sequence
 
-WIDTH, ROW, PAD_LEFT, PAD_RIGHT = 760, 26, 300, 90
+WIDTH = 760
 COLORS = ("#3366cc", "#dc3912", "#ff9900", "#109618", "#990099", "#0099c6", "#dd4477", "#66aa00")
 
 
 def _text(x: float, y: float, s: str, anchor: str = "start", size: int = 12, extra: str = "") -> str:
     return (f'<text x="{x:.1f}" y="{y:.1f}" font-size="{size}" text-anchor="{anchor}" '
             f'font-family="sans-serif"{extra}>{html.escape(s)}</text>')
-
-
-def bar_chart(title: str, labels: Sequence[str], values: Sequence[float], fmt: Callable[[float], str],
-              totals: Sequence[float] | None = None) -> str:
-    """Horizontal bars; ``totals`` (e.g. device memory) draws each bar's capacity behind it."""
-    height = 40 + ROW * len(labels)
-    top = max([v for v in values if v] + [t for t in (totals or []) if t] + [1e-12])
-    span = WIDTH - PAD_LEFT - PAD_RIGHT
-    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" class="chart" width="{WIDTH}" height="{height}" '
-             f'role="img" aria-label="{html.escape(title)}">', _text(8, 18, title, size=14, extra=' font-weight="bold"')]
-    for i, (label, value) in enumerate(zip(labels, values)):
-        y = 30 + i * ROW
-        parts.append(_text(PAD_LEFT - 8, y + 15, label, anchor="end"))
-        if totals and totals[i]:
-            parts.append(f'<rect class="capacity" x="{PAD_LEFT}" y="{y + 3}" width="{span * totals[i] / top:.1f}" '
-                         f'height="{ROW - 8}" fill="#e6e6e6"/>')
-        if value is None:
-            parts.append(_text(PAD_LEFT + 4, y + 15, "n/a"))
-            continue
-        w = span * value / top
-        parts.append(f'<rect class="bar" x="{PAD_LEFT}" y="{y + 3}" width="{w:.1f}" height="{ROW - 8}" '
-                     f'fill="{COLORS[0]}"><title>{html.escape(label)}: {html.escape(fmt(value))}</title></rect>')
-        parts.append(_text(PAD_LEFT + w + 4, y + 15, fmt(value)))
-    parts.append("</svg>")
-    return "".join(parts)
 
 
 def line_chart(title: str, series: dict[str, Sequence[tuple[float, float]]], x_label: str, y_label: str,

@@ -4,9 +4,10 @@ from __future__ import annotations
 import json
 import sqlite3
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from run_benchmarks.results.record import RoundRecord
+if TYPE_CHECKING:  # the record's pydantic models: imported where a row becomes a record, not with the columns
+    from run_benchmarks.results.record import RoundRecord
 
 SCHEMA_VERSION = 1
 
@@ -147,6 +148,8 @@ class Attempt:
     def record(self) -> RoundRecord:
         """The round record the row was made from (rows older than the ``record`` column: rebuilt from the
         columns, which held all of it)."""
+        from run_benchmarks.results.record import RoundRecord
+
         if self.row.get("record"):
             return RoundRecord.model_validate(self.row["record"])
         return record_from_row(self.row)
@@ -187,11 +190,15 @@ def _insert_attempt(fields: dict) -> tuple[str, list]:
 
 def row_from_document(doc: dict, attempt: int = 1) -> dict:
     """An attempts row from a round's results document (results.json), validated as a round record."""
+    from run_benchmarks.results.record import RoundRecord
+
     return RoundRecord.model_validate(doc).to_row(attempt)
 
 
 def record_from_row(row: dict) -> RoundRecord:
     """A record from a row written before rows held their record whole."""
+    from run_benchmarks.results.record import RoundRecord
+
     return RoundRecord.model_validate({
         "run_id": row["run_id"], "case_name": row["case_name"],
         "case": {k: row[k] for k in CASE_COLUMNS if k != "case_name" and row.get(k) is not None},

@@ -1,11 +1,12 @@
-"""One thread per item for host operations, which wait on the network, not the CPU."""
+"""One thread per host (per item) for host operations, which wait on the network, not the CPU: a command
+fanned out to every host of a run (not the training's parallel layouts, which live in the plan)."""
 from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
 from typing import Callable
 
 
-def parallel_map(fn: Callable, items: list) -> tuple[list, list[Exception]]:
+def fan_out(fn: Callable, items: list) -> tuple[list, list[Exception]]:
     """``fn`` over ``items`` on one thread each: the results in order (None where it raised), and the
     exceptions raised."""
     if not items:
