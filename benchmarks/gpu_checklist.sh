@@ -6,7 +6,8 @@
 #
 #   bash benchmarks/gpu_checklist.sh [HARDWARE] [PART]   # HARDWARE: vendors/ name, default H100; PART 1, 2, all or fixes
 # A part fits one 10-minute device call: 1 = peaks and the pretraining runs, 2 = compile and PPO; fixes = the
-# runs that re-check what an earlier lease found wrong (the monitor's window, PPO's samples/s).
+# runs that re-check what an earlier lease found wrong (the monitor's window, PPO's samples/s); lora = the torch
+# half of the PaddleNLP-vs-Torch LoRA table's Llama-7b row (Paddle needs a CUDA paddle the lent machine lacks).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 hw=${1:-H100}
@@ -47,7 +48,10 @@ for path in sorted(glob.glob("logs/*/*/round1/results.json")):
           "samples/s:", metrics.get("samples_per_s"), "iteration samples/s:", figures.get("iteration.samples_per_s"))
 PY
 fi
-if [ "$part" != 2 ] && [ "$part" != fixes ]; then
+if [ "$part" = lora ]; then
+run 300 accelbench run "llama_7b_lora:torch:$hw:1:1" --extern_config_file config_TP1PP1SH0SP1BS4A10080Gx1x1 --set train.steps=30 --set train.warmup_steps=10
+fi
+if [ "$part" != 2 ] && [ "$part" != fixes ] && [ "$part" != lora ]; then
 run 120 accelbench calibrate "$hw" --dtype bf16 --dtype fp16 --dtype tf32 --dtype fp32 --dtype fp8
 cat vendors/*/measured_peaks.yaml 2>/dev/null
 run 120 accelbench run "gemm:torch:$hw:1:1" --set "micro.shapes=[[8192,8192,8192],[8192,12288,4096],[16384,8192,8192]]" --set "micro.dtypes=[bf16,fp16,fp32,tf32]"
@@ -57,7 +61,7 @@ run 180 accelbench run "gpt2_xl:torch:$hw:1:1" --set train.steps=30 --set train.
 run 180 accelbench run "gpt2_xl:torch:$hw:1:1" --set train.steps=30 --set train.warmup_steps=10 --set train.recompute=full
 run 240 accelbench run "gpt2_tiny:torch:$hw:1:1" --set train.steps=40 --set train.warmup_steps=10 --set train.precision=fp8 --set train.compile=default
 fi
-if [ "$part" != 1 ] && [ "$part" != fixes ]; then
+if [ "$part" != 1 ] && [ "$part" != fixes ] && [ "$part" != lora ]; then
 run 300 accelbench run "gpt2_xl:torch:$hw:1:1" --set train.steps=30 --set train.warmup_steps=10 --set train.compile=default
 run 300 accelbench run "gpt2_xl:torch:$hw:1:1" --set train.steps=30 --set train.warmup_steps=10 --set train.compile=default --set train.micro_batch_size=8
 run 240 accelbench run "ppo_gpt2_s:torch:$hw:1:1" --set train.micro_batch_size=1 --set ppo.experience_batch_size=1
