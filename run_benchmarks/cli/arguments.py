@@ -112,8 +112,10 @@ def add_sweep(sub) -> None:
                     "The sweep never stops at a failure; Ctrl-C lets the running point finish, then stops and "
                     "prints how to resume (a second Ctrl-C stops the running point too).",
         epilog="e.g. accelbench sweep gpt2_tiny:torch:cpu:1:1 --grid train.micro_batch_size=1,2,4 "
-               "--grid nprocs_per_node=1,2; configs/sweeps/ has sweep files")
-    sw.add_argument("case_names", nargs="*", metavar="CASE_NAME", help="base case names (axes replace their fields)")
+               "--grid nprocs_per_node=1,2; accelbench sweep configs/sweeps/gpt2_tiny_layouts.yaml (configs/sweeps/ "
+               "has sweep files)")
+    sw.add_argument("case_names", nargs="*", metavar="CASE_NAME", help="base case names (axes replace their "
+                                                                       "fields), or a sweep file (.yaml) as --file")
     sw.add_argument("--file", type=Path, help="sweep file (YAML): cases, set, axes, exclude, where, scaling")
     sw.add_argument("--grid", action="append", default=[], metavar="KEY=V1,V2",
                     help="an axis: a workload key (train.micro_batch_size=1,2,4), a case-name field (case, "
@@ -143,6 +145,7 @@ def add_store_commands(sub) -> None:
     add_store_options(show)
 
     add_report(sub)
+    add_table(sub)
     add_import(sub)
     add_bundle(sub)
 
@@ -192,6 +195,22 @@ def add_report(sub) -> None:
     cmp_.add_argument("--html", type=Path, metavar="FILE",
                       help="also write the compare as one self-contained HTML page (table and charts) to FILE")
     add_store_options(cmp_)
+
+
+def add_table(sub) -> None:
+    table = sub.add_parser(
+        "table", help="a reference table's shape from stored runs: finetune (Paddle vs Torch, LoRA and full)",
+        description="finetune: one row per model x method (LoRA, full finetune) x GPUs x global batch; each "
+                    "framework's setup and effective tokens/s per device (padding excluded, mean ± CV over the "
+                    "ok rounds of that workload), speedup Paddle/Torch; OOM where every round ran out of memory. "
+                    "HTML adds a grouped bar chart per model.",
+        epilog="SELECT: run ids (or prefixes, or 'last') and/or KEY=VALUE filters, as for report; default: the "
+               "last run. e.g. accelbench table finetune last --format markdown")
+    table.add_argument("name", choices=("finetune",), metavar="TABLE", help="finetune")
+    table.add_argument("select", nargs="*", metavar="SELECT")
+    table.add_argument("--format", choices=SWEEP_FORMATS, default="terminal")
+    table.add_argument("-o", "--output", type=Path, help="write to this file instead of stdout")
+    add_store_options(table)
 
 
 def add_import(sub) -> None:

@@ -32,6 +32,7 @@ COMMANDS = {
     "store": "run_benchmarks.cli.results:cmd_store",
     "report": "run_benchmarks.cli.report:cmd_report",
     "compare": "run_benchmarks.cli.report:cmd_compare",
+    "table": "run_benchmarks.cli.table:cmd_table",
     "import": "run_benchmarks.cli.imports:cmd_import",
     "bundle": "run_benchmarks.cli.bundle:cmd_bundle",
 }

@@ -27,6 +27,8 @@ from run_benchmarks.sweep.grid import SweepFile, expand, load_sweep_file, merge_
 from run_benchmarks.sweep.progress import SweepProgress, describe
 from run_benchmarks.sweep.state import Row, SweepOptions, load, save
 
+SWEEP_FILE_SUFFIXES = (".yaml", ".yml")
+
 if TYPE_CHECKING:
     from run_benchmarks.execute.launch import Runner
     from run_benchmarks.sweep.run import Sweep, SweepContext
@@ -49,8 +51,9 @@ def cmd_sweep(args: argparse.Namespace, console: Console) -> int:
         run_id = resolve_sweep(log_root, args.resume)
         options, _ = load(_run_dir(log_root, run_id))
     else:
-        base = load_sweep_file(args.file) if args.file else SweepFile()
-        names = args.case_names or ([] if base.cases else list(inputs.test_conf.cases))  # else test_conf's list
+        sweep_file, given = file_and_names(args.file, args.case_names)
+        base = load_sweep_file(sweep_file) if sweep_file else SweepFile()
+        names = given or ([] if base.cases else list(inputs.test_conf.cases))  # else test_conf's list
         grid = merge_command_line(base, names, args.grid, args.assignments)
         if args.extern_config:
             grid = grid.model_copy(update={"set": {"extern_config": args.extern_config, **grid.set}})
@@ -170,6 +173,18 @@ def show(console: Console, args: argparse.Namespace, options: SweepOptions, rows
             console.print(text, markup=False, highlight=False, soft_wrap=True)
     bad = [r for r in rows if r.status in ("failed", "timeout")]
     return EXIT_FAILED if bad else EXIT_OK
+
+
+def file_and_names(file: Optional[Path], words: list[str]) -> tuple[Optional[Path], list[str]]:
+    """The sweep file and the case names: a CASE_NAME argument ending in .yaml or .yml (no case name has one)
+    is the sweep file, as --file is (``accelbench sweep configs/sweeps/x.yaml``); one file at most."""
+    files = [Path(w) for w in words if w.lower().endswith(SWEEP_FILE_SUFFIXES) and ":" not in w]
+    names = [w for w in words if not (w.lower().endswith(SWEEP_FILE_SUFFIXES) and ":" not in w)]
+    files = ([file] if file else []) + files
+    if len(files) > 1:
+        raise UserError(f"two sweep files given: {files[0]} and {files[1]}",
+                        "give one sweep file (as the argument or with --file); put every axis in it")
+    return (files[0] if files else None), names
 
 
 def resolve_sweep(log_root: Path, word: str) -> str:
