@@ -27,14 +27,14 @@ def by_model(table: Sequence[TableRow]) -> list[str]:
 
 def _chart(model: str, rows: list[TableRow], n: int) -> str:
     meta = FIGURE_BY_KEY[FIGURE]
-    title = f"{model}: {meta.label}, Paddle and Torch (mean of ok rounds, whiskers ±1 std)"
+    title = f"{model}: effective tokens/s/device, Paddle and Torch (mean of ok rounds, whiskers ±1 std)"
     stats = [s.figures[FIGURE] for r in rows for s in (r.paddle, r.torch) if s is not None and FIGURE in s.figures]
     top = max((st.mean + st.std for st in stats), default=1.0) or 1.0
     with rc_context(charts.STYLE):
         fig = Figure(figsize=(max(charts.WIDTH_IN, 1.3 * len(rows) + 2), 3.4))
         ax = fig.add_subplot()
         ax.set_title(title, loc="left")
-        ax.set_ylabel(meta.label)
+        ax.set_ylabel("tokens/s/device (no padding)")
         ax.grid(True, axis="y", color=charts.GRID, linewidth=0.8)
         ax.set_axisbelow(True)
         for i, row in enumerate(rows):
@@ -52,6 +52,7 @@ def _chart(model: str, rows: list[TableRow], n: int) -> str:
                     ax.errorbar(x, st.mean, yerr=st.std, fmt="none", ecolor="#333333", capsize=3, linewidth=1)
         ax.set_xticks(range(len(rows)), [f"{METHODS[r.method]}\n{r.devices} GPU(s), batch {r.batch or '-'}"
                                          for r in rows])
+        ax.set_xlim(-0.6, len(rows) - 0.4)  # room for a side without a bar (its OOM word)
         ax.set_ylim(0, top * 1.15)
         ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _p: meta.fmt(v) if v >= 0 else ""))
         handles, labels = ax.get_legend_handles_labels()
