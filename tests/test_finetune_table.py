@@ -153,3 +153,15 @@ def test_a_bad_sweep_file_names_the_file_and_the_key(accelbench, tmp_path):
     assert str(bad) in done.stderr and "key" in done.stderr
     two = accelbench("sweep", bad, "--file", bad, "--dry-run", "--log-root", tmp_path / "logs")
     assert two.returncode != 0 and "two sweep files" in two.stderr
+
+
+def test_a_sweep_file_table_prints_the_finetune_table_after_the_sweeps_own(accelbench, store, tmp_path):
+    from run_benchmarks.sweep.state import Row, SweepOptions, save
+
+    logs = tmp_path / "logs"
+    save(logs / "run-a", SweepOptions(points=[], axes=["framework"], table="finetune"),
+         [Row(0, {"framework": "torch"}, "llama_tiny_lora:torch:cpu:1:1", "ok")])
+    done = accelbench("sweep", "--show", "run-a", "--log-root", logs, "--db", store, "--format", "markdown")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.index("### sweep points") < done.stdout.index("### finetune table: sweep run-a")
+    assert "| 1.78x |" in done.stdout and "| OOM |" in done.stdout

@@ -116,7 +116,7 @@ def add_sweep(sub) -> None:
                "has sweep files)")
     sw.add_argument("case_names", nargs="*", metavar="CASE_NAME", help="base case names (axes replace their "
                                                                        "fields), or a sweep file (.yaml) as --file")
-    sw.add_argument("--file", type=Path, help="sweep file (YAML): cases, set, axes, exclude, where, scaling")
+    sw.add_argument("--file", type=Path, help="sweep file (YAML): cases, set, axes, exclude, where, scaling, table")
     sw.add_argument("--grid", action="append", default=[], metavar="KEY=V1,V2",
                     help="an axis: a workload key (train.micro_batch_size=1,2,4), a case-name field (case, "
                          "framework, hardware, nnodes, nprocs_per_node), layout=1x2,1x4 or extern_config=A,B")

@@ -10,6 +10,7 @@ from rich.console import Console
 
 from run_benchmarks.planner import checks as plan_checks
 from run_benchmarks.cli import report as report_cli
+from run_benchmarks.cli import table as table_cli
 from run_benchmarks import signals
 from run_benchmarks.execute.environment import orchestrator_environment
 from run_benchmarks.errors import UserError
@@ -43,7 +44,7 @@ def cmd_sweep(args: argparse.Namespace, console: Console) -> int:
     if args.show:
         run_id = resolve_sweep(log_root, args.show)
         options, rows = load(_run_dir(log_root, run_id))
-        return show(console, args, options, rows, run_id)
+        return show(console, args, options, rows, run_id, log_root)
     if args.resume:
         if args.case_names or args.grid or args.file or args.assignments or args.max_batch:
             raise UserError("--resume takes the grid from the sweep it resumes",
@@ -61,7 +62,7 @@ def cmd_sweep(args: argparse.Namespace, console: Console) -> int:
         axes = (["case_name"] if len(grid.cases) > 1 else []) + list(grid.axes)
         options = SweepOptions(points=points, axes=axes, max_batch=args.max_batch,
                                max_batch_limit=args.max_batch_limit, scaling=grid.scaling, timeout_s=args.timeout,
-                               allow_version_mismatch=args.allow_version_mismatch)
+                               allow_version_mismatch=args.allow_version_mismatch, table=grid.table)
         run_id = new_run_id()
     from run_benchmarks.sweep.run import Sweep, SweepContext, pending_rows  # the runner and its rounds (paramiko): for a sweep only
 
@@ -82,7 +83,7 @@ def cmd_sweep(args: argparse.Namespace, console: Console) -> int:
         interrupted = _execute(ctx, sweep, planned, args, log_root, err)
     rows = ctx.rows + pending_rows(options.points, ctx.rows)
     save(run_dir, options, rows)
-    code = show(console, args, options, rows, run_id)
+    code = show(console, args, options, rows, run_id, log_root)
     console.print(f"sweep {run_id}: accelbench sweep --show {run_id}"
                   + (f" --log-root {log_root}" if args.log_root else "") + " [--format markdown|html]",
                   markup=False, soft_wrap=True)
@@ -139,7 +140,8 @@ def _execute(ctx: SweepContext, sweep: Sweep, planned, args, log_root: Path, err
             store.close()
 
 
-def show(console: Console, args: argparse.Namespace, options: SweepOptions, rows: list[Row], run_id: str) -> int:
+def show(console: Console, args: argparse.Namespace, options: SweepOptions, rows: list[Row], run_id: str,
+         log_root: Path) -> int:
     table_views = [views.points(rows, options.axes)]
     main = views.pivot(rows, options.axes, args.across)
     if main is not None and len(options.axes) > 1:
@@ -158,6 +160,11 @@ def show(console: Console, args: argparse.Namespace, options: SweepOptions, rows
         if scaled is not None:
             table_views.append(scaled)
         chart = views.scaling_chart(rows, options.scaling.axis)
+    if options.table:  # the sweep file's reference table, from the rounds the store holds for this run
+        reference = table_cli.sweep_table(args.db or store_path(log_root), run_id, args.format == "html")
+        if reference is not None:
+            table_views.append(reference[0])
+            chart = (chart or "") + reference[1]
     title = f"accelbench sweep {run_id}"
     if args.format == "terminal":
         console.print(title, markup=False, highlight=False)

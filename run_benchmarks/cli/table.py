@@ -1,10 +1,14 @@
 """``accelbench table finetune [SELECT...]``: a reference table's shape from stored runs (terminal, Markdown or
 HTML with its charts). The rows are selected as ``report`` selects them (run ids, prefixes, ``last`` and
-KEY=VALUE filters) and summarized once per workload (report/summary.py)."""
+KEY=VALUE filters) and summarized once per workload (report/summary.py). A sweep file's ``table: finetune``
+prints the same table of the sweep's run after the sweep's own (``sweep_table``)."""
 from __future__ import annotations
 
 import argparse
 import io
+import os
+from pathlib import Path
+from typing import Optional
 
 from rich.console import Console
 
@@ -14,6 +18,26 @@ from run_benchmarks.cli.store_options import open_store
 from run_benchmarks.errors import UserError
 from run_benchmarks.results.report import finetune_table, views
 from run_benchmarks.results.report.summary import summarize
+from run_benchmarks.results.store.store import ResultStore
+
+
+def charts(table: list[finetune_table.TableRow]) -> str:
+    from run_benchmarks.results.report import finetune_chart  # matplotlib: imported only for an HTML page
+
+    return "".join(finetune_chart.by_model(table))
+
+
+def sweep_table(db: Path, run_id: str, html: bool) -> Optional[tuple[views.View, str]]:
+    """A sweep file's ``table: finetune``: the table of the sweep's run and, for HTML, its charts; None while
+    the store holds no finetune of the run (a sweep whose points were all skipped)."""
+    if not os.path.lexists(db):
+        return None
+    with ResultStore(db, reader=True) as store:
+        attempts = store.attempts(run_ids=[run_id])
+    table, notes = finetune_table.rows(summarize(attempts))
+    if not table:
+        return None
+    return finetune_table.view(table, f"finetune table: sweep {run_id}", notes), charts(table) if html else ""
 
 
 def cmd_table(args: argparse.Namespace, console: Console) -> int:
@@ -34,9 +58,7 @@ def cmd_table(args: argparse.Namespace, console: Console) -> int:
             text.print(views.to_rich(view))
             _write(console, text.export_text(), args.output)
     elif args.format == "html":
-        from run_benchmarks.results.report import finetune_chart  # matplotlib: imported only for an HTML page
-
-        _write(console, views.html_page(view.title, [view], "".join(finetune_chart.by_model(table))), args.output)
+        _write(console, views.html_page(view.title, [view], charts(table)), args.output)
     else:
         _write(console, views.to_markdown(view), args.output)
     return EXIT_OK

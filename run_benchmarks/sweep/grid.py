@@ -3,7 +3,8 @@
 An axis value is a bundle of settings: ``nprocs_per_node: 2``, ``extern_config: config_X``, ``layout: 1x8``
 (nodes x processes) or any workload key (``train.micro_batch_size: 4``, applied as ``--set``). The grid is
 the product of the axes over every base case name, minus the exclusions; ``where`` rules add settings to
-the points they match (e.g. a memory limit on one point). Points are plain data (saved in the run's
+the points they match (e.g. a memory limit on one point); ``table`` names a reference table printed after
+the sweep's own (``finetune``: accelbench table finetune of the sweep's run). Points are plain data (saved in the run's
 ``sweep.json``), so ``accelbench sweep --resume RUN`` rebuilds the same grid without the command line.
 """
 from __future__ import annotations
@@ -12,7 +13,7 @@ import itertools
 import json
 import math
 from pathlib import Path
-from typing import Any, Optional, Sequence, Union
+from typing import Any, Literal, Optional, Sequence, Union
 
 from pydantic import Field, field_validator, model_validator
 
@@ -70,6 +71,8 @@ class SweepFile(Strict):
                                                                                 "(axis name -> label)")
     where: list[WhereRule] = Field(default_factory=list)
     scaling: Optional[ScalingSpec] = None
+    table: Optional[Literal["finetune"]] = Field(None, description=(
+        "a reference table printed after the sweep's own, from its stored rounds (accelbench table NAME RUN)"))
 
     @field_validator("cases")
     @classmethod

@@ -37,6 +37,7 @@ class SweepOptions(Strict):
     scaling: Optional[ScalingSpec] = None
     timeout_s: Optional[float] = None
     allow_version_mismatch: bool = False
+    table: Optional[str] = None  # the sweep file's reference table, printed by show (and --show) from the store
 
 
 @dataclass
