@@ -75,7 +75,8 @@ def rows(summaries: Sequence[CaseSummary]) -> tuple[list[TableRow], list[str]]:
         key = (model_of(str(s.key["case"])), method, str(s.key["hardware"]), devices(s), batch)
         groups.setdefault(key, {}).setdefault(framework, []).append(s)
     out = []
-    for key in sorted(groups, key=lambda k: (k[0], list(METHODS).index(k[1]), k[2], k[3], k[4] or 0)):
+    models = list(dict.fromkeys(k[0] for k in groups))  # models in the order the runs ran them
+    for key in sorted(groups, key=lambda k: (models.index(k[0]), list(METHODS).index(k[1]), k[2], k[3], k[4] or 0)):
         sides = groups[key]
         # one workload per framework is the table's shape; more (two setups at one batch) get a line each
         for paddle, torch in zip_longest(sides.get("paddle", []), sides.get("torch", [])):
