@@ -165,3 +165,17 @@ def test_a_sweep_file_table_prints_the_finetune_table_after_the_sweeps_own(accel
     assert done.returncode == 0, done.stderr
     assert done.stdout.index("### sweep points") < done.stdout.index("### finetune table: sweep run-a")
     assert "| 1.78x |" in done.stdout and "| OOM |" in done.stdout
+
+
+def test_models_keep_the_order_they_ran_in_and_each_gets_its_chart(accelbench, tmp_path):
+    db = tmp_path / "two.db"
+    fill(db, [doc("run-c", "llama_tiny_sft", "torch", 1, 0.5), doc("run-c", "bloom_tiny_lora", "paddle", 1, 0.5),
+              doc("run-c", "bloom_tiny_lora", "torch", 1, 0.5)])
+    with ResultStore(db) as s:
+        table, _ = finetune_table.rows(summarize(s.attempts()))
+    assert [(r.model, r.method) for r in table] == [("llama_tiny", "finetune"), ("bloom_tiny", "lora")]
+    assert finetune_table.cell(table[0].paddle) == "-" and finetune_table.speedup_text(table[1]) == "1.00x"
+    out = tmp_path / "two.html"
+    assert accelbench("table", "finetune", "--db", db, "--format", "html", "-o", out).returncode == 0
+    page = out.read_text()
+    assert page.count("<svg") == 2 and page.index('id="finetune0"') < page.index('id="finetune1"')
