@@ -154,11 +154,16 @@ def test_a_kind_declared_in_a_vendor_yaml_reaches_the_worker_config(accelbench, 
 
 def test_the_old_device_key_and_an_unknown_kind_get_the_fix(accelbench, root):
     _vendor_root(root, ASCEND.replace("    kind: ascend\n", "    device: npu\n"))
-    done = accelbench("list", "--root", str(root))
+    listed = accelbench("list", "--root", str(root))  # the fields it shows, named; --check gives the fix
+    assert listed.returncode == 2 and "vendors/acme/vendor.yaml: accelerators.910B: no 'kind'" in listed.stdout
+    assert "accelbench list --check" in listed.stdout
+    done = accelbench("list", "--check", "--root", str(root))
     assert done.returncode == 2 and "Traceback" not in done.stderr
     assert "vendors/acme/vendor.yaml: accelerators.910B: 'device' is now 'kind'" in done.stderr
     write(root / "vendors/acme/vendor.yaml", ASCEND.replace("    kind: ascend\n", "    kind: npu\n"))
-    done = accelbench("list", "--root", str(root))
+    listed = accelbench("list", "--root", str(root))
+    assert listed.returncode == 2 and "accelerators.910B.kind: unknown accelerator kind 'npu'" in listed.stdout
+    done = accelbench("list", "--check", "--root", str(root))
     assert done.returncode == 2
     assert "accelerators.910B.kind: unknown accelerator kind 'npu'" in done.stderr
     assert "declare it under kinds:" in done.stderr

@@ -3,7 +3,7 @@
 A kind says how the frameworks address the device (torch device type and the module that adds it,
 Paddle device), which variable picks the devices a process sees, how a host counts its devices,
 the collective backend per framework, the monitor, and environment probes. cpu, nvidia and rocm
-ship here; a vendor declares any other kind in its ``vendor.yaml`` under ``kinds:`` (same schema),
+ship here (as plain data in shipped_kinds.py, validated against ``KindSpec`` here); a vendor declares any other kind in its ``vendor.yaml`` under ``kinds:`` (same schema),
 with optional worker hooks in a file of its own folder: no edit to ``run_benchmarks/`` or
 ``training/``. The worker's part of a kind crosses in the worker config as ``DeviceSpec``.
 """
@@ -17,6 +17,7 @@ from pydantic import Field, field_validator
 from training.contract.spec import CommandMonitorSpec, DeviceSpec, MonitorName
 
 from run_benchmarks.catalog.config import Strict
+from run_benchmarks.catalog.shipped_kinds import SHIPPED_KINDS
 from run_benchmarks.registry import Registry
 
 class DeviceCountSpec(Strict):
@@ -80,26 +81,5 @@ class KindSpec(Strict):
 
 KINDS: Registry[KindSpec] = Registry("accelerator kind")
 
-KINDS.register("cpu", KindSpec(
-    description="this machine's CPU: one process per core group, no device to count",
-    torch_device="cpu", paddle_device="cpu", backends={"torch": "gloo", "paddle": "gloo"}, monitor="cpu"))
-
-KINDS.register("nvidia", KindSpec(
-    description="NVIDIA GPUs through CUDA",
-    torch_device="cuda", paddle_device="gpu", visible_devices_env="CUDA_VISIBLE_DEVICES",
-    device_count=(DeviceCountSpec(command=("nvidia-smi", "-L"), pattern=r"^GPU (\d+):"),),
-    backends={"torch": "nccl", "paddle": "nccl"}, monitor="nvml",
-    probes={"accelerator_models": "nvidia-smi --query-gpu=name --format=csv,noheader",
-            "driver_version": "nvidia-smi --query-gpu=driver_version --format=csv,noheader",
-            "gpu_clocks_max_mhz": "nvidia-smi --query-gpu=clocks.max.sm --format=csv,noheader,nounits",
-            "topology": "nvidia-smi topo -m"}))
-
-KINDS.register("rocm", KindSpec(
-    description="AMD GPUs through ROCm: the frameworks' ROCm builds address them as cuda/gpu, RCCL behind nccl",
-    torch_device="cuda", paddle_device="gpu", visible_devices_env="HIP_VISIBLE_DEVICES",
-    device_count=(DeviceCountSpec(command=("amd-smi", "list"), pattern=r"^GPU: (\d+)"),
-                  DeviceCountSpec(command=("rocm-smi", "--showid"), pattern=r"^GPU\[(\d+)\]")),
-    backends={"torch": "nccl", "paddle": "nccl"}, monitor="rocm-smi",
-    probes={"rocm_version": "cat /opt/rocm/.info/version",
-            "accelerator_models": "rocm-smi --showproductname --json",
-            "driver_version": "cat /sys/module/amdgpu/version"}))
+for _name, _data in SHIPPED_KINDS.items():
+    KINDS.register(_name, KindSpec.model_validate(_data))

@@ -61,8 +61,12 @@ def build_parser() -> argparse.ArgumentParser:
     cln.add_argument("--root", type=Path, help="folder with cases/ and vendors/ (default: this checkout)")
     cln.add_argument("--docker-host", action="append", default=[], metavar="URL",
                      help="another Docker engine to sweep, e.g. unix:///var/run/docker.sock (repeatable)")
-    lst = sub.add_parser("list", help="show known cases, vendors, hardware and frameworks")
+    lst = sub.add_parser("list", help="show known cases, vendors, hardware and frameworks",
+                         description="Reads the names and the fields shown from each file (a YAML error names "
+                                     "the file and line); --check validates every file against its schema.")
     lst.add_argument("--root", type=Path, help="folder with cases/ and vendors/ (default: this checkout)")
+    lst.add_argument("--check", action="store_true", help="validate every case.yaml and vendor.yaml in full "
+                     "(as a run does) before listing; exit 2 naming the first bad file and key")
     return parser
 
 

@@ -1,62 +1,77 @@
-"""The commands about the catalogue and the machines, not a run: ``list``, ``vendor new|check``, ``clean``."""
+"""The commands about the catalogue and the machines, not a run: ``list``, ``vendor new|check``, ``clean``.
+
+``list`` must start fast (docs/benchmarks.md, "Start-up"): it imports no schema unless ``--check`` asks, and
+the other commands import what they need inside their functions."""
 from __future__ import annotations
 
 import argparse
-
-from rich.console import Console
-from rich.markup import escape
-from rich.table import Table
+from pathlib import Path
+from typing import TYPE_CHECKING
 
 from run_benchmarks.catalog import casename, frameworks
-from run_benchmarks.catalog.cases import CaseCatalog
-from run_benchmarks.cli.exit_codes import EXIT_FAILED, EXIT_OK
-from run_benchmarks.planner.inputs import default_root, load_inputs
-from run_benchmarks.plan import Paths
-from run_benchmarks.catalog.vendors import VendorRegistry
+from run_benchmarks.catalog.listing import read_listing
+from run_benchmarks.catalog.root import default_root
+from run_benchmarks.cli.exit_codes import EXIT_FAILED, EXIT_OK, EXIT_USAGE
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+
+def _table(title: str, columns: tuple[str, ...], rows: list):
+    """A rich table of plain text: the cells are the files' own words, never read as markup or emoji codes
+    (which also spares rich's 50 ms emoji table)."""
+    from rich.table import Table
+    from rich.text import Text
+
+    table = Table(title=Text(title))
+    for column in columns:
+        table.add_column(Text(column))
+    for row in rows:
+        table.add_row(*map(Text, row))
+    return table
+
+
+def check_catalog(root: Path) -> int:
+    """Every case (its ``extends`` chain) and vendor.yaml through its schema, as a run reads them: the first
+    bad file raises a UserError naming it, the key and the fix. Returns the number of files checked."""
+    from run_benchmarks.catalog.cases import CaseCatalog  # the schemas: only for --check
+    from run_benchmarks.catalog.vendors import VendorRegistry
+
+    catalog = CaseCatalog(root / "cases", root / "vendors")
+    for name in catalog.names():
+        catalog.resolve(name)
+    return len(catalog.names()) + len(VendorRegistry(root / "vendors").vendors)
 
 
 def cmd_list(args: argparse.Namespace, console: Console) -> int:
+    """The catalogue's tables from the files' plain YAML (catalog/listing.py); ``--check`` validates first."""
+    from rich.text import Text
+
     root = (args.root or default_root()).resolve()
-    paths = Paths(root)
-    catalog = CaseCatalog(paths.cases_dir, paths.vendors_dir)
-    vendors = VendorRegistry(paths.vendors_dir)
-    cases = Table(title="cases")
-    for col in ("case", "task", "frameworks", "description"):
-        cases.add_column(col)
-    for name in catalog.names():
-        case = catalog.resolve(name)
-        cases.add_row(name, case.task, ", ".join(case.frameworks), case.description)
-    hardware = Table(title="hardware")
-    for col in ("hardware", "vendor", "kind", "memory", "peak TFLOP/s (dense)"):
-        hardware.add_column(col)
-    for name, hw in sorted(vendors.hardware.items()):
-        peaks = ", ".join(f"{k} {v:g}" for k, v in hw.spec.peak_tflops.items()) or "unknown (MFU n/a)"
-        memory = f"{hw.spec.memory_gib:g} GiB" if hw.spec.memory_gib else "host memory"
-        hardware.add_row(name, hw.vendor, hw.spec.kind, memory, peaks)
-    vendor_table = Table(title="vendors")
-    for col in ("vendor", "hardware", "description"):
-        vendor_table.add_column(col)
-    for name, spec in sorted(vendors.vendors.items()):
-        vendor_table.add_row(name, ", ".join(spec.accelerators), spec.description)
-    kinds = Table(title="accelerator kinds")
-    for col in ("kind", "declared in", "torch / paddle device", "visible devices", "backends", "monitor"):
-        kinds.add_column(col)
-    for name, kind in vendors.kinds.items():
-        source = vendors.kind_sources.get(name)
-        kinds.add_row(name, str(source.parent.name) if source else "accelbench", f"{kind.torch_device} / {kind.paddle_device}",
-                      kind.visible_devices_env or "-", ", ".join(f"{k} {v}" for k, v in kind.backends.items()) or "-",
-                      kind.monitor if isinstance(kind.monitor, str) else f"command: {kind.monitor.command[0]}")
-    console.print(cases)
-    console.print(vendor_table)
-    console.print(kinds)
-    console.print(hardware)
-    console.print(f"frameworks: {', '.join(frameworks.names())}")
-    console.print(f"case names: {casename.FORMAT}, e.g. {casename.EXAMPLE}")
-    return EXIT_OK
+    checked = check_catalog(root) if args.check else 0
+    listing = read_listing(root / "cases", root / "vendors")
+    console.print(_table("cases", ("case", "task", "frameworks", "description"), listing.cases))
+    console.print(_table("vendors", ("vendor", "hardware", "description"), listing.vendors))
+    console.print(_table("accelerator kinds", ("kind", "declared in", "torch / paddle device", "visible devices",
+                                               "backends", "monitor"), listing.kinds))
+    console.print(_table("hardware", ("hardware", "vendor", "kind", "memory", "peak TFLOP/s (dense)"),
+                         listing.hardware))
+    lines = [f"frameworks: {', '.join(frameworks.names())}", f"case names: {casename.FORMAT}, e.g. {casename.EXAMPLE}"]
+    lines += [f"problem: {problem}" for problem in listing.problems]
+    if checked:
+        lines.append(f"checked {checked} case and vendor files against their schemas: ok")
+    elif listing.problems:
+        lines.append("run `accelbench list --check` for each file's errors, keys and fixes")
+    for line in lines:
+        console.print(Text(line, style="yellow" if line.startswith("problem") else ""), soft_wrap=True)
+    return EXIT_USAGE if listing.problems else EXIT_OK  # a malformed file is the user's to fix, as with --check
 
 
 def cmd_vendor(args: argparse.Namespace, console: Console) -> int:
+    from rich.markup import escape
+
     from run_benchmarks.cli import vendor as vendor_tools, vendor_import  # planning every extern config: not for list
+    from run_benchmarks.plan import Paths
 
     root = (args.root or default_root()).resolve()
     vendors_dir = Paths(root).vendors_dir
@@ -94,6 +109,7 @@ def cmd_clean(args: argparse.Namespace, console: Console) -> int:
     from run_benchmarks.backends import cleanup
     from run_benchmarks.backends.hosts import connect
     from run_benchmarks.backends.fanout import fan_out
+    from run_benchmarks.planner.inputs import load_inputs
 
     inputs = load_inputs(args.root or default_root(), args.test_conf, args.cluster)
     specs = {spec.name: spec for spec in inputs.cluster.hosts}

@@ -154,17 +154,20 @@ def show(console: Console, args: argparse.Namespace, options: SweepOptions, rows
         versus = views.versus(rows, axis, a, b)
         if versus is not None:
             table_views.append(versus)
-    chart = None
+    charts = []
     if options.scaling is not None:
         scaled = views.scaling(rows, options.scaling.axis, options.scaling.mode)
         if scaled is not None:
             table_views.append(scaled)
-        chart = views.scaling_chart(rows, options.scaling.axis)
+        charts.append(views.scaling_chart(rows, options.scaling.axis))
+    if args.format == "html" and main is not None:  # the grid as bars: matplotlib, for the HTML page only
+        charts.insert(0, views.grid_chart(rows, options.axes, args.across))
     if options.table:  # the sweep file's reference table, from the rounds the store holds for this run
         reference = table_cli.sweep_table(args.db or store_path(log_root), run_id, args.format == "html")
         if reference is not None:
             table_views.append(reference[0])
-            chart = (chart or "") + reference[1]
+            charts.append(reference[1])
+    chart = "".join(c for c in charts if c) or None
     title = f"accelbench sweep {run_id}"
     if args.format == "terminal":
         console.print(title, markup=False, highlight=False)

@@ -1,7 +1,6 @@
 """Where accelbench's tree is and what a command loads from it: every config a plan needs, validated."""
 from __future__ import annotations
 
-import os
 import secrets
 import sys
 from datetime import datetime
@@ -14,25 +13,7 @@ from run_benchmarks.catalog.config_files import ClusterSpec, HostSpec, TestConf
 from run_benchmarks.errors import UserError
 from run_benchmarks.plan import Paths, PlanInputs
 from run_benchmarks.catalog.vendors import VendorRegistry
-
-
-def is_root(folder: Path) -> bool:
-    return (folder / "cases").is_dir() and (folder / "vendors").is_dir()
-
-
-def default_root() -> Path:
-    """The tree holding cases/ and vendors/: $ACCELBENCH_ROOT, else the current directory or the nearest parent
-    that holds them (as git finds its repository), else the checkout accelbench is installed from. So
-    `accelbench vendor new` inside a copy of the checkout writes into that copy."""
-    env = os.environ.get("ACCELBENCH_ROOT")
-    if env:
-        return Path(env).resolve()
-    here = Path.cwd().resolve()
-    found = next((folder for folder in (here, *here.parents) if is_root(folder)), None)
-    if found is not None:
-        return found
-    installed = Path(__file__).resolve().parents[2]  # run_benchmarks/planner/inputs.py -> the checkout
-    return installed if is_root(installed) else here
+from run_benchmarks.catalog.root import default_root, is_root  # noqa: F401 - re-exported for the commands
 
 
 def load_inputs(root: Path, test_conf_path: Optional[Path] = None,

@@ -60,6 +60,8 @@ class Row:
     results_path: Optional[str] = None
     search: Optional[str] = None  # max-batch: "tried" or "largest" (the largest size that fits)
     extra: dict[str, Any] = field(default_factory=dict)
+    step_time_s: Optional[float] = None  # the round's median step time (warm-up excluded); None in older sweeps
+    tflops_per_device: Optional[float] = None
 
     @classmethod
     def from_document(cls, point: int, labels: dict[str, str], doc: dict, whash: str) -> "Row":
@@ -68,7 +70,8 @@ class Row:
         return cls(point, labels, doc["case_name"], doc["status"], doc.get("reason") or "", whash,
                    doc["case"]["world_size"], doc["workload"]["train"]["micro_batch_size"],
                    m.get("tokens_per_s_per_device"), m.get("tokens_per_s_total"), peak, m.get("memory_kind"),
-                   m.get("mfu"), doc.get("results_path"))
+                   m.get("mfu"), doc.get("results_path"), step_time_s=(m.get("step_time_s") or {}).get("median"),
+                   tflops_per_device=m.get("tflops_per_device"))
 
 
 def hash_of_document(doc: dict) -> str:

@@ -1,9 +1,10 @@
 """Views of a sweep's rows, in the shapes the reference tables use, for the terminal (rich), Markdown and
-HTML (self-contained: the chart is inline SVG).
+HTML (self-contained: the charts are inline SVG; matplotlib is imported only to draw the HTML page's).
 
 - ``points``: every row (grid points and max-batch attempts) with its status and why.
-- ``pivot``: one axis across (e.g. devices), the other axes down (model x strategy): throughput and peak
-  memory per cell, ``OOM`` / ``skipped`` where that is the answer (ColossalAI chat's table).
+- ``pivot``: one axis across (e.g. batch or devices), the other axes down (model x strategy): tokens/s,
+  step time, TFLOP/s and peak memory per cell, ``OOM`` / ``skipped`` where that is the answer (ColossalAI
+  chat's table, the one for a slide); ``grid_chart`` draws it as grouped bars for the HTML page.
 - ``versus``: axis value A against B per configuration, speedup % of B over A (PaddleNLP vs Torch).
 - ``scaling``: throughput against the device count, efficiency against linear from the smallest count.
 """
@@ -18,11 +19,17 @@ from run_benchmarks.sweep.state import Row
 
 
 def cell(row: Optional[Row]) -> str:
+    """A grid cell: what a slide shows of one point (tokens/s per device, step time, TFLOP/s per device, peak
+    memory), or why there is no figure (OOM, skipped, failed, ...)."""
     if row is None:
         return "-"
     if row.status == "ok" and row.tokens_per_s_per_device is not None:
         mark = " ★max" if row.search == "largest" else ""
-        return f"{number(row.tokens_per_s_per_device)} tok/s · {human_bytes(row.peak_memory_bytes)}{mark}"
+        parts = [f"{number(row.tokens_per_s_per_device)} tok/s",
+                 row.step_time_s is not None and f"{number(row.step_time_s)} s",
+                 row.tflops_per_device is not None and f"{number(row.tflops_per_device)} TFLOP/s",
+                 row.peak_memory_bytes is not None and human_bytes(row.peak_memory_bytes)]
+        return " · ".join(p for p in parts if p) + mark
     return {"oom": "OOM"}.get(row.status, row.status)
 
 
@@ -30,19 +37,31 @@ def _grid_rows(rows: Sequence[Row]) -> list[Row]:
     return [r for r in rows if r.search is None]
 
 
+def _figure(value: Optional[float], fmt=number) -> str:
+    return "" if value is None else fmt(value)
+
+
 def points(rows: Sequence[Row], axes: Sequence[str]) -> View:
+    """Every row, one column per axis and figure. A column empty in every row is left out (no max-batch
+    search, nothing failed), and so is the micro batch when an axis already shows it."""
     names = list(dict.fromkeys([*axes, *(k for r in rows for k in r.labels)]))
+    headers = ["point", *names, "status", "micro batch", "tok/s/dev", "step time (s)", "TFLOP/s/dev", "MFU",
+               "peak mem", "max-batch", "why"]
     body = [[f"p{r.point:02d}", *(r.labels.get(a, "") for a in names), r.status,
-             "" if r.micro_batch_size is None else str(r.micro_batch_size),
-             number(r.tokens_per_s_per_device) if r.tokens_per_s_per_device is not None else "",
-             human_bytes(r.peak_memory_bytes) if r.peak_memory_bytes is not None else "",
+             _figure(r.micro_batch_size, str), _figure(r.tokens_per_s_per_device), _figure(r.step_time_s),
+             _figure(r.tflops_per_device), _figure(r.mfu, "{:.1%}".format), _figure(r.peak_memory_bytes, human_bytes),
              {"largest": "largest that fits", "tried": "tried"}.get(r.search or "", ""), r.reason[:160]]
             for r in rows]
-    return View("sweep points (tokens/s per device, warm-up excluded; peak memory per device)",
-                ["point", *names, "status", "micro batch", "tok/s/dev", "peak mem", "max-batch", "why"], body, [])
+    batch = headers.index("micro batch")
+    shown_by_axis = any(all(row[i] == row[batch] for row in body) for i in range(1, 1 + len(names)))
+    keep = [i for i, h in enumerate(headers)
+            if (i < 1 + len(names) or any(row[i] for row in body)) and not (i == batch and shown_by_axis)]
+    return View("sweep points (warm-up excluded; per device: tokens/s, TFLOP/s, peak memory; step time: median)",
+                [headers[i] for i in keep], [[row[i] for i in keep] for row in body], [])
 
 
-def pivot(rows: Sequence[Row], axes: Sequence[str], across: Optional[str] = None) -> Optional[View]:
+def _grid(rows: Sequence[Row], axes: Sequence[str], across: Optional[str]):
+    """(down axes, across axis, column values, row keys, cell lookup) of the grid points, or None."""
     grid = _grid_rows(rows)
     axes = [a for a in axes if any(a in r.labels for r in grid)]
     if not grid or not axes:
@@ -52,10 +71,60 @@ def pivot(rows: Sequence[Row], axes: Sequence[str], across: Optional[str] = None
     columns = list(dict.fromkeys(r.labels.get(across, "") for r in grid))
     keys = list(dict.fromkeys(tuple(r.labels.get(a, "") for a in down) for r in grid))
     table = {(tuple(r.labels.get(a, "") for a in down), r.labels.get(across, "")): r for r in grid}
+    return down, across, columns, keys, table
+
+
+def pivot(rows: Sequence[Row], axes: Sequence[str], across: Optional[str] = None) -> Optional[View]:
+    """The slide: the other axes down (model x strategy), one axis across (batch, devices), a cell per point."""
+    shape = _grid(rows, axes, across)
+    if shape is None:
+        return None
+    down, across, columns, keys, table = shape
     body = [[*key, *(cell(table.get((key, col))) for col in columns)] for key in keys]
-    return View(f"{' x '.join(down) or 'point'} by {across}: tokens/s per device · peak memory",
-                [*down, *(f"{across}={c}" for c in columns)], body,
-                ["OOM: out of memory; skipped: the plan refused the layout (see the points table for why)"])
+    return View(f"{' x '.join(down) or 'point'} by {across}: tokens/s per device · step time · TFLOP/s per "
+                "device · peak memory", [*down, *(f"{across}={c}" for c in columns)], body,
+                ["OOM: out of memory; skipped: the plan refused the layout (see the points table for why); "
+                 "step time: the median over the measured steps"])
+
+
+def grid_chart(rows: Sequence[Row], axes: Sequence[str], across: Optional[str] = None) -> Optional[str]:
+    """The grid as grouped bars (inline SVG, matplotlib: imported here, for an HTML page only): tokens/s per
+    device per ``across`` value, one bar per row of the grid, OOM written where the bar would stand."""
+    shape = _grid(rows, axes, across)
+    if shape is None or not any(r.status == "ok" and r.tokens_per_s_per_device for r in shape[4].values()):
+        return None
+    from matplotlib import rc_context
+    from matplotlib.figure import Figure
+    from matplotlib.ticker import FuncFormatter
+
+    from run_benchmarks.results.report import charts  # the report's backend (Agg), style, colours and SVG output
+
+    down, across, columns, keys, table = shape
+    title = f"tokens/s per device: {' x '.join(down) or 'point'} by {across}"
+    width = 0.8 / len(keys)
+    with rc_context(charts.STYLE):
+        fig = Figure(figsize=(charts.WIDTH_IN * 1.4, 3.6))
+        ax = fig.add_subplot()
+        ax.set_title(title, loc="left")
+        ax.set_xlabel(across)
+        ax.set_ylabel("tokens/s per device")
+        ax.grid(True, axis="y", color=charts.GRID, linewidth=0.8)
+        ax.set_axisbelow(True)
+        for k, (key, colour) in enumerate(zip(keys, charts.colours(len(keys)))):
+            xs = [c + (k - (len(keys) - 1) / 2) * width for c in range(len(columns))]
+            points = [table.get((key, col)) for col in columns]
+            heights = [p.tokens_per_s_per_device if p and p.status == "ok" and p.tokens_per_s_per_device else 0
+                       for p in points]
+            ax.bar(xs, heights, width * 0.95, color=colour, label=" ".join(key) or "all")
+            for x, p in zip(xs, points):
+                if p is not None and p.status != "ok":
+                    ax.text(x, 0, "OOM" if p.status == "oom" else p.status, rotation=90, ha="center",
+                            va="bottom", fontsize=7, color="#900" if p.status == "oom" else "#666")
+        ax.set_xticks(range(len(columns)), columns)
+        ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _pos: number(v) if v >= 0 else ""))
+        ax.legend(title=" x ".join(down) or None, fontsize=7, frameon=False, loc="upper left",
+                  bbox_to_anchor=(1.0, 1.0))
+        return charts.to_svg(fig, title, "sweep-grid")
 
 
 def versus(rows: Sequence[Row], axis: str, a: str, b: str) -> Optional[View]:

@@ -139,7 +139,8 @@ def run(cfg: WorkerConfig) -> None:
 
 
 def phase_figures(worker: PPOWorker, clocks: dict, samples: int) -> list[perflog.FigureRecord]:
-    """Each phase's throughput on this rank: summed over ranks for the total, averaged for per device."""
+    """Each phase's throughput on this rank (summed over ranks for the total, averaged for per device) and its
+    measured seconds (``<phase>.time_s``, averaged: the reports' time split per phase)."""
     ppo, phase, rank = worker.ppo, worker.phase, worker.ranks.rank
     learned = samples * ppo.max_epochs
     exp_flops = samples * (phase["generation"].total + phase["forwards"].total)
@@ -168,6 +169,9 @@ def phase_figures(worker: PPOWorker, clocks: dict, samples: int) -> list[perflog
                                             formula=formula if "tflops" in name else None))
         records.append(perflog.FigureRecord(rank=rank, name=name + "_per_device", value=value, unit=unit,
                                             reduce="mean"))
+    for part in ("experience", "learning", "iteration"):  # the seconds the rates above divide by: the time split
+        records.append(perflog.FigureRecord(rank=rank, name=f"{part}.time_s", value=clocks[part], unit="s",
+                                            better="lower", reduce="mean"))
     peak = harness.peak_memory(worker)[0]
     records.append(perflog.FigureRecord(rank=rank, name="peak_memory_gib", value=peak / 2**30, unit="GiB",
                                         better="lower", reduce="max"))

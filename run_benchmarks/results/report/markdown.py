@@ -4,7 +4,9 @@ from __future__ import annotations
 from typing import Sequence
 
 from run_benchmarks.results.report.compare import COMPARED, Row, Selection, format_change, format_value
+from run_benchmarks.results.report.ppo_phases import ppo_phase_views
 from run_benchmarks.results.report.summary import FIGURE_BY_KEY, CaseSummary
+from run_benchmarks.results.report.views import to_markdown
 
 STATUS_NOTE = "n/a"
 
@@ -61,6 +63,7 @@ def report(summaries: Sequence[CaseSummary], title: str) -> str:
              "Warm-up steps excluded; ± is the coefficient of variation over rounds."]
     if formulas:
         parts += ["", *[f"FLOPs: {f}" for f in formulas]]
+    parts += [f"\n{to_markdown(view)}" for view in ppo_phase_views(summaries)]  # PPO workloads' phases
     if notes:
         parts += ["", "Flags:", *notes]
     return "\n".join(parts) + "\n"

@@ -144,12 +144,17 @@ def checks_table(checks) -> Table:
 
 def print_summaries(console: Console, summaries, title: str) -> None:
     """The table, its footnotes (what MFU divides by, the FLOP formula: the same lines a run prints at its
-    end) and each row's flags."""
+    end), a PPO workload's per-phase table (ppo_phases.py) and each row's flags."""
     from run_benchmarks.results.report.facts import describe, varying_settings
+
+    from run_benchmarks.results.report.ppo_phases import ppo_phase_views
+    from run_benchmarks.results.report.views import to_rich
 
     print_table(console, summary_table(summaries, title))
     for line in footnotes(summaries):
         console.print(line, markup=False, highlight=False, soft_wrap=True)
+    for view in ppo_phase_views(summaries):  # an RLHF workload's phases, as ColossalAI's benchmark sums them up
+        console.print(to_rich(view))
     varying = varying_settings(summaries)
     for s in summaries:
         which = f" ({describe(s.facts, varying)})" if varying else ""
