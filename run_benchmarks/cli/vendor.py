@@ -16,8 +16,10 @@ from pathlib import Path
 from typing import Optional
 
 from run_benchmarks.catalog.cases import CaseCatalog
+from run_benchmarks.cli import vendor_probe
 from run_benchmarks.catalog.config_files import ClusterSpec, HostSpec, TestConf
 from run_benchmarks.catalog.config import load_model
+from run_benchmarks.catalog.kinds import KINDS
 from run_benchmarks.errors import UserError
 from run_benchmarks.pathnames import component
 from run_benchmarks.plan import Paths, PlanInputs
@@ -37,7 +39,7 @@ class Finding:
     path: Path
     problem: str
     fix: str = ""
-    severity: str = "error"  # error | warning
+    severity: str = "error"  # error | warning | info (what a tool run here printed and parsed)
 
 
 def scaffold(vendors_dir: Path, name: str) -> Path:
@@ -108,6 +110,13 @@ def check(root: Path, name: str) -> list[Finding]:
     findings += _check_peaks(vendor_file, spec)
     findings += _check_images(folder, vendor_file, spec)
     findings += _check_kinds(vendor_file, spec)
+    # the tools of the kinds its accelerators use (its own, or shipped ones), run where they are installed here
+    used = {accel.kind for accel in spec.accelerators.values()} | set(spec.kinds)
+    for kind_name in sorted(used):
+        kind = spec.kinds.get(kind_name) or (KINDS.get(kind_name) if kind_name in KINDS else None)
+        if kind is not None:
+            findings += [Finding(vendor_file, problem, fix, severity)
+                         for severity, problem, fix in vendor_probe.probe(f"kinds.{kind_name}", kind, paths.root)]
     if name != TEMPLATE:
         try:
             registry = VendorRegistry(paths.vendors_dir)  # hardware and kind names unique, kinds known
