@@ -38,6 +38,17 @@ class DeviceCountSpec(Strict):
             raise ValueError(f"not a regular expression: {exc}") from None
         return pattern
 
+    def unmatched(self, output: str, lines: int = 5) -> Optional[str]:
+        """Why a count of 0 is the pattern's and not the host's: the tool printed lines and the pattern matched
+        none of them (a tool whose format changed, a pattern written for another tool). None otherwise."""
+        printed = [line for line in output.splitlines() if line.strip()]
+        regex = re.compile(self.pattern)
+        if not printed or any(regex.search(line) for line in printed):
+            return None
+        first = " | ".join(line.strip()[:120] for line in printed[:lines])
+        return (f"device_count pattern {self.pattern!r} matched none of the {len(printed)} line(s) "
+                f"`{' '.join(self.command)}` printed; its first lines: {first}")
+
     def count(self, output: str) -> int:
         regex = re.compile(self.pattern)
         matches = [m for m in map(regex.search, output.splitlines()) if m]

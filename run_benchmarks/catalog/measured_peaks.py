@@ -20,6 +20,11 @@ class MeasuredPeak(Strict):
     measured_at: str = Field(description="UTC time of the calibration")
     host: str = Field(description="the machine it was measured on")
     command: str = Field(description="what measured it, to measure it again")
+    load_average_1m: Optional[float] = Field(None, description="the machine's 1-minute load average just before")
+    cpu_count: Optional[int] = Field(None, description="the machine's logical CPUs, to read the load against")
+    under_load: list[str] = Field(default_factory=list, description=(
+        "what else ran while it was measured (other runs' workers, a load average past LOAD_LIMIT): a peak "
+        "measured under load is low, and every MFU (measured) against it too high"))
 
 
 class MeasuredPeaks(Strict):
@@ -52,5 +57,7 @@ def describe(peaks: dict[str, MeasuredPeak], hardware: str, dtype: str) -> tuple
     if peak is None:
         return None, f"no measured {dtype} peak for {hardware}: run `accelbench calibrate {hardware}`"
     m, n, k = peak.shape
+    loaded = f"; measured under load ({'; '.join(peak.under_load)}): MFU (measured) may read high" \
+        if peak.under_load else ""
     return peak.tflops, (f"{dtype} GEMM peak measured by accelbench calibrate on {peak.host} at {peak.measured_at} "
-                         f"({m}x{n}x{k})")
+                         f"({m}x{n}x{k}){loaded}")

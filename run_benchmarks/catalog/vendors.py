@@ -7,6 +7,7 @@ dense TFLOP/s per dtype, which MFU is measured against.
 from __future__ import annotations
 
 import difflib
+import re
 import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -221,3 +222,23 @@ class VendorRegistry:
         known = ", ".join(sorted(self.hardware)) or "(none)"
         raise UserError(f"unknown hardware {name!r}: no vendor under {self.vendors_dir} declares it",
                         f"{hint}known hardware: {known}; or add it to a vendor.yaml")
+
+
+CONFIG_LAYOUT = re.compile(r"x(\d+)x(\d+)$")
+
+
+def _normalized(name: str) -> str:
+    return re.sub(r"[^a-z0-9]", "", name.lower())
+
+
+def accelerator_in_config_name(stem: str, spec: VendorSpec) -> Optional[str]:
+    """The accelerator an extern config's name states: the part right before ``x<nnodes>x<nprocs>`` must end
+    with a declared accelerator's name or one of its ``config_names`` (letters and digits only), so
+    ``...A10040Gx1x8`` is A100_40G and ``config_fastx1x2`` is none. The longest name that fits wins."""
+    layout = CONFIG_LAYOUT.search(stem)
+    if layout is None:
+        return None
+    head = _normalized(stem[:layout.start()].removeprefix("config_"))
+    spellings = sorted(((_normalized(alias), hw) for hw, accel in spec.accelerators.items()
+                        for alias in (hw, *accel.config_names)), key=lambda item: len(item[0]), reverse=True)
+    return next((hw for spelling, hw in spellings if spelling and head.endswith(spelling)), None)

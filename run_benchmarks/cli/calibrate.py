@@ -17,6 +17,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from rich.console import Console
+from rich.markup import escape
 
 from training.contract import perflog
 
@@ -72,6 +73,30 @@ def best_per_dtype(records: list[perflog.FigureRecord]) -> dict[str, perflog.Fig
     return best
 
 
+# A 1-minute load average past this share of the logical CPUs, before the benchmark starts, is other work on
+# the machine: a GEMM sharing cores (or a device) with it reads low.
+LOAD_LIMIT = 0.25
+
+
+def machine_load() -> tuple[float, int, list[str]]:
+    """(1-minute load average, logical CPUs, what else runs here): other runs' workers, as ``run`` warns of
+    them (backends/cleanup.py), and a load average past ``LOAD_LIMIT`` of the CPUs."""
+    from run_benchmarks.backends import cleanup
+    from run_benchmarks.backends.hosts import connect
+    from run_benchmarks.catalog.config_files import HostSpec
+
+    host = connect(HostSpec(name="localhost", backend="local"))
+    try:
+        found = cleanup.leftover_warnings({"localhost": host})
+    finally:
+        host.close()
+    load, cores = os.getloadavg()[0], os.cpu_count() or 1
+    if load > max(1.0, LOAD_LIMIT * cores):
+        found.append(f"load average {load:.1f} on {cores} logical CPUs before the benchmark started "
+                     f"(over {LOAD_LIMIT:.0%} of them): other work shares this machine")
+    return load, cores, found
+
+
 def cmd_calibrate(args: argparse.Namespace, console: Console) -> int:
     if args.iters < 1:
         raise UserError(f"--iters {args.iters}: needs at least 1 timed iteration", "e.g. --iters 10")
@@ -79,6 +104,10 @@ def cmd_calibrate(args: argparse.Namespace, console: Console) -> int:
     hardware = VendorRegistry(Paths(root).vendors_dir).find_hardware(args.hardware)
     argv = worker_argv(hardware, args.dtypes or default_dtypes(hardware), args.iters)
     console.print(f"measuring GEMM peaks of {hardware.name}: {shlex.join(argv)}", markup=False, soft_wrap=True)
+    load, cores, under_load = machine_load()
+    for line in under_load:  # recorded with each peak too, and named wherever MFU (measured) is shown
+        console.print(f"[yellow]warning[/] {escape(line)}: the peak may read low, and every MFU (measured) "
+                      "against it high; calibrate again on an idle machine", soft_wrap=True)
     try:
         best = best_per_dtype(measure(argv))
     except RuntimeError as exc:
@@ -91,7 +120,8 @@ def cmd_calibrate(args: argparse.Namespace, console: Console) -> int:
         p = record.params
         own[dtype] = measured_peaks.MeasuredPeak(tflops=record.value, shape=(p["m"], p["n"], p["k"]),
                                                  measured_at=when, host=platform.node(),
-                                                 command=f"accelbench calibrate {hardware.name} --dtype {dtype}")
+                                                 command=f"accelbench calibrate {hardware.name} --dtype {dtype}",
+                                                 load_average_1m=round(load, 2), cpu_count=cores, under_load=under_load)
         datasheet = hardware.spec.peak_tflops.get(dtype)
         versus = f" (datasheet {datasheet:g}: {record.value / datasheet:.1%})" if datasheet else " (no datasheet peak)"
         console.print(f"  {dtype}: {record.value:.4g} TFLOP/s at {p['m']}x{p['n']}x{p['k']}{versus}", markup=False)

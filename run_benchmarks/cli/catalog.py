@@ -90,15 +90,15 @@ def cmd_vendor(args: argparse.Namespace, console: Console) -> int:
         errors = [f for f in findings if f.severity == "error"]
         failed |= bool(errors)
         verdict = "[green]ok[/]" if not errors else f"[red]{len(errors)} problem(s)[/]"
-        console.print(f"[bold]vendor {name}[/]: {verdict}" + (f", {len(findings) - len(errors)} warning(s)"
-                                                                  if len(findings) > len(errors) else ""))
+        warned = sum(f.severity == "warning" for f in findings)
+        console.print(f"[bold]vendor {name}[/]: {verdict}" + (f", {warned} warning(s)" if warned else ""))
         by_file: dict = {}
         for f in findings:
             by_file.setdefault(f.path, []).append(f)
         for path, items in by_file.items():
             console.print(f"  {path}", markup=False, soft_wrap=True)
             for f in items:
-                mark = "[red]error[/]" if f.severity == "error" else "[yellow]warning[/]"
+                mark = {"error": "[red]error[/]", "info": "[cyan]ran[/]"}.get(f.severity, "[yellow]warning[/]")
                 console.print(f"    {mark} {escape(f.problem)}", soft_wrap=True)
                 if f.fix:
                     console.print(f"      fix: {escape(f.fix)}", soft_wrap=True)

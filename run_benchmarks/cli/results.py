@@ -15,6 +15,7 @@ from rich.table import Table
 from run_benchmarks.errors import UserError
 from run_benchmarks.cli.exit_codes import EXIT_OK
 from run_benchmarks.results.report.summary import FIGURE_BY_KEY
+from run_benchmarks.results import memory
 from run_benchmarks.results.report import sources
 from run_benchmarks.results.report.views import to_rich
 from run_benchmarks.results.report.task_figures import interconnect_line, micro_views
@@ -82,21 +83,17 @@ def show_record(console: Console, r, attempt: int, columns, allreduce: Sequence[
                       markup=False, soft_wrap=True)
     if r.workload_hash:
         console.print(f"  workload: {r.workload_hash}", markup=False)
-    kind = (r.metrics or {}).get("memory_kind")
     for figure in FIGURE_BY_KEY.values():
+        if figure.key == "peak_memory_bytes":
+            _show_memory(console, r, columns)  # in its place, in the definition every view shows
+            continue
         value = sources.value(columns, figure.key) if figure.key != "wall_time_s" else columns.get(figure.key)
         if value is not None:
-            which = f" ({kind})" if figure.key == "peak_memory_bytes" and kind else ""
             said = sources.source(r.metrics, figure.key)  # an import's: where the figure comes from
-            console.print(f"  {figure.label}: {figure.fmt(value)}{which}" + (f" — {said}" if said else ""),
+            console.print(f"  {figure.label}: {figure.fmt(value)}" + (f" — {said}" if said else ""),
                           markup=False, soft_wrap=True)
     for line in sources.logged_lines(r.metrics):  # what the imported tool logged itself, beside ours
         console.print(f"  {line}", markup=False, soft_wrap=True)
-    if columns.get("peak_memory_reserved_bytes"):  # the allocator's reserved peak: device memory in use
-        console.print(f"  peak memory reserved/device: {human_bytes(columns['peak_memory_reserved_bytes'])}",
-                      markup=False)
-    if columns.get("memory_total_bytes"):
-        console.print(f"  device memory total: {human_bytes(columns['memory_total_bytes'])}", markup=False)
     interconnect = interconnect_line(columns.row, allreduce)
     if interconnect:
         console.print(f"  {interconnect}", markup=False, soft_wrap=True)
@@ -120,6 +117,20 @@ def show_record(console: Console, r, attempt: int, columns, allreduce: Sequence[
             console.print(f"    {key}: {first}", markup=False, soft_wrap=True)
     if r.results_path:
         console.print(f"  results: {r.results_path}", markup=False, soft_wrap=True)
+
+
+def _show_memory(console: Console, r, columns) -> None:
+    """The memory figure the run's table and ``report`` show for this round (results/memory.py), named, then
+    the round's other memory figures, each named, so no two views disagree on an unnamed "peak memory"."""
+    found = memory.figures(lambda key: sources.value(columns, key), (r.metrics or {}).get("memory_kind"))
+    total = columns.get("memory_total_bytes")
+    for i, figure in enumerate(found):
+        said = sources.source(r.metrics, figure.key) if figure.key == "peak_memory_bytes" else None
+        head = (f"  memory/device: {human_bytes(figure.value)}" + (f" / {human_bytes(total)}" if total else "")
+                if i == 0 else f"    also {figure.name}: {human_bytes(figure.value)}")
+        console.print(f"{head} ({figure.label})" + (f" — {said}" if said else ""), markup=False, soft_wrap=True)
+    if total and not found:
+        console.print(f"  device memory total: {human_bytes(total)}", markup=False)
 
 
 def cmd_store(args: argparse.Namespace, console: Console) -> int:

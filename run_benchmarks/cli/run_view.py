@@ -6,9 +6,11 @@ import shlex
 from typing import Optional
 
 from rich.console import Console
+from rich.markup import escape
 
 from run_benchmarks.backends.schedulers import get as get_scheduler
 from run_benchmarks.plan import CasePlan, RoundPlan, RunPlan
+from run_benchmarks.planner.estimates import estimate
 from run_benchmarks.results.report.live import LiveProgress, LiveStep
 from run_benchmarks.results.report.summary import summarize
 from run_benchmarks.results.report.task_figures import micro_views
@@ -88,7 +90,7 @@ def print_results(console: Console, results: list[RoundResult], cases: list[Case
 
 def print_extern_configs(console: Console, plan: RunPlan) -> None:
     """Before a real run (stderr): which extern config file each case reads, with the notes that are not per
-    key (the dry run lists every key)."""
+    key (the dry run lists every key), and the estimates' warnings (past the deadline, cannot fit)."""
     for case in plan.cases:
         if case.extern_config is None:
             continue
@@ -96,6 +98,9 @@ def print_extern_configs(console: Console, plan: RunPlan) -> None:
         for note in case.notes:
             if not note.startswith(" "):
                 console.print(f"  {note}", markup=False, soft_wrap=True)
+    for case in plan.cases:  # what the dry run warns of (planner/estimates.py), said before the run starts
+        for warning in estimate(case).warnings:
+            console.print(f"[yellow]warning[/] {case.name}: {escape(warning)}", soft_wrap=True)
 
 
 def print_plan(console: Console, plan: RunPlan) -> None:
@@ -118,6 +123,11 @@ def print_plan(console: Console, plan: RunPlan) -> None:
             f"deadline {case.timeout_s:g} s")
         say(f"  layout: {layout_summary(w, case.name.world_size)}")
         say(f"  device: {_device_summary(case)}")
+        guess = estimate(case)
+        for note in guess.notes:
+            say(f"  estimate: {note}")
+        for warning in guess.warnings:
+            say(f"  [yellow]warning[/] {escape(warning)}", markup=True)
         for rnd in case.rounds:
             say(f"  round {rnd.index}: {rnd.dir}")
             say(f"    worker config: {rnd.config_path}")

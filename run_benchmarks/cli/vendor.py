@@ -13,16 +13,17 @@ import re
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional
 
 from run_benchmarks.catalog.cases import CaseCatalog
+from run_benchmarks.cli import vendor_probe
 from run_benchmarks.catalog.config_files import ClusterSpec, HostSpec, TestConf
 from run_benchmarks.catalog.config import load_model
+from run_benchmarks.catalog.kinds import KINDS
 from run_benchmarks.errors import UserError
 from run_benchmarks.pathnames import component
 from run_benchmarks.plan import Paths, PlanInputs
 from run_benchmarks.planner.build import build_run_plan
-from run_benchmarks.catalog.vendors import VendorRegistry, VendorSpec
+from run_benchmarks.catalog.vendors import VendorRegistry, VendorSpec, accelerator_in_config_name
 
 TEMPLATE = "template"
 PLACEHOLDER = "__VENDOR__"
@@ -37,7 +38,7 @@ class Finding:
     path: Path
     problem: str
     fix: str = ""
-    severity: str = "error"  # error | warning
+    severity: str = "error"  # error | warning | info (what a tool run here printed and parsed)
 
 
 def scaffold(vendors_dir: Path, name: str) -> Path:
@@ -75,23 +76,6 @@ def _todos(folder: Path) -> list[Finding]:
     return out
 
 
-def _normalized(name: str) -> str:
-    return re.sub(r"[^a-z0-9]", "", name.lower())
-
-
-def _accelerator_for(config: Path, spec: VendorSpec) -> Optional[str]:
-    """The accelerator a config name states: the part right before ``x<nnodes>x<nprocs>`` must end with a
-    declared accelerator's name or one of its ``config_names`` (letters and digits only), so
-    ``...A10040Gx1x8`` is A100_40G and ``config_fastx1x2`` is none. The longest name that fits wins."""
-    layout = LAYOUT_SUFFIX.search(config.stem)
-    if layout is None:
-        return None
-    head = _normalized(config.stem[:layout.start()].removeprefix("config_"))
-    spellings = sorted(((_normalized(alias), hw) for hw, accel in spec.accelerators.items()
-                        for alias in (hw, *accel.config_names)), key=lambda item: len(item[0]), reverse=True)
-    return next((hw for spelling, hw in spellings if spelling and head.endswith(spelling)), None)
-
-
 def check(root: Path, name: str) -> list[Finding]:
     component(name, "vendor name", "name a folder under vendors/, e.g. nvidia")
     paths = Paths(root)
@@ -108,6 +92,13 @@ def check(root: Path, name: str) -> list[Finding]:
     findings += _check_peaks(vendor_file, spec)
     findings += _check_images(folder, vendor_file, spec)
     findings += _check_kinds(vendor_file, spec)
+    # the tools of the kinds its accelerators use (its own, or shipped ones), run where they are installed here
+    used = {accel.kind for accel in spec.accelerators.values()} | set(spec.kinds)
+    for kind_name in sorted(used):
+        kind = spec.kinds.get(kind_name) or (KINDS.get(kind_name) if kind_name in KINDS else None)
+        if kind is not None:
+            findings += [Finding(vendor_file, problem, fix, severity)
+                         for severity, problem, fix in vendor_probe.probe(f"kinds.{kind_name}", kind, paths.root)]
     if name != TEMPLATE:
         try:
             registry = VendorRegistry(paths.vendors_dir)  # hardware and kind names unique, kinds known
@@ -208,7 +199,7 @@ def _check_extern_configs(paths: Paths, folder: Path, vendor: str, spec: VendorS
                                "framework's folder"))
             continue
         layout = LAYOUT_SUFFIX.search(config.stem)
-        hardware = _accelerator_for(config, spec)
+        hardware = accelerator_in_config_name(config.stem, spec)
         if not layout or hardware is None:
             names = ", ".join(f"{hw}" + (f" (or {', '.join(a.config_names)})" if a.config_names else "")
                               for hw, a in spec.accelerators.items())

@@ -3,6 +3,8 @@ to remote hosts, images), check free disk and device counts, check the framework
 launchers will run, and record the vendor's environment probes."""
 from __future__ import annotations
 
+from typing import Optional
+
 from training.contract.names import expand_placeholders
 
 from run_benchmarks.catalog import casename
@@ -82,8 +84,12 @@ class Preflight:
                                  f"{MIN_FREE_BYTES / 2**30:.0f} GiB for logs and compile caches",
                                  "free space there, or point the log root (work_root for ssh hosts) elsewhere")
         for procs, node, case in counted:
-            count, source = self._count_devices(host, node, case)
+            count, source, unmatched = self._count_devices(host, node, case)
             self.device_counts[(name, case.hardware.spec.kind)] = {"count": count, "command": source}
+            if count < procs and unmatched:  # the pattern's fault, not the host's: never "lists 0 devices"
+                raise PreflightError(f"host {name}: {unmatched}",
+                                     f"fix device_count's pattern of kind {case.hardware.spec.kind!r} (its "
+                                     "vendor.yaml) to match the tool's lines; `accelbench vendor check` runs it")
             if count < procs:
                 raise PreflightError(f"host {name}: {procs} process(es) per node need as many "
                                      f"{case.hardware.spec.kind} devices; `{source}` lists {count}",
@@ -113,8 +119,9 @@ class Preflight:
         return warnings
 
     @staticmethod
-    def _count_devices(host: Host, node: NodePlan, case: CasePlan) -> tuple[int, str]:
-        """The first of the kind's device-count commands that runs on the host answers."""
+    def _count_devices(host: Host, node: NodePlan, case: CasePlan) -> tuple[int, str, Optional[str]]:
+        """The first of the kind's device-count commands that runs on the host answers: its count, its
+        command, and why its pattern matched nothing (None when it matched)."""
         tried = []
         for counter in case.hardware.kind.device_count:
             argv = expand_placeholders(counter.command, node.python, str(node.cwd))
@@ -124,7 +131,7 @@ class Preflight:
                 tried.append(f"{' '.join(argv)}: {exc.strerror or exc}")
                 continue
             if result.returncode == 0:
-                return counter.count(result.stdout), " ".join(argv)
+                return counter.count(result.stdout), " ".join(argv), counter.unmatched(result.stdout)
             tried.append(f"{' '.join(argv)}: exit {result.returncode} {result.stderr.strip()[-120:]}".strip())
         raise PreflightError(f"host {host.name}: no device-count command of accelerator kind "
                              f"{case.hardware.spec.kind!r} ran: " + "; ".join(tried),

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from training.contract.names import MONITOR_ACCELERATOR_FILE, MONITOR_HOST_FILE, MONITOR_SCHEMA, MONITOR_STATUS_FILE
 
+from training.contract import readings
 from training.monitor import ToolKilled, Unavailable, describe, opener
 
 FILES = {"host": MONITOR_HOST_FILE, "accelerator": MONITOR_ACCELERATOR_FILE}
@@ -63,7 +64,10 @@ def main(argv: list[str] | None = None) -> int:
         now = time.time()
         for name, sampler in list(samplers.items()):
             try:
-                files[name].write(json.dumps({"t": round(now, 3), **sampler.sample()}) + "\n")
+                sample = sampler.sample()
+                if name == "accelerator":
+                    sample = readings.check(sample)  # impossible readings: refused, named for a warning
+                files[name].write(json.dumps({"t": round(now, 3), **sample}) + "\n")
             except Unavailable as exc:  # e.g. the device went away: stop this sampler, keep the others
                 if isinstance(exc, ToolKilled):  # the node's stop may have reached the tool before us
                     _wait_for(lambda: bool(stopping), STOP_SIGNAL_WAIT_S)

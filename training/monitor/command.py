@@ -2,17 +2,17 @@
 
 Each sample runs the command (argv, never a shell) and reads one device per CSV line or per regex
 match into the monitor file schema's device fields (``training.contract.DEVICE_FIELDS``). A value
-that is not a number (``N/A``, ``-``) is None. ``parse`` is separate from running the tool, so a
-tool's recorded output can be tested where its device is absent.
+that is not a number (``N/A``, ``-``) is None. The parser is the contract's (``readings.parse``), separate
+from running the tool, so a tool's recorded output can be tested where its device is absent and
+``accelbench vendor check`` reads it the same way.
 """
 from __future__ import annotations
 
-import csv
 import os
-import re
 import subprocess
 import sys
 
+from training.contract import readings
 from training.contract.names import expand_placeholders
 from training.contract.spec import CommandMonitorSpec
 
@@ -21,36 +21,12 @@ from training.monitor import ToolKilled, Unavailable
 CODE_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
-def _value(field: str, text: str, scale: dict[str, float]):
-    text = text.strip()
-    if field == "name":
-        return text or None
-    match = re.search(r"-?\d+(?:\.\d+)?", text)  # "312 W", "45C", "1024MiB": the number, in the tool's unit
-    if match is None:
-        return None
-    number = float(match.group()) * scale.get(field, 1.0)
-    return int(number) if field == "index" else number
-
-
 def parse(spec: CommandMonitorSpec, output: str) -> dict:
-    devices = []
-    if spec.format == "csv":
-        for row in csv.reader(line for line in output.splitlines() if line.strip()):
-            if len(row) < len(spec.columns):
-                continue
-            device = {field: _value(field, cell, spec.scale) for field, cell in zip(spec.columns, row) if field != "-"}
-            if "index" in device and device["index"] is None:
-                continue  # a header line
-            devices.append(device)
-    else:
-        for match in re.finditer(spec.pattern, output, re.MULTILINE):
-            devices.append({field: _value(field, text, spec.scale)
-                            for field, text in match.groupdict().items() if text is not None})
-    for position, device in enumerate(devices):
-        device.setdefault("index", position)
-    if not devices:
-        raise Unavailable(f"{spec.command[0]} printed no device reading: {output.strip()[-200:]!r}")
-    return {"devices": devices}
+    """The tool's output as device readings (training/contract/readings.py: the parser ``vendor check`` uses)."""
+    try:
+        return readings.parse(spec, output)
+    except readings.ReadingError as exc:
+        raise Unavailable(str(exc)) from None
 
 
 class CommandSampler:

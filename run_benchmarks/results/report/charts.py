@@ -133,17 +133,18 @@ def model_bars(summaries: Sequence[CaseSummary], palette: Palette, figure: str =
 
 
 def memory_bars(summaries: Sequence[CaseSummary], palette: Palette) -> list[str]:
-    """Peak memory per device of every row, with the device's total drawn light behind it."""
-    rows = [s for s in summaries if "peak_memory_bytes" in s.figures]
+    """Memory per device of every row in the definition its table row shows (device in use, reserved, the
+    worker's peak: results/memory.py), named on the row's label, with the device's total drawn light behind it."""
+    rows = [s for s in summaries if s.memory_figure is not None]
     if not rows:
         return []
     fmt = FIGURE_BY_KEY["peak_memory_bytes"].fmt
-    peak = max(s.figures["peak_memory_bytes"].max for s in rows)
+    peak = max(s.memory_figure.value for s in rows)
     totals = [s.figures["memory_total_bytes"].max for s in rows if "memory_total_bytes" in s.figures]
     # A total far above every peak (a CPU run's host memory) would flatten the bars to slivers: named, not drawn.
     draw_totals = bool(totals) and peak >= 0.05 * max(totals)
     extent = max([peak] + (totals if draw_totals else []))
-    title = "peak memory per device" + (" (light: the device's total)" if draw_totals else
+    title = "memory per device" + (" (light: the device's total)" if draw_totals else
                                         f" (device total {fmt(max(totals))} not drawn)" if totals else "")
     with rc_context(STYLE):
         fig = Figure(figsize=(WIDTH_IN, 0.9 + 0.42 * len(rows)))
@@ -152,8 +153,9 @@ def memory_bars(summaries: Sequence[CaseSummary], palette: Palette) -> list[str]
             total = s.figures.get("memory_total_bytes")
             if total and draw_totals:
                 ax.barh(i, total.max, color="#eeeeee", height=0.8)
-            ax.barh(i, s.figures["peak_memory_bytes"].max, color=palette(data.colour_key(s)), height=0.55)
-        ax.set_yticks(range(len(rows)), [data.row_label(s, data.label_facts(rows), with_case=True) for s in rows])
+            ax.barh(i, s.memory_figure.value, color=palette(data.colour_key(s)), height=0.55)
+        ax.set_yticks(range(len(rows)), [f"{data.row_label(s, data.label_facts(rows), with_case=True)} "
+                                         f"({s.memory_figure.name})" for s in rows])
         ax.invert_yaxis()
         ax.xaxis.set_major_formatter(_formatter(fmt))
         ax.xaxis.set_major_locator(MultipleLocator(2 ** math.ceil(math.log2(max(extent, 5) / 5))))  # 64 MiB, 1 GiB

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from itertools import zip_longest
 from typing import Optional, Sequence
 
+from run_benchmarks.results import memory
 from run_benchmarks.results.store.schema import Attempt
 from run_benchmarks.results.report.facts import MATCH_FACTS, describe, differing
 from run_benchmarks.results.report.summary import CaseSummary, summarize
@@ -47,9 +48,11 @@ DROPPED_BY = {"framework": ("framework", "framework_version"), "framework_versio
 # Layout facts a side may filter on besides the store's columns (report/facts.py computes them per round).
 FACT_FILTERS = tuple(k for k in MATCH_FACTS if k not in ("nnodes", "nprocs_per_node", "precision"))
 CASE_SETTINGS = ("case", "framework", "framework_version", "hardware", "nnodes", "nprocs_per_node")
-COMPARED = ("tokens_per_s_per_device", "tflops_per_device", "mfu", "peak_memory_bytes")
+# "memory" is the memory definition both sides have (results/memory.py: device in use, reserved, the worker's
+# peak), named in the row: two definitions are never compared with each other
+COMPARED = ("tokens_per_s_per_device", "tflops_per_device", "mfu", "memory")
 SHORT = {"tokens_per_s_per_device": "tok/s/dev", "tflops_per_device": "TFLOP/s/dev", "mfu": "MFU",
-         "peak_memory_bytes": "peak mem"}
+         "memory": "memory"}
 NOISE_RULE = "within noise: |B/A - 1| < CV(A) + CV(B), the spreads over rounds (both sides need 2+ ok rounds)"
 
 
@@ -68,8 +71,27 @@ class Row:
     varying: tuple[str, ...] = ()  # facts that differ between the compare's rows: named in the label
     differs: tuple[str, ...] = ()  # the workload settings A and B differ in, "train.micro_batch_size 4/8"
 
+    def key_of(self, figure: str) -> Optional[str]:
+        """The figure's store key; for ``memory`` the first definition both sides have (None: none in common)."""
+        if figure != "memory":
+            return figure
+        if self.a is not None and self.b is not None:
+            return memory.common_key(self.a.memory_keys, self.b.memory_keys)
+        keys = (self.a or self.b).memory_keys if (self.a or self.b) else []
+        return keys[0] if keys else None
+
+    def figure_label(self, figure: str) -> str:
+        """``memory (device in use)``: the memory row names its definition."""
+        if figure != "memory":
+            return SHORT.get(figure, figure)
+        key, side = self.key_of(figure), self.a or self.b
+        if key is None:
+            return "memory (no definition in common)" if self.a and self.b else "memory"
+        return f"memory ({memory.name_of(key, side.peak_kind if key == memory.PEAK else None)})"
+
     def change(self, figure: str) -> Optional[float]:
         """B / A - 1 for a figure both sides have."""
+        figure = self.key_of(figure) or figure
         va = self.a.mean(figure) if self.a else None
         vb = self.b.mean(figure) if self.b else None
         if va is None or vb is None or va == 0:
@@ -78,6 +100,7 @@ class Row:
 
     def noise(self, figure: str) -> Optional[float]:
         """CV(A) + CV(B) over ok rounds; None when a side has fewer than two rounds of the figure."""
+        figure = self.key_of(figure) or figure
         spreads = [s.figures.get(figure) if s else None for s in (self.a, self.b)]
         if any(st is None or st.n < 2 or st.cv != st.cv for st in spreads):
             return None
@@ -219,10 +242,15 @@ def format_rounds(summary: Optional[CaseSummary]) -> str:
     return ", ".join(f"{n} {status}" for status, n in summary.statuses.items())
 
 
-def format_value(summary: Optional[CaseSummary], figure: str) -> str:
-    """The mean over ok rounds, with its coefficient of variation when there are several rounds."""
+def format_value(summary: Optional[CaseSummary], figure: str, row: Optional[Row] = None) -> str:
+    """The mean over ok rounds, with its coefficient of variation when there are several rounds. ``memory``
+    (with its ``row``) is the definition both sides have."""
     if summary is None:
         return "(no run)"
+    if figure == "memory":
+        figure = row.key_of(figure) if row else (summary.memory_keys or [None])[0]
+        if figure is None:
+            return "n/a"
     value = summary.mean(figure)
     if value is None and not summary.ok:  # say why there is no figure
         return "n/a (" + ", ".join(f"{n} {s}" for s, n in summary.statuses.items()) + ")"

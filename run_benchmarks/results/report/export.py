@@ -28,7 +28,8 @@ FACT_CSV = ("workload_hash",) + tuple(k for k in FACT_KEYS if k != "precision") 
 CASE_FIELDS = ("case", "framework", "framework_version", "hardware", "vendor", "nnodes", "nprocs_per_node")
 SUMMARY_COLUMNS = (CASE_FIELDS + ("config", "extern_config", "workload_hash") + FACT_KEYS
                    + ("rounds", "rounds_ok") + tuple(f"{f.key}{s}" for f in FIGURES for s in ("", "_cv"))
-                   + ("flop_formula", "mfu_peak_tflops", "mfu_peak_source", "mfu_measured_peak_tflops"))
+                   + ("flop_formula", "mfu_peak_tflops", "mfu_peak_source", "mfu_measured_peak_tflops")
+                   + ("memory_bytes", "memory_definition"))  # the memory figure the report's table shows
 # What each row's MFU divides by and how its FLOPs were counted (6N, 6N + attention, a PPO phase): MFU from
 # two tools that count differently is never compared without these beside it.
 
@@ -94,6 +95,8 @@ def summary_row(summary: CaseSummary, root: Optional[Path] = None) -> dict[str, 
     row["mfu_peak_tflops"] = distinct("peak_tflops")
     row["mfu_peak_source"] = "datasheet" if row["mfu_peak_tflops"] is not None else None
     row["mfu_measured_peak_tflops"] = distinct("measured_peak_tflops")
+    chosen = summary.memory_figure
+    row["memory_bytes"], row["memory_definition"] = (chosen.value, chosen.label) if chosen else (None, None)
     return row
 
 

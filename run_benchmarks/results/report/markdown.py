@@ -71,11 +71,20 @@ def report(summaries: Sequence[CaseSummary], title: str) -> str:
 
 def compare_table(a: Selection, b: Selection, rows: Sequence[Row]) -> str:
     header = ["case"]
-    for figure in COMPARED:
-        label = FIGURE_BY_KEY[figure].label
+    for figure in COMPARED:  # memory: the definition both sides have, named in each row's cells
+        label = FIGURE_BY_KEY[figure].label if figure in FIGURE_BY_KEY else "memory/device"
         header += [f"{label} A", f"{label} B", "B vs A"]
     body = [[row.label] + [cell for figure in COMPARED for cell in
-                           (format_value(row.a, figure), format_value(row.b, figure), format_change(row, figure))]
+                           (*_sides(row, figure), format_change(row, figure))]
             for row in rows]
     return (f"A = `{a.text}`, B = `{b.text}`\n\n"
             + _table(header, body, (False,) + (True,) * (len(header) - 1)) + "\n")
+
+
+def _sides(row: Row, figure: str) -> tuple[str, str]:
+    """Both sides' values; the memory cells say which definition (``66.3 GiB (reserved)``)."""
+    a, b = format_value(row.a, figure, row), format_value(row.b, figure, row)
+    if figure == "memory" and row.key_of(figure):
+        which = row.figure_label(figure).removeprefix("memory ")
+        a, b = (v if v in ("(no run)", "n/a") else f"{v} {which}" for v in (a, b))
+    return a, b

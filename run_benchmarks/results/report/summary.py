@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Optional, Sequence
 
+from run_benchmarks.results import memory
 from run_benchmarks.results.analyze import CV_FLAG, Stats
 from run_benchmarks.results.store.schema import Attempt
 from run_benchmarks.results.report.facts import RoundFacts, flat_settings, round_facts
@@ -120,28 +121,41 @@ class CaseSummary:
         stats = self.figures.get(key)
         if stats is None:
             return "n/a"
-        return FIGURE_BY_KEY[key].fmt(stats.mean) + (f" ±{stats.cv:.1%}" if stats.n > 1 else "")
+        fmt = FIGURE_BY_KEY[key].fmt if key in FIGURE_BY_KEY else human_bytes  # the memory definitions
+        return fmt(stats.mean) + (f" ±{stats.cv:.1%}" if stats.n > 1 else "")
 
     def memory(self) -> str:
-        """Peak memory per device as actual / total, as the FlagPerf GPT-3 tables print it, saying which peak:
-        ``device in use`` (the monitor's reading of the device, what those tables show) where a monitor
-        reads it, else ``reserved`` (what the allocator holds), ``allocated`` (handed to tensors) or ``rss``
-        (a CPU process); the total is the vendor's declared device memory where it declares one."""
-        peak = (self.figures.get("device_memory_used_bytes") or self.figures.get("peak_memory_reserved_bytes")
-                or self.figures.get("peak_memory_bytes"))
+        """Peak memory per device as actual / total, as the FlagPerf GPT-3 tables print it, saying which
+        definition (results/memory.py, the same one every view shows for this row); the total is the vendor's
+        declared device memory where it declares one."""
+        chosen = self.memory_figure
         total = self.figures.get("memory_total_bytes")
-        if peak is None:
+        if chosen is None:
             return "n/a"
-        return human_bytes(peak.max) + (f" / {human_bytes(total.max)}" if total else "") + f" ({self.memory_kind})"
+        return human_bytes(chosen.value) + (f" / {human_bytes(total.max)}" if total else "") + f" ({chosen.name})"
+
+    @property
+    def memory_figure(self) -> Optional[memory.MemoryFigure]:
+        """The row's memory figure (the max over its ok rounds) in the definition every view shows."""
+        return memory.headline(lambda key: self.figures[key].max if key in self.figures else None,
+                               self.peak_kind)
+
+    @property
+    def memory_keys(self) -> list[str]:
+        """The memory definitions this row has, in the order views prefer them."""
+        return [f.key for f in memory.figures(lambda key: self.figures[key].max if key in self.figures else None,
+                                              self.peak_kind)]
 
     @property
     def memory_kind(self) -> str:
-        if "device_memory_used_bytes" in self.figures:
-            return "device in use"
-        if "peak_memory_reserved_bytes" in self.figures:
-            return "reserved"
+        chosen = self.memory_figure
+        return chosen.name if chosen else self.peak_kind or "peak"
+
+    @property
+    def peak_kind(self) -> Optional[str]:
+        """The worker's own peak's name (``allocated``, ``rss``, an import's), as its first ok round stored it."""
         metrics = next((a.get("metrics") for a in self.ok if a.get("metrics")), None) or {}
-        return metrics.get("memory_kind") or "peak"
+        return metrics.get("memory_kind")
 
     @property
     def environment(self) -> dict:

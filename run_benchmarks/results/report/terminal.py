@@ -190,7 +190,7 @@ def footnotes(summaries) -> list[str]:
 def compare_table(a, b, rows) -> Table:
     """A against B per paired workload: each side's mean ± CV with its rounds, and the change, marked when
     it is inside the two sides' combined noise (compare.NOISE_RULE, printed as the caption)."""
-    from run_benchmarks.results.report.compare import (COMPARED, NOISE_RULE, SHORT, format_change, format_rounds, format_value)
+    from run_benchmarks.results.report.compare import (COMPARED, NOISE_RULE, format_change, format_rounds, format_value)
 
     table = Table(title=f"A = {a.text}   B = {b.text}   (B vs A: +32% = B does 32% more)", caption=NOISE_RULE)
     for column, justify in (("case", "left"), ("figure", "left"), ("A (mean ±CV)", "right"), ("A rounds", "left"),
@@ -199,8 +199,8 @@ def compare_table(a, b, rows) -> Table:
     for row in rows:
         for i, figure in enumerate(COMPARED):
             first = i == 0
-            table.add_row(row.label if first else "", SHORT[figure], format_value(row.a, figure),
-                          format_rounds(row.a) if first else "", format_value(row.b, figure),
+            table.add_row(row.label if first else "", row.figure_label(figure), format_value(row.a, figure, row),
+                          format_rounds(row.a) if first else "", format_value(row.b, figure, row),
                           format_rounds(row.b) if first else "", format_change(row, figure),
                           end_section=i == len(COMPARED) - 1)
     return table
