@@ -222,6 +222,11 @@ class DebugSpec(StrictModel):
                     "show: allocator peak on a device, peak RSS on a CPU) with this limit and, above it, takes "
                     "the real out-of-memory path (oom_at_step's allocation); grows with the batch, so sweeps and "
                     "max-batch search can be tested on any machine")
+    grad_noise: float = Field(
+        0.0, ge=0, le=10, allow_inf_nan=False,
+        description="a wrong kernel, deliberately (PyTorch workers): before each optimizer step every gradient "
+                    "element g becomes g * (1 + grad_noise * z), z standard normal (seeded by train.seed and the "
+                    "step): what a loss-curve reference (--check) must catch")
 
 
 class WorkloadSpec(StrictModel):
