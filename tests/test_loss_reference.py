@@ -151,16 +151,18 @@ def test_record_then_check_through_the_cli(accelbench, tmp_path, root):
             document("other", curve(6), spec(6, micro_batch_size=4))])
     store = ["--db", str(db), "--root", str(root)]
     path = root / "cases" / CASE / "loss_reference.yaml"
+    shipped = path.read_text()  # the case's own curve (2048 tokens a step): kept beside the new one
     dry = accelbench("reference", "record", "seed1", "seed2", "seed3", "--dry-run", *store)
-    assert dry.returncode == 0 and "not written" in dry.stdout and not path.exists(), dry.stdout + dry.stderr
+    assert dry.returncode == 0 and "not written" in dry.stdout and path.read_text() == shipped, dry.stdout + dry.stderr
     few = accelbench("reference", "record", "seed1", "seed2", *store)
     assert few.returncode == 2 and "at least 3" in few.stderr and "Traceback" not in few.stderr
     made = accelbench("reference", "record", "seed1", "seed2", "seed3", *store)
-    assert made.returncode == 0 and path.is_file(), made.stdout + made.stderr
+    assert made.returncode == 0, made.stdout + made.stderr
+    assert [c.comparable["tokens_per_step"] for c in loss_reference.load(root / "cases", CASE).curves] == [2048, 1024]
     good = accelbench("report", "good", "--check", "--no-reference-expected", *store)
     assert good.returncode == 0 and ": pass" in good.stdout, good.stdout
     assert "nprocs_per_node: 1 vs 2" in good.stdout
     bad = accelbench("report", "lr10", "--check", *store)
     assert bad.returncode == 6 and "FAIL (the loss curve left" in bad.stdout and "first outside: 15" in bad.stdout
     other = accelbench("report", "other", "--check", *store)
-    assert other.returncode == 5 and "not comparable" in other.stdout and "tokens_per_step: 1024 vs 512" in other.stdout
+    assert other.returncode == 5 and "not comparable" in other.stdout and "vs 512" in other.stdout
