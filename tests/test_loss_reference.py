@@ -166,3 +166,8 @@ def test_record_then_check_through_the_cli(accelbench, tmp_path, root):
     assert bad.returncode == 6 and "FAIL (the loss curve left" in bad.stdout and "first outside: 15" in bad.stdout
     other = accelbench("report", "other", "--check", *store)
     assert other.returncode == 5 and "not comparable" in other.stdout and "vs 512" in other.stdout
+    page = tmp_path / "report.html"
+    html = accelbench("report", "lr10", "--check", "--format", "html", "-o", str(page), *store)
+    assert html.returncode == 6, html.stdout + html.stderr
+    text = page.read_text()
+    assert "Is it the same model?" in text and "loss against the reference band" in text and "first outside: 15" in text

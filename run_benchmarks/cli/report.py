@@ -90,7 +90,7 @@ def cmd_report(args: argparse.Namespace, console: Console) -> int:
     elif args.format == "html":
         from run_benchmarks.results.report import html  # its charts need matplotlib: imported only for an HTML page
 
-        _write(console, html.render(title, summaries, attempts, checks), args.output)
+        _write(console, html.render(title, summaries, attempts, checks, losses), args.output)
     elif args.format == "json":
         _write(console, export.to_json(attempts, root), args.output)
     elif args.format == "summary-json":
