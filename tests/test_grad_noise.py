@@ -31,3 +31,14 @@ def test_the_knob_is_off_by_default_and_bounded():
     assert DebugSpec().grad_noise == 0.0
     with pytest.raises(ValueError):
         DebugSpec(grad_noise=-0.1)
+
+
+def test_paddle_refuses_the_knob_it_does_not_implement():
+    from run_benchmarks.catalog import frameworks
+    from training.contract.spec import WorkloadSpec
+
+    workload = WorkloadSpec.model_validate({
+        "model": {"family": "gpt2", "n_layer": 1, "n_head": 2, "d_model": 16, "vocab_size": 64, "seq_len": 16},
+        "train": {"micro_batch_size": 2, "steps": 2, "warmup_steps": 1}, "debug": {"grad_noise": 0.01}})
+    assert any("grad_noise" in line for line in frameworks.get("paddle").unsupported(workload, 1))
+    assert not any("grad_noise" in line for line in frameworks.get("torch").unsupported(workload, 1))
