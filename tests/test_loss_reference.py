@@ -171,3 +171,16 @@ def test_record_then_check_through_the_cli(accelbench, tmp_path, root):
     assert html.returncode == 6, html.stdout + html.stderr
     text = page.read_text()
     assert "Is it the same model?" in text and "loss against the reference band" in text and "first outside: 15" in text
+
+
+def test_a_wrong_reference_file_is_named_with_its_key(tmp_path):
+    from run_benchmarks.errors import UserError
+
+    (tmp_path / CASE).mkdir()
+    (tmp_path / CASE / "loss_reference.yaml").write_text("schema: accelbench.loss_reference/1\ncurves:\n  - {steps: [0]}\n")
+    with pytest.raises(UserError) as caught:
+        loss_reference.load(tmp_path, CASE)
+    assert "loss_reference.yaml" in str(caught.value) and "curves" in str(caught.value)
+    (tmp_path / CASE / "loss_reference.yaml").write_text("schema: accelbench.loss_reference/2\n")
+    with pytest.raises(UserError, match="schema"):
+        loss_reference.load(tmp_path, CASE)

@@ -22,6 +22,7 @@ from pydantic import Field, NonNegativeFloat, PositiveFloat, ValidationError, co
 from training.contract.spec import WorkloadSpec
 
 from run_benchmarks.catalog.config import Strict, load_model
+from run_benchmarks.results.analyze import LOSS_SERIES_POINTS
 from run_benchmarks.results.report.facts import case_name_of, migrated
 from run_benchmarks.results.store.schema import Attempt
 from run_benchmarks.results.workload import layout_facts
@@ -40,11 +41,11 @@ class Band(Strict):
     the steps are outside, the mean relative error ``|loss_s - mean_s| / mean_s`` is at most
     ``mean_rel_error`` (FlagPerf's 2 %), and its loss fell by at least ``min_drop`` of the reference's drop."""
 
-    first_step: conint(ge=0)
-    k: PositiveFloat = 3.0
+    first_step: conint(ge=0, le=10_000_000)
+    k: PositiveFloat = Field(3.0, le=1000)
     floor: NonNegativeFloat = Field(0.005, description="relative: a zero-noise reference is no bit-equality test")
     max_outside: float = Field(0.1, ge=0, le=1, description="share of checked steps allowed outside the band")
-    mean_rel_error: PositiveFloat = 0.02
+    mean_rel_error: PositiveFloat = Field(0.02, le=1000)
     min_drop: float = Field(0.5, ge=0, le=1, description="share of the reference's loss drop a run must show")
 
     def half_width(self, mean: float, std: float) -> float:
@@ -57,9 +58,9 @@ class Recorded(Strict):
 
     case_name: str
     settings: dict[str, Any] = Field(description="the runs' workload as dotted settings (data.seed left out)")
-    data_seeds: list[int]
+    data_seeds: list[int] = Field(max_length=1000)
     train_seed: int
-    run_ids: list[str]
+    run_ids: list[str] = Field(max_length=1000)
     recorded_at: str
 
 
@@ -68,9 +69,10 @@ class Curve(Strict):
                                                    "must share to be checked against this curve")
     recorded: Recorded
     band: Band
-    steps: list[int]
-    mean: list[float]
-    std: list[float] = Field(description="sample standard deviation over the runs (n - 1)")
+    steps: list[int] = Field(max_length=LOSS_SERIES_POINTS, description="as the rounds' metrics.loss_series")
+    mean: list[float] = Field(max_length=LOSS_SERIES_POINTS)
+    std: list[float] = Field(max_length=LOSS_SERIES_POINTS, description="sample standard deviation over the "
+                                                                        "runs (n - 1)")
 
     @model_validator(mode="after")
     def _aligned(self) -> "Curve":
@@ -86,7 +88,7 @@ class Curve(Strict):
 
 class LossReferenceFile(Strict):
     schema_: Literal["accelbench.loss_reference/1"] = Field(SCHEMA, alias="schema")
-    curves: list[Curve] = []
+    curves: list[Curve] = Field([], max_length=1000)
 
 
 def reference_path(cases_dir: Path, case: str) -> Path:
