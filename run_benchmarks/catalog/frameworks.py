@@ -194,6 +194,8 @@ class Paddle(Framework):
             missing.append("task ppo: training/paddle trains pretrain, finetune and lora cases (and micro)")
         if train.precision == "fp8":
             missing.append("precision fp8: training/paddle has no fp8 path; use fp16 or bf16")
+        if workload.debug.grad_noise:
+            missing.append("debug.grad_noise perturbs gradients in training/torch only; unset it for paddle")
         if train.lora_rank and (par.tensor_parallel_degree > 1 or par.pipeline_parallel_degree > 1
                                 or par.sequence_parallel):
             missing.append("LoRA in training/paddle adapts one model-parallel rank's plain linears: use data "

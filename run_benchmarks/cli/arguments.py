@@ -14,7 +14,7 @@ from training.contract.names import GEMM_DTYPES
 
 from run_benchmarks import __version__
 from run_benchmarks.catalog import casename
-from run_benchmarks.cli.exit_codes import EXIT_NOTHING_CHECKED, EXIT_REGRESSION
+from run_benchmarks.cli.exit_codes import EXIT_CONVERGENCE, EXIT_NOTHING_CHECKED, EXIT_REGRESSION
 from run_benchmarks.results.store.schema import FILTER_KEYS
 
 SWEEP_FORMATS = ("terminal", "markdown", "html")
@@ -92,9 +92,10 @@ def add_run_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--db", type=Path, help="results store every attempt is written to "
                                                 "(default: <log root>/results.db)")
     parser.add_argument("--check", action="store_true",
-                        help="after the run, check each figure against the case's and vendor's references.yaml; "
-                             f"exit {EXIT_REGRESSION} on a regression, {EXIT_NOTHING_CHECKED} when no reference "
-                             "matches any case")
+                        help="after the run, check each figure against the case's and vendor's references.yaml, "
+                             "and the loss curve against the case's loss_reference.yaml; "
+                             f"exit {EXIT_CONVERGENCE} on a loss outside its band, {EXIT_REGRESSION} on a regression, "
+                             f"{EXIT_NOTHING_CHECKED} when no reference matches any case")
     add_check_expectation(parser)
 
 
@@ -150,6 +151,7 @@ def add_store_commands(sub) -> None:
 
     add_report(sub)
     add_table(sub)
+    add_reference(sub)
     add_import(sub)
     add_bundle(sub)
 
@@ -178,9 +180,10 @@ def add_report(sub) -> None:
     report.add_argument("--format", choices=REPORT_FORMATS, default="terminal")
     report.add_argument("-o", "--output", type=Path, help="write to this file instead of stdout")
     report.add_argument("--check", action="store_true",
-                        help="mark each figure pass/fail against the case's and vendor's references.yaml; "
-                             f"exit {EXIT_REGRESSION} on a regression, {EXIT_NOTHING_CHECKED} when no reference "
-                             "matches any row")
+                        help="mark each figure pass/fail against the case's and vendor's references.yaml, and "
+                             "each loss curve against the case's loss_reference.yaml; "
+                             f"exit {EXIT_CONVERGENCE} on a loss outside its band, {EXIT_REGRESSION} on a regression, "
+                             f"{EXIT_NOTHING_CHECKED} when no reference matches any row")
     add_check_expectation(report)
     add_store_options(report)
 
@@ -215,6 +218,24 @@ def add_table(sub) -> None:
     table.add_argument("--format", choices=SWEEP_FORMATS, default="terminal")
     table.add_argument("-o", "--output", type=Path, help="write to this file instead of stdout")
     add_store_options(table)
+
+
+def add_reference(sub) -> None:
+    ref = sub.add_parser("reference", help="loss-curve references: record one from stored runs of several data "
+                                           "seeds (cases/<case>/loss_reference.yaml)")
+    ref_sub = ref.add_subparsers(dest="reference_command", metavar="ACTION", required=True)
+    rec = ref_sub.add_parser("record", help="the mean and seed spread of the loss per step over N >= 3 runs",
+                             description="Each RUN's ok rounds must be one workload, differing only in data.seed "
+                                         "(run them with --set data.seed=1, 2, 3). Check a run against it with "
+                                         f"accelbench report RUN --check (exit {EXIT_CONVERGENCE} outside the band).")
+    rec.add_argument("runs", nargs="+", metavar="RUN", help="run ids (or unique prefixes)")
+    rec.add_argument("--first-step", type=int, help="first step checked (default: 21, or half the steps if fewer)")
+    rec.add_argument("--k", type=float, default=3.0, help="band: mean ± k·max(std, floor·mean) (default 3)")
+    rec.add_argument("--floor", type=float, default=0.005, help="relative floor of the spread (default 0.005)")
+    rec.add_argument("--max-outside", type=float, default=0.1, help="share of steps allowed outside (default 0.1)")
+    rec.add_argument("--mean-rel-error", type=float, default=0.02, help="largest mean relative error (default 0.02)")
+    rec.add_argument("--dry-run", action="store_true", help="print the curve and where it would go; write nothing")
+    add_store_options(rec)
 
 
 def add_import(sub) -> None:

@@ -8,3 +8,6 @@ EXIT_NOT_RECORDED = 4
 EXIT_REGRESSION = 3  # --check (run, sweep, report): a figure below its reference
 # --check found no reference entry for any row: nothing was checked (unless --no-reference-expected).
 EXIT_NOTHING_CHECKED = 5
+# --check (run, sweep, report): a loss curve outside its loss reference's band (cases/<case>/loss_reference.yaml):
+# the run did not train the same model. It wins over 3: a throughput is worth nothing for another training.
+EXIT_CONVERGENCE = 6

@@ -31,6 +31,7 @@ COMMANDS = {
     "show": "run_benchmarks.cli.results:cmd_show",
     "store": "run_benchmarks.cli.results:cmd_store",
     "report": "run_benchmarks.cli.report:cmd_report",
+    "reference": "run_benchmarks.cli.reference:cmd_reference",
     "compare": "run_benchmarks.cli.report:cmd_compare",
     "table": "run_benchmarks.cli.table:cmd_table",
     "import": "run_benchmarks.cli.imports:cmd_import",

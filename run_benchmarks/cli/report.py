@@ -18,7 +18,8 @@ from run_benchmarks.results.report.terminal import checks_table, print_table, pr
 from run_benchmarks.results.store.store import ResultStore
 from run_benchmarks.cli.store_options import open_store
 from run_benchmarks.results.store.schema import FILTER_KEYS
-from run_benchmarks.cli.exit_codes import EXIT_NOTHING_CHECKED, EXIT_OK, EXIT_REGRESSION
+from run_benchmarks.cli.exit_codes import EXIT_CONVERGENCE, EXIT_NOTHING_CHECKED, EXIT_OK, EXIT_REGRESSION
+from run_benchmarks.results import loss_check
 from run_benchmarks.planner.inputs import default_root
 
 
@@ -63,8 +64,10 @@ def _write(console: Console, text: str, output: Optional[Path]) -> None:
 
 
 def run_checks(summaries, root: Path):
-    """(checks, unchecked): the checks, and a line per row no reference entry matched."""
-    return references.check_summaries(summaries, root / "cases", root / "vendors")
+    """(checks, unchecked, loss verdicts): the figures' checks, a line per row no reference entry matched, and
+    each ok round of a case with a loss reference against it."""
+    return (*references.check_summaries(summaries, root / "cases", root / "vendors"),
+            loss_check.check_summaries(summaries, root / "cases"))
 
 
 def cmd_report(args: argparse.Namespace, console: Console) -> int:
@@ -73,7 +76,7 @@ def cmd_report(args: argparse.Namespace, console: Console) -> int:
         selection = parse_selection(store, args.select)
         attempts = select(store, selection)
     summaries = summarize(attempts)
-    checks, unchecked = run_checks(summaries, root) if args.check else ([], [])
+    checks, unchecked, losses = run_checks(summaries, root) if args.check else ([], [], [])
     title = f"accelbench report: {selection.text}"
     if args.format == "terminal":
         if args.output:
@@ -87,7 +90,7 @@ def cmd_report(args: argparse.Namespace, console: Console) -> int:
     elif args.format == "html":
         from run_benchmarks.results.report import html  # its charts need matplotlib: imported only for an HTML page
 
-        _write(console, html.render(title, summaries, attempts, checks), args.output)
+        _write(console, html.render(title, summaries, attempts, checks, losses), args.output)
     elif args.format == "json":
         _write(console, export.to_json(attempts, root), args.output)
     elif args.format == "summary-json":
@@ -96,17 +99,20 @@ def cmd_report(args: argparse.Namespace, console: Console) -> int:
         _write(console, export.summary_csv(summaries, root), args.output)
     else:
         _write(console, export.to_csv(attempts, root), args.output)
-    return report_checks(console, (checks, unchecked), args.check, args.no_reference_expected)
+    return report_checks(console, (checks, unchecked, losses), args.check, args.no_reference_expected)
 
 
 def report_checks(console: Console, found, asked: bool, none_expected: bool = False) -> int:
-    """``found``: run_checks' (checks, unchecked). Nothing checked at all is its own exit status
+    """``found``: run_checks' (checks, unchecked, loss verdicts). Nothing checked at all is its own exit status
     (EXIT_NOTHING_CHECKED), unless the user said no reference is expected."""
     if not asked:
         return EXIT_OK
-    checks, unchecked = found
+    checks, unchecked, losses = found
     for line in unchecked:
         console.print(f"--check: not checked: {line}", markup=False, highlight=False, soft_wrap=True)
+    converged = print_loss_verdicts(console, losses)
+    if not checks and any(not v.refused for v in losses):
+        return EXIT_OK if converged else EXIT_CONVERGENCE
     if not checks:
         if none_expected:
             console.print("--check: nothing checked (no reference matches; --no-reference-expected)", markup=False)
@@ -119,9 +125,26 @@ def report_checks(console: Console, found, asked: bool, none_expected: bool = Fa
     failed = [c for c in checks if not c.passed]
     if failed:
         console.print(f"[red]{len(failed)} of {len(checks)} figure(s) outside their reference band[/]")
-        return EXIT_REGRESSION
-    console.print(f"[green]all {len(checks)} figure(s) within their reference band[/]")
-    return EXIT_OK
+    else:
+        console.print(f"[green]all {len(checks)} figure(s) within their reference band[/]")
+    return EXIT_CONVERGENCE if not converged else EXIT_REGRESSION if failed else EXIT_OK
+
+
+def print_loss_verdicts(console: Console, verdicts) -> bool:
+    """Each loss verdict with its numbers and the settings that differ; False when a comparable run failed (a
+    refused one, not comparable, is reported and fails nothing)."""
+    for v in verdicts:
+        console.print(f"--check: loss of {v.label} against {v.reference}: {v.verdict}", markup=False,
+                      highlight=False, soft_wrap=True)
+        for line in ([] if v.refused else v.reasons()):
+            console.print(f"  {line}", markup=False, highlight=False, soft_wrap=True)
+        if v.differing:
+            console.print(f"  differs from the reference in: {'; '.join(v.differing)}", markup=False,
+                          highlight=False, soft_wrap=True)
+    failed = [v for v in verdicts if not v.refused and not v.passed]
+    if failed:
+        console.print(f"[red]{len(failed)} loss curve(s) outside their reference band[/]; exit {EXIT_CONVERGENCE}")
+    return not failed
 
 
 def cmd_compare(args: argparse.Namespace, console: Console) -> int:

@@ -59,6 +59,7 @@ class Stats:
 
 
 STEP_SERIES_POINTS = 512  # step times kept for plots: bucket means beyond this many steps
+LOSS_SERIES_POINTS = 4096  # losses kept per round: every step of any run this long, bucket means beyond
 
 
 @dataclass(frozen=True)
@@ -99,6 +100,9 @@ class RoundMetrics:
     measured_peak_tflops: Optional[float] = None  # the GEMM peak `accelbench calibrate` measured (not datasheet)
     mfu_measured: Optional[float] = None  # tflops_per_device / measured_peak_tflops
     mfu_measured_note: str = ""  # the formula and which measurement, or why there is none
+    # [[step, loss], ...] of the lowest rank, warm-up included, every step up to LOSS_SERIES_POINTS (bucket means
+    # beyond): what a loss-curve reference (results/loss_reference.py) checks and the report's loss chart draws
+    loss_series: Optional[list] = None
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -135,6 +139,7 @@ class _FirstRank:
     first_step_time_s: Optional[float]
     loss_first: Optional[float]
     loss_last: Optional[float]
+    loss_series: list
 
 
 class RoundAccumulator:
@@ -161,7 +166,7 @@ class RoundAccumulator:
         s = rank.series
         if self.first is None or rank.rank < self.first.rank:  # copied: the caller may drop the columns
             self.first = _FirstRank(rank.rank, rank.start, rank.end, s.warmup, s.first_step_time_s, s.loss_first,
-                                    s.loss_last)
+                                    s.loss_last, _thin(list(s.loss_steps), list(s.losses), LOSS_SERIES_POINTS))
         if rank.start.init_time_s is not None:
             self.init_times.append(rank.start.init_time_s)
         self.ranks.append(_RankTotals(rank.rank, rank.start.node_rank, math.fsum(s.tokens), math.fsum(s.times),
@@ -285,6 +290,7 @@ class RoundAccumulator:
             measured_peak_tflops=measured,
             mfu_measured=mfu_measured,
             mfu_measured_note=measured_note,
+            loss_series=first.loss_series or None,
         )
         checked = metrics.to_dict()
         if self.has_flops:  # steps carry their own FLOPs: flops_per_token x tokens_per_step is no step's count

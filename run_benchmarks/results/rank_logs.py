@@ -45,6 +45,7 @@ class StepSeries:
         self.first_step_time_s: Optional[float] = None  # step 0 (warm-up or not): compile, allocator
         self.loss_first: Optional[float] = None
         self.loss_last: Optional[float] = None
+        self.loss_steps, self.losses = array("q"), array("d")  # every step's loss, warm-up included (references)
         # The wall-clock span of the measured steps (ended_at - step_time_s of the first, ended_at of the last),
         # where the worker reported ended_at: the window the monitor's figures are read over.
         self.window: Optional[tuple[float, float]] = None
@@ -66,6 +67,8 @@ class StepSeries:
         if self.loss_first is None:
             self.loss_first, self.first_step_time_s = loss, step_time_s
         self.loss_last = loss
+        self.loss_steps.append(step)
+        self.losses.append(loss)
         if warmup:
             self.warmup += 1
             return
@@ -97,6 +100,7 @@ class StepSeries:
         times = array("d", [r["step_time_s"] for r in measured])
         tokens = array("d", [r["tokens"] for r in measured])
         losses = [float(records[0]["loss"]), float(records[-1]["loss"])] if records else []
+        every_step, every_loss = array("q", [r["step"] for r in records]), array("d", [r["loss"] for r in records])
         effective = [r.get("effective_tokens") for r in measured] if self.has_effective else []
         flops = [r.get("flops") for r in measured] if self.has_flops else []
         effective = array("d", effective) if None not in effective else None
@@ -108,6 +112,8 @@ class StepSeries:
         if self.loss_first is None:
             self.loss_first, self.first_step_time_s = losses[0], float(records[0]["step_time_s"])
         self.loss_last = losses[1]
+        self.loss_steps.extend(every_step)
+        self.losses.extend(every_loss)
         self.warmup += len(records) - len(measured)
         for began, ended in ends:
             self._widen(began, ended)

@@ -122,7 +122,9 @@ class TrainSpec(StrictModel):
 class DataSpec(StrictModel):
     """Where the tokens come from.
 
-    synthetic              uniform random token ids (pretrain): no files, same FLOPs as text
+    synthetic              generated token ids (pretrain): no files, same FLOPs as text; ``data.synthetic`` says
+                           which: ``markov`` (default, a chain a model learns, loss floor known:
+                           training/data/markov.py) or ``uniform`` (random ids, the loss stays at ln(vocab))
     tokens                 a Megatron/PaddleNLP mmap dataset: ``<path>_ids.npy`` + ``<path>_idx.npz``
     instruction            alpaca-style jsonl (finetune, lora), byte-level tokenised, padded per batch
     synthetic_instruction  generated alpaca-style records (finetune, lora without a file)
@@ -131,6 +133,12 @@ class DataSpec(StrictModel):
     source: Literal["synthetic", "tokens", "instruction", "synthetic_instruction"] = "synthetic"
     path: Optional[str] = Field(None, description="tokens: the dataset prefix; instruction: the .jsonl file "
                                                   "(on the hosts that run the case)")
+    synthetic: Literal["markov", "uniform"] = Field(
+        "markov", description="data.source synthetic: a sparse Markov chain with a known entropy rate (a model "
+                              "learns it, so loss curves can be checked) or uniform random ids (throughput only)")
+    seed: Optional[int] = Field(None, description="the data seed (which samples, in which order); unset: "
+                                                  "train.seed. A different data seed with the same train.seed "
+                                                  "trains the same initial weights on other samples")
     records: PositiveInt = bounded(512, le=10_000_000, why="generated in memory before training starts",
                                     description="synthetic_instruction: how many records to generate")
 
@@ -141,6 +149,8 @@ class DataSpec(StrictModel):
         if self.source.startswith("synthetic") and self.path:
             raise ValueError(f"data.source {self.source} reads no file; set data.source to tokens or "
                              "instruction to use data.path")
+        if "synthetic" in self.model_fields_set and self.source != "synthetic":
+            raise ValueError(f"data.synthetic chooses synthetic tokens; data.source is {self.source}: unset it")
         return self
 
     @property
@@ -212,6 +222,11 @@ class DebugSpec(StrictModel):
                     "show: allocator peak on a device, peak RSS on a CPU) with this limit and, above it, takes "
                     "the real out-of-memory path (oom_at_step's allocation); grows with the batch, so sweeps and "
                     "max-batch search can be tested on any machine")
+    grad_noise: float = Field(
+        0.0, ge=0, le=10, allow_inf_nan=False,
+        description="a wrong kernel, deliberately (PyTorch workers): before each optimizer step every gradient "
+                    "element g becomes g * (1 + grad_noise * z), z standard normal (seeded by train.seed and the "
+                    "step): what a loss-curve reference (--check) must catch")
 
 
 class WorkloadSpec(StrictModel):

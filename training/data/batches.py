@@ -21,6 +21,7 @@ import numpy as np
 
 from training.contract import flops
 from training.contract.spec import WorkloadSpec
+from training.data.markov import MarkovTokens
 from training.data.instruction import IGNORE_INDEX, PAD, InstructionDataset, alpaca_sample
 from training.data.token_file import DataFormatError, TokenFileDataset
 
@@ -72,12 +73,13 @@ class Batches:
 
 def open_batches(spec: WorkloadSpec, dp_rank: int, dp_size: int, synthetic: Callable) -> Batches:
     """The spec's data source for data rank ``dp_rank`` of ``dp_size``; ``synthetic`` builds the framework's
-    uniform-token source (it takes the same keyword arguments as the others)."""
+    uniform-token source (it takes the same keyword arguments as the others). The Markov source is NumPy's,
+    shared: the same tokens in either framework."""
     data, model, train = spec.data, spec.model, spec.train
     shape = dict(vocab_size=model.vocab_size, seq_len=model.seq_len, micro_batch_size=train.micro_batch_size,
-                 seed=train.seed, dp_rank=dp_rank, dp_size=dp_size)
+                 seed=train.seed if data.seed is None else data.seed, dp_rank=dp_rank, dp_size=dp_size)
     if data.source == "synthetic":
-        source = synthetic(**shape)
+        source = synthetic(**shape) if data.synthetic == "uniform" else MarkovTokens(**shape)
     elif data.source == "tokens":
         source = TokenFileDataset(data.path, **shape)
     elif data.source == "instruction":

@@ -1,4 +1,5 @@
-"""Synthetic tokens: uniform random ids, reproducible per seed and per global sample.
+"""Synthetic tokens: uniform random ids (``data.synthetic: uniform``; the default is markov.py's chain),
+reproducible per seed and per global sample.
 
 Each sample is drawn from its own generator, seeded by its global index, so
 the union of what the data-parallel ranks see in a step is exactly what one

@@ -90,9 +90,14 @@ class TorchWorker(devices.OnTorchDevice, harness.FrameworkWorker):
         supervised = self._global_count(sum(b.supervised_tokens for b in batches))
         loss_sum = parallel.forward_backward(batches, parallel.dp_size / max(supervised, 1), self.precision,
                                              self.scaler, device)
+        if spec.debug.grad_noise:
+            perturb_gradients(parallel.optimizer, spec.debug.grad_noise, spec.train.seed, self.steps_done)
+            self.steps_done += 1
         self.scaler.step(parallel.optimizer)
         self.scaler.update()
         return harness.StepWork(loss=loss_sum, **self.counts(batches))  # padding excluded: training/data/batches.py
+
+    steps_done = 0  # optimizer steps taken, for debug.grad_noise's seed
 
     def _global_count(self, local: int) -> int:
         """Supervised tokens in the global batch: an all-reduce where batches differ (instruction data)."""
@@ -128,3 +133,17 @@ class TorchWorker(devices.OnTorchDevice, harness.FrameworkWorker):
         """Destroy the process group this worker created (none where it reused one: see ``__init__``)."""
         if self.owns_process_group:
             dist.destroy_process_group()
+
+
+def perturb_gradients(optimizer: torch.optim.Optimizer, relative: float, seed: int, step: int) -> None:
+    """``debug.grad_noise``: g *= 1 + relative * z, z ~ N(0, 1) from (seed, step), the same draw on every rank
+    (replicated gradients stay equal); a DTensor's local shard is perturbed in place."""
+    generator = torch.Generator().manual_seed(seed * 1_000_003 + step)
+    with torch.no_grad():
+        for group in optimizer.param_groups:
+            for p in group["params"]:
+                if p.grad is None:
+                    continue
+                grad = p.grad.to_local() if hasattr(p.grad, "to_local") else p.grad
+                z = torch.randn(grad.shape, generator=generator).to(grad.device, grad.dtype)
+                grad.mul_(1 + relative * z)

@@ -280,3 +280,4 @@ def loss_curves(summaries: Sequence[CaseSummary], palette: Palette, prefix: str 
             out.append(lines(f"{case}: training loss (first ok round, warm-up included)", series, "step", "loss",
                              f"{prefix}{n}"))
     return out
+

@@ -15,7 +15,7 @@ import jinja2
 from run_benchmarks import __version__
 from run_benchmarks.results.analyze import CV_FLAG
 from run_benchmarks.results.store.schema import Attempt
-from run_benchmarks.results.report import chart_data, charts, micro_charts
+from run_benchmarks.results.report import chart_data, charts, loss_chart, micro_charts
 from run_benchmarks.results.report.summary import FIGURE_BY_KEY, CaseSummary
 
 # Two tables rather than one of 20 columns: each fits a 1400 px page with its numbers on one line.
@@ -95,7 +95,9 @@ def _facts(summaries: Sequence[CaseSummary]) -> tuple[list[tuple[str, str]], obj
     return [(k, FACT_LABEL.get(k, k)) for k in varying], fact_text
 
 
-def render(title: str, summaries: Sequence[CaseSummary], attempts: Sequence[Attempt], checks: Sequence = ()) -> str:
+def render(title: str, summaries: Sequence[CaseSummary], attempts: Sequence[Attempt], checks: Sequence = (),
+           losses: Sequence = ()) -> str:
+    """``losses``: loss_check.LossVerdict of each checked round, drawn against their band."""
     formulas = sorted({(a.get("metrics") or {}).get("flop_formula") for s in summaries for a in s.ok} - {None})
     facts, fact_text = _facts(summaries)
     present = {f for f in TABLE_FIGURES if any(s.mean(f) is not None for s in summaries)}
@@ -106,7 +108,8 @@ def render(title: str, summaries: Sequence[CaseSummary], attempts: Sequence[Atte
         title=title, generated=datetime.now(timezone.utc).isoformat(timespec="seconds"), version=__version__,
         cv_flag=f"{CV_FLAG:.0%}", summaries=summaries, table_groups=[g for g in groups if g[1]] or [("Cases", [])],
         empty_figures=[FIGURE_BY_KEY[f].label for f in TABLE_FIGURES if f not in present],
-        fmt=_fmt, formulas=formulas, checks=list(checks), charts=report_charts(summaries),
+        fmt=_fmt, formulas=formulas, checks=list(checks), charts=report_charts(summaries), losses=list(losses),
+        loss_charts=[loss_chart.loss_band(v, f"band{i}") for i, v in enumerate(losses) if v.steps],
         facts=facts, fact_text=fact_text, attempts=[a.row for a in attempts],
         environment=lambda s: json.dumps(s.environment, indent=2, default=str, sort_keys=True))
 
