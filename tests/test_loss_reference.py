@@ -184,3 +184,16 @@ def test_a_wrong_reference_file_is_named_with_its_key(tmp_path):
     (tmp_path / CASE / "loss_reference.yaml").write_text("schema: accelbench.loss_reference/2\n")
     with pytest.raises(UserError, match="schema"):
         loss_reference.load(tmp_path, CASE)
+
+
+def test_a_workload_stored_before_the_markov_default_reads_as_uniform_and_never_joins_a_markov_row():
+    """Rounds store the full workload, so one without data.synthetic was stored when synthetic meant uniform:
+    the named migration says so, and its hash differs from today's default's."""
+    from run_benchmarks.results.report.facts import round_facts
+
+    today = spec(1)
+    before = {**today, "data": {k: v for k, v in today["data"].items() if k != "synthetic"}}
+    old, new = (round_facts(as_attempt(document(r, curve(1), w))) for r, w in (("old", before), ("new", today)))
+    assert today["data"]["synthetic"] == "markov"
+    assert old.spec["data"]["synthetic"] == "uniform" and "synthetic" not in new.spec["data"]
+    assert old.workload_hash != new.workload_hash

@@ -57,10 +57,21 @@ class RoundFacts:
 
 
 # The changes to the stored workload's schema, oldest first: (what changed, stored dict -> the next schema's).
-# None yet: in the spec modules' history (git log of training/spec*.py, training/contract/) settings were added
-# with defaults, which an older workload reads as it is, and the one field removed (runtime.dist_backend) is
-# the worker config's, never stored with a workload. The first rename or narrowing adds its entry here.
-WORKLOAD_MIGRATIONS: tuple[tuple[str, Callable[[dict], dict]], ...] = ()
+# Settings added with a default an older workload reads as it is need none; a default that changed does.
+
+
+def _uniform_before_markov(stored: dict) -> dict:
+    """Synthetic tokens were uniform until data.synthetic (default markov) existed; every workload stored
+    since holds the key (rounds store the full dump), so one without it on a synthetic source is uniform."""
+    data = stored.get("data")
+    if isinstance(data, dict) and data.get("source", "synthetic") == "synthetic" and "synthetic" not in data:
+        return {**stored, "data": {**data, "synthetic": "uniform"}}
+    return stored
+
+
+WORKLOAD_MIGRATIONS: tuple[tuple[str, Callable[[dict], dict]], ...] = (
+    ("data.synthetic added, default markov (uniform before)", _uniform_before_markov),
+)
 # Facts that are settings the worker was handed (read from a stored workload as it is, whatever its schema);
 # the others (data_parallel, sharding_degree, global batch) are derived by the schema's rules (workload.py).
 STATED = {"tensor_parallel": ("parallel", "tensor_parallel_degree"),
