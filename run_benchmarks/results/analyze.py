@@ -99,6 +99,7 @@ class RoundMetrics:
     measured_peak_tflops: Optional[float] = None  # the GEMM peak `accelbench calibrate` measured (not datasheet)
     mfu_measured: Optional[float] = None  # tflops_per_device / measured_peak_tflops
     mfu_measured_note: str = ""  # the formula and which measurement, or why there is none
+    time_breakdown: Optional[dict] = None  # measured and expected parts of a step (results/breakdown.py)
 
     def to_dict(self) -> dict:
         return asdict(self)

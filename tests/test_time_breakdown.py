@@ -1,0 +1,75 @@
+"""The time breakdown's figures (run_benchmarks/results/breakdown.py): measured parts from breakdown records,
+expected parts from the stored peaks and bus bandwidth, exactly, and what is missing said with its command."""
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from run_benchmarks.results import breakdown
+from training.contract import perflog
+
+MEASURE = "accelbench run allreduce:torch:cpu:1:2"
+
+
+def record(rank: int, compute: float, comm: float = 0.01, buckets=(4_000_000, 1_000_000), group: int = 2):
+    return perflog.BreakdownRecord(rank=rank, steps=3, data_s=[0.002] * 3, compute_s=[compute, compute, 9.0],
+                                   wait_s=[0.0] * 3, communication_s=[comm] * 3, optimizer_s=[0.003] * 3,
+                                   step_s=[compute + comm + 0.006] * 3, bucket_bytes=list(buckets), group_size=group,
+                                   method="m")
+
+
+def allreduce_row(hosts=("h",), ranks=2, points=((1 << 20, 2.0), (4 << 20, 4.0))) -> dict:
+    figures = [{"name": "allreduce.busbw_gbps", "value": gbps, "params": {"bytes": size, "ranks": ranks}}
+               for size, gbps in points]
+    return {"status": "ok", "case_name": "allreduce", "run_id": "r1", "figures": figures,
+            "environment": {"nodes": [{"environment": {"hostname": h}} for h in hosts]}}
+
+
+def test_measured_parts_and_the_slow_rank_named():
+    part = breakdown.measured([record(0, 0.1), record(1, 0.3)], step_time_s=0.35)
+    assert part["compute_s"] == 0.3  # the slowest rank's median: everyone waits for it
+    assert part["communication_s"] == 0.01
+    assert part["other_s"] == pytest.approx(0.006)  # data + optimizer of the slowest rank's serialised step
+    assert part["straggler"]["rank"] == 1 and part["straggler"]["median_compute_s"] == pytest.approx(0.2)
+    assert [r["rank"] for r in part["per_rank"]] == [0, 1] and part["per_rank"][0]["compute_s"] == 0.1
+    assert part["collectives"] == 2 and part["gradient_bytes"] == 5_000_000
+    even = breakdown.measured([record(0, 0.1), record(1, 0.105)], step_time_s=0.12)
+    assert even["straggler"] is None  # within the 10 % margin
+
+
+def test_not_measured_says_why():
+    skipped = perflog.BreakdownRecord(rank=1, steps=0, not_measured="not measured for tensor parallel")
+    assert breakdown.measured([record(0, 0.1), skipped], 0.2) == {"not_measured": "not measured for tensor parallel"}
+
+
+def test_expected_compute_and_communication_are_the_stated_formulas_exactly():
+    points = breakdown.busbw_points([allreduce_row()], frozenset({"h"}), 2)
+    out = breakdown.expected(6e12, (50.0, "calibrated"), (100.0, "datasheet"), [4 << 20, 1 << 20], 2, points, MEASURE)
+    assert out["compute_s"] == 6e12 / (50.0 * 1e12) and out["compute_s_datasheet"] == 6e12 / (100.0 * 1e12)
+    # each bucket at the busbw measured at its own size: bytes x 2(n-1)/n / busbw
+    assert out["communication_s"] == math.fsum([(4 << 20) * 2 * 1 / 2 / 4e9, (1 << 20) * 2 * 1 / 2 / 2e9])
+    assert out["missing"] == []
+
+
+def test_missing_figures_are_named_with_the_command_nothing_invented():
+    out = breakdown.expected(6e12, (None, "no measured bf16 peak for cpu: run `accelbench calibrate cpu`"),
+                             (None, ""), [1 << 20], 2, [], MEASURE)
+    assert out["compute_s"] is None and out["communication_s"] is None
+    assert out["missing"] == ["no measured bf16 peak for cpu: run `accelbench calibrate cpu`",
+                              f"no all-reduce busbw stored for 2 ranks on these hosts: run `{MEASURE}`"]
+
+
+def test_busbw_only_from_the_same_hosts_and_group_size():
+    rows = [allreduce_row(hosts=("other",)), allreduce_row(ranks=4)]
+    assert breakdown.busbw_points(rows, frozenset({"h"}), 2) == []
+    assert breakdown.nearest(breakdown.busbw_points([allreduce_row()], frozenset({"h"}), 2), 3 << 20).nbytes == 4 << 20
+
+
+def test_one_process_expects_no_communication_and_the_lever_is_plain_words():
+    metrics = {"step_time_s": {"median": 0.1}, "flops_per_token": 1e6, "tokens_per_step": 1000, "world_size": 1}
+    one = record(0, 0.08, comm=0.0, buckets=(), group=1)
+    out = breakdown.time_breakdown([one], metrics, (10.0, "calibrated"), (None, ""), [], [], MEASURE)
+    assert out["expected"]["communication_s"] == 0.0 and out["measured"]["communication_s"] == 0.0
+    assert out["expected"]["compute_s"] == 1e9 / 10e12
+    assert out["lever"].startswith("compute is 93% of the serialised step (80 ms)")
