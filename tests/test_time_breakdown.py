@@ -73,3 +73,63 @@ def test_one_process_expects_no_communication_and_the_lever_is_plain_words():
     assert out["expected"]["communication_s"] == 0.0 and out["measured"]["communication_s"] == 0.0
     assert out["expected"]["compute_s"] == 1e9 / 10e12
     assert out["lever"].startswith("compute is 93% of the serialised step (80 ms)")
+
+
+def test_a_rounds_logs_give_metrics_time_breakdown_and_show_prints_it(root, tmp_path, accelbench):
+    """Breakdown records in the ranks' logs -> the round's metrics.time_breakdown -> the store -> ``show``."""
+    from run_benchmarks.execute import outcome
+    from run_benchmarks.results import analyze, rank_logs as collect
+    from run_benchmarks.results.store.store import ResultStore
+    from run_benchmarks.results.store.schema import row_from_document
+
+    from .test_outcomes import _rank_log
+    from .test_plan import build
+    from .test_results import document
+
+    (case,) = build(root, tmp_path, "gpt2_tiny:torch:cpu:1:2").cases
+    (rnd,) = case.rounds
+    rnd.nodes[0].log_dir.mkdir(parents=True)
+    ranks = []
+    for rank, compute in ((0, 0.1), (1, 0.3)):
+        logs = _rank_log(rnd.nodes[0].log_dir, rank, range(1, 3))
+        with open(logs.stdout, "a") as f:
+            f.write(perflog.format_record(record(rank, compute)) + "\n")
+        ranks.append(collect.read_rank(logs))
+    accumulated = analyze.RoundAccumulator()
+    for rank in ranks:
+        accumulated.add(rank)
+    result = outcome.RoundResult(str(case.name), rnd.index, rnd.dir, status="failed")
+    outcome.classify(case, rnd, result, "done", ranks, accumulated)
+    tb = outcome._time_breakdown(case, ranks, result, [])
+    assert tb["measured"]["straggler"]["rank"] == 1 and tb["measured"]["step_time_s"] == 0.1
+    assert tb["expected"]["compute_s"] is None and tb["expected"]["communication_s"] is None
+    assert tb["expected"]["missing"][0].endswith("run `accelbench calibrate cpu`")  # no calibration stored here
+    assert tb["expected"]["missing"][1].endswith("run `accelbench run allreduce:torch:cpu:1:2`")
+    assert tb["lever"].startswith("compute is 95% of the serialised step (300 ms); rank 1 is a straggler")
+
+    doc = document("r1", "gpt2_tiny", "torch", 0.1, world=2)
+    doc["metrics"]["time_breakdown"] = tb
+    db = tmp_path / "results.db"
+    with ResultStore(db) as store:
+        store.begin_run("r1", "2026-11-23T10:00:00+00:00", ["accelbench"], "abc", "/logs")
+        store.add_attempt(row_from_document(doc))
+    shown = accelbench("show", "r1", "--db", str(db)).stdout
+    assert "time breakdown per step, measured on 3 serialised steps after the measured ones: compute 300 ms" in shown
+    assert "rank 1: compute 300 ms" in shown and "missing: no all-reduce busbw stored for 2 ranks" in shown
+    assert "biggest lever: compute is 95% of the serialised step" in shown
+
+
+def test_the_end_of_run_table_is_followed_by_each_rounds_biggest_lever(tmp_path):
+    from types import SimpleNamespace
+
+    from rich.console import Console
+
+    from run_benchmarks.cli.run_view import print_results
+    from run_benchmarks.results.round_result import RoundResult
+
+    lever = "communication is 60% of the serialised step (30 ms)"
+    done = RoundResult("gpt2_tiny:torch:cpu:1:2", 1, tmp_path / "round1", status="ok",
+                       metrics=SimpleNamespace(time_breakdown={"lever": lever}))
+    console = Console(record=True, width=200)
+    print_results(console, [done], [])
+    assert f"gpt2_tiny:torch:cpu:1:2 #1 where the time goes: {lever}" in console.export_text()

@@ -18,6 +18,7 @@ from run_benchmarks.results.report.summary import FIGURE_BY_KEY
 from run_benchmarks.results.report import sources
 from run_benchmarks.results.report.views import to_rich
 from run_benchmarks.results.report.task_figures import interconnect_line, micro_views
+from run_benchmarks.results.breakdown import describe as describe_breakdown
 from run_benchmarks.results.report.summary import human_bytes
 from run_benchmarks.results.store.store import ResultStore, store_path
 from run_benchmarks.results.store.faults import StoreCorrupt, process_alive
@@ -97,6 +98,8 @@ def show_record(console: Console, r, attempt: int, columns, allreduce: Sequence[
                       markup=False)
     if columns.get("memory_total_bytes"):
         console.print(f"  device memory total: {human_bytes(columns['memory_total_bytes'])}", markup=False)
+    for line in describe_breakdown((r.metrics or {}).get("time_breakdown")):
+        console.print(f"  {line}", markup=False, soft_wrap=True)
     interconnect = interconnect_line(columns.row, allreduce)
     if interconnect:
         console.print(f"  {interconnect}", markup=False, soft_wrap=True)

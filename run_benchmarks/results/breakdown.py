@@ -177,3 +177,32 @@ def time_breakdown(records: Sequence[perflog.BreakdownRecord], metrics: dict, me
         out["expected"]["communication_note"] = "the gradient buckets are the worker's breakdown record's"
     out["lever"] = lever(out)
     return out
+
+
+def _ms(seconds: Optional[float]) -> str:
+    return "—" if seconds is None else f"{seconds * 1e3:.3g} ms"
+
+
+def describe(tb: Optional[dict]) -> list[str]:
+    """The breakdown as lines for ``accelbench show``: measured, expected, what is missing, per rank, the lever."""
+    if not tb:
+        return []
+    m, e = tb.get("measured") or {}, tb.get("expected") or {}
+    if m.get("not_measured"):
+        lines = [f"time breakdown: {m['not_measured']}"]
+    else:
+        lines = [f"time breakdown per step, measured on {m['breakdown_steps']} serialised steps after the measured "
+                 f"ones: compute {_ms(m['compute_s'])}, communication {_ms(m['communication_s'])} "
+                 f"({m['collectives']} all-reduce(s), {m['gradient_bytes']:,} bytes), other {_ms(m['other_s'])}; "
+                 f"serialised step {_ms(m['serialised_step_s'])} against the measured steps' median "
+                 f"{_ms(m['step_time_s'])}"]
+    lines.append(f"  expected: compute {_ms(e.get('compute_s'))} (datasheet peak: {_ms(e.get('compute_s_datasheet'))}), "
+                 f"communication {_ms(e.get('communication_s'))} [{e.get('communication_formula')}], other not modelled")
+    lines += [f"  missing: {why}" for why in e.get("missing") or []]
+    for row in m.get("per_rank") or []:
+        lines.append(f"  rank {row['rank']}: compute {_ms(row['compute_s'])}, wait {_ms(row['wait_s'])}, "
+                     f"communication {_ms(row['communication_s'])}, data {_ms(row['data_s'])}, "
+                     f"optimizer {_ms(row['optimizer_s'])}")
+    if tb.get("lever"):
+        lines.append(f"  biggest lever: {tb['lever']}")
+    return lines
