@@ -161,8 +161,8 @@ def lever(breakdown: dict) -> Optional[str]:
     return text
 
 
-def time_breakdown(records: Sequence[perflog.BreakdownRecord], metrics: dict, measured_peak: tuple, datasheet_peak: tuple,
-                   nodes: Sequence[dict], allreduce_rows: Sequence[dict], measure_busbw: str) -> dict:
+def time_breakdown(records: Sequence[perflog.BreakdownRecord], metrics: dict, measured_peak: tuple,
+                   datasheet_peak: tuple, nodes: Sequence[dict], allreduce_rows: Sequence[dict], measure_busbw: str) -> dict:
     """``metrics.time_breakdown`` of a round: ``metrics`` its RoundMetrics as a dict, ``nodes`` its results.json
     nodes (which hosts), ``allreduce_rows`` the stored ``allreduce`` attempts."""
     part = measured(records, (metrics.get("step_time_s") or {}).get("median"))
@@ -196,8 +196,9 @@ def describe(tb: Optional[dict]) -> list[str]:
                  f"({m['collectives']} all-reduce(s), {m['gradient_bytes']:,} bytes), other {_ms(m['other_s'])}; "
                  f"serialised step {_ms(m['serialised_step_s'])} against the measured steps' median "
                  f"{_ms(m['step_time_s'])}"]
-    lines.append(f"  expected: compute {_ms(e.get('compute_s'))} (datasheet peak: {_ms(e.get('compute_s_datasheet'))}), "
-                 f"communication {_ms(e.get('communication_s'))} [{e.get('communication_formula')}], other not modelled")
+    lines.append(f"  expected: compute {_ms(e.get('compute_s'))} (datasheet peak: "
+                 f"{_ms(e.get('compute_s_datasheet'))}), communication {_ms(e.get('communication_s'))} "
+                 f"[{e.get('communication_formula')}], other not modelled")
     lines += [f"  missing: {why}" for why in e.get("missing") or []]
     for row in m.get("per_rank") or []:
         lines.append(f"  rank {row['rank']}: compute {_ms(row['compute_s'])}, wait {_ms(row['wait_s'])}, "
