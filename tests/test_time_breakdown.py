@@ -117,6 +117,10 @@ def test_a_rounds_logs_give_metrics_time_breakdown_and_show_prints_it(root, tmp_
     assert "time breakdown per step, measured on 3 serialised steps after the measured ones: compute 300 ms" in shown
     assert "rank 1: compute 300 ms" in shown and "missing: no all-reduce busbw stored for 2 ranks" in shown
     assert "biggest lever: compute is 95% of the serialised step" in shown
+    page = accelbench("report", "r1", "--format", "html", "--db", str(db)).stdout
+    chart = page[page.index('id="time-breakdown"'):]
+    chart = chart[:chart.index("</svg>")]
+    assert "measured" in chart and "expected (compute, communication missing)" in chart  # missing: no bar, said
 
 
 def test_the_end_of_run_table_is_followed_by_each_rounds_biggest_lever(tmp_path):
