@@ -137,3 +137,11 @@ def test_the_end_of_run_table_is_followed_by_each_rounds_biggest_lever(tmp_path)
     console = Console(record=True, width=200)
     print_results(console, [done], [])
     assert f"gpt2_tiny:torch:cpu:1:2 #1 where the time goes: {lever}" in console.export_text()
+
+
+def test_compare_names_the_part_that_changed_most():
+    a = {"measured": {"compute_s": 0.16, "communication_s": 0.01, "other_s": 0.014}}
+    b = {"measured": {"compute_s": 0.17, "communication_s": 0.06, "other_s": 0.034}}
+    line = breakdown.changed_part(a, b)
+    assert line.startswith("the step's communication changed most: 10 ms -> 60 ms (+50 ms; compute 160 -> 170")
+    assert breakdown.changed_part(a, None) is None

@@ -207,3 +207,27 @@ def describe(tb: Optional[dict]) -> list[str]:
     if tb.get("lever"):
         lines.append(f"  biggest lever: {tb['lever']}")
     return lines
+
+
+def of_summary(summary) -> Optional[dict]:
+    """The measured breakdown of a report row (a CaseSummary): its first ok round's, None where not measured."""
+    for attempt in (summary.ok[:1] if summary is not None else []):
+        tb = (attempt.get("metrics") or {}).get("time_breakdown")
+        if tb and not (tb.get("measured") or {}).get("not_measured"):
+            return tb
+    return None
+
+
+def changed_part(a: Optional[dict], b: Optional[dict]) -> Optional[str]:
+    """Compare's line: which measured part of the step changed most from A to B, with both values."""
+    if not a or not b:
+        return None
+    ma, mb = a["measured"], b["measured"]
+    deltas = {name: mb[key] - ma[key] for key, name in (("compute_s", "compute"), ("communication_s",
+                                                                                  "communication"), ("other_s", "other"))}
+    name = max(deltas, key=lambda n: abs(deltas[n]))
+    key = f"{name}_s"
+    return (f"the step's {name} changed most: {ma[key] * 1e3:.3g} ms -> {mb[key] * 1e3:.3g} ms "
+            f"({deltas[name] * 1e3:+.3g} ms; compute {ma['compute_s'] * 1e3:.3g} -> {mb['compute_s'] * 1e3:.3g}, "
+            f"communication {ma['communication_s'] * 1e3:.3g} -> {mb['communication_s'] * 1e3:.3g}, "
+            f"other {ma['other_s'] * 1e3:.3g} -> {mb['other_s'] * 1e3:.3g} ms)")

@@ -3,8 +3,9 @@ bar of compute / communication / other (the first ok round's ``metrics.time_brea
 not modelled and a missing expected figure draws nothing: the label says so instead of a zero."""
 from __future__ import annotations
 
-from typing import Optional, Sequence
+from typing import Sequence
 
+from run_benchmarks.results.breakdown import of_summary
 from run_benchmarks.results.report import chart_data as data
 from run_benchmarks.results.report.charts import STYLE, WIDTH_IN, Figure, _axes, rc_context, to_svg
 from run_benchmarks.results.report.summary import CaseSummary
@@ -13,16 +14,8 @@ PARTS = (("compute_s", "compute", "#4e79a7"), ("communication_s", "communication
          ("other_s", "other", "#bab0ac"))
 
 
-def breakdown_of(s: CaseSummary) -> Optional[dict]:
-    for a in s.ok[:1]:
-        tb = (a.get("metrics") or {}).get("time_breakdown")
-        if tb and not (tb.get("measured") or {}).get("not_measured"):
-            return tb
-    return None
-
-
 def bars(summaries: Sequence[CaseSummary]) -> list[str]:
-    rows = [(s, tb) for s in summaries if (tb := breakdown_of(s)) is not None]
+    rows = [(s, tb) for s in summaries if (tb := of_summary(s)) is not None]
     if not rows:
         return []
     title = "time per step: measured (breakdown steps) and expected (micro-benchmarks)"
