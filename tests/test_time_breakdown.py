@@ -145,3 +145,13 @@ def test_compare_names_the_part_that_changed_most():
     line = breakdown.changed_part(a, b)
     assert line.startswith("the step's communication changed most: 10 ms -> 60 ms (+50 ms; compute 160 -> 170")
     assert breakdown.changed_part(a, None) is None
+
+
+def test_delays_where_they_are_not_injected_are_refused_before_anything_starts(accelbench):
+    paddle = accelbench("run", "llama_tiny:paddle:cpu:1:1", "--set", "debug.compute_delay_ms=10", "--dry-run")
+    assert paddle.returncode != 0
+    assert "debug.compute_delay_ms (set in --set debug.compute_delay_ms=10) is injected by the torch worker's" \
+        in paddle.stderr and "fix: unset debug.compute_delay_ms" in paddle.stderr
+    tp = accelbench("run", "gpt2_tiny:torch:cpu:1:2", "--set", "parallel.tensor_parallel_degree=2", "--set",
+                    "debug.collective_delay_ms=10", "--dry-run")
+    assert tp.returncode != 0 and "debug.collective_delay_ms delays DDP's gradient all-reduce only" in tp.stderr

@@ -253,9 +253,9 @@ class WorkloadSpec(StrictModel):
             return self
         if self.debug.collective_delay_ms is not None and (
                 self.parallel.tensor_parallel_degree > 1 or self.parallel.pipeline_parallel_degree > 1
-                or self.parallel.sharding in ("stage2", "stage3") or self.task == "ppo"):
+                or self.parallel.sharding in ("stage2", "stage3")):
             raise ValueError("debug.collective_delay_ms delays DDP's gradient all-reduce only (sharding none or "
-                             "stage1, no tensor or pipeline parallelism, not ppo): remove it or change the layout")
+                             "stage1, no tensor or pipeline parallelism): remove it or change the layout")
         if self.task == "ppo" or self.ppo is not None:
             return check_ppo(self)
         if self.task == "pretrain" and self.data.instruction:
