@@ -2,13 +2,13 @@
 ``debug.collective_delay_ms``.
 
 Covered: one process (no collective), and DDP (sharding none): compute under ``no_sync``, then the gradients
-all-reduced explicitly, bucket by bucket as DDP does (its bucket cap, reverse parameter order), each waited
-for. Other layouts collect their gradients inside forward and backward (FSDP, tensor and pipeline
+all-reduced explicitly, in buckets of DDP's own sizes (reverse parameter order), each waited for. Other layouts collect their gradients inside forward and backward (FSDP, tensor and pipeline
 parallelism) or in the optimizer (ZeRO-1's parameter broadcast), where this method cannot separate them:
 their breakdown says "not measured for <strategy>".
 """
 from __future__ import annotations
 
+import re
 import time
 from typing import Optional, Union
 
@@ -33,21 +33,30 @@ def uncovered(spec, parallel) -> Optional[str]:
     return None
 
 
-def buckets(params: list[torch.nn.Parameter], cap_bytes: int) -> list[list[torch.Tensor]]:
-    """The gradients in DDP's order (reverse registration) cut into buckets of at most ``cap_bytes`` (a
-    gradient larger than the cap is a bucket alone)."""
-    out: list[list[torch.Tensor]] = []
-    size = cap_bytes
+def bucket_sizes(ddp, cap_bytes: int) -> list[int]:
+    """DDP's own bucket sizes in bytes (its logging data, after it rebuilt them in gradient-ready order at the
+    first step); ``[cap_bytes]`` where it does not say."""
+    try:
+        sizes = [int(x) for x in re.findall(r"\d+", str(ddp._get_ddp_logging_data().get("bucket_sizes", "")))]
+    except (AttributeError, RuntimeError):
+        sizes = []
+    return sizes or [cap_bytes]
+
+
+def buckets(params: list[torch.nn.Parameter], sizes: list[int]) -> list[list[torch.Tensor]]:
+    """The gradients in DDP's order (reverse registration) cut into buckets of DDP's sizes: a bucket closes
+    once it holds its size (the last size repeats)."""
+    out: list[list[torch.Tensor]] = [[]]
+    held = 0
     for p in reversed(params):
         if p.grad is None:
             continue
-        nbytes = p.grad.numel() * p.grad.element_size()
-        if not out or size + nbytes > cap_bytes:
-            out.append([])
-            size = 0
         out[-1].append(p.grad)
-        size += nbytes
-    return out
+        held += p.grad.numel() * p.grad.element_size()
+        if held >= sizes[min(len(out), len(sizes)) - 1]:
+            out.append([])
+            held = 0
+    return [b for b in out if b]
 
 
 def phases(worker) -> Union[Phases, str]:
@@ -67,9 +76,9 @@ def phases(worker) -> Union[Phases, str]:
     def communicate() -> list[int]:
         if parallel.dp_size == 1:
             return []
-        cap = getattr(parallel.model, "bucket_bytes_cap", 25 << 20)
         sizes = []
-        for grads in buckets(list(trainable_parameters(parallel.model)), cap):
+        limits = bucket_sizes(parallel.model, getattr(parallel.model, "bucket_bytes_cap", 25 << 20))
+        for grads in buckets(list(trainable_parameters(parallel.model)), limits):
             flat = _flatten_dense_tensors(grads)
             sleep_ms(debug.collective_delay_ms)
             dist.all_reduce(flat)
