@@ -155,3 +155,13 @@ def test_delays_where_they_are_not_injected_are_refused_before_anything_starts(a
     tp = accelbench("run", "gpt2_tiny:torch:cpu:1:2", "--set", "parallel.tensor_parallel_degree=2", "--set",
                     "debug.collective_delay_ms=10", "--dry-run")
     assert tp.returncode != 0 and "debug.collective_delay_ms delays DDP's gradient all-reduce only" in tp.stderr
+
+
+def test_a_layout_without_a_measured_breakdown_prices_no_communication():
+    metrics = {"step_time_s": {"median": 0.1}, "flops_per_token": 1e6, "tokens_per_step": 1000, "world_size": 2}
+    skipped = [perflog.BreakdownRecord(rank=r, steps=0, not_measured="not measured for sharding stage2")
+               for r in (0, 1)]
+    out = breakdown.time_breakdown(skipped, metrics, (10.0, "calibrated"), (None, ""), [], [allreduce_row()], MEASURE)
+    assert out["measured"] == {"not_measured": "not measured for sharding stage2"} and out["lever"] is None
+    assert out["expected"]["communication_s"] is None and out["expected"]["compute_s"] == 5e8 / 10e12
+    assert breakdown.describe(out)[0] == "time breakdown: not measured for sharding stage2"

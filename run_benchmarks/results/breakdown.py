@@ -174,7 +174,8 @@ def time_breakdown(records: Sequence[perflog.BreakdownRecord], metrics: dict, me
                                                   measure_busbw)}
     if part.get("not_measured"):
         out["expected"]["communication_s"] = None  # without the worker's buckets there is nothing to price
-        out["expected"]["communication_note"] = "the gradient buckets are the worker's breakdown record's"
+        out["expected"]["communication_note"] = ("not priced: the collectives of a step come from the workers' "
+                                                 f"breakdown records ({part['not_measured']})")
     out["lever"] = lever(out)
     return out
 
