@@ -144,7 +144,8 @@ def test_ranks_come_from_the_launchers_variables_and_node_rank_falls_back():
 def test_harness_records_on_an_accelerator(acme_root, capsys):
     harness.run(acme(), LAUNCHER, FakeWorker)
     worker = FakeWorker.last
-    start, *steps, end = records(capsys.readouterr().out)
+    start, *steps, breakdown, end = records(capsys.readouterr().out)
+    assert breakdown.steps == 0 and breakdown.not_measured.startswith("not measured for ")  # no phases offered
     assert worker.plugin_ran_first  # the plugin's setup ran before the framework touched the device
     assert (start.rank, start.world_size, start.local_rank, start.node_rank) == (3, 4, 0, 0)
     assert start.tokens_per_step == 2 * 16 // 2  # micro-batch x seq_len, shared by the 2 model-parallel ranks
@@ -215,7 +216,10 @@ def test_a_cpu_run_reports_its_kind_visible_devices_and_peak_rss(tmp_path, frame
     cfg = config(framework, visible_devices_env="ACME_VISIBLE_DEVICES")
     done = run_worker(tmp_path, cfg, script=framework == "paddle", env={"ACME_VISIBLE_DEVICES": "0,1"})
     assert done.returncode == 0, done.stderr
-    start, *steps, end = records(done.stdout)
+    start, *steps, breakdown, end = records(done.stdout)
+    # one process: the breakdown steps ran, with no collective
+    assert breakdown.steps == 3 and breakdown.bucket_bytes == [] and breakdown.not_measured is None
+    assert all(c > 0 for c in breakdown.compute_s) and max(breakdown.communication_s) < 0.01
     assert start.framework == framework and start.device == "cpu"
     assert start.environment["accelerator_kind"] == "cpu"
     assert start.environment["visible_devices"] == {"ACME_VISIBLE_DEVICES": "0,1"}

@@ -38,3 +38,15 @@ def exit_after_end(debug: DebugSpec, rank: int) -> None:
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(debug.exit_code_after_end)
+
+
+def sleep_ms(ms) -> None:
+    """An injected cost (``debug.*_delay_ms``); nothing when unset."""
+    if ms:
+        time.sleep(ms / 1000)
+
+
+def compute_delay(debug: DebugSpec, rank: int) -> None:
+    """``debug.compute_delay_ms``: on ``fail_rank`` only, before each step's forward and backward (a straggler)."""
+    if debug.fail_rank == rank:
+        sleep_ms(debug.compute_delay_ms)

@@ -16,10 +16,10 @@ import sys
 import time
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping, Optional
+from typing import Any, Callable, Mapping, Optional, Union
 
 from training.contract import flops, perflog
-from training import plugins
+from training import breakdown, plugins
 from training.contract.names import ENV_NODE_RANK
 from training.faults import OOM_REQUEST_BYTES, check_faults, exit_after_end
 from training.contract.spec import DeviceSpec, WorkerConfig, WorkloadSpec
@@ -116,6 +116,10 @@ class FrameworkWorker(ABC):
     def allocate(self, nbytes: int) -> object:
         """Ask the device's allocator for ``nbytes`` (``debug.oom_at_step``: a real out-of-memory)."""
 
+    def breakdown_phases(self) -> Union[breakdown.Phases, str]:
+        """The phases of a step for the time breakdown (training/breakdown.py), or why there are none."""
+        return f"not measured for {self.framework}"
+
     def recompiles(self) -> Optional[int]:
         """Graphs compiled after the warm-up steps (inside measured steps), or None when not compiling."""
         return None
@@ -170,9 +174,13 @@ def _train(cfg: WorkerConfig, ranks: Ranks, worker: FrameworkWorker, plugin) -> 
     timed_loop(spec, ranks.rank, worker, lambda step: worker.train_step(), record)
 
     peak, reserved, total, kind = peak_memory(worker)
+    recompiles = worker.recompiles()  # the measured steps' peaks and compiles, before the breakdown steps
+    steps = spec.train.breakdown_steps
+    perflog.emit(breakdown.measure(steps, ranks.rank, worker.breakdown_phases() if steps else "",
+                                   lambda: synchronize(worker)))
     perflog.emit(perflog.EndRecord(rank=ranks.rank, steps=spec.train.steps, peak_memory_bytes=peak,
                                    memory_total_bytes=total, memory_kind=kind, peak_memory_reserved_bytes=reserved,
-                                   recompiles=worker.recompiles()))
+                                   recompiles=recompiles))
     exit_after_end(spec.debug, ranks.rank)
 
 

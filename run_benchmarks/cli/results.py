@@ -19,6 +19,7 @@ from run_benchmarks.results import memory
 from run_benchmarks.results.report import sources
 from run_benchmarks.results.report.views import to_rich
 from run_benchmarks.results.report.task_figures import interconnect_line, micro_views
+from run_benchmarks.results.breakdown import describe as describe_breakdown
 from run_benchmarks.results.report.summary import human_bytes
 from run_benchmarks.results.store.store import ResultStore, store_path
 from run_benchmarks.results.store.faults import StoreCorrupt, process_alive
@@ -93,6 +94,8 @@ def show_record(console: Console, r, attempt: int, columns, allreduce: Sequence[
             console.print(f"  {figure.label}: {figure.fmt(value)}" + (f" — {said}" if said else ""),
                           markup=False, soft_wrap=True)
     for line in sources.logged_lines(r.metrics):  # what the imported tool logged itself, beside ours
+        console.print(f"  {line}", markup=False, soft_wrap=True)
+    for line in describe_breakdown((r.metrics or {}).get("time_breakdown")):
         console.print(f"  {line}", markup=False, soft_wrap=True)
     interconnect = interconnect_line(columns.row, allreduce)
     if interconnect:

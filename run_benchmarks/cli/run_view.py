@@ -67,6 +67,10 @@ def print_results(console: Console, results: list[RoundResult], cases: list[Case
     attempts = [Attempt(with_columns(r.record.to_row())) for r in results if r.record is not None]
     # the footnotes (MFU's peak or why none, the FLOP formula) are print_summaries', as in `accelbench report`
     print_summaries(console, summarize(attempts), "accelbench results (warm-up excluded)")
+    for r in results:  # where each round's step time went: its biggest lever (results/breakdown.py)
+        lever = ((r.metrics.time_breakdown or {}) if r.metrics else {}).get("lever")
+        if lever:
+            console.print(f"{r.case_name} #{r.round} where the time goes: {lever}", markup=False, soft_wrap=True)
     for r in results:  # a micro-benchmark round's figures are its own tables, not the training columns
         if r.status == "ok" and r.metrics is None and r.figures:
             console.print(f"[bold]{r.case_name}[/] round {r.round}:", soft_wrap=True)

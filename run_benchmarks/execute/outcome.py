@@ -14,9 +14,11 @@ import sys
 import time
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Callable, Optional
+from dataclasses import replace
+from typing import Callable, Optional, Sequence
 
 from run_benchmarks.results import analyze
+from run_benchmarks.results import breakdown
 from run_benchmarks.results import rank_logs as collect
 from run_benchmarks.execute import monitoring
 from run_benchmarks import signals
@@ -28,6 +30,7 @@ from run_benchmarks.results.round_result import RoundResult
 from run_benchmarks.results.store.store import ResultStore
 from run_benchmarks.results.store.faults import StoreUnavailable, is_full
 from run_benchmarks.results.workload import resolved_workload, workload_hash
+from training.contract import perflog
 
 _OOM_MARKERS = ("OutOfMemoryError", "CUDA out of memory", "out of memory", "can't allocate memory")
 
@@ -37,10 +40,11 @@ def now() -> str:
 
 
 def finish(case: CasePlan, rnd: RoundPlan, result: RoundResult, outcome: str, began: float,
-           node_facts: Callable[[NodePlan], dict], orchestrator_env: dict) -> None:
+           node_facts: Callable[[NodePlan], dict], orchestrator_env: dict, allreduce_rows: Sequence[dict] = ()) -> None:
     """Read the (collected) logs of every node, fill in ``result`` and write the round's results.json.
     ``outcome``: how the round ended (done, node_failed, timeout, interrupted, cancelled, start_failed);
-    ``node_facts``: per node what preflight and its runtime know (probes, devices, image)."""
+    ``node_facts``: per node what preflight and its runtime know (probes, devices, image); ``allreduce_rows``:
+    the stored ``allreduce`` attempts, which price the expected communication of the time breakdown."""
     ranks: list[collect.RankLog] = []
     figures = analyze.RoundAccumulator()
     steps_done = []
@@ -87,6 +91,8 @@ def finish(case: CasePlan, rnd: RoundPlan, result: RoundResult, outcome: str, be
         for node in rnd.nodes
     ]
     classify(case, rnd, result, outcome, ranks, figures)
+    if result.metrics is not None and case.workload.task != "micro":
+        result.metrics = replace(result.metrics, time_breakdown=_time_breakdown(case, ranks, result, allreduce_rows))
     if monitored:
         result.monitor = monitoring.summarize_round(
             monitored, result.metrics.tokens_per_s_total if result.metrics else None)
@@ -144,6 +150,20 @@ def classify(case: CasePlan, rnd: RoundPlan, result: RoundResult, outcome: str,
         if outcome != "start_failed":
             result.reason = ("out of memory: " if oom else "") + _failure_reason(rnd.nodes, result.exit_codes, ranks,
                                                                                  result.endings)
+
+
+def _time_breakdown(case: CasePlan, ranks: list[collect.RankLog], result: RoundResult,
+                    allreduce_rows: Sequence[dict]) -> dict:
+    precision, name = case.workload.train.precision, case.name
+    records = [r.breakdown for r in ranks if r.breakdown is not None]
+    if len(records) < len(ranks):
+        records.append(perflog.BreakdownRecord(rank=-1, steps=0, not_measured=f"not measured for "
+                                               f"{case.workload.task} (a rank reported no breakdown)"))
+    peak, basis = case.hardware.peak_tflops(precision)
+    command = f"accelbench run allreduce:{name.framework}:{name.hardware}:{name.nnodes}:{name.nprocs_per_node}"
+    return breakdown.time_breakdown(records, result.metrics.to_dict(), case.hardware.measured_peak_tflops(precision),
+                                    (peak, f"{case.hardware.name} {precision} datasheet peak {basis}".strip()),
+                                    result.nodes, allreduce_rows, command)
 
 
 def _failure_reason(nodes: list[NodePlan], codes: dict[int, Optional[int]], ranks: list[collect.RankLog],

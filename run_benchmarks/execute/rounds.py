@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import shutil
 import signal
+import sqlite3
 import time
 from pathlib import Path
 from typing import Callable, Optional, Protocol, Sequence
@@ -26,6 +27,7 @@ from run_benchmarks.results.report.live import LiveStep
 from run_benchmarks.backends.runtimes import RunRuntimes
 from run_benchmarks.backends.schedulers import Scheduler
 from run_benchmarks.results.store.store import ResultStore
+from run_benchmarks.results.store.faults import StoreUnavailable
 
 MONITOR_GRACE_S = 5.0
 POLL_S = 0.5  # how often the orchestrator looks at its nodes; it shares the cores being measured
@@ -123,7 +125,7 @@ class RoundExecutor:
                 if node.remote_dir is not None:
                     self._fetch_logs(node, result)
             outcome.finish(case, rnd, result, ending, began, lambda node: self._node_facts(case, node),
-                           self.orchestrator_env)
+                           self.orchestrator_env, self._allreduce_rows())
             self.reporter.round_finished(case, rnd, result)
         if interrupted is not None:
             raise interrupted
@@ -183,6 +185,15 @@ class RoundExecutor:
         except (OSError, EOFError, ConnectionError) + _SSH_ERRORS as exc:  # a host whose connection died
             result.warnings.append(f"could not fetch the logs of node {node.node_rank} from "
                                    f"{node.host.name}:{node.remote_dir}: {exc}")
+
+    def _allreduce_rows(self) -> list[dict]:
+        """The stored ``allreduce`` attempts: the bus bandwidth the time breakdown prices communication at."""
+        if self.store is None:
+            return []
+        try:
+            return [a.row for a in self.store.attempts({"case": "allreduce", "status": "ok"})]
+        except (sqlite3.Error, StoreUnavailable):  # the breakdown then says the figure is missing
+            return []
 
     def _node_facts(self, case: CasePlan, node: NodePlan) -> dict:
         return {**self.runtimes.of(node).describe(case, node), **self.scheduler.node_facts(node),

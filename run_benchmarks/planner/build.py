@@ -115,6 +115,7 @@ def _case_plan(inputs: PlanInputs, name: casename.CaseName, run_id: str, case_di
     layered = merge(layers)
     workload = validate_layered(WorkloadSpec, layered, str(case_path))
     checks.check_layout(workload, name, framework, layered, str(case_path))
+    checks.check_delays(workload, name, layered, str(case_path))
     workload = checks.absolute_data_path(workload)
     checks.check_data_files(workload, hosts[:name.nnodes], layered, str(case_path))
     checks.check_local_cpu_processes(hardware, name, hosts[:name.nnodes], inputs.cluster_path)

@@ -16,6 +16,19 @@ from run_benchmarks.errors import UserError
 from run_benchmarks.planner.layout import layout_problems
 
 
+DELAYS = ("collective_delay_ms", "data_fetch_delay_ms", "compute_delay_ms")
+
+
+def check_delays(workload: WorkloadSpec, name: casename.CaseName, layered: Layered, case_path: str) -> None:
+    """The debug delays are injected by the torch worker's training loop (training/torch/train.py) only."""
+    delays = [k for k in DELAYS if getattr(workload.debug, k) is not None]
+    if delays and (name.framework != "torch" or workload.task == "ppo"):
+        source = layered.provenance.get(("debug", delays[0]), case_path)
+        raise UserError(f"debug.{delays[0]} (set in {source}) is injected by the torch worker's training loop "
+                        f"only (pretrain, finetune, lora), not by {name.framework} {workload.task}",
+                        f"unset debug.{delays[0]}")
+
+
 def check_layout(workload: WorkloadSpec, name: casename.CaseName, framework: frameworks.Framework,
                   layered: Layered, case_path: str) -> None:
     problems = layout_problems(workload, name)

@@ -139,6 +139,7 @@ class RankLog:
     end: Optional[perflog.EndRecord] = None
     unsupported: Optional[perflog.UnsupportedRecord] = None  # the device cannot run the case
     figures: list[perflog.FigureRecord] = field(default_factory=list)  # task figures beyond steps
+    breakdown: Optional[perflog.BreakdownRecord] = None  # where its step's time goes (training/breakdown.py)
     problems: list[str] = field(default_factory=list)
 
     @property
@@ -211,6 +212,8 @@ def _add_one(out: RankLog, payload) -> None:
         out.unsupported = record
     elif isinstance(record, perflog.FigureRecord):
         out.figures.append(record)
+    elif isinstance(record, perflog.BreakdownRecord):
+        out.breakdown = record
 
 
 def tail(path: Path, lines: int) -> list[str]:

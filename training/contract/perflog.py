@@ -4,7 +4,8 @@ A record is one line on a worker's stdout: ``ACCELBENCH_PERF <json>``. The JSON
 carries ``v`` (this schema's version) and ``kind``. Standard library only, so the
 orchestrator can read it without torch or paddle installed.
 
-Kinds (version 3; version 2 lacked ``figure``, version 1 also ``unsupported`` and the reserved-memory peak):
+Kinds (version 4; version 3 lacked ``breakdown``, version 2 also ``figure``, version 1 also ``unsupported`` and
+the reserved-memory peak):
   start        once per rank, before the first step: layout, model size, FLOPs/token, tokens and samples
                per step, and (local rank 0 only) the node's environment
   step         once per optimizer step: wall time after device synchronisation (and, optional in version 3,
@@ -15,6 +16,8 @@ Kinds (version 3; version 2 lacked ``figure``, version 1 also ``unsupported`` an
   figure       a named figure a task measures beyond tokens per step (an RLHF phase's throughput, a GEMM's
                TFLOP/s at one size, a collective's bus bandwidth): value, unit, which way is better and how
                the ranks' values combine. A task made only of figures (micro-benchmarks) emits no steps
+  breakdown    once per rank, after the measured steps: where a step's time goes, timed phase by phase on
+               dedicated steps (training/breakdown.py says how), or why it was not measured
 """
 from __future__ import annotations
 
@@ -24,8 +27,8 @@ from dataclasses import asdict, dataclass, field, fields
 from typing import IO, Any, Optional, Union
 
 PREFIX = "ACCELBENCH_PERF "
-SCHEMA_VERSION = 3
-READABLE_VERSIONS = (1, 2, 3)
+SCHEMA_VERSION = 4
+READABLE_VERSIONS = (1, 2, 3, 4)
 
 
 class PerfLogError(ValueError):
@@ -128,9 +131,32 @@ class FigureRecord:
             raise ValueError(f"figure {self.name!r}: reduce must be one of {FIGURE_REDUCE}, not {self.reduce!r}")
 
 
-Record = Union[StartRecord, StepRecord, EndRecord, UnsupportedRecord, FigureRecord]
+@dataclass(frozen=True)
+class BreakdownRecord:
+    rank: int
+    steps: int = field(metadata={"doc": "dedicated breakdown steps run after the measured ones (0: not measured)"})
+    data_s: list = field(default_factory=list, metadata={"doc": "per breakdown step: fetching its micro-batches"})
+    compute_s: list = field(default_factory=list, metadata={
+        "doc": "per breakdown step: forward and backward of every micro-batch, no gradient collective in it"})
+    wait_s: list = field(default_factory=list, metadata={
+        "doc": "per breakdown step: a barrier before the collectives, i.e. waiting for the slowest rank's compute"})
+    communication_s: list = field(default_factory=list, metadata={
+        "doc": "per breakdown step: the gradient collectives, issued one after another and waited for"})
+    optimizer_s: list = field(default_factory=list, metadata={"doc": "per breakdown step: the optimizer step"})
+    step_s: list = field(default_factory=list, metadata={
+        "doc": "per breakdown step: first phase's start to last phase's end (the phases plus what lies between)"})
+    bucket_bytes: list = field(default_factory=list, metadata={
+        "doc": "bytes of each gradient collective of one step (one all-reduce per bucket)"})
+    group_size: int = field(default=1, metadata={"doc": "ranks each gradient collective spans"})
+    method: str = field(default="", metadata={"doc": "how the phases were separated and timed"})
+    not_measured: Optional[str] = field(default=None, metadata={
+        "doc": "why there is no breakdown, e.g. not measured for tensor parallel"})
+    kind: str = "breakdown"
+
+
+Record = Union[StartRecord, StepRecord, EndRecord, UnsupportedRecord, FigureRecord, BreakdownRecord]
 _KINDS = {cls.__dataclass_fields__["kind"].default: cls
-          for cls in (StartRecord, StepRecord, EndRecord, UnsupportedRecord, FigureRecord)}
+          for cls in (StartRecord, StepRecord, EndRecord, UnsupportedRecord, FigureRecord, BreakdownRecord)}
 
 
 def share_of(tokens: int | float, ranks: int) -> int | float:

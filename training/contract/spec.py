@@ -106,6 +106,10 @@ class TrainSpec(StrictModel):
                                                 description="LoRA adapters of this rank; the base model is frozen")
     lora_alpha: PositiveFloat = Field(16.0, allow_inf_nan=False,
                                       description="adapter output scale is lora_alpha / lora_rank")
+    breakdown_steps: NonNegativeInt = bounded(
+        3, le=1000, why="a median needs a few steps; more only lengthen the run",
+        description="dedicated steps after the measured ones that time data, compute, gradient communication and "
+                    "the optimizer apart (training/breakdown.py); 0: no time breakdown")
     lora_targets: tuple[LoraTarget, ...] = Field(
         ("q", "v"), min_length=1, description="linears that get adapters: q k v o (attention), fc gate down (MLP)")
 
@@ -228,6 +232,16 @@ class DebugSpec(StrictModel):
         description="a wrong kernel, deliberately (PyTorch workers): before each optimizer step every gradient "
                     "element g becomes g * (1 + grad_noise * z), z standard normal (seeded by train.seed and the "
                     "step): what a loss-curve reference (--check) must catch")
+    collective_delay_ms: Optional[PositiveFloat] = bounded(
+        None, le=60_000, why="a delay, not a hang (hang_at_step is that)",
+        description="sleep this long before every gradient collective (DDP's all-reduce of each bucket, in "
+                    "measured and breakdown steps): a known communication cost, to check the time breakdown")
+    data_fetch_delay_ms: Optional[PositiveFloat] = bounded(
+        None, le=60_000, why="a delay, not a hang (hang_at_step is that)",
+        description="sleep this long in every micro-batch fetch, on every rank: a known data-path cost")
+    compute_delay_ms: Optional[PositiveFloat] = bounded(
+        None, le=60_000, why="a delay, not a hang (hang_at_step is that)",
+        description="on fail_rank only, sleep this long before each step's forward and backward: a straggler")
 
 
 class WorkloadSpec(StrictModel):
@@ -253,6 +267,11 @@ class WorkloadSpec(StrictModel):
                              "(e.g. micro: {bench: gemm})")
         if self.task == "micro":
             return self
+        if self.debug.collective_delay_ms is not None and (
+                self.parallel.tensor_parallel_degree > 1 or self.parallel.pipeline_parallel_degree > 1
+                or self.parallel.sharding in ("stage2", "stage3")):
+            raise ValueError("debug.collective_delay_ms delays DDP's gradient all-reduce only (sharding none or "
+                             "stage1, no tensor or pipeline parallelism): remove it or change the layout")
         if self.task == "ppo" or self.ppo is not None:
             return check_ppo(self)
         if self.task == "pretrain" and self.data.instruction:

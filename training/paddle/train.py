@@ -29,7 +29,7 @@ import paddle
 import paddle.distributed as dist
 
 from training.contract import flops
-from training import harness
+from training import breakdown, harness
 from training.data.batches import StepCounts
 from training.paddle import device as devices, hybrid
 from training.paddle.data import open_data
@@ -164,27 +164,49 @@ class PaddleWorker(harness.FrameworkWorker):
         accumulation = self.spec.train.gradient_accumulation_steps
         batches = [self.data.next_batch() for _ in range(accumulation)]
         counts = self.counts(batches)  # tokens, effective tokens and FLOPs: the torch worker's figures
-        precision = self.precision
         if self.layout.pp > 1:  # pretraining only (the plan refuses instruction data in a Paddle pipeline)
-            return harness.StepWork(loss=_pipeline_step(self.model, self.optimizer, batches, precision), **counts)
+            return harness.StepWork(loss=_pipeline_step(self.model, self.optimizer, batches, self.precision),
+                                    **counts)
         # Each micro-batch's summed loss over the step's global count of supervised tokens, times the data
         # degree since data parallelism and sharding average the replicas' gradients (the torch worker's rule).
         scale = self.layout.data / max(self._global_count(sum(b.supervised_tokens for b in batches)), 1)
-        loss = paddle.zeros([], dtype="float32")
+        loss = self._forward_backward(batches, scale)
+        self._optimizer_step()
+        return harness.StepWork(loss=loss, **counts)
+
+    def _forward_backward(self, batches: list, scale: float) -> paddle.Tensor:
+        """Every micro-batch's forward and backward; data parallel synchronises on the last one only."""
+        precision, loss = self.precision, paddle.zeros([], dtype="float32")
         for index, batch in enumerate(batches):
-            last = index == accumulation - 1
+            last = index == len(batches) - 1
             sync = contextlib.nullcontext() if last or self.no_sync is None else self.no_sync()
             with sync:
                 with precision.autocast():
                     micro = self.model(paddle.to_tensor(batch.inputs), paddle.to_tensor(batch.targets)) * scale
                 (precision.scaler.scale(micro) if precision.scaler else micro).backward()
             loss += micro.detach()
-        if precision.scaler:
-            precision.scaler.step(self.optimizer)
-            precision.scaler.update()
+        return loss
+
+    def _optimizer_step(self) -> None:
+        if self.precision.scaler:
+            self.precision.scaler.step(self.optimizer)
+            self.precision.scaler.update()
         else:
             self.optimizer.step()
-        return harness.StepWork(loss=loss, **counts)
+
+    def breakdown_phases(self):
+        """One process only (training/breakdown.py): no collective to separate. Across processes fleet's
+        data parallel, sharding and hybrid layouts reduce gradients inside backward or the optimizer."""
+        if self.world > 1:
+            return "not measured for paddle across processes (one process only)"
+
+        def fetch() -> tuple[list, float]:
+            batches = [self.data.next_batch() for _ in range(self.spec.train.gradient_accumulation_steps)]
+            return batches, self.layout.data / max(self._global_count(sum(b.supervised_tokens for b in batches)), 1)
+
+        return breakdown.Phases(fetch=fetch, compute=lambda step: self._forward_backward(*step), communicate=list,
+                                optimize=self._optimizer_step, align=lambda: None, finish=self.optimizer.clear_grad,
+                                group_size=1)
 
     def _global_count(self, local: int) -> int:
         """Supervised tokens in the global batch: an all-reduce where batches differ (instruction data)."""

@@ -77,9 +77,10 @@ class Parallelized:
         return self.dp_size * self.model_parallel_size // pp
 
     def forward_backward(self, batches: list[Batch], scale: float, precision: Precision, scaler,
-                         device: torch.device) -> torch.Tensor:
+                         device: torch.device, sync_gradients: bool = True) -> torch.Tensor:
         """Forward and backward over one step's micro-batches; this rank's summed loss, each micro-batch's
-        summed token losses times ``scale``."""
+        summed token losses times ``scale``. ``sync_gradients`` False: no gradient collective at all (the
+        time breakdown's compute phase; DDP's ``no_sync`` on every micro-batch)."""
         if self.pipeline is not None:
             inputs = torch.cat([as_tensors(b)[0] for b in batches]).to(device)
             targets = torch.cat([as_tensors(b)[1] for b in batches]).to(device)
@@ -88,7 +89,7 @@ class Parallelized:
         loss_sum = torch.zeros((), device=device)
         for micro, batch in enumerate(batches):
             inputs, targets = (t.to(device, non_blocking=True) for t in as_tensors(batch))
-            with self.gradient_sync(micro == len(batches) - 1):
+            with self.gradient_sync(sync_gradients and micro == len(batches) - 1):
                 with precision.autocast():
                     loss = self.model(inputs, targets, reduction="sum") * scale
                 scaler.scale(loss).backward()
@@ -166,7 +167,7 @@ def parallelize(model: nn.Module, spec: WorkloadSpec, world_size: int, rank: int
         materialize(model, init_device(spec, device))
         return _fsdp(model, par.sync_gradients_each_micro_batch, optimizer_args, layout)
     materialize(model, device)  # DDP wraps (and broadcasts) real parameters
-    return _ddp(model, par.sharding == "stage1", device, optimizer_args, layout)
+    return _ddp(model, par.sharding == "stage1", device, optimizer_args, layout, spec.debug.collective_delay_ms)
 
 
 def _dp_mesh(device: torch.device, dp: int):
@@ -207,11 +208,16 @@ def apply_tensor_parallel(model: nn.Module, tp_mesh, spec: WorkloadSpec) -> None
             input_layouts=(Shard(1),), desired_input_layouts=(Replicate(),), use_local_output=True))
 
 
-def _ddp(model: nn.Module, zero1: bool, device: torch.device, optimizer_args: dict, layout: dict) -> Parallelized:
+def _ddp(model: nn.Module, zero1: bool, device: torch.device, optimizer_args: dict, layout: dict,
+         delay_ms: Optional[float] = None) -> Parallelized:
     from torch.distributed.optim import ZeroRedundancyOptimizer
     from torch.nn.parallel import DistributedDataParallel
 
     ddp = DistributedDataParallel(model, device_ids=None if device.type == "cpu" else [device.index])
+    if delay_ms:  # debug.collective_delay_ms: every bucket's all-reduce starts that much later
+        from training.torch.breakdown import delay_hook
+
+        ddp.register_comm_hook(None, delay_hook(delay_ms))
     if zero1:
         optimizer = ZeroRedundancyOptimizer(trainable_parameters(ddp), optimizer_class=torch.optim.AdamW, **optimizer_args)
     else:

@@ -12,7 +12,9 @@ import torch
 import torch.distributed as dist
 
 from training import harness
+from training.faults import compute_delay, sleep_ms
 from training.contract.spec import WorkerConfig
+from training.torch import breakdown
 from training.torch import device as devices
 from training.torch import init
 from training.torch import precision as precisions
@@ -41,7 +43,7 @@ class TorchWorker(devices.OnTorchDevice, harness.FrameworkWorker):
 
     def __init__(self, cfg: WorkerConfig, ranks: harness.Ranks):
         spec = self.spec = cfg.workload
-        self.world = ranks.world_size
+        self.world, self.rank = ranks.world_size, ranks.rank
         self.torch_device = devices.open_device(cfg.runtime.device, ranks.local_rank)
         self.device, self.on_cpu = str(self.torch_device), self.torch_device.type == "cpu"
         # False only where a process group existed before this worker (tests/parity_worker.py): then it is
@@ -78,26 +80,41 @@ class TorchWorker(devices.OnTorchDevice, harness.FrameworkWorker):
         self.counts = StepCounts(spec)
         self.flops_at_width = self.counts.flops_at_width
 
-    def train_step(self) -> harness.StepWork:
-        spec, parallel, device = self.spec, self.parallel, self.torch_device
-        self.compiles.step_started()
-        batches = [self.data.next_batch() for _ in range(spec.train.gradient_accumulation_steps)]
+    def fetch(self) -> tuple[list, float]:
+        """The step's micro-batches and the scale of their summed losses."""
+        spec, parallel = self.spec, self.parallel
+        batches = []
+        for _ in range(spec.train.gradient_accumulation_steps):
+            batches.append(self.data.next_batch())
+            sleep_ms(spec.debug.data_fetch_delay_ms)
         if parallel.pipeline is not None:  # a pipeline's shapes are fixed at its first step
             batches = [b.padded_to(spec.model.seq_len) for b in batches]
         # The step's loss is the mean over every supervised token of the global batch, as one process
         # with the whole batch would take it, whatever the layout or accumulation: each micro-batch's
         # summed loss is divided by the global count, times dp_size since data parallelism averages.
         supervised = self._global_count(sum(b.supervised_tokens for b in batches))
-        loss_sum = parallel.forward_backward(batches, parallel.dp_size / max(supervised, 1), self.precision,
-                                             self.scaler, device)
-        if spec.debug.grad_noise:
-            perturb_gradients(parallel.optimizer, spec.debug.grad_noise, spec.train.seed, self.steps_done)
+        return batches, parallel.dp_size / max(supervised, 1)
+
+    def compute_delay(self) -> None:
+        compute_delay(self.spec.debug, self.rank)
+
+    def train_step(self) -> harness.StepWork:
+        parallel = self.parallel
+        self.compiles.step_started()
+        batches, scale = self.fetch()
+        self.compute_delay()
+        loss_sum = parallel.forward_backward(batches, scale, self.precision, self.scaler, self.torch_device)
+        if self.spec.debug.grad_noise:
+            perturb_gradients(parallel.optimizer, self.spec.debug.grad_noise, self.spec.train.seed, self.steps_done)
             self.steps_done += 1
         self.scaler.step(parallel.optimizer)
         self.scaler.update()
         return harness.StepWork(loss=loss_sum, **self.counts(batches))  # padding excluded: training/data/batches.py
 
     steps_done = 0  # optimizer steps taken, for debug.grad_noise's seed
+
+    def breakdown_phases(self):
+        return breakdown.phases(self)
 
     def _global_count(self, local: int) -> int:
         """Supervised tokens in the global batch: an all-reduce where batches differ (instruction data)."""

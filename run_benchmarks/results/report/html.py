@@ -15,7 +15,7 @@ import jinja2
 from run_benchmarks import __version__
 from run_benchmarks.results.analyze import CV_FLAG
 from run_benchmarks.results.store.schema import Attempt
-from run_benchmarks.results.report import chart_data, charts, loss_chart, micro_charts
+from run_benchmarks.results.report import breakdown_chart, chart_data, charts, loss_chart, micro_charts
 from run_benchmarks.results.report.summary import FIGURE_BY_KEY, CaseSummary
 
 # Two tables rather than one of 20 columns: each fits a 1400 px page with its numbers on one line.
@@ -51,7 +51,7 @@ def report_charts(summaries: Sequence[CaseSummary]) -> dict[str, list[str]]:
     if steps:
         other.append(charts.lines("step time over the run (slowest rank, first ok round)", steps, "step", "ms",
                                   "steps"))
-    other += _monitor_charts(summaries) + charts.memory_bars(summaries, palette)
+    other += _monitor_charts(summaries) + charts.memory_bars(summaries, palette) + breakdown_chart.bars(summaries)
     return {"per_model": per_model, "wide": wide, "other": micro_charts.bandwidth_charts(summaries) + other}
 
 

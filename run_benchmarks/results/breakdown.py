@@ -1,0 +1,234 @@
+"""Where a step's time goes: measured (the workers' breakdown records) beside expected (this machine's own
+micro-benchmarks), as ``metrics.time_breakdown``.
+
+Measured, per step (training/breakdown.py says how the phases were timed):
+  compute_s        the slowest rank's median forward+backward (every rank waits for it in the all-reduce)
+  communication_s  the median over ranks of their median gradient collectives (issued after a barrier)
+  other_s          the slowest rank's serialised step less those two: data fetch, optimizer, host overhead
+A straggler is named when its compute is more than ``STRAGGLER_MARGIN`` above the median rank's.
+
+Expected, per step and device:
+  compute_s        the step's model FLOPs on one device / the GEMM peak ``accelbench calibrate`` measured at
+                   the precision (compute_s_datasheet: the same over the vendor's datasheet peak)
+  communication_s  DDP's gradient all-reduce, bucket by bucket: time = bytes x 2(n-1)/n / busbw, the nccl-tests
+                   bus bandwidth definition read backwards, with busbw the stored ``allreduce`` case's at the
+                   nearest message size, for the same group size n, on the same hosts
+  other_s          not modelled (None)
+A missing figure is named with the command that measures it; nothing is filled in.
+"""
+from __future__ import annotations
+
+import math
+import statistics
+from dataclasses import dataclass
+from typing import Optional, Sequence
+
+from training.contract import perflog
+
+STRAGGLER_MARGIN = 0.10  # above the median rank's compute by more than this: named
+ALLREDUCE_FORMULA = "time = bytes x 2(n-1)/n / busbw (nccl-tests' bus bandwidth; one all-reduce per bucket)"
+COMPUTE_FORMULA = "time = model FLOPs of the step on one device / GEMM peak"
+
+
+def allreduce_seconds(nbytes: int, ranks: int, busbw_gbps: float) -> float:
+    """Seconds an all-reduce of ``nbytes`` over ``ranks`` takes at a bus bandwidth of ``busbw_gbps`` GB/s."""
+    return nbytes * 2 * (ranks - 1) / ranks / (busbw_gbps * 1e9)
+
+
+def compute_seconds(flops: float, tflops: float) -> float:
+    return flops / (tflops * 1e12)
+
+
+@dataclass(frozen=True)
+class BusBw:
+    gbps: float
+    nbytes: int  # the message size it was measured at
+    ranks: int
+    source: str  # which stored attempt
+
+
+def busbw_points(rows: Sequence[dict], hosts: frozenset, ranks: int) -> list[BusBw]:
+    """The all-reduce busbw figures of the newest ok ``allreduce`` attempt on exactly ``hosts`` with ``ranks``."""
+    for row in reversed(rows):
+        if row.get("status") != "ok" or _hosts(row) != hosts:
+            continue
+        points = [BusBw(float(f["value"]), int(f["params"]["bytes"]), int(f["params"]["ranks"]),
+                        f"{row.get('case_name')}, run {row.get('run_id')}")
+                  for f in row.get("figures") or [] if f.get("name") == "allreduce.busbw_gbps"
+                  and (f.get("params") or {}).get("ranks") == ranks and f.get("value")]
+        if points:
+            return points
+    return []
+
+
+def _hosts(row: dict) -> frozenset:
+    nodes = (row.get("environment") or {}).get("nodes") or []
+    return frozenset((node.get("environment") or {}).get("hostname") or str(node.get("host")) for node in nodes)
+
+
+def nearest(points: Sequence[BusBw], nbytes: int) -> BusBw:
+    """The point measured at the message size nearest ``nbytes`` (on a log scale; no interpolation)."""
+    return min(points, key=lambda p: abs(math.log(p.nbytes) - math.log(max(nbytes, 1))))
+
+
+def measured(records: Sequence[perflog.BreakdownRecord], step_time_s: Optional[float]) -> dict:
+    """The measured part from each rank's breakdown record; ``step_time_s``: the measured steps' median."""
+    done = [r for r in records if r.steps and not r.not_measured]
+    if not done or len(done) < len(records):
+        reasons = sorted({r.not_measured or "no breakdown steps" for r in records if not r.steps or r.not_measured})
+        return {"not_measured": "; ".join(reasons) or "no rank reported a breakdown"}
+    med = statistics.median
+    per_rank = []
+    for r in sorted(done, key=lambda r: r.rank):
+        row = {"rank": r.rank, **{name: med(getattr(r, name)) for name in
+                                  ("data_s", "compute_s", "wait_s", "communication_s", "optimizer_s", "step_s")}}
+        row["other_s"] = max(0.0, row["step_s"] - row["compute_s"] - row["communication_s"])
+        per_rank.append(row)
+    slowest = max(per_rank, key=lambda row: row["compute_s"])
+    communication = med([row["communication_s"] for row in per_rank])
+    median_compute = med([row["compute_s"] for row in per_rank])
+    straggler = None
+    if len(per_rank) > 1 and slowest["compute_s"] > median_compute * (1 + STRAGGLER_MARGIN):
+        straggler = {"rank": slowest["rank"], "compute_s": slowest["compute_s"], "median_compute_s": median_compute,
+                     "margin": STRAGGLER_MARGIN}
+    buckets = done[0].bucket_bytes
+    return {
+        "compute_s": slowest["compute_s"], "communication_s": communication,
+        "other_s": max(0.0, slowest["step_s"] - slowest["compute_s"] - communication),
+        "serialised_step_s": slowest["step_s"], "step_time_s": step_time_s,
+        "breakdown_steps": done[0].steps, "collectives": len(buckets), "gradient_bytes": sum(buckets),
+        "bucket_bytes": list(buckets), "group_size": done[0].group_size,
+        "per_rank": per_rank, "straggler": straggler, "method": done[0].method}
+
+
+def expected(flops_per_device_step: float, measured_peak: tuple[Optional[float], str],
+             datasheet_peak: tuple[Optional[float], str], bucket_bytes: Sequence[int], group_size: int,
+             points: Sequence[BusBw], measure_busbw: str) -> dict:
+    """The expected part. ``measured_peak``/``datasheet_peak``: (TFLOP/s, note or why missing);
+    ``points``: the stored busbw figures for this group size on these hosts; ``measure_busbw``: the command
+    that stores them."""
+    missing = []
+    peak, peak_note = measured_peak
+    sheet, sheet_note = datasheet_peak
+    out: dict = {"compute_formula": COMPUTE_FORMULA, "flops_per_device_step": flops_per_device_step,
+                 "compute_s": None, "compute_s_datasheet": None, "other_s": None,
+                 "other_note": "not modelled: data fetch, optimizer and host overhead have no micro-benchmark"}
+    if peak:
+        out["compute_s"], out["compute_peak"] = compute_seconds(flops_per_device_step, peak), peak_note
+    else:
+        missing.append(peak_note)
+    if sheet:
+        out["compute_s_datasheet"], out["datasheet_peak"] = compute_seconds(flops_per_device_step, sheet), sheet_note
+    out["communication_formula"] = ALLREDUCE_FORMULA
+    if group_size <= 1 or not bucket_bytes:
+        out["communication_s"], out["communication_note"] = 0.0, "one rank per gradient group: no collective"
+    elif points:
+        used = [nearest(points, b) for b in bucket_bytes]
+        out["communication_s"] = math.fsum(allreduce_seconds(b, group_size, p.gbps) for b, p in zip(bucket_bytes, used))
+        out["busbw"] = [{"bucket_bytes": b, "busbw_gbps": p.gbps, "measured_at_bytes": p.nbytes, "source": p.source}
+                        for b, p in zip(bucket_bytes, used)]
+    else:
+        out["communication_s"] = None
+        missing.append(f"no all-reduce busbw stored for {group_size} ranks on these hosts: run `{measure_busbw}`")
+    out["missing"] = missing
+    return out
+
+
+def lever(breakdown: dict) -> Optional[str]:
+    """The biggest part of the measured step, in plain words, against its expected figure where there is one."""
+    m, e = breakdown.get("measured") or {}, breakdown.get("expected") or {}
+    if m.get("not_measured") or "compute_s" not in m:
+        return None
+    parts = {"compute": m["compute_s"], "communication": m["communication_s"], "other": m["other_s"]}
+    total = math.fsum(parts.values())
+    if total <= 0:
+        return None
+    name = max(parts, key=parts.get)
+    share = parts[name] / total
+    text = f"{name} is {share:.0%} of the serialised step ({parts[name] * 1e3:.3g} ms)"
+    if name == "compute" and e.get("compute_s"):
+        text += f"; at the calibrated GEMM peak it would take {e['compute_s'] * 1e3:.3g} ms"
+    elif name == "communication" and e.get("communication_s"):
+        ratio = e["communication_s"] / parts[name]
+        text += (f"; the all-reduce of {m['gradient_bytes'] / 1e6:.3g} MB ran at {ratio:.0%} of the bus bandwidth "
+                 "these hosts measured")
+    elif name == "other":
+        text += ": data fetch, optimizer and host overhead"
+    if m.get("straggler"):
+        s = m["straggler"]
+        text += (f"; rank {s['rank']} is a straggler (compute {s['compute_s'] * 1e3:.3g} ms against the median "
+                 f"{s['median_compute_s'] * 1e3:.3g} ms)")
+    return text
+
+
+def time_breakdown(records: Sequence[perflog.BreakdownRecord], metrics: dict, measured_peak: tuple,
+                   datasheet_peak: tuple, nodes: Sequence[dict], allreduce_rows: Sequence[dict], measure_busbw: str) -> dict:
+    """``metrics.time_breakdown`` of a round: ``metrics`` its RoundMetrics as a dict, ``nodes`` its results.json
+    nodes (which hosts), ``allreduce_rows`` the stored ``allreduce`` attempts."""
+    part = measured(records, (metrics.get("step_time_s") or {}).get("median"))
+    buckets = part.get("bucket_bytes") or []
+    group = part.get("group_size") or 1
+    points = busbw_points(allreduce_rows, _hosts({"environment": {"nodes": list(nodes)}}), group) if group > 1 else []
+    flops = metrics["flops_per_token"] * metrics["tokens_per_step"] / metrics["world_size"]
+    out = {"measured": part, "expected": expected(flops, measured_peak, datasheet_peak, buckets, group, points,
+                                                  measure_busbw)}
+    if part.get("not_measured"):
+        out["expected"]["communication_s"] = None  # without the worker's buckets there is nothing to price
+        out["expected"]["communication_note"] = ("not priced: the collectives of a step come from the workers' "
+                                                 f"breakdown records ({part['not_measured']})")
+    out["lever"] = lever(out)
+    return out
+
+
+def _ms(seconds: Optional[float]) -> str:
+    return "—" if seconds is None else f"{seconds * 1e3:.3g} ms"
+
+
+def describe(tb: Optional[dict]) -> list[str]:
+    """The breakdown as lines for ``accelbench show``: measured, expected, what is missing, per rank, the lever."""
+    if not tb:
+        return []
+    m, e = tb.get("measured") or {}, tb.get("expected") or {}
+    if m.get("not_measured"):
+        lines = [f"time breakdown: {m['not_measured']}"]
+    else:
+        lines = [f"time breakdown per step, measured on {m['breakdown_steps']} serialised steps after the measured "
+                 f"ones: compute {_ms(m['compute_s'])}, communication {_ms(m['communication_s'])} "
+                 f"({m['collectives']} all-reduce(s), {m['gradient_bytes']:,} bytes), other {_ms(m['other_s'])}; "
+                 f"serialised step {_ms(m['serialised_step_s'])} against the measured steps' median "
+                 f"{_ms(m['step_time_s'])}"]
+    lines.append(f"  expected: compute {_ms(e.get('compute_s'))} (datasheet peak: "
+                 f"{_ms(e.get('compute_s_datasheet'))}), communication {_ms(e.get('communication_s'))} "
+                 f"[{e.get('communication_formula')}], other not modelled")
+    lines += [f"  missing: {why}" for why in e.get("missing") or []]
+    for row in m.get("per_rank") or []:
+        lines.append(f"  rank {row['rank']}: compute {_ms(row['compute_s'])}, wait {_ms(row['wait_s'])}, "
+                     f"communication {_ms(row['communication_s'])}, data {_ms(row['data_s'])}, "
+                     f"optimizer {_ms(row['optimizer_s'])}")
+    if tb.get("lever"):
+        lines.append(f"  biggest lever: {tb['lever']}")
+    return lines
+
+
+def of_summary(summary) -> Optional[dict]:
+    """The measured breakdown of a report row (a CaseSummary): its first ok round's, None where not measured."""
+    for attempt in (summary.ok[:1] if summary is not None else []):
+        tb = (attempt.get("metrics") or {}).get("time_breakdown")
+        if tb and not (tb.get("measured") or {}).get("not_measured"):
+            return tb
+    return None
+
+
+def changed_part(a: Optional[dict], b: Optional[dict]) -> Optional[str]:
+    """Compare's line: which measured part of the step changed most from A to B, with both values."""
+    if not a or not b:
+        return None
+    ma, mb = a["measured"], b["measured"]
+    deltas = {name: mb[key] - ma[key] for key, name in (("compute_s", "compute"), ("communication_s",
+                                                                                  "communication"), ("other_s", "other"))}
+    name = max(deltas, key=lambda n: abs(deltas[n]))
+    key = f"{name}_s"
+    return (f"the step's {name} changed most: {ma[key] * 1e3:.3g} ms -> {mb[key] * 1e3:.3g} ms "
+            f"({deltas[name] * 1e3:+.3g} ms; compute {ma['compute_s'] * 1e3:.3g} -> {mb['compute_s'] * 1e3:.3g}, "
+            f"communication {ma['communication_s'] * 1e3:.3g} -> {mb['communication_s'] * 1e3:.3g}, "
+            f"other {ma['other_s'] * 1e3:.3g} -> {mb['other_s'] * 1e3:.3g} ms)")

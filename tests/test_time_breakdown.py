@@ -1,0 +1,167 @@
+"""The time breakdown's figures (run_benchmarks/results/breakdown.py): measured parts from breakdown records,
+expected parts from the stored peaks and bus bandwidth, exactly, and what is missing said with its command."""
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from run_benchmarks.results import breakdown
+from training.contract import perflog
+
+MEASURE = "accelbench run allreduce:torch:cpu:1:2"
+
+
+def record(rank: int, compute: float, comm: float = 0.01, buckets=(4_000_000, 1_000_000), group: int = 2):
+    return perflog.BreakdownRecord(rank=rank, steps=3, data_s=[0.002] * 3, compute_s=[compute, compute, 9.0],
+                                   wait_s=[0.0] * 3, communication_s=[comm] * 3, optimizer_s=[0.003] * 3,
+                                   step_s=[compute + comm + 0.006] * 3, bucket_bytes=list(buckets), group_size=group,
+                                   method="m")
+
+
+def allreduce_row(hosts=("h",), ranks=2, points=((1 << 20, 2.0), (4 << 20, 4.0))) -> dict:
+    figures = [{"name": "allreduce.busbw_gbps", "value": gbps, "params": {"bytes": size, "ranks": ranks}}
+               for size, gbps in points]
+    return {"status": "ok", "case_name": "allreduce", "run_id": "r1", "figures": figures,
+            "environment": {"nodes": [{"environment": {"hostname": h}} for h in hosts]}}
+
+
+def test_measured_parts_and_the_slow_rank_named():
+    part = breakdown.measured([record(0, 0.1), record(1, 0.3)], step_time_s=0.35)
+    assert part["compute_s"] == 0.3  # the slowest rank's median: everyone waits for it
+    assert part["communication_s"] == 0.01
+    assert part["other_s"] == pytest.approx(0.006)  # data + optimizer of the slowest rank's serialised step
+    assert part["straggler"]["rank"] == 1 and part["straggler"]["median_compute_s"] == pytest.approx(0.2)
+    assert [r["rank"] for r in part["per_rank"]] == [0, 1] and part["per_rank"][0]["compute_s"] == 0.1
+    assert part["collectives"] == 2 and part["gradient_bytes"] == 5_000_000
+    even = breakdown.measured([record(0, 0.1), record(1, 0.105)], step_time_s=0.12)
+    assert even["straggler"] is None  # within the 10 % margin
+
+
+def test_not_measured_says_why():
+    skipped = perflog.BreakdownRecord(rank=1, steps=0, not_measured="not measured for tensor parallel")
+    assert breakdown.measured([record(0, 0.1), skipped], 0.2) == {"not_measured": "not measured for tensor parallel"}
+
+
+def test_expected_compute_and_communication_are_the_stated_formulas_exactly():
+    points = breakdown.busbw_points([allreduce_row()], frozenset({"h"}), 2)
+    out = breakdown.expected(6e12, (50.0, "calibrated"), (100.0, "datasheet"), [4 << 20, 1 << 20], 2, points, MEASURE)
+    assert out["compute_s"] == 6e12 / (50.0 * 1e12) and out["compute_s_datasheet"] == 6e12 / (100.0 * 1e12)
+    # each bucket at the busbw measured at its own size: bytes x 2(n-1)/n / busbw
+    assert out["communication_s"] == math.fsum([(4 << 20) * 2 * 1 / 2 / 4e9, (1 << 20) * 2 * 1 / 2 / 2e9])
+    assert out["missing"] == []
+
+
+def test_missing_figures_are_named_with_the_command_nothing_invented():
+    out = breakdown.expected(6e12, (None, "no measured bf16 peak for cpu: run `accelbench calibrate cpu`"),
+                             (None, ""), [1 << 20], 2, [], MEASURE)
+    assert out["compute_s"] is None and out["communication_s"] is None
+    assert out["missing"] == ["no measured bf16 peak for cpu: run `accelbench calibrate cpu`",
+                              f"no all-reduce busbw stored for 2 ranks on these hosts: run `{MEASURE}`"]
+
+
+def test_busbw_only_from_the_same_hosts_and_group_size():
+    rows = [allreduce_row(hosts=("other",)), allreduce_row(ranks=4)]
+    assert breakdown.busbw_points(rows, frozenset({"h"}), 2) == []
+    assert breakdown.nearest(breakdown.busbw_points([allreduce_row()], frozenset({"h"}), 2), 3 << 20).nbytes == 4 << 20
+
+
+def test_one_process_expects_no_communication_and_the_lever_is_plain_words():
+    metrics = {"step_time_s": {"median": 0.1}, "flops_per_token": 1e6, "tokens_per_step": 1000, "world_size": 1}
+    one = record(0, 0.08, comm=0.0, buckets=(), group=1)
+    out = breakdown.time_breakdown([one], metrics, (10.0, "calibrated"), (None, ""), [], [], MEASURE)
+    assert out["expected"]["communication_s"] == 0.0 and out["measured"]["communication_s"] == 0.0
+    assert out["expected"]["compute_s"] == 1e9 / 10e12
+    assert out["lever"].startswith("compute is 93% of the serialised step (80 ms)")
+
+
+def test_a_rounds_logs_give_metrics_time_breakdown_and_show_prints_it(root, tmp_path, accelbench):
+    """Breakdown records in the ranks' logs -> the round's metrics.time_breakdown -> the store -> ``show``."""
+    from run_benchmarks.execute import outcome
+    from run_benchmarks.results import analyze, rank_logs as collect
+    from run_benchmarks.results.store.store import ResultStore
+    from run_benchmarks.results.store.schema import row_from_document
+
+    from .test_outcomes import _rank_log
+    from .test_plan import build
+    from .test_results import document
+
+    (case,) = build(root, tmp_path, "gpt2_tiny:torch:cpu:1:2").cases
+    (rnd,) = case.rounds
+    rnd.nodes[0].log_dir.mkdir(parents=True)
+    ranks = []
+    for rank, compute in ((0, 0.1), (1, 0.3)):
+        logs = _rank_log(rnd.nodes[0].log_dir, rank, range(1, 3))
+        with open(logs.stdout, "a") as f:
+            f.write(perflog.format_record(record(rank, compute)) + "\n")
+        ranks.append(collect.read_rank(logs))
+    accumulated = analyze.RoundAccumulator()
+    for rank in ranks:
+        accumulated.add(rank)
+    result = outcome.RoundResult(str(case.name), rnd.index, rnd.dir, status="failed")
+    outcome.classify(case, rnd, result, "done", ranks, accumulated)
+    tb = outcome._time_breakdown(case, ranks, result, [])
+    assert tb["measured"]["straggler"]["rank"] == 1 and tb["measured"]["step_time_s"] == 0.1
+    assert tb["expected"]["compute_s"] is None and tb["expected"]["communication_s"] is None
+    assert tb["expected"]["missing"][0].endswith("run `accelbench calibrate cpu`")  # no calibration stored here
+    assert tb["expected"]["missing"][1].endswith("run `accelbench run allreduce:torch:cpu:1:2`")
+    assert tb["lever"].startswith("compute is 95% of the serialised step (300 ms); rank 1 is a straggler")
+
+    doc = document("r1", "gpt2_tiny", "torch", 0.1, world=2)
+    doc["metrics"]["time_breakdown"] = tb
+    db = tmp_path / "results.db"
+    with ResultStore(db) as store:
+        store.begin_run("r1", "2026-11-23T10:00:00+00:00", ["accelbench"], "abc", "/logs")
+        store.add_attempt(row_from_document(doc))
+    shown = accelbench("show", "r1", "--db", str(db)).stdout
+    assert "time breakdown per step, measured on 3 serialised steps after the measured ones: compute 300 ms" in shown
+    assert "rank 1: compute 300 ms" in shown and "missing: no all-reduce busbw stored for 2 ranks" in shown
+    assert "biggest lever: compute is 95% of the serialised step" in shown
+    page = accelbench("report", "r1", "--format", "html", "--db", str(db)).stdout
+    chart = page[page.index('id="time-breakdown"'):]
+    chart = chart[:chart.index("</svg>")]
+    assert "measured" in chart and "expected (compute, communication missing)" in chart  # missing: no bar, said
+
+
+def test_the_end_of_run_table_is_followed_by_each_rounds_biggest_lever(tmp_path):
+    from types import SimpleNamespace
+
+    from rich.console import Console
+
+    from run_benchmarks.cli.run_view import print_results
+    from run_benchmarks.results.round_result import RoundResult
+
+    lever = "communication is 60% of the serialised step (30 ms)"
+    done = RoundResult("gpt2_tiny:torch:cpu:1:2", 1, tmp_path / "round1", status="ok",
+                       metrics=SimpleNamespace(time_breakdown={"lever": lever}))
+    console = Console(record=True, width=200)
+    print_results(console, [done], [])
+    assert f"gpt2_tiny:torch:cpu:1:2 #1 where the time goes: {lever}" in console.export_text()
+
+
+def test_compare_names_the_part_that_changed_most():
+    a = {"measured": {"compute_s": 0.16, "communication_s": 0.01, "other_s": 0.014}}
+    b = {"measured": {"compute_s": 0.17, "communication_s": 0.06, "other_s": 0.034}}
+    line = breakdown.changed_part(a, b)
+    assert line.startswith("the step's communication changed most: 10 ms -> 60 ms (+50 ms; compute 160 -> 170")
+    assert breakdown.changed_part(a, None) is None
+
+
+def test_delays_where_they_are_not_injected_are_refused_before_anything_starts(accelbench):
+    paddle = accelbench("run", "llama_tiny:paddle:cpu:1:1", "--set", "debug.compute_delay_ms=10", "--dry-run")
+    assert paddle.returncode != 0
+    assert "debug.compute_delay_ms (set in --set debug.compute_delay_ms=10) is injected by the torch worker's" \
+        in paddle.stderr and "fix: unset debug.compute_delay_ms" in paddle.stderr
+    tp = accelbench("run", "gpt2_tiny:torch:cpu:1:2", "--set", "parallel.tensor_parallel_degree=2", "--set",
+                    "debug.collective_delay_ms=10", "--dry-run")
+    assert tp.returncode != 0 and "debug.collective_delay_ms delays DDP's gradient all-reduce only" in tp.stderr
+
+
+def test_a_layout_without_a_measured_breakdown_prices_no_communication():
+    metrics = {"step_time_s": {"median": 0.1}, "flops_per_token": 1e6, "tokens_per_step": 1000, "world_size": 2}
+    skipped = [perflog.BreakdownRecord(rank=r, steps=0, not_measured="not measured for sharding stage2")
+               for r in (0, 1)]
+    out = breakdown.time_breakdown(skipped, metrics, (10.0, "calibrated"), (None, ""), [], [allreduce_row()], MEASURE)
+    assert out["measured"] == {"not_measured": "not measured for sharding stage2"} and out["lever"] is None
+    assert out["expected"]["communication_s"] is None and out["expected"]["compute_s"] == 5e8 / 10e12
+    assert breakdown.describe(out)[0] == "time breakdown: not measured for sharding stage2"
