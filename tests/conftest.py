@@ -50,12 +50,39 @@ E2E_MODULES = {"test_parity", "test_paddle", "test_paddle_layouts", "test_torch_
                "test_paddle_finetune_layouts"}
 
 
-def pytest_collection_modifyitems(items):
+# Lanes (``--lane``): ``./dev test`` runs the suite as three pytest processes side by side, because one
+# process leaves most of the machine idle (the suite waits on launchers, sshd, Docker, Slurm and deadlines).
+# Each session fixture is used in one lane only, so nothing is built twice: "infra" holds every test of the
+# sshd cluster, the Docker engine and Slurm (and the sweeps, to even the lanes out), "local" the other end-to-end
+# tests (local golden runs, signals, parity launches), "inprocess" the rest (-m "not e2e").
+LANES = ("inprocess", "local", "infra")
+INFRA_FIXTURES = {"sshd", "engine", "cpu_torch_image", "slurm_cluster", "accelbench_containers"}
+INFRA_MODULES = {"test_sweep"}
+
+
+def pytest_addoption(parser):
+    parser.addoption("--lane", choices=LANES, help="run one lane of the suite (./dev test runs all three at once)")
+
+
+def lane_of(item) -> str:
+    if item.get_closest_marker("e2e") is None:
+        return "inprocess"
+    fixtures = set(getattr(item, "fixturenames", ()))
+    module = item.module.__name__.rsplit(".", 1)[-1]
+    return "infra" if fixtures & INFRA_FIXTURES or module in INFRA_MODULES else "local"
+
+
+def pytest_collection_modifyitems(config, items):
     for item in items:
         fixtures = set(getattr(item, "fixturenames", ()))
         if fixtures & E2E_FIXTURES or any(f.startswith("golden_") for f in fixtures) \
                 or item.module.__name__.rsplit(".", 1)[-1] in E2E_MODULES:
             item.add_marker(pytest.mark.e2e)
+    lane = config.getoption("--lane")
+    if lane:
+        kept = [item for item in items if lane_of(item) == lane]
+        config.hook.pytest_deselected(items=[item for item in items if lane_of(item) != lane])
+        items[:] = kept
 
 
 @pytest.hookimpl(hookwrapper=True)
