@@ -172,7 +172,7 @@ def test_fp16_without_loss_scaling_passes_here_and_fails_where_gradients_underfl
 
 @pytest.mark.parametrize("settings, case_name, differs", [
     (("train.micro_batch_size=4",), ONE, "tokens_per_step: 1024 vs 512"),
-    ((), f"gpt2_tiny:torch:cpu:1:1", "model.family: 'gpt3' vs 'gpt2'"),
+    ((), "gpt2_tiny:torch:cpu:1:1", "model.family: 'gpt3' vs 'gpt2'"),
 ])
 def test_a_run_of_another_batch_or_model_is_refused_with_what_differs(runs, settings, case_name, differs):
     run = runs.train(f"other_{len(settings)}", RUN_SEED, *settings, case_name=case_name)
