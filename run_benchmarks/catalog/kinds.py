@@ -63,6 +63,9 @@ class KindSpec(Strict):
     monitor: Union[MonitorName, CommandMonitorSpec] = Field("none", description=(
         "nvml, rocm-smi, cpu, none, or a command with a parser (npu-smi, cnmon, xpu-smi, ...)"))
     probes: dict[str, str] = Field(default_factory=dict, description="environment field -> command, per host")
+    kubernetes_resource: Optional[str] = Field(None, pattern=r"^[a-z0-9.\-]+/[A-Za-z0-9_.\-]+$", description=(
+        "the device plugin's resource a pod asks for, one per process (nvidia.com/gpu, amd.com/gpu, "
+        "huawei.com/Ascend910); none: the pods ask for no device"))
     worker_plugin: Optional[str] = Field(None, description=(
         "a Python file in the vendor's folder with worker hooks: setup(device) before the device is used, "
         "environment() -> dict recorded with the results"))
@@ -88,7 +91,7 @@ KINDS.register("nvidia", KindSpec(
     description="NVIDIA GPUs through CUDA",
     torch_device="cuda", paddle_device="gpu", visible_devices_env="CUDA_VISIBLE_DEVICES",
     device_count=(DeviceCountSpec(command=("nvidia-smi", "-L"), pattern=r"^GPU (\d+):"),),
-    backends={"torch": "nccl", "paddle": "nccl"}, monitor="nvml",
+    backends={"torch": "nccl", "paddle": "nccl"}, monitor="nvml", kubernetes_resource="nvidia.com/gpu",
     probes={"accelerator_models": "nvidia-smi --query-gpu=name --format=csv,noheader",
             "driver_version": "nvidia-smi --query-gpu=driver_version --format=csv,noheader",
             "gpu_clocks_max_mhz": "nvidia-smi --query-gpu=clocks.max.sm --format=csv,noheader,nounits",
@@ -99,7 +102,7 @@ KINDS.register("rocm", KindSpec(
     torch_device="cuda", paddle_device="gpu", visible_devices_env="HIP_VISIBLE_DEVICES",
     device_count=(DeviceCountSpec(command=("amd-smi", "list"), pattern=r"^GPU: (\d+)"),
                   DeviceCountSpec(command=("rocm-smi", "--showid"), pattern=r"^GPU\[(\d+)\]")),
-    backends={"torch": "nccl", "paddle": "nccl"}, monitor="rocm-smi",
+    backends={"torch": "nccl", "paddle": "nccl"}, monitor="rocm-smi", kubernetes_resource="amd.com/gpu",
     probes={"rocm_version": "cat /opt/rocm/.info/version",
             "accelerator_models": "rocm-smi --showproductname --json",
             "driver_version": "cat /sys/module/amdgpu/version"}))

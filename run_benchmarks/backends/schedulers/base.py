@@ -3,11 +3,13 @@ and which addresses the launchers are given. An instance serves one run: its own
 round's nodes, what it adds to a node's record, and how it reads a round's ending."""
 from __future__ import annotations
 
+import uuid
 from abc import ABC, abstractmethod
 from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar, Mapping, Sequence
 
 from run_benchmarks.catalog.config_files import HostSpec
+from run_benchmarks.errors import PreflightError
 from run_benchmarks.registry import Registry
 
 if TYPE_CHECKING:
@@ -76,3 +78,15 @@ class Scheduler(ABC):
 
 
 SCHEDULERS: Registry[type[Scheduler]] = Registry("scheduler")  # filled by each scheduler module
+
+
+def check_writable(folder: Path, key: str, fix: str) -> None:
+    """A shared folder this machine must write (code, configs), refused at preflight with ``key`` named."""
+    probe = folder / f".accelbench-write-check-{uuid.uuid4().hex}"
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        probe.write_text("ok\n", encoding="utf-8")
+        probe.unlink()
+    except OSError as exc:
+        raise PreflightError(f"the shared directory {folder} ({key}) is not writable from here: "
+                             f"{exc.strerror or exc}", fix) from None
