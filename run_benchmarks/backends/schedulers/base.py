@@ -27,6 +27,9 @@ class Scheduler(ABC):
     # Preflight counts devices and runs the vendor's probes on the node hosts: only where they are the
     # machines the nodes run on (not a login node standing for a whole partition).
     checks_hosts: ClassVar[bool] = True
+    # Preflight asks the nodes' interpreter for the framework's version from here: not where the nodes run an
+    # image this machine does not have (Kubernetes); the worker records the version it ran with anyway.
+    checks_framework: ClassVar[bool] = True
 
     # ------------------------------------------------------------ plan (pure)
 

@@ -49,6 +49,7 @@ class Kubernetes(Scheduler):
     name = "kubernetes"
     shared_folder = True
     checks_hosts = False  # this machine only sees the shared volume
+    checks_framework = False  # the framework is the image's, run only in the pods
 
     @classmethod
     def master_address(cls, hosts: Sequence[HostSpec]) -> str:
