@@ -13,7 +13,7 @@ from typing import Callable
 import pytest
 
 from run_benchmarks.backends.schedulers import k8s as k8s_scheduler
-from run_benchmarks.backends.schedulers import k8s_delete
+from run_benchmarks.backends.schedulers import k8s_delete, k8s_job
 from run_benchmarks.catalog.casename import parse as parse_case_name
 from run_benchmarks.execute import rounds
 from training.contract import perflog
@@ -78,7 +78,7 @@ def standin(tmp_path, monkeypatch):
     monkeypatch.setattr(rounds, "POLL_S", 0.02)
     monkeypatch.setattr(k8s_scheduler, "LocalGuard", lambda tag, cleanup=(): guards.append(FakeGuard(tag, cleanup))
                         or guards[-1])
-    monkeypatch.setattr(k8s_scheduler, "GONE_GRACE_S", 2.0)
+    monkeypatch.setattr(k8s_job, "GONE_GRACE_S", 2.0)
 
     def start(script=completes, **cluster) -> StandIn:
         server = StandIn(Cluster(script, **cluster), tmp_path)
@@ -96,11 +96,12 @@ def standin(tmp_path, monkeypatch):
     yield start
     for server in servers:
         server.close()
+    assert not [e for server in servers for e in server.cluster.errors]
 
 
 def test_a_round_that_completes_is_ok_with_its_pods_logs_and_facts(accelbench, standin):
     api = standin(completes)
-    result = accelbench("run", CASE, "--cluster", api.cluster_file())
+    result = accelbench("run", CASE, "--timeout", "30", "--cluster", api.cluster_file())
     assert result.returncode == 0, result.stderr + result.stdout
     (doc,) = result.results()
     assert doc["status"] == "ok" and doc["metrics"]["tokens_per_s_total"] > 0, doc["reason"]
@@ -132,7 +133,7 @@ def test_a_round_that_completes_is_ok_with_its_pods_logs_and_facts(accelbench, s
 ], ids=["oomkilled", "exit-1", "pending-for-ever"])
 def test_how_pods_end_becomes_the_rounds_status(accelbench, standin, script, status, reason):
     api = standin(script)
-    result = accelbench("run", CASE, "--cluster", api.cluster_file())
+    result = accelbench("run", CASE, "--timeout", "30", "--cluster", api.cluster_file())
     assert result.returncode == 1, result.stderr
     (doc,) = result.results()
     assert doc["status"] == status and reason in doc["reason"], doc["reason"]
@@ -142,7 +143,7 @@ def test_how_pods_end_becomes_the_rounds_status(accelbench, standin, script, sta
 def test_a_watch_that_drops_with_410_is_listed_again(accelbench, standin):
     api = standin(completes)
     api.cluster.watch_410 = 2
-    result = accelbench("run", CASE, "--cluster", api.cluster_file())
+    result = accelbench("run", CASE, "--timeout", "30", "--cluster", api.cluster_file())
     assert result.returncode == 0, result.stderr + result.stdout
     assert result.results()[0]["status"] == "ok"
     assert api.cluster.watch_410 == 0  # both were served, and the run went on from fresh lists
@@ -154,7 +155,7 @@ def test_a_job_deleted_outside_accelbench_is_interrupted(accelbench, standin):
         outside = [(0.2, lambda cluster, pod, folder: cluster.delete_job(pod["metadata"]["labels"]["job-name"]))]
         return [(0.0, running(f"n{index}")), *(outside if index == 0 else [])]
     api = standin(script)
-    result = accelbench("run", CASE, "--cluster", api.cluster_file())
+    result = accelbench("run", CASE, "--timeout", "30", "--cluster", api.cluster_file())
     assert result.returncode == 1, result.stderr
     (doc,) = result.results()
     assert doc["status"] == "interrupted", doc["reason"]
@@ -179,7 +180,7 @@ def test_the_jobs_own_deadline_is_a_timeout(accelbench, standin):
         failed = {"phase": "Failed", "reason": "DeadlineExceeded", "message": "Job was active longer than specified"}
         return [(0.0, running(f"n{index}")), (0.1, deadline), (0.1, failed)]
     api = standin(script)
-    result = accelbench("run", CASE, "--cluster", api.cluster_file())
+    result = accelbench("run", CASE, "--timeout", "30", "--cluster", api.cluster_file())
     (doc,) = result.results()
     assert doc["status"] == "timeout" and "activeDeadlineSeconds passed" in doc["reason"], doc["reason"]
 
@@ -188,7 +189,7 @@ def test_ctrl_c_deletes_the_job_in_the_foreground(accelbench, standin, monkeypat
     """Ctrl-C as the round loop meets it (a KeyboardInterrupt while it polls the nodes; a real SIGINT in this
     process would leave the CLI's handlers behind): the same stop as the deadline's, then the record."""
     api = standin(hangs)
-    poll, pressed = k8s_scheduler.NodeJob.poll, []
+    poll, pressed = k8s_job.NodeJob.poll, []
 
     def interrupted_once_running(job):
         code = poll(job)
@@ -196,8 +197,8 @@ def test_ctrl_c_deletes_the_job_in_the_foreground(accelbench, standin, monkeypat
             pressed.append(True)
             raise KeyboardInterrupt
         return code
-    monkeypatch.setattr(k8s_scheduler.NodeJob, "poll", interrupted_once_running)
-    result = accelbench("run", CASE, "--cluster", api.cluster_file())
+    monkeypatch.setattr(k8s_job.NodeJob, "poll", interrupted_once_running)
+    result = accelbench("run", CASE, "--timeout", "30", "--cluster", api.cluster_file())
     assert result.returncode != 0
     (doc,) = result.results()
     assert doc["status"] == "interrupted" and "Ctrl-C" in doc["reason"], doc["reason"]
@@ -218,11 +219,11 @@ def test_the_guards_command_deletes_the_job_in_the_foreground(standin):
 
 def test_preflight_refuses_a_missing_namespace_and_too_few_devices(accelbench, standin, tmp_path):
     api = standin(completes, namespaces=("other",))
-    result = accelbench("run", CASE, "--cluster", api.cluster_file())
+    result = accelbench("run", CASE, "--timeout", "30", "--cluster", api.cluster_file())
     assert result.returncode == 2 and "namespace 'bench' does not exist" in result.stderr, result.stderr
     assert "kubectl create namespace bench" in result.stderr and api.cluster.jobs == {}
     api = standin(completes, nodes={"gpu-1": {"nvidia.com/gpu": "8"}, "gpu-2": {"nvidia.com/gpu": "4"}})
-    result = accelbench("run", "gpt2_tiny:torch:H100:2:8", "--cluster", api.cluster_file())
+    result = accelbench("run", "gpt2_tiny:torch:H100:2:8", "--timeout", "30", "--cluster", api.cluster_file())
     assert result.returncode == 2 and "Traceback" not in result.stderr
     assert "1 schedulable node(s) offer 8 nvidia.com/gpu (allocatable: gpu-1 8, gpu-2 4); the case asks for 2" \
         in result.stderr
@@ -232,7 +233,7 @@ def test_preflight_refuses_a_missing_namespace_and_too_few_devices(accelbench, s
 def test_preflight_says_when_devices_cannot_be_known(accelbench, standin):
     api = standin(completes)
     api.cluster.forbid_nodes = True
-    result = accelbench("run", "gpt2_tiny:torch:H100:2:8", "--cluster", api.cluster_file())
+    result = accelbench("run", "gpt2_tiny:torch:H100:2:8", "--timeout", "30", "--cluster", api.cluster_file())
     (doc,) = result.results()
     assert any("whether 2 node(s) offer 8 nvidia.com/gpu each cannot be known" in w for w in doc["warnings"])
 
@@ -241,5 +242,5 @@ def test_an_api_that_does_not_answer_is_refused_at_preflight(accelbench, standin
     api = standin(completes)
     cluster = api.cluster_file()
     api.close()
-    result = accelbench("run", CASE, "--cluster", cluster)
+    result = accelbench("run", CASE, "--timeout", "30", "--cluster", cluster)
     assert result.returncode == 2 and "does not answer" in result.stderr and "Traceback" not in result.stderr

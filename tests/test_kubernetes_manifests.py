@@ -213,3 +213,11 @@ def test_a_missing_image_and_a_bad_cluster_file_are_refused_with_the_key(accelbe
                         cluster_file(tmp_path / "k8s.yaml", shared_dir="rel/dir"))
     assert result.returncode == 2 and "shared_dir 'rel/dir' must be an absolute path" in result.stderr
     assert Kubernetes.name == "kubernetes"
+
+
+def test_the_example_cluster_file_plans_and_prints_its_job(accelbench):
+    result = accelbench("run", "gpt2_tiny:torch:H100:2:8", "--dry-run", "--cluster",
+                        ROOT / "configs" / "kubernetes.example.yaml")
+    assert result.returncode == 0, result.stderr
+    assert "kind: Job" in result.stdout and "nvidia.com/gpu: '8'" in result.stdout
+    assert "claimName: accelbench-rwx" in result.stdout

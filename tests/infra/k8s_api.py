@@ -74,6 +74,7 @@ class Cluster:
         self.watch_410 = 0  # this many watches answer 410 Gone before any event
         self.requests: list[str] = []
         self.forbid_nodes = False
+        self.errors: list[str] = []  # what went wrong in the stand-in's own threads
 
     def _bump(self, kind: str, pod: dict) -> None:
         self.version += 1
@@ -105,6 +106,16 @@ class Cluster:
             return job
 
     def _kubelet(self, pod_name: str, index: int, job_name: str) -> None:
+        """As a kubelet: the pod starts once the ConfigMap it mounts exists, then follows the script."""
+        try:
+            with self.cond:
+                if not self.cond.wait_for(lambda: ("ConfigMap", job_name) in self.owned, timeout=10):
+                    return  # a pod whose volume never comes stays Pending (ContainerCreating)
+            self._follow_script(pod_name, index, job_name)
+        except Exception as exc:  # noqa: BLE001 - a broken script is the test's error: it checks errors
+            self.errors.append(f"pod {pod_name}: {type(exc).__name__}: {exc}")
+
+    def _follow_script(self, pod_name: str, index: int, job_name: str) -> None:
         began = time.monotonic()
         for after_s, change in self.script(index):
             time.sleep(max(0.0, began + after_s - time.monotonic()))
@@ -165,6 +176,7 @@ class Cluster:
 
 class _Handler(BaseHTTPRequestHandler):
     cluster: Cluster
+    protocol_version = "HTTP/1.1"  # a watch streams in chunks, as the API server's do
 
     def log_message(self, *args) -> None:
         pass
@@ -219,6 +231,7 @@ class _Handler(BaseHTTPRequestHandler):
                 body = self._body()
                 kind = "Service" if rest == ["services"] else "ConfigMap"
                 cluster.owned[(kind, body["metadata"]["name"])] = body
+                cluster.cond.notify_all()
                 return self._send(201, body)
             if rest[:1] == ["pods"] and len(rest) == 3 and rest[2] == "log":
                 text = cluster.logs.get((rest[1], query.get("container", "launcher")))
@@ -234,33 +247,40 @@ class _Handler(BaseHTTPRequestHandler):
                                         "items": cluster.select(query.get("labelSelector", ""))})
         return self._send(404, _status(404, "NotFound", f"the stand-in does not serve {method} {url.path}"))
 
+    def _chunk(self, data: bytes) -> None:
+        self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
+        self.wfile.flush()
+
     def _watch(self, query: dict) -> None:
+        """Events after the resource version, one JSON line per chunk, until ``timeoutSeconds``."""
         cluster, selector = self.cluster, query.get("labelSelector", "")
         since, end = int(query.get("resourceVersion") or 0), time.monotonic() + float(query.get("timeoutSeconds", 1))
         self.send_response(200)
         self.send_header("Content-Type", "application/json")
+        self.send_header("Transfer-Encoding", "chunked")
         self.end_headers()
-        with cluster.cond:
-            if cluster.watch_410 > 0:
-                cluster.watch_410 -= 1
-                self.wfile.write(json.dumps({"type": "ERROR", "object": _status(410, "Expired", "too old resource "
-                                                                                "version")}).encode() + b"\n")
-                return
         wanted = dict(part.split("=", 1) for part in selector.split(",") if "=" in part)
-        while time.monotonic() < end:
+        try:
             with cluster.cond:
-                fresh = [(v, k, p) for v, k, p in cluster.events if v > since]
-                if not fresh:
-                    cluster.cond.wait(timeout=max(0.0, min(0.2, end - time.monotonic())))
-                    continue
-            for version, kind, pod in fresh:
-                since = version
-                if all(pod["metadata"]["labels"].get(k) == v for k, v in wanted.items()):
-                    try:
-                        self.wfile.write(json.dumps({"type": kind, "object": pod}).encode() + b"\n")
-                        self.wfile.flush()
-                    except OSError:
-                        return
+                gone = cluster.watch_410 > 0
+                cluster.watch_410 -= 1 if gone else 0
+            if gone:
+                self._chunk(json.dumps({"type": "ERROR", "object": _status(410, "Expired", "too old resource "
+                                                                           "version")}).encode() + b"\n")
+            while not gone and time.monotonic() < end:
+                with cluster.cond:
+                    fresh = [(v, k, p) for v, k, p in cluster.events if v > since]
+                    if not fresh:
+                        cluster.cond.wait(timeout=max(0.0, min(0.2, end - time.monotonic())))
+                        continue
+                for version, kind, pod in fresh:
+                    since = version
+                    if all(pod["metadata"]["labels"].get(k) == v for k, v in wanted.items()):
+                        self._chunk(json.dumps({"type": kind, "object": pod}).encode() + b"\n")
+            self.wfile.write(b"0\r\n\r\n")
+            self.wfile.flush()
+        except OSError:  # the client went: the watch ends
+            self.close_connection = True
 
     def do_GET(self) -> None:  # noqa: N802 - http.server's names
         self._route("GET")

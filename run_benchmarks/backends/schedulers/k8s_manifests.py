@@ -21,7 +21,7 @@ from run_benchmarks.errors import UserError
 from run_benchmarks.backends.schedulers.slurm_script import MASTER_ADDR, NODE_ADDR
 
 if TYPE_CHECKING:
-    from run_benchmarks.plan import CasePlan, NodePlan, RoundPlan
+    from run_benchmarks.plan import CasePlan, RoundPlan
 
 MANAGED_BY = {"app.kubernetes.io/managed-by": "accelbench"}
 JOB_LABEL = "accelbench.dev/job"
