@@ -7,6 +7,7 @@ the shared folder (as tests/test_slurm_scripts.py fakes Slurm): no real launcher
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 from typing import Callable
 
@@ -244,3 +245,12 @@ def test_an_api_that_does_not_answer_is_refused_at_preflight(accelbench, standin
     api.close()
     result = accelbench("run", CASE, "--timeout", "30", "--cluster", cluster)
     assert result.returncode == 2 and "does not answer" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_without_the_kubernetes_client_the_run_is_refused_with_the_extra_to_install(accelbench, standin, monkeypatch):
+    api = standin(completes)
+    monkeypatch.setitem(sys.modules, "kubernetes", None)  # as if not installed
+    result = accelbench("run", CASE, "--cluster", api.cluster_file())
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert "needs the kubernetes Python client" in result.stderr and "accelbench[kubernetes]" in result.stderr
+    assert api.cluster.jobs == {}

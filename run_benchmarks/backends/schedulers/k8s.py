@@ -147,7 +147,6 @@ class Kubernetes(Scheduler):
         job = self.current
         if job is None or ending == "interrupted":
             return ending
-        job.collect_logs()
         info = job.read_job()
         if info is None and not job.deleted_by_us:
             result.reason = f"job {job.name} was deleted outside accelbench (kubectl delete, or the site's policy)"

@@ -37,6 +37,7 @@ class RoundJob:
         self.pods: dict[int, dict] = {}  # completion index -> the pod as last seen
         self.last_pods: dict[int, dict] = {}  # kept when a pod goes (deleted), for the record
         self.logs: dict[tuple[int, str], str] = {}
+        self._final: set[tuple[int, str]] = set()  # logs read after their pod ended: complete
         self.relists = 0  # watches that ended with 410 Gone and were listed again
         self.deleted_by_us = False
         self.submitted = now()
@@ -97,14 +98,22 @@ class RoundJob:
         return self.client.job(self.name)
 
     def collect_logs(self) -> None:
-        """Each pod's launcher and monitor logs, while the pods still exist (a delete removes them)."""
+        """Each pod's launcher and monitor logs, while the pods still exist (a delete removes them); read
+        once more only while a pod may still write."""
         for rank, pod in self.last_pods.items():
+            spec = pod.get("spec") or {}
+            names = {c.get("name") for c in [*(spec.get("containers") or []), *(spec.get("initContainers") or [])]}
             for container in (manifests.LAUNCHER, manifests.MONITOR):
+                if container not in names or (rank, container) in self._final:
+                    continue
+                ended = self.state(rank).ended
                 try:
-                    text = self.client.log(pod["metadata"]["name"], container, limit_bytes=LOG_LIMIT_BYTES)
+                    self.logs[(rank, container)] = self.client.log(pod["metadata"]["name"], container,
+                                                                   limit_bytes=LOG_LIMIT_BYTES)
                 except Exception:  # noqa: BLE001 - gone, or never started: keep what was read before
                     continue
-                self.logs[(rank, container)] = text
+                if ended:
+                    self._final.add((rank, container))
 
     def tail(self, rank: int) -> list[str]:
         text = self.logs.get((rank, manifests.LAUNCHER), "")
