@@ -10,6 +10,7 @@ from typing import Any, Literal, Optional, Union
 from pydantic import Field, NonNegativeFloat, PositiveFloat, conint, field_validator, model_validator
 
 from run_benchmarks.catalog.config import CASE_NAME, Strict
+from run_benchmarks.catalog.kubernetes_spec import KubernetesSpec
 
 
 class CaseEntry(Strict):
@@ -158,10 +159,13 @@ class ClusterSpec(Strict):
     """``configs/cluster.yaml``: where a case's nodes come from. ``scheduler: hosts`` (the default): the
     listed hosts, in order. ``scheduler: slurm``: a Slurm allocation per round, described under ``slurm``."""
 
-    scheduler: Literal["hosts", "slurm"] = Field("hosts", description="hosts: the host list; slurm: one sbatch "
-                                                                      "job per round")
+    scheduler: Literal["hosts", "slurm", "kubernetes"] = Field(
+        "hosts", description="hosts: the host list; slurm: one sbatch job per round; kubernetes: one Indexed Job "
+                             "per round")
     hosts: list[HostSpec] = Field(default_factory=list)
     slurm: Optional[SlurmSpec] = Field(None, description="scheduler slurm: partition, limits, shared directory")
+    kubernetes: Optional[KubernetesSpec] = Field(None, description="scheduler kubernetes: namespace, image, "
+                                                                   "shared volume")
     master_port: Union[Literal["auto"], conint(ge=1, le=65535)] = "auto"
 
     @field_validator("hosts")
@@ -184,6 +188,12 @@ class ClusterSpec(Strict):
                              "the section")
         if self.scheduler == "slurm" and self.hosts:
             raise ValueError("with 'scheduler: slurm' the nodes come from Slurm; remove 'hosts:'")
+        if self.scheduler == "kubernetes" and (self.kubernetes is None or self.hosts):
+            raise ValueError("scheduler kubernetes needs a 'kubernetes:' section (at least shared_dir and "
+                             "shared_claim) and no 'hosts:' (the nodes are pods)")
+        if self.scheduler != "kubernetes" and self.kubernetes is not None:
+            raise ValueError("a 'kubernetes:' section is read only with 'scheduler: kubernetes'; add that line, "
+                             "or remove the section")
         return self
 
     def node_hosts(self) -> list[HostSpec]:
@@ -191,6 +201,10 @@ class ClusterSpec(Strict):
         this machine sees it (code and logs go there; the nodes' own names are known once the job runs)."""
         if self.scheduler == "hosts":
             return self.hosts
+        if self.scheduler == "kubernetes":  # the pods' shared volume, as this machine sees it
+            k8s = self.kubernetes
+            return [HostSpec(name="kubernetes", backend="local", work_root=k8s.shared_dir, python=k8s.python)
+                    ] * k8s.max_nodes
         slurm = self.slurm
         return [HostSpec(name="slurm", backend="local", work_root=slurm.shared_dir, python=slurm.python)
                 ] * slurm.max_nodes

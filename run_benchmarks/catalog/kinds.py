@@ -75,6 +75,9 @@ class KindSpec(Strict):
     monitor: Union[MonitorName, CommandMonitorSpec] = Field("none", description=(
         "nvml, rocm-smi, cpu, none, or a command with a parser (npu-smi, cnmon, xpu-smi, ...)"))
     probes: dict[str, str] = Field(default_factory=dict, description="environment field -> command, per host")
+    kubernetes_resource: Optional[str] = Field(None, pattern=r"^[a-z0-9.\-]+/[A-Za-z0-9_.\-]+$", description=(
+        "the device plugin's resource a pod asks for, one per process (nvidia.com/gpu, amd.com/gpu, "
+        "huawei.com/Ascend910); none: the pods ask for no device"))
     worker_plugin: Optional[str] = Field(None, description=(
         "a Python file in the vendor's folder with worker hooks: setup(device) before the device is used, "
         "environment() -> dict recorded with the results"))

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal, Optional, Union
 
-from pydantic import ConfigDict, Field, PositiveFloat, field_validator, model_validator
+from pydantic import ConfigDict, Field, PositiveFloat, conint, constr, field_validator, model_validator
 
 from training.contract.names import GEMM_DTYPES
 from training.contract.spec import CommandMonitorSpec, DeviceSpec, MonitorName
@@ -86,6 +86,11 @@ class ContainerOptions(Strict):
     privileged: bool = Field(False, description="--privileged: every device and capability; only when a "
                                                 "vendor's runtime cannot work otherwise, and said here explicitly")
     build_args: dict[str, str] = Field(default_factory=dict, description="--build-arg values for the Dockerfile")
+    host_network: bool = Field(False, description="Kubernetes: pods on the node's network (hostNetwork), for "
+                                                  "fabrics the pod network cannot carry; stated in the plan")
+    kubernetes_resources: dict[constr(pattern=r"^[a-z0-9.\-]+/[A-Za-z0-9_.\-]+$"), conint(ge=1, le=1024)] = Field(
+        default_factory=dict, description=(
+        "Kubernetes: more resources per pod beside the devices, e.g. {rdma/hca_shared_devices_a: 1}"))
 
 
 class FrameworkRuntime(Strict):

@@ -43,7 +43,8 @@ class Preflight:
         for runtime in self.runtimes:
             runtime.prepare(self.plan.cases)
         for case in self.plan.cases:
-            self.version_warnings[str(case.name)] = self._check_framework(case)
+            if self.scheduler.checks_framework:
+                self.version_warnings[str(case.name)] = self._check_framework(case)
         if self.scheduler.checks_hosts:
             self._probe_hosts()
 

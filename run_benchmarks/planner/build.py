@@ -99,7 +99,7 @@ def _case_plan(inputs: PlanInputs, name: casename.CaseName, run_id: str, case_di
     hosts = inputs.cluster.node_hosts()
     if name.nnodes > len(hosts):
         where = (f"{inputs.cluster_path} lists {len(hosts)} host(s)" if inputs.cluster.scheduler == "hosts"
-                 else f"slurm.max_nodes of {inputs.cluster_path} is {len(hosts)}")
+                 else f"{inputs.cluster.scheduler}.max_nodes of {inputs.cluster_path} is {len(hosts)}")
         raise UserError(f"case name {str(name)!r} asks for {name.nnodes} nodes but {where}",
                         f"lower nnodes to at most {len(hosts)}, or add hosts to {inputs.cluster_path}")
 

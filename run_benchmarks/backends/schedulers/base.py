@@ -3,11 +3,13 @@ and which addresses the launchers are given. An instance serves one run: its own
 round's nodes, what it adds to a node's record, and how it reads a round's ending."""
 from __future__ import annotations
 
+import uuid
 from abc import ABC, abstractmethod
 from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar, Mapping, Sequence
 
 from run_benchmarks.catalog.config_files import HostSpec
+from run_benchmarks.errors import PreflightError
 from run_benchmarks.registry import Registry
 
 if TYPE_CHECKING:
@@ -25,6 +27,9 @@ class Scheduler(ABC):
     # Preflight counts devices and runs the vendor's probes on the node hosts: only where they are the
     # machines the nodes run on (not a login node standing for a whole partition).
     checks_hosts: ClassVar[bool] = True
+    # Preflight asks the nodes' interpreter for the framework's version from here: not where the nodes run an
+    # image this machine does not have (Kubernetes); the worker records the version it ran with anyway.
+    checks_framework: ClassVar[bool] = True
 
     # ------------------------------------------------------------ plan (pure)
 
@@ -76,3 +81,15 @@ class Scheduler(ABC):
 
 
 SCHEDULERS: Registry[type[Scheduler]] = Registry("scheduler")  # filled by each scheduler module
+
+
+def check_writable(folder: Path, key: str, fix: str) -> None:
+    """A shared folder this machine must write (code, configs), refused at preflight with ``key`` named."""
+    probe = folder / f".accelbench-write-check-{uuid.uuid4().hex}"
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        probe.write_text("ok\n", encoding="utf-8")
+        probe.unlink()
+    except OSError as exc:
+        raise PreflightError(f"the shared directory {folder} ({key}) is not writable from here: "
+                             f"{exc.strerror or exc}", fix) from None

@@ -20,7 +20,7 @@ from run_benchmarks.errors import PreflightError
 from run_benchmarks.backends.hosts import Job
 from run_benchmarks.backends.hosts.guard import ENV_TAG
 from run_benchmarks.backends.hosts.local import LocalGuard
-from run_benchmarks.backends.schedulers.base import SCHEDULERS, Scheduler
+from run_benchmarks.backends.schedulers.base import SCHEDULERS, Scheduler, check_writable
 from run_benchmarks.backends.schedulers.slurm_client import JobInfo, SlurmClient
 from run_benchmarks.backends.schedulers.slurm_script import (EXIT_FILE, MASTER_ADDR, NODE_ADDR, NODE_FILE, batch_script, node_script, sbatch_argv)
 from run_benchmarks.backends.schedulers.slurm_script import round_folder, write_round_files
@@ -84,16 +84,8 @@ class Slurm(Scheduler):
         self._check_shared_dir()
 
     def _check_shared_dir(self) -> None:
-        folder = Path(self.spec.shared_dir)
-        probe = folder / f".accelbench-write-check-{uuid.uuid4().hex}"
-        try:
-            folder.mkdir(parents=True, exist_ok=True)
-            probe.write_text("ok\n", encoding="utf-8")
-            probe.unlink()
-        except OSError as exc:
-            raise PreflightError(f"the shared directory {folder} (slurm.shared_dir) is not writable from here: "
-                                 f"{exc.strerror or exc}", "choose a folder that this machine and every node "
-                                 "mount at the same path, writable by you") from None
+        check_writable(Path(self.spec.shared_dir), "slurm.shared_dir", "choose a folder that this machine and "
+                       "every node mount at the same path, writable by you")
 
     # ------------------------------------------------------------ a round
 

@@ -1,0 +1,50 @@
+"""The ``kubernetes:`` section of a cluster file: one Indexed Job per round in a namespace.
+
+Its own module so that config_files.py stays one screen per scheduler; every value here reaches the
+cluster as data in a manifest (names are checked against Kubernetes' own name rules first)."""
+from __future__ import annotations
+
+from pathlib import PurePosixPath
+from typing import Optional
+
+from pydantic import Field, PositiveFloat, conint, model_validator
+
+from run_benchmarks.catalog.config import Strict
+
+DNS_LABEL = r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$"  # RFC 1123 label: namespaces, claims, secrets
+DNS_SUBDOMAIN = r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$"
+
+
+class KubernetesSpec(Strict):
+    """A Kubernetes cluster reached with a kubeconfig; the nodes' folders are a ReadWriteMany volume that
+    this machine also sees at ``shared_dir`` (as Slurm's shared directory)."""
+
+    namespace: str = Field("default", pattern=DNS_LABEL)
+    kubeconfig: Optional[str] = Field(None, description="the kubeconfig file; default: $KUBECONFIG, then "
+                                                        "~/.kube/config, then the in-cluster service account")
+    context: Optional[str] = Field(None, min_length=1, max_length=253, description="a context of the kubeconfig")
+    image: Optional[str] = Field(None, min_length=1, max_length=512, description=(
+        "the image every pod runs, from a registry the cluster can pull; default: the vendor's "
+        "frameworks.<framework>.image"))
+    image_pull_secret: Optional[str] = Field(None, pattern=DNS_SUBDOMAIN)
+    service_account: Optional[str] = Field(None, pattern=DNS_SUBDOMAIN)
+    shared_dir: str = Field(description="the volume's path on this machine and in every pod: code, configs "
+                                        "and logs go there")
+    shared_claim: str = Field(pattern=DNS_SUBDOMAIN, description="the PersistentVolumeClaim (ReadWriteMany) "
+                                                                 "mounted at shared_dir in every pod")
+    python: str = Field("python3", min_length=1, description="the interpreter inside the image")
+    node_selector: dict[str, str] = Field(default_factory=dict, description="nodeSelector of every pod")
+    pending_timeout_s: PositiveFloat = Field(300, allow_inf_nan=False, le=86400, description=(
+        "a pod still Pending this long after its creation is 'not scheduled' (with the scheduler's reason)"))
+    ttl_after_finished_s: conint(ge=0, le=604800) = Field(3600, description="ttlSecondsAfterFinished: the "
+                                                                            "cluster removes a finished job")
+    max_nodes: conint(ge=1, le=65536) = Field(1024, description="most pods one case may ask for")
+    poll_s: PositiveFloat = Field(1.0, allow_inf_nan=False, le=60, description="watch timeout: how often the "
+                                                                               "pods' states are read again")
+
+    @model_validator(mode="after")
+    def _absolute_shared_dir(self) -> "KubernetesSpec":
+        if not PurePosixPath(self.shared_dir).is_absolute():
+            raise ValueError(f"shared_dir {self.shared_dir!r} must be an absolute path (the volume is mounted "
+                             "there in every pod)")
+        return self
