@@ -144,9 +144,9 @@ def _where(raw: dict, origin: str) -> str:
     return f"{origin}: {ident} (run {str(raw.get('run_id'))[:80]}, round {str(raw.get('round'))[:20]})"
 
 
-def _refuse(raw: dict, origin: str, version: Any, exc: ValidationError) -> StoredRowError:
+def _refuse(raw: dict, origin: str, version: Any, exc: ValidationError, within: str = "") -> StoredRowError:
     first = exc.errors()[0]
-    key = ".".join(str(part) for part in first["loc"]) or "(the row)"
+    key = within + (".".join(str(part) for part in first["loc"]) or "(the row)")
     return StoredRowError(f"{_where(raw, origin)}, row version {version}: {key}: {first['msg']}"
                           + (f" ({len(exc.errors()) - 1} more)" if len(exc.errors()) > 1 else ""),
                           "the row was changed outside accelbench: correct or delete it (sqlite3), then add the "
@@ -183,10 +183,13 @@ def read_row(raw: dict, origin: str = "results store") -> Attempt:
         if step.to_version > version:
             row = step.migrate(row)
             applied.append(step.change)
-    try:
-        if applied:
+    if applied:
+        try:
             AttemptRow.model_validate(row)
+        except ValidationError as exc:
+            raise _refuse(raw, origin, version, exc) from None
+    try:
         record = RoundRecord.model_validate(row["record"])
     except ValidationError as exc:
-        raise _refuse(raw, origin, version, exc) from None
+        raise _refuse(raw, origin, version, exc, "record.") from None
     return Attempt(row, version=version, migrations=tuple(applied), typed=record)
