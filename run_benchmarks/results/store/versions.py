@@ -164,8 +164,8 @@ def row_version(raw: dict, origin: str) -> int:
     if version > ROW_VERSION:
         raise NewerRowError(f"{_where(raw, origin)} was written by a newer accelbench (row version {version}; "
                              f"this one reads versions 1 to {ROW_VERSION})",
-                             "upgrade accelbench (git pull in its checkout, or pip install -U accelbench) "
-                             "to read this store")
+                             "upgrade accelbench (git pull in its checkout, then reinstall) "
+                             "to read it")
     return version
 
 
