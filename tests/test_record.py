@@ -55,7 +55,7 @@ def test_rows_from_before_the_record_column_read_back_as_records(tmp_path):
     db = tmp_path / "results.db"
     fill(db, [document("r1", "gpt2_tiny", "torch", 0.5)])
     with sqlite3.connect(db) as conn:
-        conn.execute("UPDATE attempts SET record = NULL")
+        conn.execute("UPDATE attempts SET record = NULL, row_version = NULL")  # as rows before both
     with ResultStore(db) as store:
         (attempt,) = store.attempts()
         record = attempt.record()

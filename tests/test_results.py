@@ -125,15 +125,17 @@ def test_every_attempt_is_a_row_and_reads_back(tmp_path):
 
 _WRITER = """
 import sys
+from run_benchmarks.results.record import RoundRecord
 from run_benchmarks.results.store.store import ResultStore
 store = ResultStore(sys.argv[1])
 store.begin_run("killed", "2026-11-23T10:00:00+00:00", [], None, None)
 i = 0
 while True:
     i += 1
-    store.add_attempt({"run_id": "killed", "case_name": "c:torch:cpu:1:1", "case": "c", "framework": "torch",
-                       "hardware": "cpu", "nnodes": 1, "nprocs_per_node": 1, "round": i, "status": "ok",
-                       "metrics": {"tokens_per_s_per_device": float(i)}, "source": "accelbench"})
+    store.add_attempt(RoundRecord.model_validate({
+        "run_id": "killed", "case_name": "c:torch:cpu:1:1", "round": i, "status": "ok",
+        "case": {"case": "c", "framework": "torch", "hardware": "cpu", "nnodes": 1, "nprocs_per_node": 1,
+                 "world_size": 1}, "metrics": {"tokens_per_s_per_device": float(i)}}).to_row())
     print(i, flush=True)
 """
 

@@ -27,7 +27,8 @@ RUN = "20261125-120000-abcd"
 
 def attempt(run_id: str = RUN, **extra) -> dict:
     return {"run_id": run_id, "case_name": "gpt2_tiny:torch:cpu:1:1", "case": "gpt2_tiny", "framework": "torch",
-            "hardware": "cpu", "nnodes": 1, "nprocs_per_node": 1, "round": 1, "attempt": 1, "status": "ok",
+            "hardware": "cpu", "nnodes": 1, "nprocs_per_node": 1, "world_size": 1, "round": 1, "attempt": 1,
+            "status": "ok",
             "source": "accelbench", **extra}
 
 

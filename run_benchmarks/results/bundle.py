@@ -40,6 +40,7 @@ from run_benchmarks.pathnames import run_id as run_id_name
 from run_benchmarks.results.store.store import ResultStore
 from run_benchmarks.results.store.schema import _insert_attempt
 from run_benchmarks.results.store.recovery import results_documents
+from run_benchmarks.results.store.versions import NewerRowError, StoredRowError, read_row
 
 BUNDLE_SCHEMA = "accelbench.bundle/1"
 MANIFEST, CHECKSUMS, ATTEMPTS, ENVIRONMENT = "bundle.json", "SHA256SUMS", "store/attempts.json", "environment.json"
@@ -279,7 +280,11 @@ def _read_attempts(path: Path, run_id: str, bundle: Path) -> list[dict]:
                             "from 1; nothing was imported", ASK_ORIGINAL)
         if a.get("results_path") is not None and not isinstance(a["results_path"], str):
             raise UserError(f"{bundle}: an attempt's results_path is not text; nothing was imported", ASK_ORIGINAL)
-    return attempts
+    try:  # as the row version that wrote each (a bundle from an older accelbench), migrated to today's
+        return [read_row(a, f"{bundle}: {ATTEMPTS}").row for a in attempts]
+    except StoredRowError as exc:
+        raise UserError(f"{exc.message}; nothing was imported",
+                        exc.fix if isinstance(exc, NewerRowError) else ASK_ORIGINAL) from None
 
 
 def _columns(store: ResultStore, table: str) -> set[str]:

@@ -3,13 +3,14 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Optional
 
 if TYPE_CHECKING:  # the record's pydantic models: imported where a row becomes a record, not with the columns
     from run_benchmarks.results.record import RoundRecord
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 1  # the file's tables (meta); a newer one is refused at open. Columns are only ever added
+ROW_VERSION = 6  # each attempts row's layout (column row_version), read and migrated by versions.read_row
 
 # Figures copied out of the metrics into columns: (column, key in RoundMetrics.to_dict(), sub-key)
 METRIC_COLUMNS = (
@@ -74,7 +75,8 @@ CREATE TABLE IF NOT EXISTS attempts (
     accelbench_commit TEXT,
     results_path TEXT,
     source TEXT NOT NULL,
-    record TEXT                      -- JSON: the whole round record (record.RoundRecord) the columns come from
+    record TEXT,                     -- JSON: the whole round record (record.RoundRecord) the columns come from
+    row_version INTEGER              -- the row's layout (ROW_VERSION); NULL: written before rows named it
 );
 CREATE INDEX IF NOT EXISTS attempts_run ON attempts(run_id);
 CREATE INDEX IF NOT EXISTS attempts_case ON attempts("case", framework, hardware);
@@ -85,7 +87,8 @@ _JSON_COLUMNS = ("metrics", "monitor", "figures", "workload", "environment", "wa
 # Columns added after schema version 1 was first written: (name, type), added to older files on open.
 _ADDED_COLUMNS = tuple((c, "REAL") for c in MONITOR_COLUMNS) + (("monitor", "TEXT"),
                                                                   ("peak_memory_reserved_bytes", "REAL"),
-                                                                  ("figures", "TEXT"), ("record", "TEXT"))
+                                                                  ("figures", "TEXT"), ("record", "TEXT"),
+                                                                  ("row_version", "INTEGER"))
 _ADDED_RUN_COLUMNS = (("orchestrator_host", "TEXT"), ("orchestrator_pid", "INTEGER"),
                       ("orchestrator_started", "REAL"), ("note", "TEXT"))
 
@@ -132,8 +135,13 @@ def add_missing_columns(conn: sqlite3.Connection, write: bool = True) -> None:
 
 @dataclass(frozen=True)
 class Attempt:
-    """One stored row, JSON columns decoded."""
+    """One stored row, JSON columns decoded, as today's row version holds it. Read from the store through
+    ``versions.read_row`` (checked by the rules of the version that wrote it, then migrated: ``version`` and
+    ``migrations`` say which); made in-process from a record (``with_columns(record.to_row())``) as it is."""
     row: dict
+    version: int = 0  # the row version it was written with; 0: made in this process, never stored
+    migrations: tuple[str, ...] = ()  # the changes applied to read it (versions.ROW_MIGRATIONS)
+    typed: Optional[RoundRecord] = field(default=None, compare=False, repr=False)
 
     def __getitem__(self, key: str) -> Any:
         return self.row[key]
@@ -146,13 +154,12 @@ class Attempt:
         return self.row["status"] == "ok"
 
     def record(self) -> RoundRecord:
-        """The round record the row was made from (rows older than the ``record`` column: rebuilt from the
-        columns, which held all of it)."""
+        """The round record the row was made from (read once, when the row was read from the store)."""
+        if self.typed is not None:
+            return self.typed
         from run_benchmarks.results.record import RoundRecord
 
-        if self.row.get("record"):
-            return RoundRecord.model_validate(self.row["record"])
-        return record_from_row(self.row)
+        return RoundRecord.model_validate(self.row["record"])
 
 
 def _decode(row: sqlite3.Row) -> dict:
@@ -178,7 +185,8 @@ def with_columns(fields: dict) -> dict:
 
 
 def _insert_attempt(fields: dict) -> tuple[str, list]:
-    row = with_columns(fields)
+    """Today's row (ROW_VERSION) from ``fields``: a record's to_row(), or a stored row read by read_row."""
+    row = {**with_columns(fields), "row_version": ROW_VERSION}
     for key in _JSON_COLUMNS:
         if key in row and row[key] is not None:
             row[key] = json.dumps(row[key], default=str)
@@ -193,19 +201,3 @@ def row_from_document(doc: dict, attempt: int = 1) -> dict:
     from run_benchmarks.results.record import RoundRecord
 
     return RoundRecord.model_validate(doc).to_row(attempt)
-
-
-def record_from_row(row: dict) -> RoundRecord:
-    """A record from a row written before rows held their record whole."""
-    from run_benchmarks.results.record import RoundRecord
-
-    return RoundRecord.model_validate({
-        "run_id": row["run_id"], "case_name": row["case_name"],
-        "case": {k: row[k] for k in CASE_COLUMNS if k != "case_name" and row.get(k) is not None},
-        "round": row["round"],
-        "status": row["status"], "reason": row.get("reason") or "", "warnings": row.get("warnings") or [],
-        "error_lines": row.get("error_lines") or [], "started_at": row.get("started_at"),
-        "ended_at": row.get("ended_at"), "wall_time_s": row.get("wall_time_s"),
-        "results_path": row.get("results_path"), "metrics": row.get("metrics"), "monitor": row.get("monitor"),
-        "figures": row.get("figures") or [], "workload": row.get("workload"),
-        "environment": row.get("environment") or {}, "source": row.get("source") or "accelbench"})

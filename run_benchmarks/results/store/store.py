@@ -355,7 +355,7 @@ class ResultStore(StoreRecovery):
 
     def attempts(self, where: Optional[dict] = None, run_ids: Iterable[str] = ()) -> list[Attempt]:
         """Attempts matching every ``key=value`` in ``where`` (and in one of ``run_ids`` if given), oldest
-        first."""
+        first; each read as the row version it was written with and migrated to today's (versions.read_row)."""
         clauses, params = [], []
         for key, value in (where or {}).items():
             if key not in FILTER_KEYS:
@@ -368,7 +368,9 @@ class ResultStore(StoreRecovery):
             clauses.append(f"run_id IN ({', '.join('?' for _ in run_ids)})")
             params += run_ids
         sql = "SELECT * FROM attempts" + (f" WHERE {' AND '.join(clauses)}" if clauses else "") + " ORDER BY id"
-        return [Attempt(_decode(r)) for r in self.conn.execute(sql, params)]
+        from run_benchmarks.results.store.versions import read_row  # pydantic: with the first row read
+
+        return [read_row(_decode(r), str(self.path)) for r in self.conn.execute(sql, params)]
 
 
 class _Damaged(sqlite3.DatabaseError):
