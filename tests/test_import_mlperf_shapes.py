@@ -277,3 +277,30 @@ def test_epoch_counted_blocks_are_epochs_of_train_samples_unless_an_evaluation_s
     assert done.returncode == 1, done.stdout + done.stderr
     row = stored(db, "not-epochs")
     assert row["samples_per_s"] is None and "the blocks count something other than epochs" in row["reason"]
+
+
+def test_compare_shows_time_to_train_and_eval_accuracy_beside_the_throughput(accelbench, tmp_path):
+    """MLPerf's score was in show, report and CSV but in no compare (issue 30, "MLPerf's headline")."""
+    db, log = tmp_path / "r.db", tmp_path / "result_0.txt"
+    log.write_text(nemo_gpt3())
+    assert run(accelbench, db, log, "a").returncode == 0 and run(accelbench, db, log, "b").returncode == 0
+    ttt = stored(db, "a")["metrics"]["time_to_train_s"]
+    shown = f"{ttt:,.1f} s ({ttt / 60:,.1f} min)"
+    terminal = accelbench("compare", "a", "b", "--db", str(db)).stdout
+    line = next(row for row in terminal.splitlines() if "time to train" in row)
+    assert line.count(shown) == 2 and "+0.0%" in line
+    assert "eval accuracy (last)" in terminal and terminal.count("2.72") == 2  # the last of 2.75 - 0.01 k
+    markdown = accelbench("compare", "a", "b", "--db", str(db), "--format", "markdown").stdout
+    assert "| time to train A | time to train B | B vs A | eval accuracy (last) A |" in markdown
+    out = tmp_path / "compare.html"
+    assert accelbench("compare", "a", "b", "--db", str(db), "--html", str(out)).returncode == 0
+    assert "<td>time to train</td>" in out.read_text() and out.read_text().count(shown) == 2
+
+
+def test_compare_of_runs_without_an_mlperf_score_has_no_such_rows(accelbench, tmp_path):
+    from .test_results import document, fill
+
+    db = tmp_path / "r.db"
+    fill(db, [document("x", "gpt3_tiny", "torch", 0.5), document("y", "gpt3_tiny", "torch", 0.6)])
+    terminal = accelbench("compare", "x", "y", "--db", str(db)).stdout
+    assert "tok/s/dev" in terminal and "time to train" not in terminal and "eval accuracy" not in terminal

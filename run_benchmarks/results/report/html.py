@@ -136,6 +136,6 @@ def render_compare(a, b, rows: Sequence) -> str:
     return _environment().get_template("compare.html.j2").render(
         title=f"accelbench compare: A = {a.text}, B = {b.text}", a=a, b=b, rows=rows,
         generated=datetime.now(timezone.utc).isoformat(timespec="seconds"), version=__version__,
-        compared=[(f, cmp.SHORT[f]) for f in cmp.COMPARED], value=cmp.format_value, change=cmp.format_change,
+        compared=[(f, cmp.SHORT[f]) for f in cmp.compared(rows)], value=cmp.format_value, change=cmp.format_change,
         rounds=getattr(cmp, "format_rounds", lambda s: "-" if s is None else str(len(s.ok))),
         noise_rule=getattr(cmp, "NOISE_RULE", ""), charts=chart_list)

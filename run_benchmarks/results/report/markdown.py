@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from run_benchmarks.results.report.compare import COMPARED, Row, Selection, format_change, format_value
+from run_benchmarks.results.report.compare import Row, Selection, compared, format_change, format_value
 from run_benchmarks.results.report.ppo_phases import ppo_phase_views
 from run_benchmarks.results.report.summary import FIGURE_BY_KEY, CaseSummary
 from run_benchmarks.results.report.views import to_markdown
@@ -70,11 +70,11 @@ def report(summaries: Sequence[CaseSummary], title: str) -> str:
 
 
 def compare_table(a: Selection, b: Selection, rows: Sequence[Row]) -> str:
-    header = ["case"]
-    for figure in COMPARED:  # memory: the definition both sides have, named in each row's cells
+    header, figures = ["case"], compared(rows)
+    for figure in figures:  # memory: the definition both sides have, named in each row's cells
         label = FIGURE_BY_KEY[figure].label if figure in FIGURE_BY_KEY else "memory/device"
         header += [f"{label} A", f"{label} B", "B vs A"]
-    body = [[row.label] + [cell for figure in COMPARED for cell in
+    body = [[row.label] + [cell for figure in figures for cell in
                            (*_sides(row, figure), format_change(row, figure))]
             for row in rows]
     return (f"A = `{a.text}`, B = `{b.text}`\n\n"
