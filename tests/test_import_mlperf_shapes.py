@@ -227,6 +227,27 @@ def test_lora_tokens_take_the_cases_sequence_length_said_so_or_the_one_set(accel
     assert "from --set model.seq_len=8192" in row["metrics"]["sources"]["tokens_per_s_total"]
 
 
+def test_two_imports_of_one_case_with_other_overrides_never_share_a_row(accelbench, tmp_path):
+    """Imports store no workload: their rows grouped on the case columns alone, so a report of the two imports
+    above averaged 1,024- and 8,192-token figures into one row (±110 % on the real LoRA log), and compare
+    paired them naming nothing. The --set overrides are now their settings: a row each, a column, a named pair."""
+    db, log = tmp_path / "r.db", tmp_path / "result_0.txt"
+    log.write_text(lora_log())
+    case = ("--case-name", "llama_7b_lora:torch:H100:1:8")
+    assert run(accelbench, db, log, "short", *case).returncode == 0
+    assert run(accelbench, db, log, "long", *case, "--set", "model.seq_len=8192").returncode == 0
+    assert stored(db, "long")["metrics"]["overrides"] == {"model.seq_len": 8192}
+    report = accelbench("report", "short", "long", "--db", str(db), "--format", "summary-csv").stdout
+    rows = list(csv.DictReader(io.StringIO(report)))
+    assert sorted(float(r["tokens_per_s_total"]) for r in rows) == pytest.approx([768 / 61 * 1024, 768 / 61 * 8192])
+    terminal = accelbench("report", "short", "long", "--db", str(db), env={"COLUMNS": "250"}).stdout
+    header = next(line for line in terminal.splitlines() if "case" in line and "rounds" in line)
+    assert "model.seq_len" in header and "8,192" in terminal
+    compare = accelbench("compare", "short", "long", "--db", str(db), "--format", "markdown").stdout
+    (row,) = [line for line in compare.splitlines() if line.startswith("| llama_7b_lora")]
+    assert "[differs: model.seq_len default/8192]" in row and "+700%" in row
+
+
 # ---------------------------------------------------------------- MLPerf's headline in every view
 
 def test_time_to_train_and_eval_accuracy_show_in_show_report_and_csv(accelbench, tmp_path):

@@ -20,6 +20,7 @@ from rich.console import Console
 
 from run_benchmarks.cli import bundle as bundle_cli
 from run_benchmarks.catalog import casename
+from run_benchmarks.catalog.config import parse_assignment
 from run_benchmarks.errors import UserError
 from run_benchmarks.pathnames import run_id as run_id_name
 from run_benchmarks.cli.exit_codes import EXIT_FAILED, EXIT_OK
@@ -85,6 +86,17 @@ def _check_options(args: argparse.Namespace) -> None:
         raise UserError(f"--skip-intervals {args.skip_intervals} is negative", "give 0 or more")
 
 
+def _overrides(assignments: list[str]) -> dict:
+    """``--set model.seq_len=8192`` -> ``{"model.seq_len": 8192}`` (the value read as ``--set`` reads it)."""
+    out = {}
+    for text in assignments:
+        key, value = text.split("=", 1)[0].strip(), parse_assignment(text)
+        for part in key.split("."):
+            value = value[part]
+        out[key] = value
+    return out
+
+
 def cmd_import(args: argparse.Namespace, console: Console) -> int:
     from run_benchmarks.results import importers
     from run_benchmarks.results.importers.case_facts import case_facts, complete, hardware_facts
@@ -126,7 +138,7 @@ def cmd_import(args: argparse.Namespace, console: Console) -> int:
         for index, (path, which, imported) in enumerate(parsed, 1):
             failed += imported.status != "ok"
             store.add_attempt(imported.record(run_id, which, index, args.vendor, args.extern_config, path,
-                                              parser.name).to_row())
+                                              parser.name, _overrides(args.assignments)).to_row())
             console.print(f"{path}: {imported.status}{_headline(imported.metrics)}"
                           + (f" — {imported.reason}" if imported.reason else ""), markup=False, soft_wrap=True)
         store.end_run(run_id, datetime.now(timezone.utc).isoformat(timespec="seconds"))

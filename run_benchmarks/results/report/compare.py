@@ -31,7 +31,7 @@ from typing import Optional, Sequence
 
 from run_benchmarks.results import memory
 from run_benchmarks.results.store.schema import Attempt
-from run_benchmarks.results.report.facts import MATCH_FACTS, describe, differing
+from run_benchmarks.results.report.facts import MATCH_FACTS, describe, differing, settings_key
 from run_benchmarks.results.report.summary import CaseSummary, summarize
 
 # Rows without a stored workload pair as before workloads were stored:
@@ -152,8 +152,9 @@ def match_fields(a: Selection, b: Selection, by_workload: bool = True) -> tuple[
 
 
 def _match_key(summary: CaseSummary, a: Selection, b: Selection) -> tuple:
-    if summary.workload_hash is None:
-        return ("case",) + tuple(summary.key.get(f) for f in match_fields(a, b, by_workload=False))
+    if summary.workload_hash is None:  # an import's --set overrides count as its settings
+        return (("case",) + tuple(summary.key.get(f) for f in match_fields(a, b, by_workload=False))
+                + settings_key(summary.facts))
     model = json.dumps((summary.what.spec or {}).get("model"), sort_keys=True)
     values = {**summary.key, **summary.facts, "model": model}
     return ("workload",) + tuple(values.get(f) for f in match_fields(a, b))
@@ -197,7 +198,9 @@ def setting_differences(sa: CaseSummary, sb: CaseSummary) -> list[str]:
     if sa.what.spec is None or sb.what.spec is None:
         if sa.key.get("extern_config") != sb.key.get("extern_config"):
             out.append(f"extern_config {sa.key.get('extern_config')}/{sb.key.get('extern_config')}")
-        return out
+        fa, fb = sa.facts, sb.facts  # an import's --set overrides
+        return out + [f"{k} {fa.get(k, 'default')}/{fb.get(k, 'default')}" for k in sorted({*fa, *fb})
+                      if "." in k and fa.get(k) != fb.get(k)]
     fa, fb = _flat(sa.what.spec), _flat(sb.what.spec)
     for key in sorted(set(fa) | set(fb)):
         if fa.get(key) != fb.get(key):
