@@ -237,6 +237,9 @@ def test_two_imports_of_one_case_with_other_overrides_never_share_a_row(accelben
     assert run(accelbench, db, log, "short", *case).returncode == 0
     assert run(accelbench, db, log, "long", *case, "--set", "model.seq_len=8192").returncode == 0
     assert stored(db, "long")["metrics"]["overrides"] == {"model.seq_len": 8192}
+    shown = accelbench("show", "long", "--db", str(db)).stdout  # the command says what the import assumed
+    assert f"command: accelbench import {log} --format mllog --case-name llama_7b_lora:torch:H100:1:8 " in shown
+    assert "--set model.seq_len=8192" in shown
     report = accelbench("report", "short", "long", "--db", str(db), "--format", "summary-csv").stdout
     rows = list(csv.DictReader(io.StringIO(report)))
     assert sorted(float(r["tokens_per_s_total"]) for r in rows) == pytest.approx([768 / 61 * 1024, 768 / 61 * 8192])
