@@ -328,3 +328,15 @@ def test_compare_of_runs_without_an_mlperf_score_has_no_such_rows(accelbench, tm
     fill(db, [document("x", "gpt3_tiny", "torch", 0.5), document("y", "gpt3_tiny", "torch", 0.6)])
     terminal = accelbench("compare", "x", "y", "--db", str(db)).stdout
     assert "tok/s/dev" in terminal and "time to train" not in terminal and "eval accuracy" not in terminal
+
+
+def test_a_stated_target_accuracy_is_shown_beside_the_last_evaluation(accelbench, tmp_path):
+    """None of the published files states its target; a log that does (``target_accuracy``) has it shown."""
+    db, log = tmp_path / "r.db", tmp_path / "result_0.txt"
+    log.write_text(mllog("target_accuracy", 0, 0.925) + lora_log())
+    assert run(accelbench, db, log, "t", "--nnodes", "1", "--nprocs-per-node", "8").returncode == 0
+    metrics = stored(db, "t")["metrics"]
+    assert metrics["eval_target"] == 0.925 and metrics["eval_accuracy"] == pytest.approx(0.93)
+    shown = accelbench("show", "t", "--db", str(db)).stdout
+    assert "eval target, as logged: 0.925 — log: target_accuracy" in shown
+    assert "eval accuracy (last): 0.93 — " in shown and "run status, as logged: success" in shown
