@@ -99,7 +99,8 @@ def round_facts(attempt: Attempt) -> RoundFacts:
     stored = attempt.get("workload")
     if not (isinstance(stored, dict) and "model" in stored):
         precision = attempt.get("precision")
-        return RoundFacts(None, None, {**({"precision": precision} if precision else {}), **import_overrides(attempt)})
+        facts = {"precision": precision} if precision else {}
+        return RoundFacts(None, None, {**facts, **import_overrides(attempt)})
     name = case_name_of(attempt)
     try:
         spec = WorkloadSpec.model_validate(migrated(stored))

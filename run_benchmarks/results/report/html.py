@@ -111,7 +111,8 @@ def render(title: str, summaries: Sequence[CaseSummary], attempts: Sequence[Atte
         title=title, generated=datetime.now(timezone.utc).isoformat(timespec="seconds"), version=__version__,
         cv_flag=f"{CV_FLAG:.0%}", summaries=summaries, table_groups=[g for g in groups if g[1]] or [("Cases", [])],
         empty_figures=[FIGURE_BY_KEY[f].label for f in TABLE_FIGURES if f not in present],
-        fmt=_fmt, formulas=formulas, checks=list(checks), ppo_phases=[to_html(v) for v in ppo_phase_views(summaries)], charts=report_charts(summaries), losses=list(losses),
+        fmt=_fmt, formulas=formulas, checks=list(checks), charts=report_charts(summaries), losses=list(losses),
+        ppo_phases=[to_html(v) for v in ppo_phase_views(summaries)],
         loss_charts=[loss_chart.loss_band(v, f"band{i}") for i, v in enumerate(losses) if v.steps],
         facts=facts, fact_text=fact_text, attempts=[a.row for a in attempts],
         environment=lambda s: json.dumps(s.environment, indent=2, default=str, sort_keys=True))
