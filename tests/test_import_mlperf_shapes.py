@@ -266,6 +266,10 @@ def test_time_to_train_and_eval_accuracy_show_in_show_report_and_csv(accelbench,
     assert "samples/s as logged: " in shown and "run status, as logged: success" in shown
     report = accelbench("report", "head", "--db", str(db)).stdout
     assert "time to" in report and f"{ttt:,.1f} s" in report and "0.93" in report  # columns of their own
+    markdown = accelbench("report", "head", "--db", str(db), "--format", "markdown").stdout
+    header = next(line for line in markdown.splitlines() if line.startswith("| case | config |"))
+    assert header.endswith("| step time | time to train | eval accuracy (last) |")
+    assert f"| {ttt:,.1f} s ({ttt / 60:,.1f} min) | 0.93 |" in markdown
     (raw,) = csv.DictReader(io.StringIO(accelbench("report", "head", "--db", str(db), "--format", "csv").stdout))
     assert float(raw["time_to_train_s"]) == ttt and float(raw["eval_accuracy"]) == pytest.approx(0.93)
     (summary,) = csv.DictReader(io.StringIO(accelbench("report", "head", "--db", str(db), "--format",

@@ -45,15 +45,27 @@ def published_table(summaries: Sequence[CaseSummary]) -> str:
                   (False, False, False, True, False, True, True))
 
 
+# MLPerf's score and quality metric (imports of its result logs): columns only where a row has them.
+HEADLINE = ("time_to_train_s", "eval_accuracy")
+
+
 def figures_table(summaries: Sequence[CaseSummary]) -> str:
-    """Every headline figure, with memory as actual / total per device (the FlagPerf GPT-3 tables)."""
+    """Every headline figure, with memory as actual / total per device (the FlagPerf GPT-3 tables); the
+    settings that differ between rows (report/facts.py) as columns, so two rows never look alike."""
+    from run_benchmarks.results.report.facts import FACT_LABEL, fact_text, varying_settings
+
+    keys = varying_settings(summaries)
+    extra = [f for f in HEADLINE if any(s.mean(f) is not None for s in summaries)]
     rows = []
     for s in summaries:
         statuses = ", ".join(f"{n} {st}" for st, n in s.statuses.items())
-        rows.append([s.label, s.config, statuses, s.cell("tokens_per_s_per_device"), s.cell("tokens_per_s_total"),
-                     s.cell("tflops_per_device"), s.cell("mfu"), s.memory(), s.cell("step_time_median_s")])
-    return _table(("case", "config", "rounds", "tokens/s/device", "tokens/s total", "TFLOP/s/device", "MFU",
-                   "memory actual / total", "step time"), rows, (False, False, False) + (True,) * 6)
+        rows.append([s.label, s.config, *[fact_text(s.facts.get(k)) for k in keys], statuses,
+                     s.cell("tokens_per_s_per_device"), s.cell("tokens_per_s_total"), s.cell("tflops_per_device"),
+                     s.cell("mfu"), s.memory(), s.cell("step_time_median_s"), *[s.cell(f) for f in extra]])
+    header = ("case", "config", *[FACT_LABEL.get(k, k) for k in keys], "rounds", "tokens/s/device",
+              "tokens/s total", "TFLOP/s/device", "MFU", "memory actual / total", "step time",
+              *[FIGURE_BY_KEY[f].label for f in extra])
+    return _table(header, rows, (False, False) + (True,) * len(keys) + (False,) + (True,) * (6 + len(extra)))
 
 
 def report(summaries: Sequence[CaseSummary], title: str) -> str:
