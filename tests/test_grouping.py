@@ -253,6 +253,11 @@ def test_rows_differing_only_in_a_setting_outside_the_layout_get_a_column_for_it
     rows = [line for line in done.stdout.splitlines() if "gpt2_tiny" in line and line.startswith("│")]
     assert len(rows) == 2 and any(" 15 " in r for r in rows) and any(" 12 " in r for r in rows)
     assert "train.micro_batch_size" not in done.stdout  # a fact's own setting is never a second column
+    markdown = accelbench("report", "s", "--db", str(db), "--format", "markdown").stdout
+    header = next(line for line in markdown.splitlines() if line.startswith("| case | config |"))
+    assert header.startswith("| case | config | train.steps | rounds |")  # Markdown rows looked alike too
+    assert sorted(line.split(" | ")[2] for line in markdown.splitlines() if line.startswith("| gpt2_tiny:")) == [
+        "12", "15"]
     out = tmp_path / "r.html"
     assert accelbench("report", "s", "--db", str(db), "--format", "html", "-o", str(out)).returncode == 0
     page = out.read_text()

@@ -227,6 +227,30 @@ def test_lora_tokens_take_the_cases_sequence_length_said_so_or_the_one_set(accel
     assert "from --set model.seq_len=8192" in row["metrics"]["sources"]["tokens_per_s_total"]
 
 
+def test_two_imports_of_one_case_with_other_overrides_never_share_a_row(accelbench, tmp_path):
+    """Imports store no workload: their rows grouped on the case columns alone, so a report of the two imports
+    above averaged 1,024- and 8,192-token figures into one row (±110 % on the real LoRA log), and compare
+    paired them naming nothing. The --set overrides are now their settings: a row each, a column, a named pair."""
+    db, log = tmp_path / "r.db", tmp_path / "result_0.txt"
+    log.write_text(lora_log())
+    case = ("--case-name", "llama_7b_lora:torch:H100:1:8")
+    assert run(accelbench, db, log, "short", *case).returncode == 0
+    assert run(accelbench, db, log, "long", *case, "--set", "model.seq_len=8192").returncode == 0
+    assert stored(db, "long")["metrics"]["overrides"] == {"model.seq_len": 8192}
+    shown = accelbench("show", "long", "--db", str(db)).stdout  # the command says what the import assumed
+    assert f"command: accelbench import {log} --format mllog --case-name llama_7b_lora:torch:H100:1:8 " in shown
+    assert "--set model.seq_len=8192" in shown
+    report = accelbench("report", "short", "long", "--db", str(db), "--format", "summary-csv").stdout
+    rows = list(csv.DictReader(io.StringIO(report)))
+    assert sorted(float(r["tokens_per_s_total"]) for r in rows) == pytest.approx([768 / 61 * 1024, 768 / 61 * 8192])
+    terminal = accelbench("report", "short", "long", "--db", str(db), env={"COLUMNS": "250"}).stdout
+    header = next(line for line in terminal.splitlines() if "case" in line and "rounds" in line)
+    assert "model.seq_len" in header and "8,192" in terminal
+    compare = accelbench("compare", "short", "long", "--db", str(db), "--format", "markdown").stdout
+    (row,) = [line for line in compare.splitlines() if line.startswith("| llama_7b_lora")]
+    assert "[differs: model.seq_len default/8192]" in row and "+700%" in row
+
+
 # ---------------------------------------------------------------- MLPerf's headline in every view
 
 def test_time_to_train_and_eval_accuracy_show_in_show_report_and_csv(accelbench, tmp_path):
@@ -242,6 +266,10 @@ def test_time_to_train_and_eval_accuracy_show_in_show_report_and_csv(accelbench,
     assert "samples/s as logged: " in shown and "run status, as logged: success" in shown
     report = accelbench("report", "head", "--db", str(db)).stdout
     assert "time to" in report and f"{ttt:,.1f} s" in report and "0.93" in report  # columns of their own
+    markdown = accelbench("report", "head", "--db", str(db), "--format", "markdown").stdout
+    header = next(line for line in markdown.splitlines() if line.startswith("| case | config |"))
+    assert header.endswith("| step time | time to train | eval accuracy (last) |")
+    assert f"| {ttt:,.1f} s ({ttt / 60:,.1f} min) | 0.93 |" in markdown
     (raw,) = csv.DictReader(io.StringIO(accelbench("report", "head", "--db", str(db), "--format", "csv").stdout))
     assert float(raw["time_to_train_s"]) == ttt and float(raw["eval_accuracy"]) == pytest.approx(0.93)
     (summary,) = csv.DictReader(io.StringIO(accelbench("report", "head", "--db", str(db), "--format",
@@ -277,3 +305,42 @@ def test_epoch_counted_blocks_are_epochs_of_train_samples_unless_an_evaluation_s
     assert done.returncode == 1, done.stdout + done.stderr
     row = stored(db, "not-epochs")
     assert row["samples_per_s"] is None and "the blocks count something other than epochs" in row["reason"]
+
+
+def test_compare_shows_time_to_train_and_eval_accuracy_beside_the_throughput(accelbench, tmp_path):
+    """MLPerf's score was in show, report and CSV but in no compare (issue 30, "MLPerf's headline")."""
+    db, log = tmp_path / "r.db", tmp_path / "result_0.txt"
+    log.write_text(nemo_gpt3())
+    assert run(accelbench, db, log, "a").returncode == 0 and run(accelbench, db, log, "b").returncode == 0
+    ttt = stored(db, "a")["metrics"]["time_to_train_s"]
+    shown = f"{ttt:,.1f} s ({ttt / 60:,.1f} min)"
+    terminal = accelbench("compare", "a", "b", "--db", str(db)).stdout
+    line = next(row for row in terminal.splitlines() if "time to train" in row)
+    assert line.count(shown) == 2 and "+0.0%" in line
+    assert "eval accuracy (last)" in terminal and terminal.count("2.72") == 2  # the last of 2.75 - 0.01 k
+    markdown = accelbench("compare", "a", "b", "--db", str(db), "--format", "markdown").stdout
+    assert "| time to train A | time to train B | B vs A | eval accuracy (last) A |" in markdown
+    out = tmp_path / "compare.html"
+    assert accelbench("compare", "a", "b", "--db", str(db), "--html", str(out)).returncode == 0
+    assert "<td>time to train</td>" in out.read_text() and out.read_text().count(shown) == 2
+
+
+def test_compare_of_runs_without_an_mlperf_score_has_no_such_rows(accelbench, tmp_path):
+    from .test_results import document, fill
+
+    db = tmp_path / "r.db"
+    fill(db, [document("x", "gpt3_tiny", "torch", 0.5), document("y", "gpt3_tiny", "torch", 0.6)])
+    terminal = accelbench("compare", "x", "y", "--db", str(db)).stdout
+    assert "tok/s/dev" in terminal and "time to train" not in terminal and "eval accuracy" not in terminal
+
+
+def test_a_stated_target_accuracy_is_shown_beside_the_last_evaluation(accelbench, tmp_path):
+    """None of the published files states its target; a log that does (``target_accuracy``) has it shown."""
+    db, log = tmp_path / "r.db", tmp_path / "result_0.txt"
+    log.write_text(mllog("target_accuracy", 0, 0.925) + lora_log())
+    assert run(accelbench, db, log, "t", "--nnodes", "1", "--nprocs-per-node", "8").returncode == 0
+    metrics = stored(db, "t")["metrics"]
+    assert metrics["eval_target"] == 0.925 and metrics["eval_accuracy"] == pytest.approx(0.93)
+    shown = accelbench("show", "t", "--db", str(db)).stdout
+    assert "eval target, as logged: 0.925 — log: target_accuracy" in shown
+    assert "eval accuracy (last): 0.93 — " in shown and "run status, as logged: success" in shown

@@ -127,3 +127,17 @@ def test_the_worker_stores_each_phase_seconds_beside_its_rates():
         assert figures[f"{part}.time_s"].reduce == "mean" and figures[f"{part}.time_s"].better == "lower"
     assert figures["experience.samples_per_s"].value == 480 / clocks["experience"]
     assert figures["iteration.samples_per_s"].value == 480 / clocks["iteration"]
+
+
+def test_the_html_report_shows_the_phases_after_the_figure_tables(accelbench, tmp_path):
+    db, out = tmp_path / "results.db", tmp_path / "report.html"
+    fill(db, [ppo_document(), document("run-ppo", "gpt3_tiny", "torch", 0.5)])
+    done = accelbench("report", "run-ppo", "--db", str(db), "--format", "html", "--output", str(out))
+    assert done.returncode == 0, done.stderr
+    page = out.read_text()
+    assert page.count("PPO phases") == 1 and "ppo_tiny:torch:cpu:1:2: PPO phases" in page
+    assert page.index("<h2>Throughput</h2>") < page.index("PPO phases") < page.index("<h2>Charts</h2>")
+    learn = page[page.index("<td class=\"\">learn</td>"):].split("</tr>")[0]
+    assert [c.split(">", 1)[1] for c in learn.split("</td>")[:-1]] == ["learn", "80", "40", "5", "50.0%", "6",
+                                                                        "30.0%"]
+    assert "2 s of the iteration is neither phase" in page and "TFLOP/s: PPO formula" in page

@@ -20,3 +20,17 @@ def test_sweep_show_last_and_a_prefix_find_the_newest_sweep(accelbench, tmp_path
     assert prefix.returncode == 0 and "20261125-080000-aaaa" in prefix.stdout and "oom" in prefix.stdout.lower()
     both = accelbench("sweep", "--show", "20261125", "--log-root", logs)
     assert both.returncode == 2 and "names 2 sweeps" in both.stderr
+
+
+def test_a_sweep_prints_its_run_id_before_it_runs_and_how_to_show_it_after(accelbench, tmp_path, monkeypatch):
+    """Issue 30: ``sweep`` never printed its run id. The points' execution is left out (no launcher here): the
+    id is printed from the plan, before anything would run, and the closing line names it for ``--show``."""
+    from run_benchmarks.cli import sweep as sweep_cli
+
+    monkeypatch.setattr(sweep_cli, "_execute", lambda *args: False)
+    logs = tmp_path / "logs"
+    done = accelbench("sweep", "gpt2_tiny:torch:cpu:1:1", "--grid", "train.micro_batch_size=1,2", "--log-root", logs)
+    assert done.returncode == 0, done.stderr
+    (run_dir,) = [p for p in logs.iterdir() if (p / "sweep.json").is_file()]
+    assert f"sweep {run_dir.name}: 2 point(s); logs in {run_dir}" in done.stderr
+    assert f"sweep {run_dir.name}: accelbench sweep --show {run_dir.name} --log-root {logs}" in done.stdout

@@ -20,6 +20,7 @@ from rich.console import Console
 
 from run_benchmarks.cli import bundle as bundle_cli
 from run_benchmarks.catalog import casename
+from run_benchmarks.catalog.config import parse_assignment
 from run_benchmarks.errors import UserError
 from run_benchmarks.pathnames import run_id as run_id_name
 from run_benchmarks.cli.exit_codes import EXIT_FAILED, EXIT_OK
@@ -85,6 +86,32 @@ def _check_options(args: argparse.Namespace) -> None:
         raise UserError(f"--skip-intervals {args.skip_intervals} is negative", "give 0 or more")
 
 
+# The options that change what an import stores, kept in its run's command (``show``: what was assumed).
+STORED_OPTIONS = ("format", "case_name", "extern_config", "vendor", "model", "hardware", "nnodes", "nprocs_per_node",
+                  "skip_intervals")
+
+
+def _command(args: argparse.Namespace) -> list[str]:
+    """``accelbench import LOG... --format mllog --case-name ... --set ...``, as the import was asked."""
+    argv = ["accelbench", "import", *map(str, args.files)]
+    for option in STORED_OPTIONS:
+        value = getattr(args, option, None)
+        if value is not None:
+            argv += [f"--{option.replace('_', '-')}", str(value)]
+    return argv + [word for text in args.assignments for word in ("--set", text)]
+
+
+def _overrides(assignments: list[str]) -> dict:
+    """``--set model.seq_len=8192`` -> ``{"model.seq_len": 8192}`` (the value read as ``--set`` reads it)."""
+    out = {}
+    for text in assignments:
+        key, value = text.split("=", 1)[0].strip(), parse_assignment(text)
+        for part in key.split("."):
+            value = value[part]
+        out[key] = value
+    return out
+
+
 def cmd_import(args: argparse.Namespace, console: Console) -> int:
     from run_benchmarks.results import importers
     from run_benchmarks.results.importers.case_facts import case_facts, complete, hardware_facts
@@ -120,13 +147,13 @@ def cmd_import(args: argparse.Namespace, console: Console) -> int:
     run_id = args.run_id or f"import-{datetime.now().strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(2)}"
     now = datetime.now(timezone.utc).isoformat(timespec="seconds")
     with open_store(args, must_exist=False) as store:
-        store.begin_run(run_id, now, ["accelbench", "import", *map(str, args.files)], None,
+        store.begin_run(run_id, now, _command(args), None,
                         str(Path(args.files[0]).resolve().parent), source=f"import:{parser.name}")
         failed = 0  # a log that yields no result is stored (with its reason) but fails the command
         for index, (path, which, imported) in enumerate(parsed, 1):
             failed += imported.status != "ok"
             store.add_attempt(imported.record(run_id, which, index, args.vendor, args.extern_config, path,
-                                              parser.name).to_row())
+                                              parser.name, _overrides(args.assignments)).to_row())
             console.print(f"{path}: {imported.status}{_headline(imported.metrics)}"
                           + (f" — {imported.reason}" if imported.reason else ""), markup=False, soft_wrap=True)
         store.end_run(run_id, datetime.now(timezone.utc).isoformat(timespec="seconds"))

@@ -47,9 +47,14 @@ class Imported:
         self.metrics.setdefault("sources", {})[key] = text
 
     def record(self, run_id: str, name: "CaseName", index: int, vendor: Optional[str],
-               extern_config: Optional[str], path: Path, parser: str) -> RoundRecord:
-        """The imported log as a round record, like a run's: what ran comes from the case name given."""
+               extern_config: Optional[str], path: Path, parser: str,
+               overrides: Optional[dict] = None) -> RoundRecord:
+        """The imported log as a round record, like a run's: what ran comes from the case name given, and
+        ``overrides`` (``--set model.seq_len=8192``) from what the import changed of it: kept in the metrics
+        (an import stores no workload), so two imports of one case with other overrides never share a row."""
         where = str(Path(path).resolve())
+        if overrides:
+            self.metrics["overrides"] = dict(overrides)
         return RoundRecord(
             run_id=run_id, case_name=str(name), round=index, status=Status(self.status), reason=self.reason,
             case=CaseFacts(case=name.case, framework=name.framework, framework_version=name.framework_version,

@@ -16,6 +16,8 @@ one (the flattened workload plus the case columns): the row says which setting, 
 drops with the facts it implies (the global batch). Two sides with no pair at all are "nothing in common":
 ``nothing_in_common`` says so once, with the closest pairs and what differs in each.
 
+The figures are COMPARED's, then MLPerf's time to train and last eval accuracy where a side has them.
+
 Noise: a change is marked "within noise" when both sides have at least two ok rounds and
 |B / A - 1| < CV_A + CV_B, the sum of the two sides' coefficients of variation over rounds (NOISE_RULE).
 With one round on a side its spread is unknown and nothing is marked.
@@ -29,7 +31,7 @@ from typing import Optional, Sequence
 
 from run_benchmarks.results import memory
 from run_benchmarks.results.store.schema import Attempt
-from run_benchmarks.results.report.facts import MATCH_FACTS, describe, differing
+from run_benchmarks.results.report.facts import MATCH_FACTS, describe, differing, settings_key
 from run_benchmarks.results.report.summary import CaseSummary, summarize
 
 # Rows without a stored workload pair as before workloads were stored:
@@ -51,8 +53,10 @@ CASE_SETTINGS = ("case", "framework", "framework_version", "hardware", "nnodes",
 # "memory" is the memory definition both sides have (results/memory.py: device in use, reserved, the worker's
 # peak), named in the row: two definitions are never compared with each other
 COMPARED = ("tokens_per_s_per_device", "tflops_per_device", "mfu", "memory")
+# MLPerf's score and its quality metric (an imported result log's): compared where a side has them (compared()).
+HEADLINE = ("time_to_train_s", "eval_accuracy")
 SHORT = {"tokens_per_s_per_device": "tok/s/dev", "tflops_per_device": "TFLOP/s/dev", "mfu": "MFU",
-         "memory": "memory"}
+         "memory": "memory", "time_to_train_s": "time to train", "eval_accuracy": "eval accuracy (last)"}
 NOISE_RULE = "within noise: |B/A - 1| < CV(A) + CV(B), the spreads over rounds (both sides need 2+ ok rounds)"
 
 
@@ -129,6 +133,12 @@ class Row:
         return " ".join(parts)
 
 
+def compared(rows: Sequence[Row]) -> tuple[str, ...]:
+    """COMPARED, then each HEADLINE figure that a side of some row has (an MLPerf import's time to train)."""
+    sides = [s for row in rows for s in (row.a, row.b) if s is not None]
+    return COMPARED + tuple(f for f in HEADLINE if any(s.mean(f) is not None for s in sides))
+
+
 def match_fields(a: Selection, b: Selection, by_workload: bool = True) -> tuple[str, ...]:
     """The keys two rows must share to pair: WORKLOAD_MATCH (MATCH_FIELDS for rows without a workload), less
     what the two sides' filters set differently."""
@@ -142,8 +152,9 @@ def match_fields(a: Selection, b: Selection, by_workload: bool = True) -> tuple[
 
 
 def _match_key(summary: CaseSummary, a: Selection, b: Selection) -> tuple:
-    if summary.workload_hash is None:
-        return ("case",) + tuple(summary.key.get(f) for f in match_fields(a, b, by_workload=False))
+    if summary.workload_hash is None:  # an import's --set overrides count as its settings
+        return (("case",) + tuple(summary.key.get(f) for f in match_fields(a, b, by_workload=False))
+                + settings_key(summary.facts))
     model = json.dumps((summary.what.spec or {}).get("model"), sort_keys=True)
     values = {**summary.key, **summary.facts, "model": model}
     return ("workload",) + tuple(values.get(f) for f in match_fields(a, b))
@@ -187,7 +198,9 @@ def setting_differences(sa: CaseSummary, sb: CaseSummary) -> list[str]:
     if sa.what.spec is None or sb.what.spec is None:
         if sa.key.get("extern_config") != sb.key.get("extern_config"):
             out.append(f"extern_config {sa.key.get('extern_config')}/{sb.key.get('extern_config')}")
-        return out
+        fa, fb = sa.facts, sb.facts  # an import's --set overrides
+        return out + [f"{k} {fa.get(k, 'default')}/{fb.get(k, 'default')}" for k in sorted({*fa, *fb})
+                      if "." in k and fa.get(k) != fb.get(k)]
     fa, fb = _flat(sa.what.spec), _flat(sb.what.spec)
     for key in sorted(set(fa) | set(fb)):
         if fa.get(key) != fb.get(key):

@@ -99,7 +99,8 @@ def round_facts(attempt: Attempt) -> RoundFacts:
     stored = attempt.get("workload")
     if not (isinstance(stored, dict) and "model" in stored):
         precision = attempt.get("precision")
-        return RoundFacts(None, None, {"precision": precision} if precision else {})
+        facts = {"precision": precision} if precision else {}
+        return RoundFacts(None, None, {**facts, **import_overrides(attempt)})
     name = case_name_of(attempt)
     try:
         spec = WorkloadSpec.model_validate(migrated(stored))
@@ -111,6 +112,18 @@ def round_facts(attempt: Attempt) -> RoundFacts:
         facts = {"data_parallel": facts.get("data_parallel"), "task": "micro"}
     return RoundFacts(workload_hash(resolved), layout_key(resolved), facts,
                       spec.model_dump(mode="json", exclude_defaults=True))
+
+
+def import_overrides(attempt: Attempt) -> dict[str, Any]:
+    """An import's ``--set`` overrides of its case (``metrics["overrides"]``), as dotted settings: imports
+    store no workload, so these are what tells two imports of one case apart (rows, columns, compare)."""
+    stored = (attempt.get("metrics") or {}).get("overrides")
+    return {str(k): v for k, v in stored.items()} if isinstance(stored, dict) else {}
+
+
+def settings_key(facts: dict) -> tuple:
+    """The dotted settings of a row without a workload (an import's overrides), for grouping and pairing."""
+    return tuple(sorted((k, repr(v)) for k, v in facts.items() if "." in k))
 
 
 def as_stored(attempt: Attempt, name: CaseName, stored: dict, exc: ValidationError) -> RoundFacts:

@@ -1,7 +1,8 @@
 """One self-contained HTML file: tables, reference checks, charts, the environment; and the compare page.
 
 Rendered with jinja2 templates (autoescaped); charts come from report/charts.py as inline SVG, so the file
-opens anywhere without network access or extra files. The tables carry the layout and batch facts that
+opens anywhere without network access or extra files. A PPO workload's per-phase table (ppo_phases.py) follows
+the figure tables, as in the terminal and Markdown reports. The tables carry the layout and batch facts that
 differ between rows as columns of their own (report/facts.py), so two rows never look alike.
 """
 from __future__ import annotations
@@ -16,7 +17,9 @@ from run_benchmarks import __version__
 from run_benchmarks.results.analyze import CV_FLAG
 from run_benchmarks.results.store.schema import Attempt
 from run_benchmarks.results.report import breakdown_chart, chart_data, charts, loss_chart, micro_charts
+from run_benchmarks.results.report.ppo_phases import ppo_phase_views
 from run_benchmarks.results.report.summary import FIGURE_BY_KEY, CaseSummary
+from run_benchmarks.results.report.views import to_html
 
 # Two tables rather than one of 20 columns: each fits a 1400 px page with its numbers on one line.
 TABLE_GROUPS = (
@@ -109,6 +112,7 @@ def render(title: str, summaries: Sequence[CaseSummary], attempts: Sequence[Atte
         cv_flag=f"{CV_FLAG:.0%}", summaries=summaries, table_groups=[g for g in groups if g[1]] or [("Cases", [])],
         empty_figures=[FIGURE_BY_KEY[f].label for f in TABLE_FIGURES if f not in present],
         fmt=_fmt, formulas=formulas, checks=list(checks), charts=report_charts(summaries), losses=list(losses),
+        ppo_phases=[to_html(v) for v in ppo_phase_views(summaries)],
         loss_charts=[loss_chart.loss_band(v, f"band{i}") for i, v in enumerate(losses) if v.steps],
         facts=facts, fact_text=fact_text, attempts=[a.row for a in attempts],
         environment=lambda s: json.dumps(s.environment, indent=2, default=str, sort_keys=True))
@@ -133,6 +137,6 @@ def render_compare(a, b, rows: Sequence) -> str:
     return _environment().get_template("compare.html.j2").render(
         title=f"accelbench compare: A = {a.text}, B = {b.text}", a=a, b=b, rows=rows,
         generated=datetime.now(timezone.utc).isoformat(timespec="seconds"), version=__version__,
-        compared=[(f, cmp.SHORT[f]) for f in cmp.COMPARED], value=cmp.format_value, change=cmp.format_change,
+        compared=[(f, cmp.SHORT[f]) for f in cmp.compared(rows)], value=cmp.format_value, change=cmp.format_change,
         rounds=getattr(cmp, "format_rounds", lambda s: "-" if s is None else str(len(s.ok))),
         noise_rule=getattr(cmp, "NOISE_RULE", ""), charts=chart_list)

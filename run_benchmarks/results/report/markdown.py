@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from run_benchmarks.results.report.compare import COMPARED, Row, Selection, format_change, format_value
+from run_benchmarks.results.report.compare import Row, Selection, compared, format_change, format_value
 from run_benchmarks.results.report.ppo_phases import ppo_phase_views
 from run_benchmarks.results.report.summary import FIGURE_BY_KEY, CaseSummary
 from run_benchmarks.results.report.views import to_markdown
@@ -45,15 +45,27 @@ def published_table(summaries: Sequence[CaseSummary]) -> str:
                   (False, False, False, True, False, True, True))
 
 
+# MLPerf's score and quality metric (imports of its result logs): columns only where a row has them.
+HEADLINE = ("time_to_train_s", "eval_accuracy")
+
+
 def figures_table(summaries: Sequence[CaseSummary]) -> str:
-    """Every headline figure, with memory as actual / total per device (the FlagPerf GPT-3 tables)."""
+    """Every headline figure, with memory as actual / total per device (the FlagPerf GPT-3 tables); the
+    settings that differ between rows (report/facts.py) as columns, so two rows never look alike."""
+    from run_benchmarks.results.report.facts import FACT_LABEL, fact_text, varying_settings
+
+    keys = varying_settings(summaries)
+    extra = [f for f in HEADLINE if any(s.mean(f) is not None for s in summaries)]
     rows = []
     for s in summaries:
         statuses = ", ".join(f"{n} {st}" for st, n in s.statuses.items())
-        rows.append([s.label, s.config, statuses, s.cell("tokens_per_s_per_device"), s.cell("tokens_per_s_total"),
-                     s.cell("tflops_per_device"), s.cell("mfu"), s.memory(), s.cell("step_time_median_s")])
-    return _table(("case", "config", "rounds", "tokens/s/device", "tokens/s total", "TFLOP/s/device", "MFU",
-                   "memory actual / total", "step time"), rows, (False, False, False) + (True,) * 6)
+        rows.append([s.label, s.config, *[fact_text(s.facts.get(k)) for k in keys], statuses,
+                     s.cell("tokens_per_s_per_device"), s.cell("tokens_per_s_total"), s.cell("tflops_per_device"),
+                     s.cell("mfu"), s.memory(), s.cell("step_time_median_s"), *[s.cell(f) for f in extra]])
+    header = ("case", "config", *[FACT_LABEL.get(k, k) for k in keys], "rounds", "tokens/s/device",
+              "tokens/s total", "TFLOP/s/device", "MFU", "memory actual / total", "step time",
+              *[FIGURE_BY_KEY[f].label for f in extra])
+    return _table(header, rows, (False, False) + (True,) * len(keys) + (False,) + (True,) * (6 + len(extra)))
 
 
 def report(summaries: Sequence[CaseSummary], title: str) -> str:
@@ -70,11 +82,11 @@ def report(summaries: Sequence[CaseSummary], title: str) -> str:
 
 
 def compare_table(a: Selection, b: Selection, rows: Sequence[Row]) -> str:
-    header = ["case"]
-    for figure in COMPARED:  # memory: the definition both sides have, named in each row's cells
+    header, figures = ["case"], compared(rows)
+    for figure in figures:  # memory: the definition both sides have, named in each row's cells
         label = FIGURE_BY_KEY[figure].label if figure in FIGURE_BY_KEY else "memory/device"
         header += [f"{label} A", f"{label} B", "B vs A"]
-    body = [[row.label] + [cell for figure in COMPARED for cell in
+    body = [[row.label] + [cell for figure in figures for cell in
                            (*_sides(row, figure), format_change(row, figure))]
             for row in rows]
     return (f"A = `{a.text}`, B = `{b.text}`\n\n"

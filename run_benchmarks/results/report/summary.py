@@ -17,7 +17,7 @@ from typing import Callable, Optional, Sequence
 from run_benchmarks.results import memory
 from run_benchmarks.results.analyze import CV_FLAG, Stats
 from run_benchmarks.results.store.schema import Attempt
-from run_benchmarks.results.report.facts import RoundFacts, flat_settings, round_facts
+from run_benchmarks.results.report.facts import RoundFacts, flat_settings, round_facts, settings_key
 
 
 @dataclass(frozen=True)
@@ -176,10 +176,10 @@ def case_key(attempt: Attempt, fields: Sequence[str] = KEY_FIELDS) -> tuple:
 
 def group_key(attempt: Attempt, what: RoundFacts, fields: Sequence[str] = KEY_FIELDS) -> tuple:
     """The workload hash (with the vendor, whose references apply) where the round stored its workload;
-    else ``fields`` of the row, as before workloads were stored."""
+    else ``fields`` of the row, as before workloads were stored, with an import's ``--set`` overrides."""
     if what.workload_hash is not None:
         return ("workload", what.workload_hash, attempt.get("vendor"))
-    return ("case",) + case_key(attempt, fields)
+    return ("case",) + case_key(attempt, fields) + settings_key(what.facts)
 
 
 def summarize(attempts: Sequence[Attempt], fields: Sequence[str] = KEY_FIELDS) -> list[CaseSummary]:

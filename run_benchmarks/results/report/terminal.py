@@ -190,17 +190,18 @@ def footnotes(summaries) -> list[str]:
 def compare_table(a, b, rows) -> Table:
     """A against B per paired workload: each side's mean ± CV with its rounds, and the change, marked when
     it is inside the two sides' combined noise (compare.NOISE_RULE, printed as the caption)."""
-    from run_benchmarks.results.report.compare import (COMPARED, NOISE_RULE, format_change, format_rounds, format_value)
+    from run_benchmarks.results.report.compare import (NOISE_RULE, compared, format_change, format_rounds, format_value)
 
     table = Table(title=f"A = {a.text}   B = {b.text}   (B vs A: +32% = B does 32% more)", caption=NOISE_RULE)
     for column, justify in (("case", "left"), ("figure", "left"), ("A (mean ±CV)", "right"), ("A rounds", "left"),
                             ("B (mean ±CV)", "right"), ("B rounds", "left"), ("B vs A", "right")):
         table.add_column(column, justify=justify, overflow="fold")
+    figures = compared(rows)
     for row in rows:
-        for i, figure in enumerate(COMPARED):
+        for i, figure in enumerate(figures):
             first = i == 0
             table.add_row(row.label if first else "", row.figure_label(figure), format_value(row.a, figure, row),
                           format_rounds(row.a) if first else "", format_value(row.b, figure, row),
                           format_rounds(row.b) if first else "", format_change(row, figure),
-                          end_section=i == len(COMPARED) - 1)
+                          end_section=i == len(figures) - 1)
     return table
