@@ -160,7 +160,7 @@ def _time_breakdown(case: CasePlan, ranks: list[collect.RankLog], result: RoundR
         records.append(perflog.BreakdownRecord(rank=-1, steps=0, not_measured=f"not measured for "
                                                f"{case.workload.task} (a rank reported no breakdown)"))
     peak, basis = case.hardware.peak_tflops(precision)
-    command = f"accelbench run allreduce:{name.framework}:{name.hardware}:{name.nnodes}:{name.nprocs_per_node}"
+    command = f"accelbench run {{op}}:{name.framework}:{name.hardware}:{name.nnodes}:{name.nprocs_per_node}"
     return breakdown.time_breakdown(records, result.metrics.to_dict(), case.hardware.measured_peak_tflops(precision),
                                     (peak, f"{case.hardware.name} {precision} datasheet peak {basis}".strip()),
                                     result.nodes, allreduce_rows, command)
