@@ -96,6 +96,8 @@ def finish(case: CasePlan, rnd: RoundPlan, result: RoundResult, outcome: str, be
     if monitored:
         result.monitor = monitoring.summarize_round(
             monitored, result.metrics.tokens_per_s_total if result.metrics else None)
+    if result.metrics is not None and result.metrics.time_breakdown is not None:
+        result.metrics.time_breakdown["energy"] = monitoring.energy(result.monitor, result.metrics.tokens_per_s_total)
     result.ended_at = now()
     result.wall_time_s = time.monotonic() - began
     write_results(rnd.results_path, case, result, orchestrator_env)

@@ -239,6 +239,12 @@ def describe(tb: Optional[dict]) -> list[str]:
                      f"optimizer {_ms(row['optimizer_s'])}")
     if tb.get("lever"):
         lines.append(f"  biggest lever: {tb['lever']}")
+    energy = tb.get("energy")
+    if energy and energy.get("energy_per_token_j") is not None:
+        lines.append(f"  energy over the measured steps: {energy['energy_per_token_j']:.4g} J per token, "
+                     f"{energy['tokens_per_kwh']:,.4g} tokens per kWh ({energy['method']})")
+    elif energy:
+        lines.append(f"  energy: {energy['note']}")
     return lines
 
 
@@ -264,3 +270,10 @@ def changed_part(a: Optional[dict], b: Optional[dict]) -> Optional[str]:
             f"({deltas[name] * 1e3:+.3g} ms; compute {ma['compute_s'] * 1e3:.3g} -> {mb['compute_s'] * 1e3:.3g}, "
             f"communication {ma['communication_s'] * 1e3:.3g} -> {mb['communication_s'] * 1e3:.3g}, "
             f"other {ma['other_s'] * 1e3:.3g} -> {mb['other_s'] * 1e3:.3g} ms)")
+
+
+def changed_parts(rows) -> list[tuple[str, str]]:
+    """(row label, ``changed_part`` line) of each compare row whose two sides both measured a breakdown: the
+    terminal, Markdown and HTML compare all print these."""
+    pairs = [(row.label, changed_part(of_summary(row.a), of_summary(row.b))) for row in rows]
+    return [(label, line) for label, line in pairs if line]
