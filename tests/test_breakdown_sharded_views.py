@@ -92,3 +92,34 @@ def test_compare_says_which_part_changed_in_markdown_and_html(tmp_path, accelben
     accelbench("compare", "run-a", "run-b", "--db", str(db), "--html", str(page))
     html = page.read_text()
     assert "Where the step's time moved" in html and "communication changed most: 10 ms -&gt; 60 ms" in html
+
+
+def workload(parallel: dict, precision: str = "bf16"):
+    from training.contract.spec import WorkloadSpec
+
+    return WorkloadSpec.model_validate({
+        "model": {"n_layer": 3, "n_head": 2, "d_model": 64, "vocab_size": 128, "seq_len": 32},
+        "train": {"micro_batch_size": 2, "gradient_accumulation_steps": 2, "precision": precision, "steps": 2,
+                  "warmup_steps": 1},
+        "parallel": parallel})
+
+
+def test_tensor_parallel_is_priced_by_construction_per_block_exactly():
+    from run_benchmarks.results import breakdown_layouts
+    from training.contract import perflog
+
+    collectives, group, text = breakdown_layouts.tensor_parallel(workload({"tensor_parallel_degree": 2}), 2)
+    activation = 2 * 32 * 64 * 2  # micro_batch_size x seq_len x d_model x bf16
+    assert group == 2 and collectives == [("allreduce", activation)] * (4 * 3 * 2)  # 4 per block, 3 blocks, 2 micro
+    sp, _, _ = breakdown_layouts.tensor_parallel(workload({"tensor_parallel_degree": 2, "sequence_parallel": True}), 2)
+    assert sorted(set(sp)) == [("allgather", activation), ("reducescatter", activation)] and len(sp) == 8 * 3 * 2
+    assert breakdown_layouts.tensor_parallel(workload({"tensor_parallel_degree": 2}), 4) is None  # DP beside TP
+    skipped = [perflog.BreakdownRecord(rank=r, steps=0, not_measured="not measured for tensor parallel")
+               for r in (0, 1)]
+    metrics = {"step_time_s": {"median": 0.1}, "flops_per_token": 1e6, "tokens_per_step": 1000, "world_size": 2}
+    rows = [micro_row("allreduce", [(activation, 2.0)])]
+    tb = breakdown.time_breakdown(skipped, metrics, (10.0, "c"), (None, ""), [{"host": "h", "environment": {
+        "hostname": "h"}}], rows, MEASURE, (collectives, group, text))
+    assert tb["expected"]["communication_s"] == math.fsum([activation * 2 * 1 / 2 / 2e9] * 24)
+    assert tb["expected"]["communication_formula"].startswith("tensor parallel: 4 all-reduces per block")
+    assert tb["measured"] == {"not_measured": "not measured for tensor parallel"}

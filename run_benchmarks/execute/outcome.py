@@ -18,7 +18,7 @@ from dataclasses import replace
 from typing import Callable, Optional, Sequence
 
 from run_benchmarks.results import analyze
-from run_benchmarks.results import breakdown
+from run_benchmarks.results import breakdown, breakdown_layouts
 from run_benchmarks.results import rank_logs as collect
 from run_benchmarks.execute import monitoring
 from run_benchmarks import signals
@@ -165,7 +165,8 @@ def _time_breakdown(case: CasePlan, ranks: list[collect.RankLog], result: RoundR
     command = f"accelbench run {{op}}:{name.framework}:{name.hardware}:{name.nnodes}:{name.nprocs_per_node}"
     return breakdown.time_breakdown(records, result.metrics.to_dict(), case.hardware.measured_peak_tflops(precision),
                                     (peak, f"{case.hardware.name} {precision} datasheet peak {basis}".strip()),
-                                    result.nodes, allreduce_rows, command)
+                                    result.nodes, allreduce_rows, command,
+                                    breakdown_layouts.tensor_parallel(case.workload, case.name.world_size))
 
 
 def _failure_reason(nodes: list[NodePlan], codes: dict[int, Optional[int]], ranks: list[collect.RankLog],

@@ -186,9 +186,12 @@ def lever(breakdown: dict) -> Optional[str]:
 
 
 def time_breakdown(records: Sequence[perflog.BreakdownRecord], metrics: dict, measured_peak: tuple,
-                   datasheet_peak: tuple, nodes: Sequence[dict], allreduce_rows: Sequence[dict], measure_busbw: str) -> dict:
+                   datasheet_peak: tuple, nodes: Sequence[dict], allreduce_rows: Sequence[dict], measure_busbw: str,
+                   by_construction: Optional[tuple] = None) -> dict:
     """``metrics.time_breakdown`` of a round: ``metrics`` its RoundMetrics as a dict, ``nodes`` its results.json
-    nodes (which hosts), ``allreduce_rows`` the stored attempts of the ``COLLECTIVE_CASES``."""
+    nodes (which hosts), ``allreduce_rows`` the stored attempts of the ``COLLECTIVE_CASES``;
+    ``by_construction``: (collectives, group size, formula) of a layout the workers could not time
+    (breakdown_layouts.py), priced where the measured part is missing."""
     part = measured(records, (metrics.get("step_time_s") or {}).get("median"))
     buckets = part.get("bucket_bytes") or []
     group = part.get("group_size") or 1
@@ -198,7 +201,15 @@ def time_breakdown(records: Sequence[perflog.BreakdownRecord], metrics: dict, me
     flops = metrics["flops_per_token"] * metrics["tokens_per_step"] / metrics["world_size"]
     out = {"measured": part, "expected": expected(flops, measured_peak, datasheet_peak, buckets, group, points,
                                                   measure_busbw, ops)}
-    if part.get("not_measured"):
+    if part.get("not_measured") and by_construction:
+        collectives, tp, text = by_construction
+        ops = [op for op, _ in collectives]
+        points = {op: busbw_points(allreduce_rows, hosts, tp, op) for op in dict.fromkeys(ops)}
+        priced = expected(flops, measured_peak, datasheet_peak, [b for _, b in collectives], tp, points,
+                          measure_busbw, ops)
+        out["expected"] = {**priced, "communication_formula": f"{text}; {priced['communication_formula']}",
+                           "collectives": len(ops)}
+    elif part.get("not_measured"):
         out["expected"]["communication_s"] = None  # without the worker's buckets there is nothing to price
         out["expected"]["communication_note"] = ("not priced: the collectives of a step come from the workers' "
                                                  f"breakdown records ({part['not_measured']})")
