@@ -1,17 +1,21 @@
 """The measured time breakdown on real torch ranks (gloo on the CPU): injected costs land where they belong.
 
-One spawn of two ranks measures a plain DDP worker and then one with every debug delay set (a second worker on
-the same process group), so the test pays for one start of torch.
+One spawn of two ranks measures, worker after worker on the same process group, plain DDP, DDP with every
+debug delay set, and ZeRO-1 and ZeRO-2 plain and with a collective delay, so the tests pay for one start of
+torch.
 """
 from __future__ import annotations
 
 import statistics
+
+import pytest
 
 from .torch_ranks import open_worker, run_ranks, worker_config
 
 MODEL = dict(n_layer=2, n_head=2, d_model=32, vocab_size=128, seq_len=16)
 TRAIN = dict(micro_batch_size=2, steps=2, warmup_steps=1)
 COLLECTIVE_MS, DATA_MS, COMPUTE_MS = 100.0, 40.0, 150.0
+SHARDED_MS = 100.0  # per collective, well above the noise of a loaded machine
 
 
 def _measure(rank: int, world: int, cfg) -> dict:
@@ -22,12 +26,32 @@ def _measure(rank: int, world: int, cfg) -> dict:
     return {"record": record, "worker": worker}
 
 
-def _plain_then_delayed(rank: int, world: int, plain, delayed) -> tuple:
-    first = _measure(rank, world, plain)
-    second = _measure(rank, world, delayed)  # the process group exists: this worker does not own it
-    second["worker"].close()
-    first["worker"].close()
-    return first["record"], second["record"]
+def _in_turn(rank: int, world: int, configs: list) -> list:
+    """Each config's worker in turn on the one process group (the first owns it: it closes last)."""
+    done = [_measure(rank, world, cfg) for cfg in configs]
+    for one in reversed(done):
+        one["worker"].close()
+    return [one["record"] for one in done]
+
+
+def _delayed(cfg, **debug):
+    return cfg.model_copy(update={"workload": cfg.workload.model_copy(update={"debug": cfg.workload.debug.
+                          model_copy(update=debug)})})
+
+
+@pytest.fixture(scope="module")
+def records() -> dict:
+    """One spawn of two ranks: plain DDP, DDP with every delay, then ZeRO-1 and ZeRO-2 (FSDP2) plain and with
+    a collective delay; per name, the two ranks' records."""
+    plain = worker_config(MODEL, TRAIN)
+    configs = {"ddp": plain, "ddp_delayed": _delayed(plain, collective_delay_ms=COLLECTIVE_MS,
+                                                     data_fetch_delay_ms=DATA_MS, compute_delay_ms=COMPUTE_MS,
+                                                     fail_rank=1)}
+    for stage in ("stage1", "stage2"):
+        cfg = worker_config(MODEL, TRAIN, {"sharding": stage})
+        configs[stage], configs[f"{stage}_delayed"] = cfg, _delayed(cfg, collective_delay_ms=SHARDED_MS)
+    ranks = run_ranks(_in_turn, 2, list(configs.values()))
+    return {name: (ranks[0][i], ranks[1][i]) for i, name in enumerate(configs)}
 
 
 def b0_gradient_bytes(model: dict) -> int:
@@ -45,12 +69,8 @@ def med(record, phase: str) -> float:
     return statistics.median(getattr(record, phase))
 
 
-def test_injected_costs_land_in_their_phase_and_name_the_slow_rank():
-    plain = worker_config(MODEL, TRAIN)
-    delayed = plain.model_copy(update={"workload": plain.workload.model_copy(update={"debug": plain.workload.debug.
-                               model_copy(update={"collective_delay_ms": COLLECTIVE_MS, "data_fetch_delay_ms": DATA_MS,
-                                                  "compute_delay_ms": COMPUTE_MS, "fail_rank": 1})})})
-    (a0, b0), (a1, b1) = run_ranks(_plain_then_delayed, 2, plain, delayed)
+def test_injected_costs_land_in_their_phase_and_name_the_slow_rank(records):
+    (a0, a1), (b0, b1) = records["ddp"], records["ddp_delayed"]
     collectives = len(b0.bucket_bytes)
     assert collectives >= 1 and b0.group_size == 2 and b0.bucket_bytes == a0.bucket_bytes == b1.bucket_bytes
     assert sum(b0.bucket_bytes) == b0_gradient_bytes(MODEL)  # every gradient, once
@@ -86,9 +106,10 @@ def test_layouts_it_cannot_separate_say_so():
     from training.torch.breakdown import uncovered
 
     spec = worker_config(MODEL, TRAIN, {"tensor_parallel_degree": 2}).workload
-    assert uncovered(spec, SimpleNamespace(pipeline=None, dp_size=1)) == "not measured for tensor parallel"
-    spec = worker_config(MODEL, TRAIN, {"sharding": "stage2"}).workload
-    assert uncovered(spec, SimpleNamespace(pipeline=None, dp_size=2)) == "not measured for sharding stage2"
+    assert uncovered(spec, SimpleNamespace(pipeline=None, dp_size=1)).startswith("not measured for tensor parallel: ")
+    for stage in ("stage1", "stage2", "stage3"):  # measured now (test_sharded_collectives_are_timed_one_by_one)
+        spec = worker_config(MODEL, TRAIN, {"sharding": stage}).workload
+        assert uncovered(spec, SimpleNamespace(pipeline=None, dp_size=2)) is None
     assert uncovered(worker_config(MODEL, TRAIN).workload, SimpleNamespace(pipeline=None, dp_size=2)) is None
 
 
@@ -103,3 +124,30 @@ def test_gradient_buckets_follow_ddps_sizes_in_reverse_parameter_order():
     got = buckets(params, [160, 400])  # 40 fp32 = 160 bytes closes the first; the rest stays under 400
     assert [[g.numel() for g in b] for b in got] == [[40], [30, 20, 10]]
     assert [[g.numel() for g in b] for b in buckets(params, [80])] == [[40], [30], [20], [10]]
+
+
+@pytest.mark.parametrize("stage", ["stage1", "stage2"])
+def test_sharded_collectives_are_timed_one_by_one(records, stage):
+    """ZeRO-1: DDP's all-reduces and the optimizer's parameter broadcast; ZeRO-2: FSDP2's all-gathers and
+    reduce-scatters inside forward and backward. A delay per collective grows communication by C x D, not
+    compute."""
+    (plain, _), (delayed, _) = records[stage], records[f"{stage}_delayed"]
+    assert plain.not_measured is None and plain.group_size == 2
+    ops = plain.collective_ops
+    assert ops == delayed.collective_ops and len(ops) == len(plain.bucket_bytes)
+    params = b0_gradient_bytes(MODEL)
+    if stage == "stage1":
+        assert set(ops) == {"allreduce", "broadcast"} and ops.count("broadcast") == 1
+        assert sum(b for op, b in zip(ops, plain.bucket_bytes) if op == "allreduce") == params
+        assert plain.bucket_bytes[ops.index("broadcast")] == params  # every parameter, from its owner
+    else:
+        assert set(ops) == {"allgather", "reducescatter"}
+        # every parameter gathered (at least) once and every gradient scattered once, padded to whole shards
+        scattered = sum(b for op, b in zip(ops, plain.bucket_bytes) if op == "reducescatter")
+        assert params <= scattered <= params + 4 * 2 * len(ops)
+    # the fastest of the steps: a loaded machine only ever adds time (compute of this tiny model ran 0.2 to 2 s
+    # per step with 8 jobs on 2 cores), a delay adds exactly its own
+    delay = len(ops) * SHARDED_MS / 1000
+    grew = min(delayed.communication_s) - min(plain.communication_s)
+    assert abs(grew - delay) <= 0.2 * delay, (ops, plain.communication_s, delayed.communication_s)
+    assert min(delayed.compute_s) - min(plain.compute_s) < 0.5 * delay, (plain.compute_s, delayed.compute_s)

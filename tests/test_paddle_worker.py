@@ -124,3 +124,19 @@ def test_peak_memory_reset_uses_names_every_paddle_accelerator_build_exports(mon
         monkeypatch.setattr(paddle.device, name, lambda name=name: called.append(name) or 0)
     devices.reset_peak_memory()
     assert sorted(called) == ["reset_max_memory_allocated", "reset_max_memory_reserved"]
+
+
+def test_multi_process_paddle_layouts_say_where_their_collectives_run():
+    """The time breakdown across Paddle processes: not measured, and the reason names the layout and the place."""
+    from types import SimpleNamespace
+
+    from training.paddle.train import uncovered
+
+    def layout(pp=1, tp=1, sharding=1):
+        return SimpleNamespace(pp=pp, tp=tp, sharding=sharding)
+
+    assert uncovered(layout(tp=2)).startswith("not measured for tensor parallel on paddle: its all-reduces run "
+                                              "inside fleet's mpu layers")
+    assert uncovered(layout(pp=2, tp=2)).startswith("not measured for pipeline parallel on paddle")
+    assert uncovered(layout(sharding=2)).startswith("not measured for sharding on paddle")
+    assert uncovered(layout()).startswith("not measured for data parallel on paddle")

@@ -9,7 +9,7 @@ import pytest
 from run_benchmarks.results import breakdown
 from training.contract import perflog
 
-MEASURE = "accelbench run allreduce:torch:cpu:1:2"
+MEASURE = "accelbench run {op}:torch:cpu:1:2"
 
 
 def record(rank: int, compute: float, comm: float = 0.01, buckets=(4_000_000, 1_000_000), group: int = 2):
@@ -57,7 +57,7 @@ def test_missing_figures_are_named_with_the_command_nothing_invented():
                              (None, ""), [1 << 20], 2, [], MEASURE)
     assert out["compute_s"] is None and out["communication_s"] is None
     assert out["missing"] == ["no measured bf16 peak for cpu: run `accelbench calibrate cpu`",
-                              f"no all-reduce busbw stored for 2 ranks on these hosts: run `{MEASURE}`"]
+                              f"no all-reduce busbw stored for 2 ranks on these hosts: run `{MEASURE.replace('{op}', 'allreduce')}`"]
 
 
 def test_busbw_only_from_the_same_hosts_and_group_size():
@@ -154,7 +154,7 @@ def test_delays_where_they_are_not_injected_are_refused_before_anything_starts(a
         in paddle.stderr and "fix: unset debug.compute_delay_ms" in paddle.stderr
     tp = accelbench("run", "gpt2_tiny:torch:cpu:1:2", "--set", "parallel.tensor_parallel_degree=2", "--set",
                     "debug.collective_delay_ms=10", "--dry-run")
-    assert tp.returncode != 0 and "debug.collective_delay_ms delays DDP's gradient all-reduce only" in tp.stderr
+    assert tp.returncode != 0 and "debug.collective_delay_ms delays the data-parallel collectives only" in tp.stderr
 
 
 def test_a_layout_without_a_measured_breakdown_prices_no_communication():

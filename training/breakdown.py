@@ -12,6 +12,11 @@ run, each split into four phases, every phase between two device synchronisation
                  all-reduce per gradient bucket, DDP's bucket size, in DDP's reverse-parameter order)
   optimizer      the optimizer step (and the loss scaler's update)
 
+Collectives a framework runs inside another phase (FSDP2's parameter all-gathers in forward and backward and
+its gradient reduce-scatters in backward, ZeRO-1's parameter broadcasts in the optimizer step) go through
+``Collectives.run``: a device synchronisation, a barrier (timed as wait), the collective waited for (timed as
+communication); ``measure`` moves both out of the phase they ran in.
+
 The measured steps are untouched: they ran before, with the framework's own overlap of communication and
 backward. A breakdown step serialises what the framework overlaps, so its communication is the collectives'
 whole time, an upper bound on the exposed part; the orchestrator sets it beside the measured step time.
@@ -22,13 +27,45 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Any, Callable, Union
+from typing import Any, Callable, Optional, Union
 
 from training.contract import perflog
+from training.faults import sleep_ms
 
 METHOD = ("serialised phases on dedicated steps after the measured ones: data fetch, forward+backward with "
           "gradient sync off, a barrier (wait), the gradient collectives one by one, the optimizer; each between "
-          "two device synchronisations")
+          "two device synchronisations; collectives inside forward, backward or the optimizer (FSDP, ZeRO-1) "
+          "timed one by one after a barrier and moved into communication")
+
+
+class Collectives:
+    """Times the collectives that run inside another phase, one by one (see the module docstring)."""
+
+    def __init__(self, sync: Callable[[], None], barrier: Callable[[], None], delay_ms: Optional[float] = None):
+        self.sync, self.barrier, self.delay_ms = sync, barrier, delay_ms
+        self.wait_s = self.communication_s = 0.0
+        self.ops: list[tuple[str, int]] = []  # (nccl-tests op name, message bytes) of each, in order
+
+    def run(self, op: str, nbytes: int, call: Callable[[], Any]) -> Any:
+        """``call`` (the collective, waited for) as ``op`` of ``nbytes`` (nccl-tests' message size: the
+        whole buffer, the gathered or the scattered whole); ``debug.collective_delay_ms`` before it."""
+        self.sync()
+        began = time.perf_counter()
+        self.barrier()
+        aligned = time.perf_counter()
+        sleep_ms(self.delay_ms)
+        out = call()
+        self.sync()
+        self.wait_s += aligned - began
+        self.communication_s += time.perf_counter() - aligned
+        self.ops.append((op, int(nbytes)))
+        return out
+
+    def take(self) -> tuple[float, float]:
+        """(wait, communication) seconds since the last take."""
+        out = (self.wait_s, self.communication_s)
+        self.wait_s = self.communication_s = 0.0
+        return out
 
 
 @dataclass(frozen=True)
@@ -42,6 +79,7 @@ class Phases:
     align: Callable[[], None]  # a barrier across the gradient group (nothing on one process)
     finish: Callable[[], None]  # untimed: zero the gradients
     group_size: int  # ranks each gradient collective spans
+    inner: Optional[Collectives] = None  # collectives inside compute or optimize (FSDP, ZeRO-1)
 
 
 def measure(steps: int, rank: int, phases: Union[Phases, str], sync: Callable[[], None]) -> perflog.BreakdownRecord:
@@ -53,7 +91,11 @@ def measure(steps: int, rank: int, phases: Union[Phases, str], sync: Callable[[]
     times: dict[str, list[float]] = {name: [] for name in ("data_s", "compute_s", "wait_s", "communication_s",
                                                             "optimizer_s", "step_s")}
     buckets: list[int] = []
+    ops: list[tuple[str, int]] = []
+    inner = phases.inner or Collectives(lambda: None, lambda: None)
     for _ in range(steps):
+        inner.take()
+        inner.ops = []
         sync()
         began = time.perf_counter()
         batches = phases.fetch()
@@ -62,6 +104,7 @@ def measure(steps: int, rank: int, phases: Union[Phases, str], sync: Callable[[]
         phases.compute(batches)
         sync()
         computed = time.perf_counter()
+        wait_c, comm_c = inner.take()
         phases.align()
         aligned = time.perf_counter()
         buckets = phases.communicate()
@@ -70,10 +113,14 @@ def measure(steps: int, rank: int, phases: Union[Phases, str], sync: Callable[[]
         phases.optimize()
         sync()
         ended = time.perf_counter()
+        wait_o, comm_o = inner.take()
+        ops = [("allreduce", int(b)) for b in buckets] + inner.ops
         phases.finish()
-        for name, value in zip(times, (fetched - began, computed - fetched, aligned - computed,
-                                       communicated - aligned,
-                                       ended - communicated, ended - began)):
+        for name, value in zip(times, (fetched - began, computed - fetched - wait_c - comm_c,
+                                       aligned - computed + wait_c + wait_o,
+                                       communicated - aligned + comm_c + comm_o,
+                                       ended - communicated - wait_o - comm_o, ended - began)):
             times[name].append(value)
-    return perflog.BreakdownRecord(rank=rank, steps=steps, bucket_bytes=[int(b) for b in buckets],
-                                   group_size=phases.group_size, method=METHOD, **times)
+    return perflog.BreakdownRecord(rank=rank, steps=steps, bucket_bytes=[b for _, b in ops],
+                                   collective_ops=[op for op, _ in ops], group_size=phases.group_size,
+                                   method=METHOD, **times)

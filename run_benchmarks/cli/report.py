@@ -9,7 +9,7 @@ from typing import Optional, Sequence
 from rich.console import Console
 
 from run_benchmarks.results import references
-from run_benchmarks.results.breakdown import changed_part, of_summary
+from run_benchmarks.results.breakdown import changed_parts
 from run_benchmarks.errors import UserError
 from run_benchmarks.pathnames import write_text_file
 from run_benchmarks.results.report import export, markdown
@@ -170,8 +170,6 @@ def cmd_compare(args: argparse.Namespace, console: Console) -> int:
     from run_benchmarks.results.report.terminal import compare_table
 
     print_table(console, compare_table(a, b, rows))
-    for row in rows:  # where the step's time moved, for rows whose two sides both measured a breakdown
-        line = changed_part(of_summary(row.a), of_summary(row.b))
-        if line:
-            console.print(f"{row.label}: {line}", markup=False, highlight=False, soft_wrap=True)
+    for label, line in changed_parts(rows):  # where the step's time moved (both sides measured a breakdown)
+        console.print(f"{label}: {line}", markup=False, highlight=False, soft_wrap=True)
     return EXIT_OK

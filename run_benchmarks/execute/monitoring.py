@@ -110,6 +110,8 @@ def summarize_node(folder: Path, window: Optional[tuple[float, float]] = None) -
             "mem_used_bytes": _stats([d.get("mem_used_bytes") for _, d in readings]),
             "mem_total_bytes": readings[-1][1].get("mem_total_bytes"),
             "energy_j": _energy(power),
+            "power_from": next((d["power_from"] for _, d in readings if isinstance(d.get("power_from"), str)),
+                               "power samples" if power else None),
             "util_series": _thin([[round(t - t0, 2), d.get("util_percent")] for t, d in series
                                   if d.get("util_percent") is not None]),
             "power_series": _thin([[round(t - t0, 2), d["power_w"]] for t, d in series
@@ -148,3 +150,28 @@ def summarize_round(nodes: list[dict], tokens_per_s_total: Optional[float]) -> d
                                                   for n in nodes) else WHOLE_ROUND,
         "nodes": nodes,
     }
+
+
+JOULES_PER_KWH = 3.6e6
+COUNTER_METHOD = "counter: the energy counter's differences between samples (RAPL), averaged over the measured steps"
+SAMPLES_METHOD = "integrated samples: the monitor's power readings, averaged over the measured steps"
+
+
+def energy(monitor: Optional[dict], tokens_per_s_total: Optional[float]) -> dict:
+    """Energy per token and tokens per kWh over the measured steps only (warm-up excluded): every device's
+    mean power over the window summed, over the round's tokens/s; the method says where the power came from.
+    Nothing where no device gave power or no sample fell inside the measured steps."""
+    devices = [d for node in (monitor or {}).get("nodes") or [] for d in node.get("devices") or []]
+    if not devices or not all(d.get("power_w") for d in devices):
+        return {"energy_per_token_j": None, "tokens_per_kwh": None, "method": None,
+                "note": "no power reading" + ("" if devices else " (no device monitored)")}
+    if monitor.get("window") != MEASURED_STEPS:
+        return {"energy_per_token_j": None, "tokens_per_kwh": None, "method": None,
+                "note": "no power sample inside the measured steps (steps shorter than the sampling interval): "
+                        "not read over the whole round, whose warm-up would count"}
+    if not tokens_per_s_total:
+        return {"energy_per_token_j": None, "tokens_per_kwh": None, "method": None, "note": "no tokens/s"}
+    watts = math.fsum(d["power_w"]["mean"] for d in devices)
+    counter = all(d.get("power_from") == "energy counter" for d in devices)
+    return {"energy_per_token_j": watts / tokens_per_s_total,
+            "tokens_per_kwh": tokens_per_s_total / watts * JOULES_PER_KWH, "power_w": watts, "method": COUNTER_METHOD if counter else SAMPLES_METHOD, "note": None}

@@ -18,7 +18,7 @@ from dataclasses import replace
 from typing import Callable, Optional, Sequence
 
 from run_benchmarks.results import analyze
-from run_benchmarks.results import breakdown
+from run_benchmarks.results import breakdown, breakdown_layouts
 from run_benchmarks.results import rank_logs as collect
 from run_benchmarks.execute import monitoring
 from run_benchmarks import signals
@@ -96,6 +96,8 @@ def finish(case: CasePlan, rnd: RoundPlan, result: RoundResult, outcome: str, be
     if monitored:
         result.monitor = monitoring.summarize_round(
             monitored, result.metrics.tokens_per_s_total if result.metrics else None)
+    if result.metrics is not None and result.metrics.time_breakdown is not None:
+        result.metrics.time_breakdown["energy"] = monitoring.energy(result.monitor, result.metrics.tokens_per_s_total)
     result.ended_at = now()
     result.wall_time_s = time.monotonic() - began
     write_results(rnd.results_path, case, result, orchestrator_env)
@@ -160,10 +162,11 @@ def _time_breakdown(case: CasePlan, ranks: list[collect.RankLog], result: RoundR
         records.append(perflog.BreakdownRecord(rank=-1, steps=0, not_measured=f"not measured for "
                                                f"{case.workload.task} (a rank reported no breakdown)"))
     peak, basis = case.hardware.peak_tflops(precision)
-    command = f"accelbench run allreduce:{name.framework}:{name.hardware}:{name.nnodes}:{name.nprocs_per_node}"
+    command = f"accelbench run {{op}}:{name.framework}:{name.hardware}:{name.nnodes}:{name.nprocs_per_node}"
     return breakdown.time_breakdown(records, result.metrics.to_dict(), case.hardware.measured_peak_tflops(precision),
                                     (peak, f"{case.hardware.name} {precision} datasheet peak {basis}".strip()),
-                                    result.nodes, allreduce_rows, command)
+                                    result.nodes, allreduce_rows, command,
+                                    breakdown_layouts.tensor_parallel(case.workload, case.name.world_size))
 
 
 def _failure_reason(nodes: list[NodePlan], codes: dict[int, Optional[int]], ranks: list[collect.RankLog],

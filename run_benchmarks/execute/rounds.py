@@ -21,6 +21,7 @@ from run_benchmarks.execute import outcome
 from run_benchmarks import signals
 from run_benchmarks.backends.hosts import Host, Job
 from run_benchmarks.results.round_result import RoundResult
+from run_benchmarks.results import breakdown
 from run_benchmarks.plan import CasePlan, NodePlan, RoundPlan
 from run_benchmarks.execute.preflight import Preflight
 from run_benchmarks.results.report.live import LiveStep
@@ -187,11 +188,13 @@ class RoundExecutor:
                                    f"{node.host.name}:{node.remote_dir}: {exc}")
 
     def _allreduce_rows(self) -> list[dict]:
-        """The stored ``allreduce`` attempts: the bus bandwidth the time breakdown prices communication at."""
+        """The stored collective micro attempts (all-reduce, all-gather, reduce-scatter, broadcast): the bus
+        bandwidth the time breakdown prices communication at."""
         if self.store is None:
             return []
         try:
-            return [a.row for a in self.store.attempts({"case": "allreduce", "status": "ok"})]
+            return [a.row for case in breakdown.COLLECTIVE_CASES
+                    for a in self.store.attempts({"case": case, "status": "ok"})]
         except (sqlite3.Error, StoreUnavailable):  # the breakdown then says the figure is missing
             return []
 

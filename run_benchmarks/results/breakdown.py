@@ -10,8 +10,11 @@ A straggler is named when its compute is more than ``STRAGGLER_MARGIN`` above th
 Expected, per step and device:
   compute_s        the step's model FLOPs on one device / the GEMM peak ``accelbench calibrate`` measured at
                    the precision (compute_s_datasheet: the same over the vendor's datasheet peak)
-  communication_s  DDP's gradient all-reduce, bucket by bucket: time = bytes x 2(n-1)/n / busbw, the nccl-tests
-                   bus bandwidth definition read backwards, with busbw the stored ``allreduce`` case's at the
+  communication_s  each collective the workers recorded for a step, priced by nccl-tests' bus bandwidth
+                   definition read backwards: time = bytes x factor / busbw, factor 2(n-1)/n for an all-reduce
+                   (DDP's buckets), (n-1)/n for an all-gather and a reduce-scatter (FSDP's parameters and
+                   gradients), 1 for a broadcast (ZeRO-1's parameter sync), with busbw the stored micro case of
+                   that operation (``allreduce``, ``allgather``, ``reducescatter``, ``broadcast``) at the
                    nearest message size, for the same group size n, on the same hosts
   other_s          not modelled (None)
 A missing figure is named with the command that measures it; nothing is filled in.
@@ -27,12 +30,26 @@ from training.contract import perflog
 
 STRAGGLER_MARGIN = 0.10  # above the median rank's compute by more than this: named
 ALLREDUCE_FORMULA = "time = bytes x 2(n-1)/n / busbw (nccl-tests' bus bandwidth; one all-reduce per bucket)"
+# nccl-tests' bus-bandwidth factors (training/micro/formulas.py measures busbw with the same ones)
+BUS_FACTORS = {"allreduce": ("2(n-1)/n", lambda n: 2 * (n - 1) / n), "allgather": ("(n-1)/n", lambda n: (n - 1) / n),
+               "reducescatter": ("(n-1)/n", lambda n: (n - 1) / n), "broadcast": ("1", lambda n: 1.0)}
+COLLECTIVE_CASES = tuple(BUS_FACTORS)  # the micro cases whose stored busbw prices a step's collectives
 COMPUTE_FORMULA = "time = model FLOPs of the step on one device / GEMM peak"
 
 
 def allreduce_seconds(nbytes: int, ranks: int, busbw_gbps: float) -> float:
     """Seconds an all-reduce of ``nbytes`` over ``ranks`` takes at a bus bandwidth of ``busbw_gbps`` GB/s."""
-    return nbytes * 2 * (ranks - 1) / ranks / (busbw_gbps * 1e9)
+    return collective_seconds("allreduce", nbytes, ranks, busbw_gbps)
+
+
+def collective_seconds(op: str, nbytes: int, ranks: int, busbw_gbps: float) -> float:
+    """Seconds collective ``op`` of ``nbytes`` (nccl-tests' message size) over ``ranks`` takes at ``busbw_gbps``."""
+    return nbytes * BUS_FACTORS[op][1](ranks) / (busbw_gbps * 1e9)
+
+
+def formula(ops: Sequence[str]) -> str:
+    return "; ".join(f"{op}: time = bytes x {BUS_FACTORS[op][0]} / busbw({op})" for op in dict.fromkeys(ops)) + \
+        " (nccl-tests' bus bandwidth, each collective at its own size)"
 
 
 def compute_seconds(flops: float, tflops: float) -> float:
@@ -47,14 +64,14 @@ class BusBw:
     source: str  # which stored attempt
 
 
-def busbw_points(rows: Sequence[dict], hosts: frozenset, ranks: int) -> list[BusBw]:
-    """The all-reduce busbw figures of the newest ok ``allreduce`` attempt on exactly ``hosts`` with ``ranks``."""
+def busbw_points(rows: Sequence[dict], hosts: frozenset, ranks: int, op: str = "allreduce") -> list[BusBw]:
+    """The ``op`` busbw figures of the newest ok attempt holding them on exactly ``hosts`` with ``ranks``."""
     for row in reversed(rows):
         if row.get("status") != "ok" or _hosts(row) != hosts:
             continue
         points = [BusBw(float(f["value"]), int(f["params"]["bytes"]), int(f["params"]["ranks"]),
                         f"{row.get('case_name')}, run {row.get('run_id')}")
-                  for f in row.get("figures") or [] if f.get("name") == "allreduce.busbw_gbps"
+                  for f in row.get("figures") or [] if f.get("name") == f"{op}.busbw_gbps"
                   and (f.get("params") or {}).get("ranks") == ranks and f.get("value")]
         if points:
             return points
@@ -92,24 +109,28 @@ def measured(records: Sequence[perflog.BreakdownRecord], step_time_s: Optional[f
         straggler = {"rank": slowest["rank"], "compute_s": slowest["compute_s"], "median_compute_s": median_compute,
                      "margin": STRAGGLER_MARGIN}
     buckets = done[0].bucket_bytes
+    ops = list(done[0].collective_ops) or ["allreduce"] * len(buckets)
     return {
         "compute_s": slowest["compute_s"], "communication_s": communication,
         "other_s": max(0.0, slowest["step_s"] - slowest["compute_s"] - communication),
         "serialised_step_s": slowest["step_s"], "step_time_s": step_time_s,
         "breakdown_steps": done[0].steps, "collectives": len(buckets), "gradient_bytes": sum(buckets),
-        "bucket_bytes": list(buckets), "group_size": done[0].group_size,
+        "bucket_bytes": list(buckets), "collective_ops": ops, "group_size": done[0].group_size,
         "per_rank": per_rank, "straggler": straggler, "method": done[0].method}
 
 
 def expected(flops_per_device_step: float, measured_peak: tuple[Optional[float], str],
              datasheet_peak: tuple[Optional[float], str], bucket_bytes: Sequence[int], group_size: int,
-             points: Sequence[BusBw], measure_busbw: str) -> dict:
+             points, measure_busbw: str, ops: Sequence[str] = ()) -> dict:
     """The expected part. ``measured_peak``/``datasheet_peak``: (TFLOP/s, note or why missing);
-    ``points``: the stored busbw figures for this group size on these hosts; ``measure_busbw``: the command
-    that stores them."""
+    ``points``: per operation the stored busbw figures for this group size on these hosts (a list: all-reduce's);
+    ``measure_busbw``: the command that stores them, ``{op}`` standing for the operation; ``ops``: each
+    collective's operation (empty: all all-reduces)."""
     missing = []
     peak, peak_note = measured_peak
     sheet, sheet_note = datasheet_peak
+    ops = list(ops) or ["allreduce"] * len(bucket_bytes)
+    points = points if isinstance(points, dict) else {"allreduce": list(points)}
     out: dict = {"compute_formula": COMPUTE_FORMULA, "flops_per_device_step": flops_per_device_step,
                  "compute_s": None, "compute_s_datasheet": None, "other_s": None,
                  "other_note": "not modelled: data fetch, optimizer and host overhead have no micro-benchmark"}
@@ -119,17 +140,20 @@ def expected(flops_per_device_step: float, measured_peak: tuple[Optional[float],
         missing.append(peak_note)
     if sheet:
         out["compute_s_datasheet"], out["datasheet_peak"] = compute_seconds(flops_per_device_step, sheet), sheet_note
-    out["communication_formula"] = ALLREDUCE_FORMULA
+    out["communication_formula"] = formula(ops) if ops else ALLREDUCE_FORMULA
+    lacking = [op for op in dict.fromkeys(ops) if not points.get(op)]
     if group_size <= 1 or not bucket_bytes:
         out["communication_s"], out["communication_note"] = 0.0, "one rank per gradient group: no collective"
-    elif points:
-        used = [nearest(points, b) for b in bucket_bytes]
-        out["communication_s"] = math.fsum(allreduce_seconds(b, group_size, p.gbps) for b, p in zip(bucket_bytes, used))
-        out["busbw"] = [{"bucket_bytes": b, "busbw_gbps": p.gbps, "measured_at_bytes": p.nbytes, "source": p.source}
-                        for b, p in zip(bucket_bytes, used)]
+    elif not lacking:
+        used = [nearest(points[op], b) for op, b in zip(ops, bucket_bytes)]
+        out["communication_s"] = math.fsum(collective_seconds(op, b, group_size, p.gbps)
+                                           for op, b, p in zip(ops, bucket_bytes, used))
+        out["busbw"] = [{"op": op, "bucket_bytes": b, "busbw_gbps": p.gbps, "measured_at_bytes": p.nbytes,
+                         "source": p.source} for op, b, p in zip(ops, bucket_bytes, used)]
     else:
         out["communication_s"] = None
-        missing.append(f"no all-reduce busbw stored for {group_size} ranks on these hosts: run `{measure_busbw}`")
+        missing += [f"no {'all-reduce' if op == 'allreduce' else op} busbw stored for {group_size} ranks on these "
+                    f"hosts: run `{measure_busbw.replace('{op}', op)}`" for op in lacking]
     out["missing"] = missing
     return out
 
@@ -150,7 +174,7 @@ def lever(breakdown: dict) -> Optional[str]:
         text += f"; at the calibrated GEMM peak it would take {e['compute_s'] * 1e3:.3g} ms"
     elif name == "communication" and e.get("communication_s"):
         ratio = e["communication_s"] / parts[name]
-        text += (f"; the all-reduce of {m['gradient_bytes'] / 1e6:.3g} MB ran at {ratio:.0%} of the bus bandwidth "
+        text += (f"; the {_ops(m)} of {m['gradient_bytes'] / 1e6:.3g} MB ran at {ratio:.0%} of the bus bandwidth "
                  "these hosts measured")
     elif name == "other":
         text += ": data fetch, optimizer and host overhead"
@@ -162,22 +186,41 @@ def lever(breakdown: dict) -> Optional[str]:
 
 
 def time_breakdown(records: Sequence[perflog.BreakdownRecord], metrics: dict, measured_peak: tuple,
-                   datasheet_peak: tuple, nodes: Sequence[dict], allreduce_rows: Sequence[dict], measure_busbw: str) -> dict:
+                   datasheet_peak: tuple, nodes: Sequence[dict], allreduce_rows: Sequence[dict], measure_busbw: str,
+                   by_construction: Optional[tuple] = None) -> dict:
     """``metrics.time_breakdown`` of a round: ``metrics`` its RoundMetrics as a dict, ``nodes`` its results.json
-    nodes (which hosts), ``allreduce_rows`` the stored ``allreduce`` attempts."""
+    nodes (which hosts), ``allreduce_rows`` the stored attempts of the ``COLLECTIVE_CASES``;
+    ``by_construction``: (collectives, group size, formula) of a layout the workers could not time
+    (breakdown_layouts.py), priced where the measured part is missing."""
     part = measured(records, (metrics.get("step_time_s") or {}).get("median"))
     buckets = part.get("bucket_bytes") or []
     group = part.get("group_size") or 1
-    points = busbw_points(allreduce_rows, _hosts({"environment": {"nodes": list(nodes)}}), group) if group > 1 else []
+    hosts = _hosts({"environment": {"nodes": list(nodes)}})
+    ops = part.get("collective_ops") or []
+    points = {op: busbw_points(allreduce_rows, hosts, group, op) for op in dict.fromkeys(ops)} if group > 1 else {}
     flops = metrics["flops_per_token"] * metrics["tokens_per_step"] / metrics["world_size"]
     out = {"measured": part, "expected": expected(flops, measured_peak, datasheet_peak, buckets, group, points,
-                                                  measure_busbw)}
-    if part.get("not_measured"):
+                                                  measure_busbw, ops)}
+    if part.get("not_measured") and by_construction:
+        collectives, tp, text = by_construction
+        ops = [op for op, _ in collectives]
+        points = {op: busbw_points(allreduce_rows, hosts, tp, op) for op in dict.fromkeys(ops)}
+        priced = expected(flops, measured_peak, datasheet_peak, [b for _, b in collectives], tp, points,
+                          measure_busbw, ops)
+        out["expected"] = {**priced, "communication_formula": f"{text}; {priced['communication_formula']}",
+                           "collectives": len(ops)}
+    elif part.get("not_measured"):
         out["expected"]["communication_s"] = None  # without the worker's buckets there is nothing to price
         out["expected"]["communication_note"] = ("not priced: the collectives of a step come from the workers' "
                                                  f"breakdown records ({part['not_measured']})")
     out["lever"] = lever(out)
     return out
+
+
+def _ops(m: dict) -> str:
+    """``3 allreduce + 2 allgather``: the step's collectives by operation."""
+    ops = m.get("collective_ops") or ["allreduce"] * m.get("collectives", 0)
+    return " + ".join(f"{ops.count(op)} {op}" for op in dict.fromkeys(ops)) or "no collective"
 
 
 def _ms(seconds: Optional[float]) -> str:
@@ -194,7 +237,7 @@ def describe(tb: Optional[dict]) -> list[str]:
     else:
         lines = [f"time breakdown per step, measured on {m['breakdown_steps']} serialised steps after the measured "
                  f"ones: compute {_ms(m['compute_s'])}, communication {_ms(m['communication_s'])} "
-                 f"({m['collectives']} all-reduce(s), {m['gradient_bytes']:,} bytes), other {_ms(m['other_s'])}; "
+                 f"({_ops(m)}, {m['gradient_bytes']:,} bytes), other {_ms(m['other_s'])}; "
                  f"serialised step {_ms(m['serialised_step_s'])} against the measured steps' median "
                  f"{_ms(m['step_time_s'])}"]
     lines.append(f"  expected: compute {_ms(e.get('compute_s'))} (datasheet peak: "
@@ -207,6 +250,12 @@ def describe(tb: Optional[dict]) -> list[str]:
                      f"optimizer {_ms(row['optimizer_s'])}")
     if tb.get("lever"):
         lines.append(f"  biggest lever: {tb['lever']}")
+    energy = tb.get("energy")
+    if energy and energy.get("energy_per_token_j") is not None:
+        lines.append(f"  energy over the measured steps: {energy['energy_per_token_j']:.4g} J per token, "
+                     f"{energy['tokens_per_kwh']:,.4g} tokens per kWh ({energy['method']})")
+    elif energy:
+        lines.append(f"  energy: {energy['note']}")
     return lines
 
 
@@ -232,3 +281,10 @@ def changed_part(a: Optional[dict], b: Optional[dict]) -> Optional[str]:
             f"({deltas[name] * 1e3:+.3g} ms; compute {ma['compute_s'] * 1e3:.3g} -> {mb['compute_s'] * 1e3:.3g}, "
             f"communication {ma['communication_s'] * 1e3:.3g} -> {mb['communication_s'] * 1e3:.3g}, "
             f"other {ma['other_s'] * 1e3:.3g} -> {mb['other_s'] * 1e3:.3g} ms)")
+
+
+def changed_parts(rows) -> list[tuple[str, str]]:
+    """(row label, ``changed_part`` line) of each compare row whose two sides both measured a breakdown: the
+    terminal, Markdown and HTML compare all print these."""
+    pairs = [(row.label, changed_part(of_summary(row.a), of_summary(row.b))) for row in rows]
+    return [(label, line) for label, line in pairs if line]

@@ -146,7 +146,10 @@ class BreakdownRecord:
     step_s: list = field(default_factory=list, metadata={
         "doc": "per breakdown step: first phase's start to last phase's end (the phases plus what lies between)"})
     bucket_bytes: list = field(default_factory=list, metadata={
-        "doc": "bytes of each gradient collective of one step (one all-reduce per bucket)"})
+        "doc": "bytes of each collective of one step (DDP: one all-reduce per bucket), nccl-tests' message size"})
+    collective_ops: list = field(default_factory=list, metadata={
+        "doc": "the nccl-tests operation of each collective in bucket_bytes (allreduce, allgather, reducescatter, "
+               "broadcast); empty: all all-reduces"})
     group_size: int = field(default=1, metadata={"doc": "ranks each gradient collective spans"})
     method: str = field(default="", metadata={"doc": "how the phases were separated and timed"})
     not_measured: Optional[str] = field(default=None, metadata={

@@ -38,6 +38,7 @@ class CpuSampler:
         energy = self._energy()
         if energy and self.energy and energy[1] >= self.energy[1]:
             device["power_w"] = (energy[1] - self.energy[1]) / 1e6 / max(energy[0] - self.energy[0], 1e-6)
+            device["power_from"] = "energy counter"  # the time breakdown's energy method (monitoring.energy)
         self.energy = energy
         return {"devices": [device]}
 

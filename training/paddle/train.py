@@ -44,6 +44,22 @@ PADDLE_LAUNCH = harness.RankVariables(rank="PADDLE_TRAINER_ID", world_size="PADD
                                       local_rank="PADDLE_LOCAL_RANK")
 
 
+def uncovered(layout) -> str:
+    """Why a multi-process Paddle layout has no measured breakdown: where its collectives run."""
+    if layout.pp > 1:
+        return ("not measured for pipeline parallel on paddle: its sends and receives run inside fleet's "
+                "pipeline schedule")
+    if layout.tp > 1:
+        return ("not measured for tensor parallel on paddle: its all-reduces run inside fleet's mpu layers' "
+                "forward and backward, which offer no hook to time them one by one")
+    if layout.sharding > 1:
+        return ("not measured for sharding on paddle: its reduce-scatters and all-gathers run inside "
+                "group_sharded_parallel's backward hooks and optimizer step")
+    return ("not measured for data parallel on paddle: its all-reduces run inside paddle.DataParallel's C++ "
+            "reducer during backward; the torch worker's explicit path (no_sync, then the all-reduces one by one) "
+            "is not built for paddle yet")
+
+
 class Layout:
     """The hybrid degrees of this run and this rank's place in them."""
 
@@ -195,10 +211,10 @@ class PaddleWorker(harness.FrameworkWorker):
             self.optimizer.step()
 
     def breakdown_phases(self):
-        """One process only (training/breakdown.py): no collective to separate. Across processes fleet's
-        data parallel, sharding and hybrid layouts reduce gradients inside backward or the optimizer."""
+        """One process only (training/breakdown.py): no collective to separate. Across processes each layout's
+        collectives run inside Paddle's own code, which has no hook to time them one by one (``uncovered``)."""
         if self.world > 1:
-            return "not measured for paddle across processes (one process only)"
+            return uncovered(self.layout)
 
         def fetch() -> tuple[list, float]:
             batches = [self.data.next_batch() for _ in range(self.spec.train.gradient_accumulation_steps)]

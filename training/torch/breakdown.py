@@ -1,22 +1,25 @@
 """The PyTorch worker's phases for the time breakdown (``training/breakdown.py``), and the DDP comm hook of
 ``debug.collective_delay_ms``.
 
-Covered: one process (no collective), and DDP (sharding none): compute under ``no_sync``, then the gradients
-all-reduced explicitly, in buckets of DDP's own sizes (reverse parameter order), each waited for. Other layouts collect their gradients inside forward and backward (FSDP, tensor and pipeline
-parallelism) or in the optimizer (ZeRO-1's parameter broadcast), where this method cannot separate them:
-their breakdown says "not measured for <strategy>".
+Covered: one process (no collective); DDP (sharding none) and ZeRO-1 (stage1): compute under ``no_sync``,
+then the gradients all-reduced explicitly, in buckets of DDP's own sizes (reverse parameter order), each
+waited for; ZeRO-1's parameter broadcasts in its optimizer step timed apart (``Collectives``); FSDP2
+(stage2/3): its own all-gathers and reduce-scatters, inside forward and backward, each timed apart through
+FSDP2's public custom-collective hooks (``set_custom_all_gather``/``set_custom_reduce_scatter``). Tensor and
+pipeline parallelism run their collectives inside DTensor's and the schedule's own code, which has no such
+hook: their breakdown says "not measured for <strategy>".
 """
 from __future__ import annotations
 
 import re
 import time
-from typing import Optional, Union
+from typing import Callable, Optional, Union
 
 import torch
 import torch.distributed as dist
 from torch._utils import _flatten_dense_tensors, _unflatten_dense_tensors
 
-from training.breakdown import Phases
+from training.breakdown import Collectives, Phases
 from training.faults import sleep_ms
 from training.torch.lora import trainable_parameters
 
@@ -27,9 +30,8 @@ def uncovered(spec, parallel) -> Optional[str]:
     if parallel.pipeline is not None:
         return "not measured for pipeline parallel"
     if par.tensor_parallel_degree > 1:
-        return "not measured for tensor parallel"
-    if parallel.dp_size > 1 and par.sharding != "none":
-        return f"not measured for sharding {par.sharding}"
+        return ("not measured for tensor parallel: its all-reduces run inside DTensor's forward and backward, "
+                "which offer no hook to time them one by one")
     return None
 
 
@@ -59,22 +61,74 @@ def buckets(params: list[torch.nn.Parameter], sizes: list[int]) -> list[list[tor
     return [b for b in out if b]
 
 
+def _timed_fsdp(model, run: Callable) -> None:
+    """Every FSDP2 module's all-gather and reduce-scatter through ``run(op, bytes, call)``: nccl-tests' message
+    size is the gathered whole (all-gather) and the scattered whole (reduce-scatter)."""
+    from torch.distributed.fsdp import FSDPModule
+    from torch.distributed.fsdp._fully_shard._fsdp_collectives import DefaultAllGather, DefaultReduceScatter
+
+    class Gather(DefaultAllGather):
+        def __call__(self, output_tensor, input_tensor, group, async_op=False):
+            return run("allgather", output_tensor.numel() * output_tensor.element_size(),
+                       lambda: DefaultAllGather.__call__(self, output_tensor, input_tensor, group, async_op))
+
+    class Scatter(DefaultReduceScatter):
+        def __call__(self, output_tensor, input_tensor, group, op, async_op=False):
+            return run("reducescatter", input_tensor.numel() * input_tensor.element_size(),
+                       lambda: DefaultReduceScatter.__call__(self, output_tensor, input_tensor, group, op, async_op))
+
+    for module in model.modules():
+        if isinstance(module, FSDPModule):
+            module.set_custom_all_gather(Gather())
+            module.set_custom_reduce_scatter(Scatter())
+
+
+def delay_fsdp(model, delay_ms: float) -> None:
+    """``debug.collective_delay_ms`` on FSDP2's all-gathers and reduce-scatters (the measured steps)."""
+    def run(op: str, nbytes: int, call):
+        time.sleep(delay_ms / 1000)
+        return call()
+
+    _timed_fsdp(model, run)
+
+
+def _waited(call):
+    work = call()
+    if hasattr(work, "wait"):  # an async work handle: the collective's time includes its completion
+        work.wait()
+    return work
+
+
 def phases(worker) -> Union[Phases, str]:
     """``worker``: a TorchWorker after its measured steps."""
     spec, parallel = worker.spec, worker.parallel
     why = uncovered(spec, parallel)
     if why:
         return why
-    debug = spec.debug
+    debug, sharding = spec.debug, spec.parallel.sharding
+    fsdp = parallel.dp_size > 1 and sharding in ("stage2", "stage3")
+    inner = None
+    if parallel.dp_size > 1:
+        inner = Collectives(lambda: None if worker.on_cpu else worker.synchronize(), dist.barrier,
+                            debug.collective_delay_ms)
+    if fsdp:
+        _timed_fsdp(parallel.model, lambda op, nbytes, call: inner.run(op, nbytes, lambda: _waited(call)))
+    elif parallel.dp_size > 1 and sharding == "stage1":
+        optimizer, sync_params = parallel.optimizer, parallel.optimizer._sync_params
+        nbytes = sum(p.numel() * p.element_size() for p in trainable_parameters(parallel.model))
+        # ZeroRedundancyOptimizer.step() = its local step, then self._sync_params(): each owner broadcasts
+        # its updated shard; timed as one broadcast of every trainable parameter's bytes
+        optimizer._sync_params = lambda: inner.run("broadcast", nbytes, sync_params)
 
     def compute(step: tuple) -> None:
         batches, scale = step
         worker.compute_delay()
+        # FSDP: its reduce-scatters run in backward, each timed apart by ``inner``
         parallel.forward_backward(batches, scale, worker.precision, worker.scaler, worker.torch_device,
-                                  sync_gradients=False)
+                                  sync_gradients=fsdp)
 
     def communicate() -> list[int]:
-        if parallel.dp_size == 1:
+        if parallel.dp_size == 1 or fsdp:
             return []
         sizes = []
         limits = bucket_sizes(parallel.model, getattr(parallel.model, "bucket_bytes_cap", 25 << 20))
@@ -97,7 +151,8 @@ def phases(worker) -> Union[Phases, str]:
             dist.barrier()
 
     return Phases(fetch=worker.fetch, compute=compute, communicate=communicate, optimize=optimize, align=align,
-                  finish=lambda: parallel.optimizer.zero_grad(set_to_none=True), group_size=parallel.dp_size)
+                  finish=lambda: parallel.optimizer.zero_grad(set_to_none=True), group_size=parallel.dp_size,
+                  inner=inner)
 
 
 def delay_hook(delay_ms: float):

@@ -165,6 +165,10 @@ def parallelize(model: nn.Module, spec: WorkloadSpec, world_size: int, rank: int
     if par.sharding in ("stage2", "stage3"):
         _shard(model, dp_mesh or _dp_mesh(device, dp), spec, device)
         materialize(model, init_device(spec, device))
+        if spec.debug.collective_delay_ms:  # every all-gather and reduce-scatter starts that much later
+            from training.torch.breakdown import delay_fsdp
+
+            delay_fsdp(model, spec.debug.collective_delay_ms)
         return _fsdp(model, par.sync_gradients_each_micro_batch, optimizer_args, layout)
     materialize(model, device)  # DDP wraps (and broadcasts) real parameters
     return _ddp(model, par.sharding == "stage1", device, optimizer_args, layout, spec.debug.collective_delay_ms)

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from typing import Sequence
 
+from run_benchmarks.results.breakdown import changed_parts
 from run_benchmarks.results.report.compare import Row, Selection, compared, format_change, format_value
 from run_benchmarks.results.report.ppo_phases import ppo_phase_views
 from run_benchmarks.results.report.summary import FIGURE_BY_KEY, CaseSummary
@@ -89,8 +90,10 @@ def compare_table(a: Selection, b: Selection, rows: Sequence[Row]) -> str:
     body = [[row.label] + [cell for figure in figures for cell in
                            (*_sides(row, figure), format_change(row, figure))]
             for row in rows]
+    moved = [f"- {label}: {line}" for label, line in changed_parts(rows)]  # where the step's time moved
     return (f"A = `{a.text}`, B = `{b.text}`\n\n"
-            + _table(header, body, (False,) + (True,) * (len(header) - 1)) + "\n")
+            + _table(header, body, (False,) + (True,) * (len(header) - 1)) + "\n"
+            + ("\nWhere the step's time moved (time breakdown):\n\n" + "\n".join(moved) + "\n" if moved else ""))
 
 
 def _sides(row: Row, figure: str) -> tuple[str, str]:
