@@ -6,16 +6,16 @@ torch.
 """
 from __future__ import annotations
 
-import statistics
-
 import pytest
 
 from .torch_ranks import open_worker, run_ranks, worker_config
 
 MODEL = dict(n_layer=2, n_head=2, d_model=32, vocab_size=128, seq_len=16)
 TRAIN = dict(micro_batch_size=2, steps=2, warmup_steps=1)
-COLLECTIVE_MS, DATA_MS, COMPUTE_MS = 100.0, 40.0, 150.0
-SHARDED_MS = 100.0  # per collective, well above the noise of a loaded machine
+# Delays well above what a loaded machine adds to a step of this tiny model (the suite runs in three lanes
+# on 2 cores); each comparison takes the fastest of the steps: load only ever adds time, a delay adds its own.
+COLLECTIVE_MS, DATA_MS, COMPUTE_MS = 250.0, 100.0, 400.0
+SHARDED_MS = 250.0  # per collective
 
 
 def _measure(rank: int, world: int, cfg) -> dict:
@@ -65,8 +65,8 @@ def b0_gradient_bytes(model: dict) -> int:
     return sum(p.numel() for p in net.parameters()) * 4
 
 
-def med(record, phase: str) -> float:
-    return statistics.median(getattr(record, phase))
+def fastest(record, phase: str) -> float:
+    return min(getattr(record, phase))
 
 
 def test_injected_costs_land_in_their_phase_and_name_the_slow_rank(records):
@@ -74,14 +74,15 @@ def test_injected_costs_land_in_their_phase_and_name_the_slow_rank(records):
     collectives = len(b0.bucket_bytes)
     assert collectives >= 1 and b0.group_size == 2 and b0.bucket_bytes == a0.bucket_bytes == b1.bucket_bytes
     assert sum(b0.bucket_bytes) == b0_gradient_bytes(MODEL)  # every gradient, once
-    grew = med(b0, "communication_s") - med(a0, "communication_s")
+    grew = fastest(b0, "communication_s") - fastest(a0, "communication_s")
     # rank 0 also waits for rank 1 in the all-reduce only if rank 1 is late into it: it is not (compute is
     # timed apart), so its communication grows by the delay alone
     assert abs(grew - collectives * COLLECTIVE_MS / 1000) <= 0.2 * collectives * COLLECTIVE_MS / 1000
     # compute does not take the collective delay (a shared machine may add noise, never half the delay)
-    assert med(b0, "compute_s") - med(a0, "compute_s") < 0.5 * COLLECTIVE_MS / 1000
-    assert med(b0, "data_s") - med(a0, "data_s") >= DATA_MS / 1000  # a data-fetch delay lands in data
-    assert med(b1, "compute_s") >= COMPUTE_MS / 1000  # the slow rank's own compute holds its delay
+    assert fastest(b0, "compute_s") - fastest(a0, "compute_s") < 0.5 * COLLECTIVE_MS / 1000
+    assert fastest(b0, "data_s") >= DATA_MS / 1000  # a data-fetch delay lands in data
+    assert fastest(b0, "data_s") - fastest(a0, "data_s") >= 0.8 * DATA_MS / 1000
+    assert fastest(b1, "compute_s") >= COMPUTE_MS / 1000  # the slow rank's own compute holds its delay
     from run_benchmarks.results.breakdown import measured
 
     assert measured([b0, b1], None)["straggler"]["rank"] == 1  # and the round names it
