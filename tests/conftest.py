@@ -54,11 +54,13 @@ E2E_MODULES = {"test_parity", "test_paddle", "test_paddle_layouts", "test_torch_
 # Lanes (``--lane``): ``./dev test`` runs the suite as three pytest processes side by side, because one
 # process leaves most of the machine idle (the suite waits on launchers, sshd, Docker, Slurm and deadlines).
 # Each session fixture is used in one lane only, so nothing is built twice: "infra" holds every test of the
-# sshd cluster, the Docker engine and Slurm (and the sweeps, to even the lanes out), "local" the other end-to-end
-# tests (local golden runs, signals, parity launches), "inprocess" the rest (-m "not e2e").
+# sshd cluster, the Docker engine and Slurm, "local" the other end-to-end tests (local golden runs, signals,
+# parity launches), "inprocess" the rest (-m "not e2e"). Modules that share no session fixture with their lane
+# are moved to even the lanes out (LANE_OF_MODULE, from the lanes' times in one run: docs/benchmarks.md).
 LANES = ("inprocess", "local", "infra")
 INFRA_FIXTURES = {"sshd", "engine", "cpu_torch_image", "slurm_cluster", "accelbench_containers"}
-INFRA_MODULES = {"test_sweep"}
+LANE_OF_MODULE = {"test_sweep": "infra", "test_micro_paddle": "infra", "test_paddle_finetune_layouts": "infra",
+                  "test_paddle": "inprocess"}
 
 
 def pytest_addoption(parser):
@@ -66,11 +68,24 @@ def pytest_addoption(parser):
 
 
 def lane_of(item) -> str:
+    module = item.module.__name__.rsplit(".", 1)[-1]
+    if module in LANE_OF_MODULE:
+        return LANE_OF_MODULE[module]
     if item.get_closest_marker("e2e") is None:
         return "inprocess"
-    fixtures = set(getattr(item, "fixturenames", ()))
-    module = item.module.__name__.rsplit(".", 1)[-1]
-    return "infra" if fixtures & INFRA_FIXTURES or module in INFRA_MODULES else "local"
+    return "infra" if set(getattr(item, "fixturenames", ())) & INFRA_FIXTURES else "local"
+
+
+def _one_lane_per_session_fixture(items) -> None:
+    """A session fixture used in two lanes would be built twice, at the same time: refuse to collect."""
+    lanes: dict[str, set] = {}
+    for item in items:
+        for name in getattr(item, "fixturenames", ()):
+            if name in INFRA_FIXTURES or name.startswith("golden_"):
+                lanes.setdefault(name, set()).add(lane_of(item))
+    shared = {name: sorted(found) for name, found in lanes.items() if len(found) > 1}
+    if shared:
+        raise pytest.UsageError(f"session fixtures used in several lanes (tests/conftest.py LANE_OF_MODULE): {shared}")
 
 
 def pytest_collection_modifyitems(config, items):
@@ -79,6 +94,7 @@ def pytest_collection_modifyitems(config, items):
         if fixtures & E2E_FIXTURES or any(f.startswith("golden_") for f in fixtures) \
                 or item.module.__name__.rsplit(".", 1)[-1] in E2E_MODULES:
             item.add_marker(pytest.mark.e2e)
+    _one_lane_per_session_fixture(items)
     lane = config.getoption("--lane")
     if lane:
         kept = [item for item in items if lane_of(item) == lane]
