@@ -137,3 +137,18 @@ def test_a_master_port_taken_at_start_is_retried_and_the_failed_attempt_kept(tmp
     with ResultStore(orch.log_root / "results.db") as store:
         statuses = [a["status"] for a in store.attempts()]
     assert statuses[0] == "start_error" and statuses[-1] == "ok"
+
+
+@pytest.mark.parametrize("text, oom", [
+    ("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB", True),
+    ("RuntimeError: [enforce fail at alloc_cpu.cpp:117] data. DefaultCPUAllocator: can't allocate memory", True),
+    # Paddle's allocator on a CPU (the forced OOM of the finetune table's tiny twin) and on a GPU
+    ("MemoryError: (ResourceExhausted) Fail to alloc memory of 1125899906842624 size, error code is 12.", True),
+    ("ResourceExhaustedError: \n\nOut of memory error on GPU 0. Cannot allocate 1.2GB memory on GPU 0", True),
+    ("Slurm job 7 ended OUT_OF_MEMORY (out of memory)", True),
+    ("RuntimeError: stack expects each tensor to be equal size", False),
+])
+def test_every_frameworks_out_of_memory_words_are_an_oom(text, oom):
+    from run_benchmarks.execute.outcome import is_out_of_memory
+
+    assert is_out_of_memory(text) is oom

@@ -437,11 +437,11 @@ def test_sbatch_parsable_output_is_the_job_id():
 def test_slurm_states_become_statuses():
     """Why a node ended, in Slurm's words, for the states that say more than the launcher's exit code; the
     ones this machine's Slurm cannot produce on demand (no memory cgroup here for OUT_OF_MEMORY) too."""
-    from run_benchmarks.execute.outcome import _OOM_MARKERS
+    from run_benchmarks.execute.outcome import is_out_of_memory
 
     oom = describe_end("7", JobInfo("7", "OUT_OF_MEMORY", "n[1-2]"), 137, {})
     assert oom == "Slurm job 7 ended OUT_OF_MEMORY (out of memory)"
-    assert any(marker in oom for marker in _OOM_MARKERS)  # classify reads endings: status oom
+    assert is_out_of_memory(oom)  # classify reads endings: status oom
     lost = describe_end("7", JobInfo("7", "NODE_FAIL", "n[1-2]"), None, {"n1": "alloc", "n2": "down*"})
     assert lost == "Slurm job 7 ended NODE_FAIL (node n2 stopped responding)"
     unknown = describe_end("7", JobInfo("7", "NODE_FAIL", "n[1-2]"), None, {})

@@ -32,7 +32,16 @@ from run_benchmarks.results.store.faults import StoreUnavailable, is_full
 from run_benchmarks.results.workload import resolved_workload, workload_hash
 from training.contract import perflog
 
-_OOM_MARKERS = ("OutOfMemoryError", "CUDA out of memory", "out of memory", "can't allocate memory")
+# What the frameworks' allocators and the schedulers say when memory runs out, compared case-blind: torch
+# ("CUDA out of memory", OutOfMemoryError, the CPU allocator's "can't allocate memory"), Paddle (phi's
+# ResourceExhaustedError: "Out of memory error on GPU 0" / on a CPU "Fail to alloc memory of N size"), Slurm.
+_OOM_MARKERS = ("outofmemoryerror", "out of memory", "can't allocate memory", "resourceexhausted",
+                "fail to alloc memory")
+
+
+def is_out_of_memory(text: str) -> bool:
+    lowered = text.lower()
+    return any(marker in lowered for marker in _OOM_MARKERS)
 
 
 def now() -> str:
@@ -147,7 +156,7 @@ def classify(case: CasePlan, rnd: RoundPlan, result: RoundResult, outcome: str,
         if unsupported:
             result.status, result.reason = "unsupported", f"not supported on this device: {unsupported[0]}"
             return
-        oom = any(m in text for m in _OOM_MARKERS)
+        oom = is_out_of_memory(text)
         result.status = "oom" if oom else "failed"
         if outcome != "start_failed":
             result.reason = ("out of memory: " if oom else "") + _failure_reason(rnd.nodes, result.exit_codes, ranks,
