@@ -148,13 +148,26 @@ def test_compare_names_the_part_that_changed_most():
 
 
 def test_delays_where_they_are_not_injected_are_refused_before_anything_starts(accelbench):
-    paddle = accelbench("run", "llama_tiny:paddle:cpu:1:1", "--set", "debug.compute_delay_ms=10", "--dry-run")
-    assert paddle.returncode != 0
-    assert "debug.compute_delay_ms (set in --set debug.compute_delay_ms=10) is injected by the torch worker's" \
-        in paddle.stderr and "fix: unset debug.compute_delay_ms" in paddle.stderr
+    sharded = accelbench("run", "gpt3_tiny:paddle:cpu:1:2", "--set", "parallel.sharding=stage1", "--set",
+                         "debug.collective_delay_ms=10", "--dry-run")
+    assert sharded.returncode != 0
+    assert ("debug.collective_delay_ms (set in --set debug.collective_delay_ms=10) delays Paddle's plain "
+            "data-parallel all-reduces only") in sharded.stderr
+    assert "fix: unset debug.collective_delay_ms, or set parallel.sharding=none" in sharded.stderr
     tp = accelbench("run", "gpt2_tiny:torch:cpu:1:2", "--set", "parallel.tensor_parallel_degree=2", "--set",
                     "debug.collective_delay_ms=10", "--dry-run")
     assert tp.returncode != 0 and "debug.collective_delay_ms delays the data-parallel collectives only" in tp.stderr
+    ppo = accelbench("run", "ppo_tiny:torch:cpu:1:1", "--set", "debug.compute_delay_ms=10", "--dry-run")
+    assert ppo.returncode != 0 and "fix: unset debug.compute_delay_ms" in ppo.stderr
+    assert ("debug.compute_delay_ms (set in --set debug.compute_delay_ms=10) is injected by the workers' training "
+            "loops only (pretrain, finetune, lora), not by torch ppo") in ppo.stderr
+
+
+def test_paddle_data_parallel_takes_every_delay(accelbench):
+    """Paddle's training loop injects the delays too (training/paddle/breakdown.py); the plan lets them by."""
+    ok = accelbench("run", "gpt3_tiny:paddle:cpu:1:2", "--set", "debug.collective_delay_ms=10", "--set",
+                    "debug.data_fetch_delay_ms=5", "--set", "debug.compute_delay_ms=5", "--dry-run")
+    assert ok.returncode == 0, ok.stderr
 
 
 def test_a_layout_without_a_measured_breakdown_prices_no_communication():

@@ -20,13 +20,24 @@ DELAYS = ("collective_delay_ms", "data_fetch_delay_ms", "compute_delay_ms")
 
 
 def check_delays(workload: WorkloadSpec, name: casename.CaseName, layered: Layered, case_path: str) -> None:
-    """The debug delays are injected by the torch worker's training loop (training/torch/train.py) only."""
+    """The debug delays are injected by the training loops of both workers (pretrain, finetune, lora; not PPO's
+    rounds). Paddle's collective delay sits in its explicit data-parallel all-reduces (training/paddle/
+    breakdown.py): plain data parallel only, since sharding's collectives run inside fleet's own code."""
     delays = [k for k in DELAYS if getattr(workload.debug, k) is not None]
-    if delays and (name.framework != "torch" or workload.task == "ppo"):
-        source = layered.provenance.get(("debug", delays[0]), case_path)
-        raise UserError(f"debug.{delays[0]} (set in {source}) is injected by the torch worker's training loop "
-                        f"only (pretrain, finetune, lora), not by {name.framework} {workload.task}",
+    if not delays:
+        return
+    source = layered.provenance.get(("debug", delays[0]), case_path)
+    if workload.task == "ppo":
+        raise UserError(f"debug.{delays[0]} (set in {source}) is injected by the workers' training loops only "
+                        f"(pretrain, finetune, lora), not by {name.framework} {workload.task}",
                         f"unset debug.{delays[0]}")
+    par = workload.parallel
+    if (name.framework == "paddle" and workload.debug.collective_delay_ms is not None
+            and par.sharding != "none" and par.data_degree(name.world_size) > 1):
+        source = layered.provenance.get(("debug", "collective_delay_ms"), case_path)
+        raise UserError(f"debug.collective_delay_ms (set in {source}) delays Paddle's plain data-parallel "
+                        f"all-reduces only; sharding {par.sharding} runs its collectives inside fleet's code",
+                        "unset debug.collective_delay_ms, or set parallel.sharding=none")
 
 
 def check_layout(workload: WorkloadSpec, name: casename.CaseName, framework: frameworks.Framework,

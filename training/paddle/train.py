@@ -29,9 +29,10 @@ import paddle
 import paddle.distributed as dist
 
 from training.contract import flops
-from training import breakdown, harness
+from training.faults import compute_delay, sleep_ms
+from training import harness
 from training.data.batches import StepCounts
-from training.paddle import device as devices, hybrid
+from training.paddle import breakdown, device as devices, hybrid
 from training.paddle.data import open_data
 from training.paddle.lora import apply_lora, trainable_parameters
 from training.paddle.model import GPT, Kernels
@@ -42,22 +43,6 @@ from training.unsupported import UnsupportedOnDevice
 
 PADDLE_LAUNCH = harness.RankVariables(rank="PADDLE_TRAINER_ID", world_size="PADDLE_TRAINERS_NUM",
                                       local_rank="PADDLE_LOCAL_RANK")
-
-
-def uncovered(layout) -> str:
-    """Why a multi-process Paddle layout has no measured breakdown: where its collectives run."""
-    if layout.pp > 1:
-        return ("not measured for pipeline parallel on paddle: its sends and receives run inside fleet's "
-                "pipeline schedule")
-    if layout.tp > 1:
-        return ("not measured for tensor parallel on paddle: its all-reduces run inside fleet's mpu layers' "
-                "forward and backward, which offer no hook to time them one by one")
-    if layout.sharding > 1:
-        return ("not measured for sharding on paddle: its reduce-scatters and all-gathers run inside "
-                "group_sharded_parallel's backward hooks and optimizer step")
-    return ("not measured for data parallel on paddle: its all-reduces run inside paddle.DataParallel's C++ "
-            "reducer during backward; the torch worker's explicit path (no_sync, then the all-reduces one by one) "
-            "is not built for paddle yet")
 
 
 class Layout:
@@ -141,7 +126,7 @@ class PaddleWorker(harness.FrameworkWorker):
 
     def __init__(self, cfg: WorkerConfig, ranks: harness.Ranks):
         spec = self.spec = cfg.workload
-        self.device_spec, self.world = cfg.runtime.device, ranks.world_size
+        self.device_spec, self.world, self.rank = cfg.runtime.device, ranks.world_size, ranks.rank
         self.device = devices.open_device(self.device_spec)
         self.on_cpu = self.device_spec.paddle_device == "cpu"
         self.fp32_matmul = set_fp32_matmul(spec.train.precision, self.on_cpu)  # before any matmul
@@ -176,34 +161,45 @@ class PaddleWorker(harness.FrameworkWorker):
         self.counts = StepCounts(spec)
         self.model_parallel_size = layout.tp * layout.pp
 
+    def fetch(self) -> tuple[list, float]:
+        """The step's micro-batches (``debug.data_fetch_delay_ms`` after each) and the scale of their summed
+        losses: each micro-batch's summed loss over the step's global count of supervised tokens, times the data
+        degree since data parallelism and sharding average the replicas' gradients (the torch worker's rule)."""
+        batches = []
+        for _ in range(self.spec.train.gradient_accumulation_steps):
+            batches.append(self.data.next_batch())
+            sleep_ms(self.spec.debug.data_fetch_delay_ms)
+        return batches, self.layout.data / max(self._global_count(sum(b.supervised_tokens for b in batches)), 1)
+
+    def compute_delay(self) -> None:
+        compute_delay(self.spec.debug, self.rank)
+
     def train_step(self) -> harness.StepWork:
-        accumulation = self.spec.train.gradient_accumulation_steps
-        batches = [self.data.next_batch() for _ in range(accumulation)]
+        batches, scale = self.fetch()
         counts = self.counts(batches)  # tokens, effective tokens and FLOPs: the torch worker's figures
+        self.compute_delay()
         if self.layout.pp > 1:  # pretraining only (the plan refuses instruction data in a Paddle pipeline)
             return harness.StepWork(loss=_pipeline_step(self.model, self.optimizer, batches, self.precision),
                                     **counts)
-        # Each micro-batch's summed loss over the step's global count of supervised tokens, times the data
-        # degree since data parallelism and sharding average the replicas' gradients (the torch worker's rule).
-        scale = self.layout.data / max(self._global_count(sum(b.supervised_tokens for b in batches)), 1)
-        loss = self._forward_backward(batches, scale)
-        self._optimizer_step()
+        loss = self.forward_backward(batches, scale)
+        self.optimizer_step()
         return harness.StepWork(loss=loss, **counts)
 
-    def _forward_backward(self, batches: list, scale: float) -> paddle.Tensor:
-        """Every micro-batch's forward and backward; data parallel synchronises on the last one only."""
+    def forward_backward(self, batches: list, scale: float, sync: bool = True) -> paddle.Tensor:
+        """Every micro-batch's forward and backward; data parallel synchronises on the last one only, and on
+        none with ``sync`` False (the time breakdown's compute phase: ``training/paddle/breakdown.py``)."""
         precision, loss = self.precision, paddle.zeros([], dtype="float32")
         for index, batch in enumerate(batches):
-            last = index == len(batches) - 1
-            sync = contextlib.nullcontext() if last or self.no_sync is None else self.no_sync()
-            with sync:
+            last = sync and index == len(batches) - 1
+            context = contextlib.nullcontext() if last or self.no_sync is None else self.no_sync()
+            with context:
                 with precision.autocast():
                     micro = self.model(paddle.to_tensor(batch.inputs), paddle.to_tensor(batch.targets)) * scale
                 (precision.scaler.scale(micro) if precision.scaler else micro).backward()
             loss += micro.detach()
         return loss
 
-    def _optimizer_step(self) -> None:
+    def optimizer_step(self) -> None:
         if self.precision.scaler:
             self.precision.scaler.step(self.optimizer)
             self.precision.scaler.update()
@@ -211,18 +207,7 @@ class PaddleWorker(harness.FrameworkWorker):
             self.optimizer.step()
 
     def breakdown_phases(self):
-        """One process only (training/breakdown.py): no collective to separate. Across processes each layout's
-        collectives run inside Paddle's own code, which has no hook to time them one by one (``uncovered``)."""
-        if self.world > 1:
-            return uncovered(self.layout)
-
-        def fetch() -> tuple[list, float]:
-            batches = [self.data.next_batch() for _ in range(self.spec.train.gradient_accumulation_steps)]
-            return batches, self.layout.data / max(self._global_count(sum(b.supervised_tokens for b in batches)), 1)
-
-        return breakdown.Phases(fetch=fetch, compute=lambda step: self._forward_backward(*step), communicate=list,
-                                optimize=self._optimizer_step, align=lambda: None, finish=self.optimizer.clear_grad,
-                                group_size=1)
+        return breakdown.phases(self)
 
     def _global_count(self, local: int) -> int:
         """Supervised tokens in the global batch: an all-reduce where batches differ (instruction data)."""
