@@ -13,6 +13,7 @@ import json
 import os
 import signal
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -80,17 +81,22 @@ def test_two_pods_rendezvous_across_namespaces_and_train(api, nodes, cli):
     assert nodes.pids() == []
 
 
-def _training(api, nodes, tmp_path) -> signal_faults.Orchestrator:
-    """A long run in a subprocess, returned once a rank trains in a pod."""
+def _training(api, tmp_path) -> signal_faults.Orchestrator:
+    """A long run in a subprocess, returned once both pods' torchrun started their worker (torchrun opens
+    a worker's log after its own signal handlers are set: a SIGTERM then reaches it, as in a pod)."""
     orch = signal_faults.start(tmp_path, CASE, *signal_faults.LONG, "--timeout", "300", "--cluster",
                                str(api.cluster_file))
-    signal_faults.wait_for_step(orch, [api.shared / "runs"], timeout=90)
-    assert nodes.pids()
+    deadline = time.monotonic() + 90
+    while len(list((api.shared / "runs").glob("**/attempt_0/*/stdout.log"))) < 2:
+        assert orch.process.poll() is None, orch.stderr()[-3000:]
+        assert time.monotonic() < deadline, "no worker started within 90 s"
+        time.sleep(0.1)
     return orch
 
 
 def test_ctrl_c_deletes_the_job_and_leaves_no_pod_process(api, nodes, tmp_path):
-    orch = _training(api, nodes, tmp_path)
+    orch = _training(api, tmp_path)
+    assert nodes.pids()
     os.kill(orch.pid, signal.SIGINT)
     assert orch.wait(timeout=60) == 130, orch.stderr()[-3000:]
     assert [policy for _, policy in api.cluster.deletes] == ["Foreground"]
@@ -101,7 +107,8 @@ def test_ctrl_c_deletes_the_job_and_leaves_no_pod_process(api, nodes, tmp_path):
 
 
 def test_a_killed_orchestrators_guard_deletes_the_job(api, nodes, tmp_path):
-    orch = _training(api, nodes, tmp_path)
+    orch = _training(api, tmp_path)
+    assert nodes.pids()
     seconds, left = signal_faults.kill_and_measure(orch, signal.SIGKILL, nodes.pids, timeout=40)
     assert left == [], f"pod processes left {seconds:.1f} s after the orchestrator was killed: {left}"
     assert [policy for _, policy in api.cluster.deletes] == ["Foreground"]  # k8s_delete.py, run by the guard
