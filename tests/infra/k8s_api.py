@@ -9,7 +9,8 @@ resource version, for ``timeoutSeconds``); a pod's log. A created Job gets one p
 a callable given the cluster, the pod and the node's folder (to write what its launcher would). Faults:
 ``watch_410`` watches answered with 410 Gone; ``delete_job`` from outside; a script with no steps is
 Pending for ever. Deleting a Job in the foreground ends its running pods with 143 (SIGTERM), removes them,
-then what the Job owns. Nothing here runs a real launcher (the network-namespace kubelet is not built).
+then what the Job owns. Given a ``kubelet`` (tests/infra/k8s_kubelet.py), pods run for real instead of a
+script: it starts them, ends them on a delete and removes them once their processes are gone.
 """
 from __future__ import annotations
 
@@ -60,8 +61,9 @@ def _status(code: int, reason: str, message: str) -> dict:
 class Cluster:
     """The stand-in's state; every change is an event with its resource version, under one lock."""
 
-    def __init__(self, script: Callable[[int], list], namespaces=("bench",), nodes: Optional[dict] = None):
-        self.script, self.namespaces = script, set(namespaces)
+    def __init__(self, script: Callable[[int], list], namespaces=("bench",), nodes: Optional[dict] = None,
+                 kubelet=None):
+        self.script, self.namespaces, self.kubelet = script, set(namespaces), kubelet
         self.nodes = nodes if nodes is not None else {"kind-worker": {"cpu": "8"}, "kind-worker2": {"cpu": "8"}}
         self.cond = threading.Condition()
         self.version = 100
@@ -70,6 +72,7 @@ class Cluster:
         self.pods: dict[str, dict] = {}
         self.events: list[tuple[int, str, dict]] = []
         self.logs: dict[tuple[str, str], str] = {}
+        self.log_files: dict[tuple[str, str], Path] = {}  # a running container's output, read when asked
         self.deletes: list[tuple[str, Optional[str]]] = []  # (job, propagationPolicy)
         self.watch_410 = 0  # this many watches answer 410 Gone before any event
         self.requests: list[str] = []
@@ -111,7 +114,10 @@ class Cluster:
             with self.cond:
                 if not self.cond.wait_for(lambda: ("ConfigMap", job_name) in self.owned, timeout=10):
                     return  # a pod whose volume never comes stays Pending (ContainerCreating)
-            self._follow_script(pod_name, index, job_name)
+            if self.kubelet is not None:
+                self.kubelet.run_pod(self, pod_name, index, job_name)
+            else:
+                self._follow_script(pod_name, index, job_name)
         except Exception as exc:  # noqa: BLE001 - a broken script is the test's error: it checks errors
             self.errors.append(f"pod {pod_name}: {type(exc).__name__}: {exc}")
 
@@ -147,6 +153,9 @@ class Cluster:
             self.deletes.append((name, propagation))
             for pod in [p for p in self.pods.values() if p["metadata"]["labels"].get("job-name") == name]:
                 pod["metadata"]["deletionTimestamp"] = _stamp()
+                if self.kubelet is not None and self.kubelet.stop(pod["metadata"]["name"]):
+                    self._bump("MODIFIED", pod)  # the kubelet removes it once its processes have ended
+                    continue
                 launcher = (pod["status"].get("containerStatuses") or [{}])[0]
                 if "running" in (launcher.get("state") or {}):
                     pod["status"] = exited(143, node=pod["spec"].get("nodeName", "kind-worker"))
@@ -168,6 +177,12 @@ class Cluster:
             self.jobs[name]["status"] = {"conditions": [{"type": kind, "status": "True", "reason": reason or ""}]}
 
     # ------------------------------------------------------------ reads
+
+    def log(self, pod: str, container: str) -> Optional[str]:
+        if (pod, container) in self.logs:
+            return self.logs[(pod, container)]
+        path = self.log_files.get((pod, container))
+        return path.read_text(errors="replace") if path is not None and path.is_file() else None
 
     def select(self, selector: str) -> list[dict]:
         wanted = dict(part.split("=", 1) for part in selector.split(",") if "=" in part)
@@ -234,7 +249,7 @@ class _Handler(BaseHTTPRequestHandler):
                 cluster.cond.notify_all()
                 return self._send(201, body)
             if rest[:1] == ["pods"] and len(rest) == 3 and rest[2] == "log":
-                text = cluster.logs.get((rest[1], query.get("container", "launcher")))
+                text = cluster.log(rest[1], query.get("container", "launcher"))
                 if rest[1] not in cluster.pods or text is None:
                     return self._send(404, _status(404, "NotFound", f'pods "{rest[1]}" not found'))
                 return self._send(200, text, "text/plain")
