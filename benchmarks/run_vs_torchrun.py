@@ -65,6 +65,7 @@ class CpuSampler:
         self.psutil, self.root = psutil, psutil.Process(root)
         self.last: dict[int, tuple[str, float]] = {}
         self.series: list[tuple[float, dict[str, float]]] = []
+        self.agent: tuple[float, float] | None = None  # the torchrun agent's start and last sighting (wall clock)
         self.stopped = threading.Event()
         self.thread = threading.Thread(target=self._loop, daemon=True)
         self.thread.start()
@@ -82,6 +83,8 @@ class CpuSampler:
                         kind = self.last[proc.pid][0] if proc.pid in self.last else kind_of(proc.cmdline())
                         # children's times are the exited children's: counted once, at their parent
                         self.last[proc.pid] = (kind, times.user + times.system)
+                        if kind == "torchrun agent":
+                            self.agent = (self.agent or (proc.create_time(),))[0], time.time()
                 except (self.psutil.NoSuchProcess, self.psutil.AccessDenied, self.psutil.ZombieProcess):
                     pass
             self.series.append((time.time(), self.totals()))
@@ -106,7 +109,7 @@ class CpuSampler:
 
 
 def timed(argv: list[str], env: dict, log: Path, cpu: bool) -> tuple[float, CpuSampler | None]:
-    began = time.perf_counter()
+    began, began_wall = time.perf_counter(), time.time()
     with open(log, "ab") as sink:
         process = subprocess.Popen(argv, cwd=ROOT, env=env, stdout=sink, stderr=subprocess.STDOUT,
                                    stdin=subprocess.DEVNULL, start_new_session=True)
@@ -115,6 +118,8 @@ def timed(argv: list[str], env: dict, log: Path, cpu: bool) -> tuple[float, CpuS
     wall = time.perf_counter() - began
     if sampler:
         sampler.stop()
+        sampler.before_after = (sampler.agent[0] - began_wall, began_wall + wall - sampler.agent[1]) \
+            if sampler.agent else None
     if code != 0:
         raise SystemExit(f"{argv[:4]}... exited with {code}; its output: {log}")
     return wall, sampler
@@ -178,10 +183,15 @@ def _span(windows: list) -> tuple[float, float] | None:
 def _cpu(sampler: CpuSampler | None, window) -> dict:
     if sampler is None:
         return {}
-    return {"total_s": sampler.totals(), "cores_in_steps": sampler.share(window)}
+    return {"total_s": sampler.totals(), "cores_in_steps": sampler.share(window),
+            "around_torchrun_s": sampler.before_after}
 
 
 def _print_cpu(label: str, runs: list[dict]) -> None:
+    around = [r["cpu"]["around_torchrun_s"] for r in runs if r["cpu"].get("around_torchrun_s")]
+    if around:
+        print(f"  {label:<10} before torchrun started {statistics.median(a[0] for a in around):.2f} s, after it "
+              f"was last seen {statistics.median(a[1] for a in around):.2f} s (+-{SAMPLE_S} s)")
     kinds = sorted({k for r in runs for k in r["cpu"].get("total_s", {})})
     for kind in kinds:
         total = statistics.median(r["cpu"]["total_s"].get(kind, 0.0) for r in runs)

@@ -16,6 +16,8 @@ from training.contract.names import MONITOR_HOST_FILE, MONITOR_STATUS_FILE
 from training.contract.spec import CommandMonitorSpec
 from training.monitor.__main__ import accelerator_of, main
 
+from .conftest import ROOT
+
 
 @pytest.fixture
 def restored_signals():
@@ -64,3 +66,38 @@ def test_a_built_in_monitor_is_read_as_its_name_and_a_command_through_the_schema
     assert isinstance(spec, CommandMonitorSpec) and spec.command == ("smi", "--csv")
     with pytest.raises(pydantic.ValidationError):
         accelerator_of(_config(tmp_path, {**command, "format": "xml"}))
+
+
+def _module_level_imports(module: str, seen: set[str]) -> set[str]:
+    """Every module ``module`` imports when it loads, following this tree's own modules (imports inside
+    functions and under ``if TYPE_CHECKING`` are left out: they do not run at load)."""
+    import ast
+    import importlib.util
+
+    if module in seen:
+        return seen
+    seen.add(module)
+    spec = importlib.util.find_spec(module)
+    if spec is None or not spec.origin or not spec.origin.startswith(str(ROOT)):
+        return seen
+    tree = ast.parse(open(spec.origin, encoding="utf-8").read())
+    names = []
+    for node in tree.body:  # module level only
+        if isinstance(node, ast.Import):
+            names += [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names += [node.module] + [f"{node.module}.{alias.name}" for alias in node.names]
+    for name in names:
+        if importlib.util.find_spec(name.rsplit(".", 1)[0]) is not None or "." not in name:
+            try:
+                if importlib.util.find_spec(name) is not None:
+                    _module_level_imports(name, seen)
+            except ModuleNotFoundError:
+                pass
+    return seen
+
+
+def test_the_monitor_loads_neither_pydantic_nor_the_workload_schema():
+    loaded = _module_level_imports("training.monitor.__main__", set())
+    assert "training.contract.readings" in loaded and "psutil" not in loaded  # psutil: opened by the samplers
+    assert not {"pydantic", "training.contract.spec"} & loaded, sorted(loaded)
