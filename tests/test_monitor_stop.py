@@ -87,13 +87,12 @@ def _module_level_imports(module: str, seen: set[str]) -> set[str]:
             names += [alias.name for alias in node.names]
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
             names += [node.module] + [f"{node.module}.{alias.name}" for alias in node.names]
-    for name in names:
-        if importlib.util.find_spec(name.rsplit(".", 1)[0]) is not None or "." not in name:
-            try:
-                if importlib.util.find_spec(name) is not None:
-                    _module_level_imports(name, seen)
-            except ModuleNotFoundError:
-                pass
+    for name in names:  # "package.module" or "package.module.attribute": only modules are followed
+        try:
+            if importlib.util.find_spec(name) is not None:
+                _module_level_imports(name, seen)
+        except ModuleNotFoundError:  # an attribute of a module, not a module
+            pass
     return seen
 
 
