@@ -42,3 +42,14 @@ def test_on_a_terminal_a_progress_bar_with_the_figures():
     progress.stop()
     text = out.getvalue()
     assert "5/10" in text and "4,096 tok/s/dev" in text and "ETA" in text
+
+
+def test_the_bar_is_drawn_at_each_update_and_by_no_thread_of_its_own():
+    """rich's own refresh thread would draw 10 times a second on the cores the ranks are measured on."""
+    out = io.StringIO()
+    progress = LiveProgress(Console(file=out, force_terminal=True, width=120))
+    progress.start("gpt2_tiny round 1", 10)
+    assert progress.bar.live._refresh_thread is None
+    progress.update(6, LiveStep.of(record(6)))
+    assert "7/10" in out.getvalue()  # drawn by the update itself, no refresh asked for
+    progress.stop()

@@ -41,3 +41,17 @@ def test_the_ephemeral_range_falls_back_to_linuxs_default_on_an_unreadable_file(
 def test_the_wider_stretch_outside_the_range_is_used():
     assert ports.candidate_ports((32768, 60999)) == range(ports.LOWEST, 32768)
     assert ports.candidate_ports((10500, 60999)) == range(61000, 65536)
+
+
+def test_the_random_order_is_a_permutation_drawn_only_as_far_as_taken():
+    rng = random.Random(1)
+    assert sorted(ports._random_order(list(range(50)), rng)) == list(range(50))
+    draws = []
+
+    class Counting(random.Random):
+        def randrange(self, *args):
+            draws.append(args)
+            return super().randrange(*args)
+
+    first = next(ports._random_order(list(range(20_000)), Counting(2)))
+    assert 0 <= first < 20_000 and len(draws) == 1  # one draw for one port, not 20,000 for a full shuffle

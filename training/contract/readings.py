@@ -14,8 +14,11 @@ from __future__ import annotations
 
 import csv
 import re
+from typing import TYPE_CHECKING
 
-from training.contract.spec import CommandMonitorSpec
+if TYPE_CHECKING:  # a type only: the monitor imports this module, and pydantic with the spec would cost it
+    # ~0.3 s of CPU while the ranks beside it start (a command monitor's spec is validated where it is read)
+    from training.contract.spec import CommandMonitorSpec
 
 POWER_BOUND_W = 2000.0
 

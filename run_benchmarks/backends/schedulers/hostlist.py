@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Optional
 
-from run_benchmarks.backends.schedulers.base import SCHEDULERS, Scheduler
+from run_benchmarks.backends.schedulers.base import Scheduler
 
 if TYPE_CHECKING:
     from run_benchmarks.backends.hosts import Job
@@ -11,7 +11,6 @@ if TYPE_CHECKING:
     from run_benchmarks.plan import CasePlan, NodePlan, RoundPlan
 
 
-@SCHEDULERS.register("hosts")
 class HostList(Scheduler):
     name = "hosts"
 

@@ -23,7 +23,7 @@ from run_benchmarks.backends.hosts import Job
 from run_benchmarks.backends.hosts.local import LocalGuard
 from run_benchmarks.backends.schedulers import k8s_manifests as manifests
 from run_benchmarks.backends.schedulers import k8s_status as status
-from run_benchmarks.backends.schedulers.base import SCHEDULERS, Scheduler, check_writable
+from run_benchmarks.backends.schedulers.base import Scheduler, check_writable
 from run_benchmarks.backends.schedulers.k8s_client import KubeClient
 from run_benchmarks.backends.schedulers.k8s_job import NodeJob, RoundJob
 from run_benchmarks.backends.schedulers.slurm_script import MASTER_ADDR, NODE_ADDR
@@ -32,7 +32,6 @@ if TYPE_CHECKING:
     from run_benchmarks.results.round_result import RoundResult
     from run_benchmarks.plan import CasePlan, NodePlan, RoundPlan, RunPlan
 
-@SCHEDULERS.register("kubernetes")
 class Kubernetes(Scheduler):
     name = "kubernetes"
     shared_folder = True

@@ -20,7 +20,7 @@ from run_benchmarks.errors import PreflightError
 from run_benchmarks.backends.hosts import Job
 from run_benchmarks.backends.hosts.guard import ENV_TAG
 from run_benchmarks.backends.hosts.local import LocalGuard
-from run_benchmarks.backends.schedulers.base import SCHEDULERS, Scheduler, check_writable
+from run_benchmarks.backends.schedulers.base import Scheduler, check_writable
 from run_benchmarks.backends.schedulers.slurm_client import JobInfo, SlurmClient
 from run_benchmarks.backends.schedulers.slurm_script import (EXIT_FILE, MASTER_ADDR, NODE_ADDR, NODE_FILE, batch_script, node_script, sbatch_argv)
 from run_benchmarks.backends.schedulers.slurm_script import round_folder, write_round_files
@@ -33,7 +33,6 @@ GONE_GRACE_S = 60.0  # after scancel: how long the job may take to leave the run
 ENDING_STATES = ("COMPLETING", "STAGE_OUT")  # Slurm is ending the job: its processes are being signalled
 
 
-@SCHEDULERS.register("slurm")
 class Slurm(Scheduler):
     name = "slurm"
     shared_folder = True

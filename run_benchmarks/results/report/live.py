@@ -53,14 +53,16 @@ class LiveProgress:
         if self.live:
             self.bar = Progress(TextColumn("  {task.description}"), BarColumn(), MofNCompleteColumn(),
                                 TextColumn("{task.fields[figures]}"), TextColumn("ETA"), TimeRemainingColumn(),
-                                console=self.console, transient=True)
+                                console=self.console, transient=True, auto_refresh=False)
             self.bar.start()
             self.task = self.bar.add_task(label, total=total_steps, figures="")
 
     def update(self, step: int, live: Optional[LiveStep]) -> None:
         figures = live.text() if live is not None else ""
         if self.bar is not None and self.task is not None:
-            self.bar.update(self.task, completed=step + 1, figures=figures)
+            # drawn here, at the orchestrator's poll, not by rich's own thread 10 times a second: that thread
+            # would take the CPU from the ranks being measured
+            self.bar.update(self.task, completed=step + 1, figures=figures, refresh=True)
             return
         every = max(1, self.total // 5)
         if (step + 1) // every > (self.shown + 1) // every:  # a fifth of the steps more since the last line
