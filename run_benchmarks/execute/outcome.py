@@ -1,6 +1,7 @@
 """A round's outcome: its logs read and analysed, its status classified, its result document written.
 
-The document (``results.json``) is the round's record; the results store gets one row per attempt.
+The document (``results.json``) is the round's record; the results store gets one row per attempt. Over 300
+lines: reading, classifying and writing one round share its plan and result, and each part is short.
 """
 from __future__ import annotations
 
@@ -32,16 +33,13 @@ from run_benchmarks.results.store.faults import StoreUnavailable, is_full
 from run_benchmarks.results.workload import resolved_workload, workload_hash
 from training.contract import perflog
 
-# What the frameworks' allocators and the schedulers say when memory runs out, compared case-blind: torch
-# ("CUDA out of memory", OutOfMemoryError, the CPU allocator's "can't allocate memory"), Paddle (phi's
-# ResourceExhaustedError: "Out of memory error on GPU 0" / on a CPU "Fail to alloc memory of N size"), Slurm.
-_OOM_MARKERS = ("outofmemoryerror", "out of memory", "can't allocate memory", "resourceexhausted",
-                "fail to alloc memory")
+# Out-of-memory words, case-blind: torch (OutOfMemoryError, "CUDA out of memory", the CPU allocator's "can't
+# allocate memory"), Paddle (ResourceExhaustedError, "Fail to alloc memory" on a CPU), Slurm (OUT_OF_MEMORY).
+_OOM_MARKERS = ("outofmemoryerror", "out of memory", "can't allocate memory", "resourceexhausted", "fail to alloc")
 
 
 def is_out_of_memory(text: str) -> bool:
-    lowered = text.lower()
-    return any(marker in lowered for marker in _OOM_MARKERS)
+    return any(marker in text.lower() for marker in _OOM_MARKERS)
 
 
 def now() -> str:
