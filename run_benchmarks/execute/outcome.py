@@ -1,7 +1,7 @@
 """A round's outcome: its logs read and analysed, its status classified, its result document written.
 
-The document (``results.json``) is the round's record; the results store gets one row per attempt. Over 300
-lines: reading, classifying and writing one round share its plan and result, and each part is short.
+The document (``results.json``) is the round's record; the results store gets one row per attempt.
+Over 300 lines: reading, classifying and writing one round share its plan and result; each part is short.
 """
 from __future__ import annotations
 
