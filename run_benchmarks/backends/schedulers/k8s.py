@@ -59,6 +59,7 @@ class Kubernetes(Scheduler):
         self._client = client
         self.current: Optional[RoundJob] = None
         self.notes: list[str] = []  # what preflight could not know, in every round's warnings
+        self.pending: list[str] = []  # the previous round's failed delete, in the next round's warnings
 
     @property
     def client(self) -> KubeClient:
@@ -111,7 +112,8 @@ class Kubernetes(Scheduler):
     def start_round(self, case: "CasePlan", rnd: "RoundPlan", result: "RoundResult",
                     jobs: dict[int, Job], monitors: dict[int, Job]) -> None:
         self.close()  # the previous round's job: its logs kept, deleted, its guard gone
-        result.warnings += self.notes
+        result.warnings += [*self.notes, *self.pending]
+        self.pending = []
         job, service, config = manifests.manifests(self.spec, case, rnd)
         name = job["metadata"]["name"]
         from run_benchmarks import signals
@@ -179,4 +181,7 @@ class Kubernetes(Scheduler):
     def close(self) -> None:
         if self.current is not None:
             self.current.close()
+            for line in self.current.warnings:  # a failed delete: said now, and in the next round's record
+                print(f"accelbench: warning: {line}", file=sys.stderr)
+            self.pending += self.current.warnings
             self.current = None

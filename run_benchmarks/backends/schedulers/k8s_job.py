@@ -39,7 +39,8 @@ class RoundJob:
         self.logs: dict[tuple[int, str], str] = {}
         self._final: set[tuple[int, str]] = set()  # logs read after their pod ended: complete
         self.relists = 0  # watches that ended with 410 Gone and were listed again
-        self.deleted_by_us = False
+        self.deleted_by_us = False  # set once delete_job returned (a 404 counts): never on a failed call
+        self.warnings: list[str] = []  # what the caller should tell: a delete that failed twice
         self.submitted = now()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._follow, name=f"watch {name}", daemon=True)
@@ -100,7 +101,7 @@ class RoundJob:
     def collect_logs(self) -> None:
         """Each pod's launcher and monitor logs, while the pods still exist (a delete removes them); read
         once more only while a pod may still write."""
-        for rank, pod in self.last_pods.items():
+        for rank, pod in list(self.last_pods.items()):  # a copy: the watch thread writes to it
             spec = pod.get("spec") or {}
             names = {c.get("name") for c in [*(spec.get("containers") or []), *(spec.get("initContainers") or [])]}
             for container in (manifests.LAUNCHER, manifests.MONITOR):
@@ -123,8 +124,8 @@ class RoundJob:
         if self.deleted_by_us:
             return
         self.collect_logs()
+        self.client.delete_job(self.name)  # raises on failure: the flag stays down, a later call tries again
         self.deleted_by_us = True
-        self.client.delete_job(self.name)
         deadline = time.monotonic() + grace_s + GONE_GRACE_S
         while self._refresh_pods() and time.monotonic() < deadline:  # listed: the watch may lag
             time.sleep(min(self.spec.poll_s, 0.2))
@@ -137,13 +138,21 @@ class RoundJob:
         return self.pods
 
     def close(self) -> None:
-        try:
-            self.delete(0)
-            deleted = True
-        except Exception:  # noqa: BLE001 - the guard deletes it when this process ends
-            deleted = False
+        """Delete (one retry when the first call fails); the guard is disarmed only once the delete worked."""
+        error: Optional[BaseException] = None
+        for _ in range(2):
+            try:
+                self.delete(0)
+                error = None
+                break
+            except Exception as exc:  # noqa: BLE001 - tried once more, then left to the guard
+                error = exc
         self._stop.set()
-        self.guard.close(disarm=deleted)
+        if error is not None:
+            self.warnings.append(f"deleting job {self.name} failed twice ({type(error).__name__}: {error}); its "
+                                 "guard stays armed and deletes it when accelbench ends (check: kubectl get job "
+                                 f"{self.name})")
+        self.guard.close(disarm=error is None)
 
 
 def _index(pod: dict) -> Optional[int]:
