@@ -24,6 +24,7 @@ from run_benchmarks.backends.hosts.local import LocalGuard
 from run_benchmarks.backends.schedulers import k8s_manifests as manifests
 from run_benchmarks.backends.schedulers import k8s_status as status
 from run_benchmarks.backends.schedulers.base import Scheduler, check_writable
+from run_benchmarks.backends.schedulers.shared_copy import copy_node_folder
 from run_benchmarks.backends.schedulers.k8s_client import KubeClient
 from run_benchmarks.backends.schedulers.k8s_job import NodeJob, RoundJob
 from run_benchmarks.backends.schedulers.slurm_script import MASTER_ADDR, NODE_ADDR
@@ -169,8 +170,7 @@ class Kubernetes(Scheduler):
         return {"host": facts["node"] or "kubernetes", "kubernetes": facts}
 
     def fetch_logs(self, node: "NodePlan") -> None:
-        import shutil
-        shutil.copytree(Path(node.remote_dir), node.log_dir, dirs_exist_ok=True)
+        copy_node_folder(Path(node.remote_dir), node.log_dir)  # regular files only, capped
         if self.current is not None:
             self.current.collect_logs()
             for container, path in ((manifests.LAUNCHER, node.launcher_log), (manifests.MONITOR, node.monitor_log)):

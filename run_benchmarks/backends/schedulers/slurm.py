@@ -9,7 +9,6 @@ death cancels the job (``scancel``; a parent-death guard does it when the orches
 """
 from __future__ import annotations
 
-import shutil
 import time
 import uuid
 from pathlib import Path
@@ -21,6 +20,7 @@ from run_benchmarks.backends.hosts import Job
 from run_benchmarks.backends.hosts.guard import ENV_TAG
 from run_benchmarks.backends.hosts.local import LocalGuard
 from run_benchmarks.backends.schedulers.base import Scheduler, check_writable
+from run_benchmarks.backends.schedulers.shared_copy import copy_node_folder, copy_regular_file
 from run_benchmarks.backends.schedulers.slurm_client import JobInfo, SlurmClient
 from run_benchmarks.backends.schedulers.slurm_script import (EXIT_FILE, MASTER_ADDR, NODE_ADDR, NODE_FILE, batch_script, node_script, sbatch_argv)
 from run_benchmarks.backends.schedulers.slurm_script import round_folder, write_round_files
@@ -131,13 +131,11 @@ class Slurm(Scheduler):
         return {"host": facts["node"] or "slurm", "slurm": facts}  # the node Slurm placed it on
 
     def fetch_logs(self, node: "NodePlan") -> None:
-        shutil.copytree(Path(node.remote_dir), node.log_dir, dirs_exist_ok=True)
+        copy_node_folder(Path(node.remote_dir), node.log_dir)  # regular files only, capped
         for name in ("job.sbatch", "node.sh"):
-            source = Path(node.remote_dir).parent / name
-            if source.is_file():
-                shutil.copy2(source, node.log_dir.parent / name)
+            copy_regular_file(Path(node.remote_dir).parent / name, node.log_dir.parent / name)
         for output in Path(node.remote_dir).parent.glob("slurm-*.out"):
-            shutil.copy2(output, node.log_dir.parent / output.name)
+            copy_regular_file(output, node.log_dir.parent / output.name)
 
     def close(self) -> None:
         if self.current is not None:
