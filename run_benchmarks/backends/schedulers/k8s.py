@@ -10,7 +10,6 @@ orchestrator is killed, its parent-death guard runs k8s_delete.py for the same d
 """
 from __future__ import annotations
 
-import os
 import sys
 import uuid
 from pathlib import Path
@@ -25,7 +24,7 @@ from run_benchmarks.backends.schedulers import k8s_manifests as manifests
 from run_benchmarks.backends.schedulers import k8s_status as status
 from run_benchmarks.backends.schedulers.base import Scheduler, check_writable
 from run_benchmarks.backends.schedulers.shared_copy import copy_node_folder
-from run_benchmarks.backends.schedulers.k8s_client import KubeClient
+from run_benchmarks.backends.schedulers.k8s_client import KubeClient, kubeconfig
 from run_benchmarks.backends.schedulers.k8s_job import NodeJob, RoundJob
 from run_benchmarks.backends.schedulers.slurm_script import MASTER_ADDR, NODE_ADDR
 
@@ -135,9 +134,9 @@ class Kubernetes(Scheduler):
         """The guard's cleanup: k8s_delete.py run as a file by this interpreter, every value one argument."""
         argv = [sys.executable, str(Path(manifests.__file__).with_name("k8s_delete.py")),
                 "--namespace", self.spec.namespace]
-        kubeconfig = self.spec.kubeconfig or os.environ.get("KUBECONFIG")
-        if kubeconfig or Path("~/.kube/config").expanduser().is_file():
-            argv += ["--kubeconfig", os.path.expanduser(kubeconfig or "~/.kube/config")]
+        config = kubeconfig(self.spec)  # a $KUBECONFIG list as it is: k8s_delete.py's client merges it too
+        if config is not None:
+            argv += ["--kubeconfig", config]
         if self.spec.context:
             argv += ["--context", self.spec.context]
         return [*argv, name]

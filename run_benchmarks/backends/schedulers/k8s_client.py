@@ -25,14 +25,26 @@ def _modules():
     return kubernetes
 
 
+def kubeconfig(spec: KubernetesSpec) -> Optional[str]:
+    """The kubeconfig to load: the cluster file's, else $KUBECONFIG as it is (a list of paths joined by
+    os.pathsep, which the client merges itself) when one of its paths exists, else ~/.kube/config when it
+    exists; None: in-cluster. The same string goes to the guard's k8s_delete.py."""
+    if spec.kubeconfig:
+        return os.path.expanduser(spec.kubeconfig)
+    listed = os.environ.get("KUBECONFIG", "")
+    if any(Path(p).expanduser().is_file() for p in listed.split(os.pathsep) if p):
+        return listed
+    default = Path("~/.kube/config").expanduser()
+    return str(default) if default.is_file() else None
+
+
 def api_client(spec: KubernetesSpec):
     """An ApiClient from the cluster file's kubeconfig (else $KUBECONFIG, ~/.kube/config), else in-cluster."""
     kubernetes = _modules()
-    path = spec.kubeconfig or os.environ.get("KUBECONFIG") or str(Path("~/.kube/config").expanduser())
-    if spec.kubeconfig or Path(path).is_file():
+    path = kubeconfig(spec)
+    if path is not None:
         try:
-            return kubernetes.config.new_client_from_config(config_file=os.path.expanduser(path),
-                                                             context=spec.context)
+            return kubernetes.config.new_client_from_config(config_file=path, context=spec.context)
         except (kubernetes.config.ConfigException, OSError, ValueError) as exc:
             raise PreflightError(f"the kubeconfig {path} cannot be used: {exc}",
                                  "set kubernetes.kubeconfig (and context) in the cluster file to a working "
@@ -40,8 +52,8 @@ def api_client(spec: KubernetesSpec):
     try:
         kubernetes.config.load_incluster_config()
     except kubernetes.config.ConfigException:
-        raise PreflightError(f"no kubeconfig ({path} does not exist) and not inside a cluster",
-                             "set kubernetes.kubeconfig in the cluster file, or KUBECONFIG") from None
+        raise PreflightError("no kubeconfig (none of $KUBECONFIG, ~/.kube/config exists) and not inside a "
+                             "cluster", "set kubernetes.kubeconfig in the cluster file, or KUBECONFIG") from None
     return kubernetes.client.ApiClient()
 
 
