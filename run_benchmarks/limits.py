@@ -52,4 +52,5 @@ BUNDLE_FILES = Cap("the bundle's number of files", "ACCELBENCH_MAX_BUNDLE_FILES"
 BUNDLE_META_BYTES = Cap("a bundle's manifest, checksum or attempts file", "ACCELBENCH_MAX_BUNDLE_META_BYTES",
                         512 << 20, "bytes", "each is read into memory whole before anything is stored")
 NODE_LOG_BYTES = Cap("a node's folder on the shared volume, copied into the run folder",
-                     "ACCELBENCH_MAX_NODE_LOG_BYTES", 16 << 30, "bytes", "the same bound as a bundle: what a node's job wrote there is untrusted")
+                     "ACCELBENCH_MAX_NODE_LOG_BYTES", 16 << 30, "bytes",
+                     "the same bound as a bundle: what a node's job wrote there is untrusted")
