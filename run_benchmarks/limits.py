@@ -51,3 +51,5 @@ BUNDLE_FILES = Cap("the bundle's number of files", "ACCELBENCH_MAX_BUNDLE_FILES"
                    "a run folder holds a few files per rank and round")
 BUNDLE_META_BYTES = Cap("a bundle's manifest, checksum or attempts file", "ACCELBENCH_MAX_BUNDLE_META_BYTES",
                         512 << 20, "bytes", "each is read into memory whole before anything is stored")
+TOOL_OUTPUT_BYTES = Cap("a vendor tool's output read by `vendor check --run-tools`", "ACCELBENCH_MAX_TOOL_OUTPUT_BYTES",
+                        1 << 20, "bytes", "an smi tool prints a few kB; only the first bytes are read")

@@ -129,7 +129,7 @@ def _acme(root, pattern: str, columns: str):
 
 def test_vendor_check_runs_the_kinds_tools_and_shows_what_it_parsed(accelbench, root):
     _acme(root, r"^Device (\d+):", "index, name, util_percent, mem_used_bytes, mem_total_bytes, power_w, temp_c")
-    done = accelbench("vendor", "check", "acme", "--root", str(root))
+    done = accelbench("vendor", "check", "acme", "--root", str(root), "--run-tools")
     assert done.returncode == 0, done.stdout + done.stderr
     assert "kinds.acme.device_count[0]" in done.stdout and "lists 2 device(s) here" in done.stdout
     out = " ".join(done.stdout.split())
@@ -139,8 +139,54 @@ def test_vendor_check_runs_the_kinds_tools_and_shows_what_it_parsed(accelbench, 
 
 def test_vendor_check_names_a_pattern_that_matches_nothing_and_columns_that_do_not_fit(accelbench, root):
     _acme(root, r"^NPU (\d+):", "index, name, util_percent, mem_used_bytes, power_w, temp_c")
-    done = accelbench("vendor", "check", "acme", "--root", str(root))
+    done = accelbench("vendor", "check", "acme", "--root", str(root), "--run-tools")
     assert done.returncode == 1
     out = " ".join(done.stdout.split())
     assert "matched none of the 2 line(s)" in out and "its first lines: Device 0: Acme X1 | Device 1: Acme X1" in out
     assert "printed 7 field(s) on a line, but the monitor's columns name 6" in out
+
+
+def test_vendor_check_runs_no_tool_without_run_tools(accelbench, root, tmp_path):
+    # a contributed vendor.yaml can name any command: reviewing it must not run it
+    marker = tmp_path / "ran"
+    _acme(root, r"^Device (\d+):", "index, name, util_percent, mem_used_bytes, mem_total_bytes, power_w, temp_c")
+    yaml = root / "vendors/acme/vendor.yaml"
+    yaml.write_text(yaml.read_text().replace("print('Device 0: Acme X1')", f"open({str(marker)!r}, 'w')"))
+    done = accelbench("vendor", "check", "acme", "--root", str(root))
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert not marker.exists()
+    out = " ".join(done.stdout.split())
+    assert "not run: kinds.acme.device_count[0]" in out and "not run: kinds.acme.monitor" in out
+    assert "--run-tools" in out and "lists 2 device(s)" not in out
+
+
+def test_a_tool_past_its_timeout_is_killed_with_the_grandchild_it_forked(tmp_path):
+    import time
+    from pathlib import Path
+
+    from run_benchmarks.cli import vendor_probe
+
+    pid_file = tmp_path / "pid"
+    script = ("import subprocess, sys, time; p = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)']); "
+              f"open({str(pid_file)!r}, 'w').write(str(p.pid)); time.sleep(60)")
+    started = time.monotonic()
+    code, _, err = vendor_probe._run([sys.executable, "-c", script], timeout_s=0.5)
+    assert code == -1 and "killed with its process group" in err, err and time.monotonic() - started < 5
+    grandchild = int(pid_file.read_text())
+    for _ in range(50):  # killed: gone, or a zombie until whatever adopted it reaps it
+        try:
+            if Path(f"/proc/{grandchild}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z":
+                break
+        except (FileNotFoundError, ProcessLookupError):
+            break
+        time.sleep(0.02)
+    else:
+        pytest.fail(f"grandchild {grandchild} outlived the timeout")
+
+
+def test_a_tools_output_is_read_up_to_the_cap(monkeypatch):
+    from run_benchmarks.cli import vendor_probe
+
+    monkeypatch.setenv("ACCELBENCH_MAX_TOOL_OUTPUT_BYTES", "100")
+    code, out, _ = vendor_probe._run([sys.executable, "-c", "print('x' * 10000)"])
+    assert code == 0 and out == "x" * 100
