@@ -37,6 +37,29 @@ def test_columns_one_name_short_of_the_tools_fields_are_refused_not_misread():
     assert first["power_w"] == 642.17 and first["mem_total_bytes"] == 81559 * 2**20
 
 
+def test_one_line_of_another_field_count_is_refused_and_the_others_read():
+    seven = _csv("index", "name", "util_percent", "mem_used_bytes", "mem_total_bytes", "power_w", "temp_c")
+    sample = command.parse(seven, SEVEN_FIELDS + "2, NVIDIA H100, 97, 61234\n")
+    assert [d["index"] for d in sample["devices"]] == [0, 1]
+    (why,) = sample["refused"]
+    assert "printed 4 field(s) on a line, but the monitor's columns name 7" in why and "61234" in why
+
+
+def test_the_sampler_stops_on_wrong_columns_but_not_on_one_odd_output_after_good_ones(monkeypatch):
+    seven = _csv("index", "name", "util_percent", "mem_used_bytes", "mem_total_bytes", "power_w", "temp_c")
+    outputs = []
+    monkeypatch.setattr(command.subprocess, "run", lambda *a, **k: SimpleNamespace(
+        returncode=0, stdout=outputs.pop(0), stderr=""))
+    outputs[:] = ["0, H100, 97\n1, H100, 0\n"]  # every line short from the first sample: wrong columns
+    with pytest.raises(Unavailable, match="printed 3 field"):
+        command.open(seven)
+    outputs[:] = [SEVEN_FIELDS, "0, H100, 97\n", SEVEN_FIELDS]  # opened, one odd output, then good again
+    sampler = command.open(seven)
+    odd = sampler.sample()
+    assert odd["devices"] == [] and "printed 3 field(s)" in odd["refused"][0]
+    assert len(sampler.sample()["devices"]) == 2  # still sampling
+
+
 def test_impossible_readings_are_refused_and_named():
     spec = _csv("index", "util_percent", "mem_used_bytes", "mem_total_bytes", "power_w")
     sample = command.parse(spec, "0, 120, 90000, 81559, 131072\n1, 50, 1000, 81559, 300\n")
@@ -60,7 +83,7 @@ def test_refused_readings_reach_the_runs_warnings(tmp_path):
     (folder / "accelerator.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines))
     node, warnings = monitoring.summarize_node(folder)
     (warning,) = warnings
-    assert "refused 3 impossible reading(s)" in warning and "power 131,072 W" in warning
+    assert "refused 3 impossible or unreadable reading(s)" in warning and "power 131,072 W" in warning
     assert node["devices"][0]["power_w"] is None  # no figure made of them
 
 
