@@ -54,3 +54,5 @@ BUNDLE_META_BYTES = Cap("a bundle's manifest, checksum or attempts file", "ACCEL
 NODE_LOG_BYTES = Cap("a node's folder on the shared volume, copied into the run folder",
                      "ACCELBENCH_MAX_NODE_LOG_BYTES", 16 << 30, "bytes",
                      "the same bound as a bundle: what a node's job wrote there is untrusted")
+TOOL_OUTPUT_BYTES = Cap("a vendor tool's output read by `vendor check --run-tools`", "ACCELBENCH_MAX_TOOL_OUTPUT_BYTES",
+                        1 << 20, "bytes", "an smi tool prints a few kB; only the first bytes are read")

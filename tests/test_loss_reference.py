@@ -197,3 +197,27 @@ def test_a_workload_stored_before_the_markov_default_reads_as_uniform_and_never_
     assert today["data"]["synthetic"] == "markov"
     assert old.spec["data"]["synthetic"] == "uniform" and "synthetic" not in new.spec["data"]
     assert old.workload_hash != new.workload_hash
+
+
+def test_a_stored_rows_case_that_is_not_a_plain_name_never_becomes_a_path(accelbench, tmp_path, root):
+    # rows arrive in bundles from elsewhere: case "../../x" would write <root>/../x/loss_reference.yaml
+    docs = [document(f"evil{s}", curve(s), spec(s)) for s in (1, 2, 3)]
+    for doc in docs:
+        doc["case"]["case"] = "../../x"
+    db = tmp_path / "results.db"
+    fill(db, docs)
+    store = ["--db", str(db), "--root", str(root)]
+    made = accelbench("reference", "record", "evil1", "evil2", "evil3", *store)
+    assert made.returncode == 2 and "Traceback" not in made.stderr, made.stdout + made.stderr
+    said = " ".join(made.stderr.split())
+    assert "'../../x' cannot be a file name" in said and "evil1" in said and "leave that run out" in said
+    assert not (root.parent / "x").exists() and not (root / "x").exists()
+    checked = accelbench("report", "evil1", "--check", *store)
+    assert checked.returncode == 2 and "'../../x' cannot be a file name" in " ".join(checked.stderr.split())
+    from run_benchmarks.errors import UserError
+    from run_benchmarks.results import references
+
+    with pytest.raises(UserError, match="row r1: its case"):
+        loss_reference.load(root / "cases", "../../x", "row r1")
+    with pytest.raises(UserError, match="its vendor"):
+        references.load_references(root / "cases", root / "vendors", CASE, "../v", "row r1")

@@ -68,5 +68,19 @@ def test_the_definitions_order_and_names():
                                         "allocated, from the framework's allocator"]
     assert memory.headline({"peak_memory_bytes": 5.0}.get, None).label == "peak, from the worker"
     assert memory.headline({}.get, "rss") is None
-    assert memory.common_key(["device_memory_used_bytes", "peak_memory_bytes"],
-                             ["peak_memory_reserved_bytes"]) is None
+    assert memory.common_key([("device_memory_used_bytes", "device in use"), ("peak_memory_bytes", "rss")],
+                             [("peak_memory_reserved_bytes", "reserved")]) is None
+    # one store key, two definitions: a GPU's allocated peak is never put against a CPU process's RSS
+    assert memory.common_key([("peak_memory_bytes", "allocated")], [("peak_memory_bytes", "rss")]) is None
+    assert memory.common_key([("peak_memory_bytes", "rss")], [("peak_memory_bytes", "rss")]) == "peak_memory_bytes"
+
+
+def test_compare_never_puts_a_gpus_allocated_peak_against_a_cpu_processs_rss(accelbench, tmp_path):
+    db = tmp_path / "results.db"
+    a, b = document("run-a", "gpt3_tiny", "torch", 0.5), document("run-b", "gpt3_tiny", "torch", 0.5)
+    b["metrics"]["memory_kind"] = "allocated"  # same store key (peak_memory_bytes), another definition
+    fill(db, [a, b])
+    out = accelbench("compare", "run-a", "run-b", "--db", str(db))
+    assert out.returncode == 0, out.stderr
+    (line,) = [x for x in out.stdout.splitlines() if "memory (" in x]
+    assert "memory (no definition in common)" in line and "101.0 MiB" not in line, out.stdout

@@ -37,6 +37,29 @@ def test_columns_one_name_short_of_the_tools_fields_are_refused_not_misread():
     assert first["power_w"] == 642.17 and first["mem_total_bytes"] == 81559 * 2**20
 
 
+def test_one_line_of_another_field_count_is_refused_and_the_others_read():
+    seven = _csv("index", "name", "util_percent", "mem_used_bytes", "mem_total_bytes", "power_w", "temp_c")
+    sample = command.parse(seven, SEVEN_FIELDS + "2, NVIDIA H100, 97, 61234\n")
+    assert [d["index"] for d in sample["devices"]] == [0, 1]
+    (why,) = sample["refused"]
+    assert "printed 4 field(s) on a line, but the monitor's columns name 7" in why and "61234" in why
+
+
+def test_the_sampler_stops_on_wrong_columns_but_not_on_one_odd_output_after_good_ones(monkeypatch):
+    seven = _csv("index", "name", "util_percent", "mem_used_bytes", "mem_total_bytes", "power_w", "temp_c")
+    outputs = []
+    monkeypatch.setattr(command.subprocess, "run", lambda *a, **k: SimpleNamespace(
+        returncode=0, stdout=outputs.pop(0), stderr=""))
+    outputs[:] = ["0, H100, 97\n1, H100, 0\n"]  # every line short from the first sample: wrong columns
+    with pytest.raises(Unavailable, match="printed 3 field"):
+        command.open(seven)
+    outputs[:] = [SEVEN_FIELDS, "0, H100, 97\n", SEVEN_FIELDS]  # opened, one odd output, then good again
+    sampler = command.open(seven)
+    odd = sampler.sample()
+    assert odd["devices"] == [] and "printed 3 field(s)" in odd["refused"][0]
+    assert len(sampler.sample()["devices"]) == 2  # still sampling
+
+
 def test_impossible_readings_are_refused_and_named():
     spec = _csv("index", "util_percent", "mem_used_bytes", "mem_total_bytes", "power_w")
     sample = command.parse(spec, "0, 120, 90000, 81559, 131072\n1, 50, 1000, 81559, 300\n")
@@ -60,7 +83,7 @@ def test_refused_readings_reach_the_runs_warnings(tmp_path):
     (folder / "accelerator.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines))
     node, warnings = monitoring.summarize_node(folder)
     (warning,) = warnings
-    assert "refused 3 impossible reading(s)" in warning and "power 131,072 W" in warning
+    assert "refused 3 impossible or unreadable reading(s)" in warning and "power 131,072 W" in warning
     assert node["devices"][0]["power_w"] is None  # no figure made of them
 
 
@@ -129,7 +152,7 @@ def _acme(root, pattern: str, columns: str):
 
 def test_vendor_check_runs_the_kinds_tools_and_shows_what_it_parsed(accelbench, root):
     _acme(root, r"^Device (\d+):", "index, name, util_percent, mem_used_bytes, mem_total_bytes, power_w, temp_c")
-    done = accelbench("vendor", "check", "acme", "--root", str(root))
+    done = accelbench("vendor", "check", "acme", "--root", str(root), "--run-tools")
     assert done.returncode == 0, done.stdout + done.stderr
     assert "kinds.acme.device_count[0]" in done.stdout and "lists 2 device(s) here" in done.stdout
     out = " ".join(done.stdout.split())
@@ -139,8 +162,54 @@ def test_vendor_check_runs_the_kinds_tools_and_shows_what_it_parsed(accelbench, 
 
 def test_vendor_check_names_a_pattern_that_matches_nothing_and_columns_that_do_not_fit(accelbench, root):
     _acme(root, r"^NPU (\d+):", "index, name, util_percent, mem_used_bytes, power_w, temp_c")
-    done = accelbench("vendor", "check", "acme", "--root", str(root))
+    done = accelbench("vendor", "check", "acme", "--root", str(root), "--run-tools")
     assert done.returncode == 1
     out = " ".join(done.stdout.split())
     assert "matched none of the 2 line(s)" in out and "its first lines: Device 0: Acme X1 | Device 1: Acme X1" in out
     assert "printed 7 field(s) on a line, but the monitor's columns name 6" in out
+
+
+def test_vendor_check_runs_no_tool_without_run_tools(accelbench, root, tmp_path):
+    # a contributed vendor.yaml can name any command: reviewing it must not run it
+    marker = tmp_path / "ran"
+    _acme(root, r"^Device (\d+):", "index, name, util_percent, mem_used_bytes, mem_total_bytes, power_w, temp_c")
+    yaml = root / "vendors/acme/vendor.yaml"
+    yaml.write_text(yaml.read_text().replace("print('Device 0: Acme X1')", f"open({str(marker)!r}, 'w')"))
+    done = accelbench("vendor", "check", "acme", "--root", str(root))
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert not marker.exists()
+    out = " ".join(done.stdout.split())
+    assert "not run: kinds.acme.device_count[0]" in out and "not run: kinds.acme.monitor" in out
+    assert "--run-tools" in out and "lists 2 device(s)" not in out
+
+
+def test_a_tool_past_its_timeout_is_killed_with_the_grandchild_it_forked(tmp_path):
+    import time
+    from pathlib import Path
+
+    from run_benchmarks.cli import vendor_probe
+
+    pid_file = tmp_path / "pid"
+    script = ("import subprocess, sys, time; p = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)']); "
+              f"open({str(pid_file)!r}, 'w').write(str(p.pid)); time.sleep(60)")
+    started = time.monotonic()
+    code, _, err = vendor_probe._run([sys.executable, "-c", script], timeout_s=0.5)
+    assert code == -1 and "killed with its process group" in err, err and time.monotonic() - started < 5
+    grandchild = int(pid_file.read_text())
+    for _ in range(50):  # killed: gone, or a zombie until whatever adopted it reaps it
+        try:
+            if Path(f"/proc/{grandchild}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z":
+                break
+        except (FileNotFoundError, ProcessLookupError):
+            break
+        time.sleep(0.02)
+    else:
+        pytest.fail(f"grandchild {grandchild} outlived the timeout")
+
+
+def test_a_tools_output_is_read_up_to_the_cap(monkeypatch):
+    from run_benchmarks.cli import vendor_probe
+
+    monkeypatch.setenv("ACCELBENCH_MAX_TOOL_OUTPUT_BYTES", "100")
+    code, out, _ = vendor_probe._run([sys.executable, "-c", "print('x' * 10000)"])
+    assert code == 0 and out == "x" * 100

@@ -52,6 +52,8 @@ def build_parser() -> argparse.ArgumentParser:
                                               "extern config planned on its layout")
     chk.add_argument("names", nargs="*", metavar="NAME", help="vendors to check (default: all)")
     chk.add_argument("--root", type=Path, help="checkout holding cases/ and vendors/ (default: this one)")
+    chk.add_argument("--run-tools", action="store_true", help="run the device-count and monitor commands the "
+                     "vendor.yaml names (installed here) and show what is parsed; off by default: read them first")
     add_vendor_import(vendor_sub)
     cln = sub.add_parser("clean", help="end what runs whose orchestrator died left behind: processes, "
                                        "containers (their output saved first), Docker bridge folders",

@@ -86,7 +86,7 @@ def cmd_vendor(args: argparse.Namespace, console: Console) -> int:
                                  if p.parent.name != vendor_tools.TEMPLATE)
     failed = False
     for name in names:
-        findings = vendor_tools.check(root, name)
+        findings = vendor_tools.check(root, name, run_tools=args.run_tools)
         errors = [f for f in findings if f.severity == "error"]
         failed |= bool(errors)
         verdict = "[green]ok[/]" if not errors else f"[red]{len(errors)} problem(s)[/]"
@@ -98,7 +98,7 @@ def cmd_vendor(args: argparse.Namespace, console: Console) -> int:
         for path, items in by_file.items():
             console.print(f"  {path}", markup=False, soft_wrap=True)
             for f in items:
-                mark = {"error": "[red]error[/]", "info": "[cyan]ran[/]"}.get(f.severity, "[yellow]warning[/]")
+                mark = {"error": "[red]error[/]", "info": "[cyan]tool[/]"}.get(f.severity, "[yellow]warning[/]")
                 console.print(f"    {mark} {escape(f.problem)}", soft_wrap=True)
                 if f.fix:
                     console.print(f"      fix: {escape(f.fix)}", soft_wrap=True)

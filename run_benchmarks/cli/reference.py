@@ -64,7 +64,8 @@ def cmd_reference(args: argparse.Namespace, console: Console) -> int:
     except ValueError as exc:
         raise UserError(f"no reference recorded: {exc}", "record from N >= 3 runs of one workload, each with its "
                                                            "own --set data.seed=N") from None
-    path = loss_reference.reference_path(root / "cases", cases[0])
+    row = "run " + ", ".join(sorted({str(a.get("run_id")) for a in attempts}))
+    path = loss_reference.reference_path(root / "cases", cases[0], row)
     text = loss_reference.dump_yaml(loss_reference.merged(loss_reference.load(root / "cases", cases[0]), curve))
     _print(console, curve, path)
     if args.dry_run:

@@ -76,7 +76,7 @@ def _todos(folder: Path) -> list[Finding]:
     return out
 
 
-def check(root: Path, name: str) -> list[Finding]:
+def check(root: Path, name: str, run_tools: bool = False) -> list[Finding]:
     component(name, "vendor name", "name a folder under vendors/, e.g. nvidia")
     paths = Paths(root)
     folder = paths.vendors_dir / name
@@ -92,13 +92,20 @@ def check(root: Path, name: str) -> list[Finding]:
     findings += _check_peaks(vendor_file, spec)
     findings += _check_images(folder, vendor_file, spec)
     findings += _check_kinds(vendor_file, spec)
-    # the tools of the kinds its accelerators use (its own, or shipped ones), run where they are installed here
+    # the tools of the kinds its accelerators use (its own, or shipped ones), installed here: run only when asked
+    # (the file may be a contributed folder under review, and it can name any command)
     used = {accel.kind for accel in spec.accelerators.values()} | set(spec.kinds)
     for kind_name in sorted(used):
         kind = spec.kinds.get(kind_name) or (KINDS.get(kind_name) if kind_name in KINDS else None)
-        if kind is not None:
+        if kind is None:
+            continue
+        if run_tools:
             findings += [Finding(vendor_file, problem, fix, severity)
                          for severity, problem, fix in vendor_probe.probe(f"kinds.{kind_name}", kind, paths.root)]
+        else:
+            findings += [Finding(vendor_file, f"not run: {command}", "read it, then pass --run-tools to run it "
+                                 "here and see what accelbench parses from it", "info")
+                         for command in vendor_probe.commands(f"kinds.{kind_name}", kind, paths.root)]
     if name != TEMPLATE:
         try:
             registry = VendorRegistry(paths.vendors_dir)  # hardware and kind names unique, kinds known

@@ -1,30 +1,54 @@
 """``vendor check``'s run of a kind's own tools, where they are installed on this machine: each device-count
 command and the command monitor run once, and the check shows what accelbench parsed from them (the count,
 each device's readings), so a pattern that matches nothing or ``columns`` that do not fit the tool's fields
-are found here, before a run misreads them. A tool not on PATH is skipped (it lives on the nodes)."""
+are found here, before a run misreads them. A tool not on PATH is skipped (it lives on the nodes).
+
+The commands come from the checked vendor.yaml, which may be a contributed folder under review: they run only
+with ``--run-tools`` (otherwise the check says which would run), each in its own session so a timeout kills its
+whole process group, and only the first ``TOOL_OUTPUT_BYTES`` of its output are read."""
 from __future__ import annotations
 
+import os
 import shutil
+import signal
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 from training.contract import readings
 from training.contract.names import expand_placeholders
 
 from run_benchmarks.catalog.kinds import KindSpec
+from run_benchmarks.limits import TOOL_OUTPUT_BYTES
 from run_benchmarks.results.report.summary import human_bytes
 
 TIMEOUT_S = 20.0
 SHOWN = ("util_percent", "mem_used_bytes", "mem_total_bytes", "power_w", "temp_c")
 
 
-def _run(argv: list[str]) -> tuple[int, str, str]:
-    try:
-        done = subprocess.run(argv, capture_output=True, text=True, timeout=TIMEOUT_S, stdin=subprocess.DEVNULL)
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        return -1, "", str(exc)
-    return done.returncode, done.stdout, done.stderr
+def _run(argv: list[str], timeout_s: float = TIMEOUT_S) -> tuple[int, str, str]:
+    """Exit code, stdout, stderr (each cut to the cap); on timeout the tool's process group is killed."""
+    cap = TOOL_OUTPUT_BYTES.value()
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        try:
+            proc = subprocess.Popen(argv, stdout=out, stderr=err, stdin=subprocess.DEVNULL, start_new_session=True)
+        except OSError as exc:
+            return -1, "", str(exc)
+        try:
+            code = proc.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)  # the tool and whatever it started
+            except ProcessLookupError:
+                pass
+            proc.wait()
+            return -1, "", f"`{' '.join(argv)}` ran past {timeout_s:g} s and was killed with its process group"
+        texts = []
+        for f in (out, err):
+            f.seek(0)
+            texts.append(f.read(cap).decode("utf-8", "replace"))
+    return code, texts[0], texts[1]
 
 
 def _installed(argv: list[str]) -> bool:
@@ -36,6 +60,15 @@ def _reading(device: dict) -> str:
              for key in SHOWN if isinstance(device.get(key), (int, float))]
     return f"device {device.get('index')}" + (f" ({device['name']})" if device.get("name") else "") + \
         (": " + ", ".join(parts) if parts else ": no reading")
+
+
+def commands(where: str, kind: KindSpec, code_root: Path) -> list[str]:
+    """What ``probe`` would run (installed here), named for the report when ``--run-tools`` is not given."""
+    argvs = [(f"{where}.device_count[{i}]", expand_placeholders(c.command, sys.executable, str(code_root)))
+             for i, c in enumerate(kind.device_count)]
+    if not isinstance(kind.monitor, str):
+        argvs.append((f"{where}.monitor", expand_placeholders(kind.monitor.command, sys.executable, str(code_root))))
+    return [f"{name} `{' '.join(argv)}`" for name, argv in argvs if _installed(argv)]
 
 
 def probe(where: str, kind: KindSpec, code_root: Path) -> list[tuple[str, str, str]]:

@@ -92,7 +92,8 @@ def summarize_node(folder: Path, window: Optional[tuple[float, float]] = None) -
     every = list(_lines(folder / MONITOR_ACCELERATOR_FILE))
     refused = [reason for sample in every for reason in sample.get("refused") or [] if isinstance(reason, str)]
     if refused:  # the monitor left out readings no device gives (training/contract/readings.py)
-        warnings.append(f"the accelerator monitor refused {len(refused)} impossible reading(s) in {folder} "
+        warnings.append(f"the accelerator monitor refused {len(refused)} impossible or unreadable reading(s) in "
+                        f"{folder} "
                         f"(left out of the figures), e.g. {refused[0]}: does the kind's monitor parse its tool's "
                         "output right (its columns or pattern)? `accelbench vendor check` shows what it parses")
     samples, accelerator_window = _within(every, window)

@@ -131,7 +131,7 @@ def check_summaries(summaries: Sequence, cases_dir: Path) -> list[LossVerdict]:
     for summary in summaries:
         case = str(summary.key["case"])
         if case not in cache:
-            cache[case] = load(cases_dir, case)
+            cache[case] = load(cases_dir, case, f"row {summary.label}")
         if cache[case] is None:
             continue
         for attempt in summary.ok:

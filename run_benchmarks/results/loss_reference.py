@@ -22,6 +22,7 @@ from pydantic import Field, NonNegativeFloat, PositiveFloat, ValidationError, co
 from training.contract.spec import WorkloadSpec
 
 from run_benchmarks.catalog.config import Strict, load_model
+from run_benchmarks.pathnames import component
 from run_benchmarks.results.analyze import LOSS_SERIES_POINTS
 from run_benchmarks.results.report.facts import case_name_of, migrated
 from run_benchmarks.results.store.schema import Attempt
@@ -91,12 +92,16 @@ class LossReferenceFile(Strict):
     curves: list[Curve] = Field([], max_length=1000)
 
 
-def reference_path(cases_dir: Path, case: str) -> Path:
+def reference_path(cases_dir: Path, case: str, row: str = "a stored row") -> Path:
+    """The case's reference file. ``case`` comes from a stored row, and rows arrive in bundles from elsewhere:
+    a name that is not one plain path component ("../../x") is refused before it becomes a path."""
+    component(case, f"{row}: its case", "the row was not written by accelbench (an imported bundle?): leave "
+              "that run out of the command; a case name is one folder name under cases/")
     return cases_dir / case / FILE_NAME
 
 
-def load(cases_dir: Path, case: str) -> Optional[LossReferenceFile]:
-    path = reference_path(cases_dir, case)
+def load(cases_dir: Path, case: str, row: str = "a stored row") -> Optional[LossReferenceFile]:
+    path = reference_path(cases_dir, case, row)
     return load_model(LossReferenceFile, path) if path.is_file() else None
 
 

@@ -62,7 +62,8 @@ def headline(get: Callable[[str], Optional[float]], kind: Optional[str]) -> Opti
     return found[0] if found else None
 
 
-def common_key(kinds_a: list[str], kinds_b: list[str]) -> Optional[str]:
-    """The first definition both sides of a compare have (``kinds_*``: their keys in view order): two
-    definitions are never compared with each other."""
-    return next((key for key in kinds_a if key in kinds_b), None)
+def common_key(kinds_a: list[tuple[str, str]], kinds_b: list[tuple[str, str]]) -> Optional[str]:
+    """The store key of the first definition both sides of a compare have (``kinds_*``: their (key, name)
+    pairs in view order). The pair, not the key alone: ``peak_memory_bytes`` is ``allocated`` (a device) on one
+    row and ``rss`` (a CPU process) on another, and two definitions are never compared with each other."""
+    return next((key for key, name in kinds_a if (key, name) in kinds_b), None)

@@ -19,6 +19,7 @@ from typing import Optional
 from pydantic import Field, NonNegativeFloat, conint
 
 from run_benchmarks.catalog.config import Strict, load_model
+from run_benchmarks.pathnames import component
 from run_benchmarks.results.report.facts import describe, varying_settings
 from run_benchmarks.results.report.summary import FIGURE_BY_KEY, CaseSummary
 
@@ -109,8 +110,15 @@ def _validated(path: Path, case: Optional[str]) -> list[tuple[Reference, str]]:
     return out
 
 
-def load_references(cases_dir: Path, vendors_dir: Path, case: str, vendor: Optional[str]) -> list[tuple[Reference, str]]:
-    """The case's references, then the vendor's (later entries win)."""
+def load_references(cases_dir: Path, vendors_dir: Path, case: str, vendor: Optional[str],
+                    row: str = "a stored row") -> list[tuple[Reference, str]]:
+    """The case's references, then the vendor's (later entries win). Both names come from a stored row (maybe
+    from an imported bundle): each must be one plain path component before it becomes a path."""
+    fix = ("the row was not written by accelbench (an imported bundle?): leave that run out of the command; a "
+           "case or vendor name is one folder name")
+    component(case, f"{row}: its case", fix)
+    if vendor:
+        component(vendor, f"{row}: its vendor", fix)
     found = []
     case_file = cases_dir / case / FILE_NAME
     if case_file.is_file():
@@ -150,7 +158,7 @@ def check_summaries(summaries: list[CaseSummary], cases_dir: Path,
     for summary in summaries:
         key = (summary.key["case"], summary.key.get("vendor"))
         if key not in cache:
-            cache[key] = load_references(cases_dir, vendors_dir, *key)
+            cache[key] = load_references(cases_dir, vendors_dir, *key, row=f"row {summary.label}")
         found = check(summary, cache[key], varying)
         out += found
         if not found:

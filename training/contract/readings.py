@@ -6,7 +6,8 @@ the output exactly as a run would.
 
 A misparsed tool must never become a figure: a CSV line whose field count is not the number of ``columns``
 is refused (6 names for 7 fields read the memory column as power: "131,072 W"; a one-field line is a message,
-not a reading), and so is each impossible
+not a reading). One such line (a tool's odd line) is left out and named under ``refused``; when every line
+is one, the output cannot be read (``ColumnsMismatch``: most likely wrong columns). Each impossible
 reading. The bounds are stated, not tuned: utilisation is a percentage (0-100), memory used cannot pass the
 device's total, no accelerator draws more than ``POWER_BOUND_W`` (the largest parts today are rated 1.0-1.4 kW).
 """
@@ -27,6 +28,10 @@ class ReadingError(ValueError):
     """The tool's output cannot be read as the spec says (the message says why and shows the line)."""
 
 
+class ColumnsMismatch(ReadingError):
+    """Every reading line had another field count than ``columns`` names: the columns, most likely, are wrong."""
+
+
 def _value(field: str, text: str, scale: dict[str, float]):
     text = text.strip()
     if field == "name":
@@ -40,15 +45,16 @@ def _value(field: str, text: str, scale: dict[str, float]):
 
 def parse(spec: CommandMonitorSpec, output: str) -> dict:
     """``{"devices": [...]}``: one reading per CSV line or regex match, impossible fields refused (``check``)."""
-    devices = []
+    devices, mismatched = [], []
     if spec.format == "csv":
         for row in csv.reader(line for line in output.splitlines() if line.strip()):
             if len(row) == 1 and len(spec.columns) > 1:
                 continue  # a message, not a reading ("No devices were found"): no reading is said below
             if len(row) != len(spec.columns):
-                raise ReadingError(f"{spec.command[0]} printed {len(row)} field(s) on a line, but the monitor's "
-                                   f"columns name {len(spec.columns)} ({', '.join(spec.columns)}): "
-                                   f"{', '.join(row)[:200]!r}; give columns one name per field ('-' to skip one)")
+                mismatched.append(f"{spec.command[0]} printed {len(row)} field(s) on a line, but the monitor's "
+                                  f"columns name {len(spec.columns)} ({', '.join(spec.columns)}): "
+                                  f"{', '.join(row)[:200]!r}; give columns one name per field ('-' to skip one)")
+                continue
             device = {field: _value(field, cell, spec.scale) for field, cell in zip(spec.columns, row) if field != "-"}
             if "index" in device and device["index"] is None:
                 continue  # a header line
@@ -59,9 +65,15 @@ def parse(spec: CommandMonitorSpec, output: str) -> dict:
                             for field, text in match.groupdict().items() if text is not None})
     for position, device in enumerate(devices):
         device.setdefault("index", position)
+    if not devices and mismatched:
+        raise ColumnsMismatch(mismatched[0] + (f" (and {len(mismatched) - 1} more such line(s))"
+                                               if len(mismatched) > 1 else ""))
     if not devices:
         raise ReadingError(f"{spec.command[0]} printed no device reading: {output.strip()[-200:]!r}")
-    return check({"devices": devices})
+    sample = check({"devices": devices})
+    if mismatched:  # the tool's odd line, left out and named; the other lines are read
+        sample["refused"] = mismatched + sample.get("refused", [])
+    return sample
 
 
 def _impossible(device: dict) -> dict[str, str]:

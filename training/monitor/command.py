@@ -30,8 +30,13 @@ def parse(spec: CommandMonitorSpec, output: str) -> dict:
 
 
 class CommandSampler:
+    """Runs the tool each interval. An output whose every line has another field count than ``columns`` stops
+    the sampler only while no sample has been read yet (wrong columns); after one has, it is a tool's odd
+    moment: an empty sample naming why under ``refused`` (one warning for the run), and sampling goes on."""
+
     def __init__(self, spec: CommandMonitorSpec):
         self.spec, self.argv = spec, expand_placeholders(spec.command, sys.executable, CODE_ROOT)
+        self.read_once = False
 
     def sample(self) -> dict:
         try:
@@ -43,7 +48,16 @@ class CommandSampler:
             raise ToolKilled(f"{self.argv[0]} was killed by signal {-done.returncode}")
         if done.returncode:
             raise Unavailable(f"{self.argv[0]} exited with {done.returncode}: {done.stderr.strip()[-200:]}")
-        return parse(self.spec, done.stdout)
+        try:
+            sample = readings.parse(self.spec, done.stdout)
+        except readings.ColumnsMismatch as exc:
+            if not self.read_once:
+                raise Unavailable(str(exc)) from None
+            return {"devices": [], "refused": [str(exc)]}
+        except readings.ReadingError as exc:
+            raise Unavailable(str(exc)) from None
+        self.read_once = True
+        return sample
 
 
 def open(spec: CommandMonitorSpec) -> CommandSampler:  # noqa: A001 - the sampler interface's name

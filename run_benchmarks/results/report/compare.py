@@ -80,7 +80,7 @@ class Row:
         if figure != "memory":
             return figure
         if self.a is not None and self.b is not None:
-            return memory.common_key(self.a.memory_keys, self.b.memory_keys)
+            return memory.common_key(self.a.memory_definitions, self.b.memory_definitions)
         keys = (self.a or self.b).memory_keys if (self.a or self.b) else []
         return keys[0] if keys else None
 

@@ -147,6 +147,12 @@ class CaseSummary:
                                               self.peak_kind)]
 
     @property
+    def memory_definitions(self) -> list[tuple[str, str]]:
+        """(key, name) of each memory definition this row has, in view order: what ``compare`` matches on."""
+        return [(f.key, f.name) for f in memory.figures(
+            lambda key: self.figures[key].max if key in self.figures else None, self.peak_kind)]
+
+    @property
     def memory_kind(self) -> str:
         chosen = self.memory_figure
         return chosen.name if chosen else self.peak_kind or "peak"
