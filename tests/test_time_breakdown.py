@@ -67,11 +67,11 @@ def test_busbw_only_from_the_same_hosts_and_group_size():
 
 
 def test_one_process_expects_no_communication_and_the_lever_is_plain_words():
-    metrics = {"step_time_s": {"median": 0.1}, "flops_per_token": 1e6, "tokens_per_step": 1000, "world_size": 1}
+    metrics = {"step_time_s": {"median": 0.1, "mean": 0.1}, "tflops_per_device": 0.01}
     one = record(0, 0.08, comm=0.0, buckets=(), group=1)
     out = breakdown.time_breakdown([one], metrics, (10.0, "calibrated"), (None, ""), [], [], MEASURE)
     assert out["expected"]["communication_s"] == 0.0 and out["measured"]["communication_s"] == 0.0
-    assert out["expected"]["compute_s"] == 1e9 / 10e12
+    assert out["expected"]["compute_s"] == 0.01 * 1e12 * 0.1 / (10.0 * 1e12)  # measured FLOPs / peak
     assert out["lever"].startswith("compute is 93% of the serialised step (80 ms)")
 
 
@@ -171,10 +171,25 @@ def test_paddle_data_parallel_takes_every_delay(accelbench):
 
 
 def test_a_layout_without_a_measured_breakdown_prices_no_communication():
-    metrics = {"step_time_s": {"median": 0.1}, "flops_per_token": 1e6, "tokens_per_step": 1000, "world_size": 2}
+    metrics = {"step_time_s": {"median": 0.1, "mean": 0.1}, "tflops_per_device": 0.005}
     skipped = [perflog.BreakdownRecord(rank=r, steps=0, not_measured="not measured for sharding stage2")
                for r in (0, 1)]
     out = breakdown.time_breakdown(skipped, metrics, (10.0, "calibrated"), (None, ""), [], [allreduce_row()], MEASURE)
     assert out["measured"] == {"not_measured": "not measured for sharding stage2"} and out["lever"] is None
-    assert out["expected"]["communication_s"] is None and out["expected"]["compute_s"] == 5e8 / 10e12
+    assert out["expected"]["communication_s"] is None and out["expected"]["compute_s"] == 0.005 * 1e12 * 0.1 / (10.0 * 1e12)
     assert breakdown.describe(out)[0] == "time breakdown: not measured for sharding stage2"
+
+
+def test_instruction_data_expects_the_compute_of_the_measured_flops_not_padded_tokens():
+    """Finetune/LoRA: padding is no model work, so the expected compute is the FLOPs the row's MFU counts
+    (tflops_per_device x mean step time), not flops_per_token x tokens_per_step (padding at seq_len)."""
+    step_times = [0.2, 0.3, 0.25]
+    flops_per_step = 4e11  # real tokens only, on each device, in each measured step
+    tflops = 3 * flops_per_step / math.fsum(step_times) / 1e12  # analyze.py's definition
+    metrics = {"step_time_s": {"median": 0.25, "mean": math.fsum(step_times) / 3}, "tflops_per_device": tflops,
+               "flops_per_token": 1e6, "tokens_per_step": 8_000_000, "world_size": 1}  # padded: 8e12, not this
+    one = record(0, 0.2, comm=0.0, buckets=(), group=1)
+    out = breakdown.time_breakdown([one], metrics, (10.0, "calibrated"), (20.0, "datasheet"), [], [], MEASURE)
+    assert out["expected"]["compute_s"] == tflops * 1e12 * metrics["step_time_s"]["mean"] / (10.0 * 1e12)
+    assert out["expected"]["compute_s"] == pytest.approx(flops_per_step / 10e12)
+    assert out["expected"]["compute_s_datasheet"] == pytest.approx(flops_per_step / 20e12)
