@@ -2,6 +2,7 @@
 expected parts from the stored peaks and bus bandwidth, exactly, and what is missing said with its command."""
 from __future__ import annotations
 
+import json
 import math
 
 import pytest
@@ -193,3 +194,29 @@ def test_instruction_data_expects_the_compute_of_the_measured_flops_not_padded_t
     assert out["expected"]["compute_s"] == tflops * 1e12 * metrics["step_time_s"]["mean"] / (10.0 * 1e12)
     assert out["expected"]["compute_s"] == pytest.approx(flops_per_step / 10e12)
     assert out["expected"]["compute_s_datasheet"] == pytest.approx(flops_per_step / 20e12)
+
+
+@pytest.mark.parametrize("bad", [dict(compute_s=[]), dict(compute_s=["x", 0.1, 0.1]),
+                                 dict(step_s=[0.1, float("nan"), 0.1]), dict(wait_s=[True, 0.0, 0.0])])
+def test_a_malformed_breakdown_record_is_refused_like_other_malformed_records(bad):
+    good = perflog.from_payload(json.loads(perflog.format_record(record(0, 0.1))[len(perflog.PREFIX):]))
+    assert good == record(0, 0.1)
+    payload = {"v": perflog.SCHEMA_VERSION, **{**good.__dict__, **bad}}
+    with pytest.raises(perflog.PerfLogError, match="breakdown record: .* must hold 3 finite numbers"):
+        perflog.from_payload(payload)
+    assert perflog.BreakdownRecord(rank=0, steps=0, not_measured="why").compute_s == []  # nothing to hold
+
+
+def test_a_failing_breakdown_assembly_becomes_a_warning_not_a_lost_round(monkeypatch):
+    from types import SimpleNamespace
+
+    from run_benchmarks.execute import outcome
+
+    def broken(*args):
+        raise statistics_error
+
+    statistics_error = ValueError("median of an empty list")
+    monkeypatch.setattr(outcome, "_time_breakdown", broken)
+    result = SimpleNamespace(metrics=object(), warnings=[])
+    outcome._add_time_breakdown(None, [], result, [])
+    assert result.warnings == ["time breakdown left out: ValueError: median of an empty list"]
