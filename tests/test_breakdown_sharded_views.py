@@ -51,7 +51,7 @@ def test_show_names_the_collectives_by_operation():
                                     communication_s=[0.02], optimizer_s=[0.0], step_s=[0.12],
                                     bucket_bytes=[10, 10, 20], collective_ops=["allgather", "allgather", "reducescatter"],
                                     group_size=2, method="m") for r in (0, 1)]
-    metrics = {"step_time_s": {"median": 0.1}, "flops_per_token": 1e6, "tokens_per_step": 1000, "world_size": 2}
+    metrics = {"step_time_s": {"median": 0.1, "mean": 0.1}, "tflops_per_device": 0.005}
     tb = breakdown.time_breakdown(recs, metrics, (None, "no peak"), (None, ""), [], [], MEASURE)
     assert "(2 allgather + 1 reducescatter, 40 bytes)" in breakdown.describe(tb)[0]
 
@@ -116,7 +116,7 @@ def test_tensor_parallel_is_priced_by_construction_per_block_exactly():
     assert breakdown_layouts.tensor_parallel(workload({"tensor_parallel_degree": 2}), 4) is None  # DP beside TP
     skipped = [perflog.BreakdownRecord(rank=r, steps=0, not_measured="not measured for tensor parallel")
                for r in (0, 1)]
-    metrics = {"step_time_s": {"median": 0.1}, "flops_per_token": 1e6, "tokens_per_step": 1000, "world_size": 2}
+    metrics = {"step_time_s": {"median": 0.1, "mean": 0.1}, "tflops_per_device": 0.005}
     rows = [micro_row("allreduce", [(activation, 2.0)])]
     tb = breakdown.time_breakdown(skipped, metrics, (10.0, "c"), (None, ""), [{"host": "h", "environment": {
         "hostname": "h"}}], rows, MEASURE, (collectives, group, text))

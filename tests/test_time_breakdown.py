@@ -2,6 +2,7 @@
 expected parts from the stored peaks and bus bandwidth, exactly, and what is missing said with its command."""
 from __future__ import annotations
 
+import json
 import math
 
 import pytest
@@ -67,11 +68,11 @@ def test_busbw_only_from_the_same_hosts_and_group_size():
 
 
 def test_one_process_expects_no_communication_and_the_lever_is_plain_words():
-    metrics = {"step_time_s": {"median": 0.1}, "flops_per_token": 1e6, "tokens_per_step": 1000, "world_size": 1}
+    metrics = {"step_time_s": {"median": 0.1, "mean": 0.1}, "tflops_per_device": 0.01}
     one = record(0, 0.08, comm=0.0, buckets=(), group=1)
     out = breakdown.time_breakdown([one], metrics, (10.0, "calibrated"), (None, ""), [], [], MEASURE)
     assert out["expected"]["communication_s"] == 0.0 and out["measured"]["communication_s"] == 0.0
-    assert out["expected"]["compute_s"] == 1e9 / 10e12
+    assert out["expected"]["compute_s"] == 0.01 * 1e12 * 0.1 / (10.0 * 1e12)  # measured FLOPs / peak
     assert out["lever"].startswith("compute is 93% of the serialised step (80 ms)")
 
 
@@ -171,10 +172,51 @@ def test_paddle_data_parallel_takes_every_delay(accelbench):
 
 
 def test_a_layout_without_a_measured_breakdown_prices_no_communication():
-    metrics = {"step_time_s": {"median": 0.1}, "flops_per_token": 1e6, "tokens_per_step": 1000, "world_size": 2}
+    metrics = {"step_time_s": {"median": 0.1, "mean": 0.1}, "tflops_per_device": 0.005}
     skipped = [perflog.BreakdownRecord(rank=r, steps=0, not_measured="not measured for sharding stage2")
                for r in (0, 1)]
     out = breakdown.time_breakdown(skipped, metrics, (10.0, "calibrated"), (None, ""), [], [allreduce_row()], MEASURE)
     assert out["measured"] == {"not_measured": "not measured for sharding stage2"} and out["lever"] is None
-    assert out["expected"]["communication_s"] is None and out["expected"]["compute_s"] == 5e8 / 10e12
+    assert out["expected"]["communication_s"] is None and out["expected"]["compute_s"] == 0.005 * 1e12 * 0.1 / (10.0 * 1e12)
     assert breakdown.describe(out)[0] == "time breakdown: not measured for sharding stage2"
+
+
+def test_instruction_data_expects_the_compute_of_the_measured_flops_not_padded_tokens():
+    """Finetune/LoRA: padding is no model work, so the expected compute is the FLOPs the row's MFU counts
+    (tflops_per_device x mean step time), not flops_per_token x tokens_per_step (padding at seq_len)."""
+    step_times = [0.2, 0.3, 0.25]
+    flops_per_step = 4e11  # real tokens only, on each device, in each measured step
+    tflops = 3 * flops_per_step / math.fsum(step_times) / 1e12  # analyze.py's definition
+    metrics = {"step_time_s": {"median": 0.25, "mean": math.fsum(step_times) / 3}, "tflops_per_device": tflops,
+               "flops_per_token": 1e6, "tokens_per_step": 8_000_000, "world_size": 1}  # padded: 8e12, not this
+    one = record(0, 0.2, comm=0.0, buckets=(), group=1)
+    out = breakdown.time_breakdown([one], metrics, (10.0, "calibrated"), (20.0, "datasheet"), [], [], MEASURE)
+    assert out["expected"]["compute_s"] == tflops * 1e12 * metrics["step_time_s"]["mean"] / (10.0 * 1e12)
+    assert out["expected"]["compute_s"] == pytest.approx(flops_per_step / 10e12)
+    assert out["expected"]["compute_s_datasheet"] == pytest.approx(flops_per_step / 20e12)
+
+
+@pytest.mark.parametrize("bad", [dict(compute_s=[]), dict(compute_s=["x", 0.1, 0.1]),
+                                 dict(step_s=[0.1, float("nan"), 0.1]), dict(wait_s=[True, 0.0, 0.0])])
+def test_a_malformed_breakdown_record_is_refused_like_other_malformed_records(bad):
+    good = perflog.from_payload(json.loads(perflog.format_record(record(0, 0.1))[len(perflog.PREFIX):]))
+    assert good == record(0, 0.1)
+    payload = {"v": perflog.SCHEMA_VERSION, **{**good.__dict__, **bad}}
+    with pytest.raises(perflog.PerfLogError, match="breakdown record: .* must hold 3 finite numbers"):
+        perflog.from_payload(payload)
+    assert perflog.BreakdownRecord(rank=0, steps=0, not_measured="why").compute_s == []  # nothing to hold
+
+
+def test_a_failing_breakdown_assembly_becomes_a_warning_not_a_lost_round(monkeypatch):
+    from types import SimpleNamespace
+
+    from run_benchmarks.execute import outcome
+
+    def broken(*args):
+        raise statistics_error
+
+    statistics_error = ValueError("median of an empty list")
+    monkeypatch.setattr(outcome, "_time_breakdown", broken)
+    result = SimpleNamespace(metrics=object(), warnings=[])
+    outcome._add_time_breakdown(None, [], result, [])
+    assert result.warnings == ["time breakdown left out: ValueError: median of an empty list"]

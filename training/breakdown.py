@@ -5,7 +5,8 @@ run, each split into four phases, every phase between two device synchronisation
 
   data           fetching the step's micro-batches (``debug.data_fetch_delay_ms`` lands here)
   compute        forward and backward of every micro-batch with gradient synchronisation off (DDP's
-                 ``no_sync``), so no collective runs inside it: this rank's own compute
+                 ``no_sync``), so no gradient collective runs inside it: this rank's own compute (for
+                 instruction data it starts with the loss scale's small all-reduce of supervised tokens)
   wait           a barrier before the collectives, so that communication is not also the wait for a slower
                  rank's compute: a fast rank's wait is the imbalance a straggler causes
   communication  the gradient collectives, issued one after another and each waited for (DDP: one
@@ -73,7 +74,7 @@ class Phases:
     """One rank's phases of an optimizer step, for the breakdown steps."""
 
     fetch: Callable[[], Any]  # -> the step's micro-batches
-    compute: Callable[[Any], None]  # forward and backward over them, no collective
+    compute: Callable[[Any], None]  # loss scale, forward and backward, no gradient collective
     communicate: Callable[[], list[int]]  # the gradient collectives; the bytes of each
     optimize: Callable[[], None]
     align: Callable[[], None]  # a barrier across the gradient group (nothing on one process)

@@ -99,7 +99,7 @@ def finish(case: CasePlan, rnd: RoundPlan, result: RoundResult, outcome: str, be
     ]
     classify(case, rnd, result, outcome, ranks, figures)
     if result.metrics is not None and case.workload.task != "micro":
-        result.metrics = replace(result.metrics, time_breakdown=_time_breakdown(case, ranks, result, allreduce_rows))
+        _add_time_breakdown(case, ranks, result, allreduce_rows)
     if monitored:
         result.monitor = monitoring.summarize_round(
             monitored, result.metrics.tokens_per_s_total if result.metrics else None)
@@ -159,6 +159,16 @@ def classify(case: CasePlan, rnd: RoundPlan, result: RoundResult, outcome: str,
         if outcome != "start_failed":
             result.reason = ("out of memory: " if oom else "") + _failure_reason(rnd.nodes, result.exit_codes, ranks,
                                                                                  result.endings)
+
+
+def _add_time_breakdown(case: CasePlan, ranks: list[collect.RankLog], result: RoundResult,
+                        allreduce_rows: Sequence[dict]) -> None:
+    """``metrics.time_breakdown``, or a warning on the round where assembling it fails: a figure the round can
+    do without never costs it its results.json."""
+    try:
+        result.metrics = replace(result.metrics, time_breakdown=_time_breakdown(case, ranks, result, allreduce_rows))
+    except Exception as exc:  # noqa: BLE001 - whatever the ranks' records make the assembly raise
+        result.warnings.append(f"time breakdown left out: {type(exc).__name__}: {exc}")
 
 
 def _time_breakdown(case: CasePlan, ranks: list[collect.RankLog], result: RoundResult,

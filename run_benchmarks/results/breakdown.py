@@ -9,7 +9,9 @@ A straggler is named when its compute is more than ``STRAGGLER_MARGIN`` above th
 
 Expected, per step and device:
   compute_s        the step's model FLOPs on one device / the GEMM peak ``accelbench calibrate`` measured at
-                   the precision (compute_s_datasheet: the same over the vendor's datasheet peak)
+                   the precision (compute_s_datasheet: the same over the vendor's datasheet peak); the FLOPs
+                   are the measured steps' own (``step_flops_per_device``): real tokens only for instruction
+                   data, the figure the row's MFU is computed from
   communication_s  each collective the workers recorded for a step, priced by nccl-tests' bus bandwidth
                    definition read backwards: time = bytes x factor / busbw, factor 2(n-1)/n for an all-reduce
                    (DDP's buckets), (n-1)/n for an all-gather and a reduce-scatter (FSDP's parameters and
@@ -185,6 +187,13 @@ def lever(breakdown: dict) -> Optional[str]:
     return text
 
 
+def step_flops_per_device(metrics: dict) -> float:
+    """Mean model FLOPs of one device in a measured step: analyze.py's ``tflops_per_device`` is the measured
+    steps' FLOPs / their summed time / world size, so times the mean step time it is their FLOPs / steps /
+    world size. Not flops_per_token x tokens_per_step: that counts padding at seq_len for instruction data."""
+    return metrics["tflops_per_device"] * 1e12 * metrics["step_time_s"]["mean"]
+
+
 def time_breakdown(records: Sequence[perflog.BreakdownRecord], metrics: dict, measured_peak: tuple,
                    datasheet_peak: tuple, nodes: Sequence[dict], allreduce_rows: Sequence[dict], measure_busbw: str,
                    by_construction: Optional[tuple] = None) -> dict:
@@ -198,7 +207,7 @@ def time_breakdown(records: Sequence[perflog.BreakdownRecord], metrics: dict, me
     hosts = _hosts({"environment": {"nodes": list(nodes)}})
     ops = part.get("collective_ops") or []
     points = {op: busbw_points(allreduce_rows, hosts, group, op) for op in dict.fromkeys(ops)} if group > 1 else {}
-    flops = metrics["flops_per_token"] * metrics["tokens_per_step"] / metrics["world_size"]
+    flops = step_flops_per_device(metrics)
     out = {"measured": part, "expected": expected(flops, measured_peak, datasheet_peak, buckets, group, points,
                                                   measure_busbw, ops)}
     if part.get("not_measured") and by_construction:

@@ -22,6 +22,7 @@ the reserved-memory peak):
 from __future__ import annotations
 
 import json
+import math
 import sys
 from dataclasses import asdict, dataclass, field, fields
 from typing import IO, Any, Optional, Union
@@ -155,6 +156,19 @@ class BreakdownRecord:
     not_measured: Optional[str] = field(default=None, metadata={
         "doc": "why there is no breakdown, e.g. not measured for tensor parallel"})
     kind: str = "breakdown"
+
+    PER_STEP = ("data_s", "compute_s", "wait_s", "communication_s", "optimizer_s", "step_s")
+
+    def __post_init__(self) -> None:
+        """Refuse a record the round's medians could not be taken of (``from_payload``: a PerfLogError)."""
+        if isinstance(self.steps, bool) or not isinstance(self.steps, int) or self.steps < 0:
+            raise ValueError(f"steps must be a non-negative integer, not {self.steps!r}")
+        for name in self.PER_STEP if self.steps else ():
+            values = getattr(self, name)
+            if not isinstance(values, list) or len(values) != self.steps or not all(
+                    isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) for v in values):
+                raise ValueError(f"{name} must hold {self.steps} finite numbers (one per breakdown step), "
+                                 f"not {values!r:.80}")
 
 
 Record = Union[StartRecord, StepRecord, EndRecord, UnsupportedRecord, FigureRecord, BreakdownRecord]

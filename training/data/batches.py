@@ -22,6 +22,7 @@ import numpy as np
 from training.contract import flops
 from training.contract.spec import WorkloadSpec
 from training.data.markov import MarkovTokens
+from training.data.prefetch import Prefetcher
 from training.data.instruction import IGNORE_INDEX, PAD, InstructionDataset, alpaca_sample
 from training.data.token_file import DataFormatError, TokenFileDataset
 
@@ -59,22 +60,29 @@ class Batch:
 class Batches:
     """One interface over every source: the next micro-batch, and how much of it is padding."""
 
-    def __init__(self, kind: str, source):
+    def __init__(self, kind: str, source, prefetch: bool = False):
         self.source = source
         self.description = {"source": kind, **source.description}
+        self._reader = Prefetcher(source) if prefetch else source  # same batches, same order: prefetch.py
 
     def next_batch(self) -> Batch:
-        inputs, targets = self.source.next_batch()
+        inputs, targets = self._reader.next_batch()
         # np.asarray: torch's synthetic source hands out CPU tensors (a view, no copy)
         inputs, targets = np.asarray(inputs), np.asarray(targets)
         padded = isinstance(self.source, InstructionDataset)
         return Batch(inputs, targets, self.source.last_real_tokens if padded else int(inputs.size))
 
+    def close(self) -> None:
+        """Stop and join the prefetch thread, if any."""
+        if isinstance(self._reader, Prefetcher):
+            self._reader.close()
+
 
 def open_batches(spec: WorkloadSpec, dp_rank: int, dp_size: int, synthetic: Callable) -> Batches:
     """The spec's data source for data rank ``dp_rank`` of ``dp_size``; ``synthetic`` builds the framework's
     uniform-token source (it takes the same keyword arguments as the others). The Markov source is NumPy's,
-    shared: the same tokens in either framework."""
+    shared: the same tokens in either framework. Synthetic batches are made ahead in a thread (``prefetch.py``),
+    off the timed step; file sources are not (``last_real_tokens`` must match the batch just read)."""
     data, model, train = spec.data, spec.model, spec.train
     shape = dict(vocab_size=model.vocab_size, seq_len=model.seq_len, micro_batch_size=train.micro_batch_size,
                  seed=train.seed if data.seed is None else data.seed, dp_rank=dp_rank, dp_size=dp_size)
@@ -86,7 +94,7 @@ def open_batches(spec: WorkloadSpec, dp_rank: int, dp_size: int, synthetic: Call
         source = InstructionDataset(data.path, **shape)
     else:
         source = InstructionDataset(None, **shape, records=alpaca_sample(data.records, train.seed))
-    return Batches(data.source, source)
+    return Batches(data.source, source, prefetch=data.source == "synthetic")
 
 
 class StepCounts:

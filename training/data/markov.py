@@ -11,6 +11,8 @@ learns it within a few steps (the loss leaves ln(vocab) at once), then the trans
 The table comes from ``CHAIN_SEED`` (fixed: the "language"); a sample from the data seed and its global index
 (``sampling.py``'s order rule); each sample starts in the chain's stationary distribution, so every position
 has the same floor. NumPy only: the torch and Paddle workers read the very same tokens in every layout.
+A micro-batch costs milliseconds of host time, so the workers prefetch synthetic batches in a background
+thread (``prefetch.py``), off the timed step, in the same order: the same tokens.
 """
 from __future__ import annotations
 

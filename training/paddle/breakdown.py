@@ -85,9 +85,10 @@ def phases(worker) -> Union[Phases, str]:
     params = reducer_parameters(model) if data_parallel else []
     group = getattr(model, "group", None)
 
-    def compute(step: tuple) -> None:
+    def compute(batches: list) -> None:
+        scale = worker.loss_scale(batches)  # the global count's all-reduce: compute, not data_s
         worker.compute_delay()
-        worker.forward_backward(*step, sync=False)
+        worker.forward_backward(batches, scale, sync=False)
 
     def communicate() -> list[int]:
         if not data_parallel:

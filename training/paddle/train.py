@@ -161,21 +161,27 @@ class PaddleWorker(harness.FrameworkWorker):
         self.counts = StepCounts(spec)
         self.model_parallel_size = layout.tp * layout.pp
 
-    def fetch(self) -> tuple[list, float]:
-        """The step's micro-batches (``debug.data_fetch_delay_ms`` after each) and the scale of their summed
-        losses: each micro-batch's summed loss over the step's global count of supervised tokens, times the data
-        degree since data parallelism and sharding average the replicas' gradients (the torch worker's rule)."""
+    def fetch(self) -> list:
+        """The step's micro-batches (``debug.data_fetch_delay_ms`` after each): fetching only (the time
+        breakdown's ``data_s``; no collective here)."""
         batches = []
         for _ in range(self.spec.train.gradient_accumulation_steps):
             batches.append(self.data.next_batch())
             sleep_ms(self.spec.debug.data_fetch_delay_ms)
-        return batches, self.layout.data / max(self._global_count(sum(b.supervised_tokens for b in batches)), 1)
+        return batches
+
+    def loss_scale(self, batches: list) -> float:
+        """The scale of the summed losses: each micro-batch's summed loss over the step's global count of
+        supervised tokens, times the data degree since data parallelism and sharding average the replicas'
+        gradients (the torch worker's rule). An all-reduce for instruction data: the breakdown's compute phase."""
+        return self.layout.data / max(self._global_count(sum(b.supervised_tokens for b in batches)), 1)
 
     def compute_delay(self) -> None:
         compute_delay(self.spec.debug, self.rank)
 
     def train_step(self) -> harness.StepWork:
-        batches, scale = self.fetch()
+        batches = self.fetch()
+        scale = self.loss_scale(batches)
         counts = self.counts(batches)  # tokens, effective tokens and FLOPs: the torch worker's figures
         self.compute_delay()
         if self.layout.pp > 1:  # pretraining only (the plan refuses instruction data in a Paddle pipeline)
@@ -205,6 +211,10 @@ class PaddleWorker(harness.FrameworkWorker):
             self.precision.scaler.update()
         else:
             self.optimizer.step()
+
+    def close(self) -> None:
+        """Stop the data prefetch thread."""
+        self.data.close()
 
     def breakdown_phases(self):
         return breakdown.phases(self)

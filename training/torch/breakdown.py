@@ -120,8 +120,8 @@ def phases(worker) -> Union[Phases, str]:
         # its updated shard; timed as one broadcast of every trainable parameter's bytes
         optimizer._sync_params = lambda: inner.run("broadcast", nbytes, sync_params)
 
-    def compute(step: tuple) -> None:
-        batches, scale = step
+    def compute(batches: list) -> None:
+        scale = worker.loss_scale(batches)  # the global count's all-reduce: compute, not data_s
         worker.compute_delay()
         # FSDP: its reduce-scatters run in backward, each timed apart by ``inner``
         parallel.forward_backward(batches, scale, worker.precision, worker.scaler, worker.torch_device,

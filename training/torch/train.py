@@ -80,8 +80,8 @@ class TorchWorker(devices.OnTorchDevice, harness.FrameworkWorker):
         self.counts = StepCounts(spec)
         self.flops_at_width = self.counts.flops_at_width
 
-    def fetch(self) -> tuple[list, float]:
-        """The step's micro-batches and the scale of their summed losses."""
+    def fetch(self) -> list:
+        """The step's micro-batches: fetching only (the time breakdown's ``data_s``; no collective here)."""
         spec, parallel = self.spec, self.parallel
         batches = []
         for _ in range(spec.train.gradient_accumulation_steps):
@@ -89,11 +89,16 @@ class TorchWorker(devices.OnTorchDevice, harness.FrameworkWorker):
             sleep_ms(spec.debug.data_fetch_delay_ms)
         if parallel.pipeline is not None:  # a pipeline's shapes are fixed at its first step
             batches = [b.padded_to(spec.model.seq_len) for b in batches]
+        return batches
+
+    def loss_scale(self, batches: list) -> float:
+        """The scale of the micro-batches' summed losses; an all-reduce for instruction data, so the time
+        breakdown counts it in its compute phase, not in ``data_s``."""
         # The step's loss is the mean over every supervised token of the global batch, as one process
         # with the whole batch would take it, whatever the layout or accumulation: each micro-batch's
         # summed loss is divided by the global count, times dp_size since data parallelism averages.
         supervised = self._global_count(sum(b.supervised_tokens for b in batches))
-        return batches, parallel.dp_size / max(supervised, 1)
+        return self.parallel.dp_size / max(supervised, 1)
 
     def compute_delay(self) -> None:
         compute_delay(self.spec.debug, self.rank)
@@ -101,7 +106,8 @@ class TorchWorker(devices.OnTorchDevice, harness.FrameworkWorker):
     def train_step(self) -> harness.StepWork:
         parallel = self.parallel
         self.compiles.step_started()
-        batches, scale = self.fetch()
+        batches = self.fetch()
+        scale = self.loss_scale(batches)
         self.compute_delay()
         loss_sum = parallel.forward_backward(batches, scale, self.precision, self.scaler, self.torch_device)
         if self.spec.debug.grad_noise:
@@ -147,7 +153,9 @@ class TorchWorker(devices.OnTorchDevice, harness.FrameworkWorker):
         return env
 
     def close(self) -> None:
-        """Destroy the process group this worker created (none where it reused one: see ``__init__``)."""
+        """Stop the data prefetch thread; destroy the process group this worker created (none where it reused
+        one: see ``__init__``)."""
+        self.data.close()
         if self.owns_process_group:
             dist.destroy_process_group()
 
