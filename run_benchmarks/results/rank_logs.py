@@ -1,6 +1,6 @@
 """Read what the workers left: perf records from each rank's stdout, error lines from stderr.
 
-Files are streamed (records.py), so a long run's logs never sit in memory whole.
+Files are streamed (perf_reader.py), so a long run's logs never sit in memory whole.
 """
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from typing import Iterator, Optional
 
 from training.contract import perflog
 
-from run_benchmarks.results import perf_reader as records
+from run_benchmarks.results import perf_reader
 from run_benchmarks.catalog.frameworks import RankLogs
 
 ERROR_TAIL_LINES = 12
@@ -158,7 +158,7 @@ def read_rank(logs: RankLogs) -> RankLog:
         out.problems.append(f"no output from rank {logs.rank} ({logs.stdout} missing)")
         return out
     series, problems = out.series, out.problems
-    for batch in records.read_batches(logs.stdout, problems):
+    for batch in perf_reader.read_batches(logs.stdout, problems):
         try:  # the hot path: a block of well-formed step records, with the odd start or end among them
             steps = [r for r in batch if r["kind"] == "step" and r["v"] == perflog.SCHEMA_VERSION]
             series.extend(steps)

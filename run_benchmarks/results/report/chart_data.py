@@ -11,7 +11,7 @@ import textwrap
 from pathlib import Path
 from typing import Optional, Sequence
 
-from run_benchmarks.results import perf_reader as records
+from run_benchmarks.results import perf_reader
 from run_benchmarks.results.report.summary import CaseSummary
 
 LOSS_POINTS = 512  # a long run's loss curve is thinned to about this many points (bucket means)
@@ -107,7 +107,7 @@ def loss_series(s: CaseSummary) -> list[tuple[float, float]]:
         if log is None:
             return []
         points, problems = [], []
-        for batch in records.read_batches(log, problems):
+        for batch in perf_reader.read_batches(log, problems):
             points += [(float(p["step"]), float(p["loss"])) for p in batch
                        if isinstance(p, dict) and p.get("kind") == "step" and p.get("loss") is not None]
         return _thin(sorted(points))
