@@ -7,7 +7,9 @@
 #   bash benchmarks/gpu_checklist.sh [HARDWARE] [PART]   # HARDWARE: vendors/ name, default H100; PART 1, 2, all or fixes
 # A part fits one 10-minute device call: 1 = peaks and the pretraining runs, 2 = compile and PPO; fixes = the
 # runs that re-check what an earlier lease found wrong (the monitor's window, PPO's samples/s); lora = the torch
-# half of the PaddleNLP-vs-Torch LoRA table's Llama-7b row (Paddle needs a CUDA paddle the lent machine lacks).
+# half of the PaddleNLP-vs-Torch LoRA table's Llama-7b row (Paddle needs a CUDA paddle the lent machine lacks);
+# breakdown = issue 33's device items that one GPU allows (calibrate, then gpt2_xl and gpt3_tiny with their step-time
+# breakdown against it), then the machine's GEMM and memory figures.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 hw=${1:-H100}
@@ -19,7 +21,16 @@ exec > >(tee "$out/checklist-$part.log") 2>&1
 export PYTHONUNBUFFERED=1
 
 step() { printf '\n=== %s  [%s]\n' "$*" "$(date -u +%H:%M:%S)"; }
-run() { local limit=$1; shift; step "$*"; timeout -k 10 "$limit" "$@"; echo "--- rc=$?"; }
+# CHECKLIST_BUDGET_S: the device call's own limit; each step is cut to what is left of it, less 45 s kept for the
+# results at the end, and skipped when under 45 s remain, so a call that runs long still returns every figure.
+budget=${CHECKLIST_BUDGET_S:-86400}
+run() {
+  local limit=$1 left=$(( budget - 45 - SECONDS )); shift
+  step "$*"
+  if (( left < 45 )); then echo "--- skipped: ${left} s left of the ${budget} s budget"; return; fi
+  (( limit > left )) && limit=$left
+  timeout -k 10 "$limit" "$@"; echo "--- rc=$?"
+}
 
 step "machine"
 nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.max.sm,power.limit --format=csv
@@ -51,7 +62,22 @@ fi
 if [ "$part" = lora ]; then
 run 300 accelbench run "llama_7b_lora:torch:$hw:1:1" --extern_config_file config_TP1PP1SH0SP1BS4A10080Gx1x1 --set train.steps=30 --set train.warmup_steps=10
 fi
-if [ "$part" != 2 ] && [ "$part" != fixes ] && [ "$part" != lora ]; then
+if [ "$part" = breakdown ]; then
+run 150 accelbench calibrate "$hw" --dtype bf16 --dtype fp32 --dtype tf32 --dtype fp16
+cat vendors/*/measured_peaks.yaml 2>/dev/null
+run 180 accelbench run "gpt2_xl:torch:$hw:1:1" --set train.steps=30 --set train.warmup_steps=10
+run 120 accelbench run "gpt3_tiny:torch:$hw:1:1" --set train.steps=50 --set train.warmup_steps=10 --set train.precision=bf16
+run 240 accelbench run "gpt2_xl:torch:$hw:1:1" --set train.steps=30 --set train.warmup_steps=10 --set train.compile=default --set train.micro_batch_size=8
+run 90 accelbench run "gemm:torch:$hw:1:1" --set "micro.shapes=[[8192,8192,8192],[16384,8192,8192]]" --set "micro.dtypes=[bf16,fp16]"
+run 90 accelbench run "membw:torch:$hw:1:1" --set "micro.sizes_bytes=[268435456,2147483648]"
+python3 - <<'PY'
+import glob, json
+for path in sorted(glob.glob("logs/*/*/round1/results.json")):
+    doc = json.load(open(path))
+    print(path, doc["status"], json.dumps((doc.get("metrics") or {}).get("time_breakdown"), indent=1)[:3000])
+PY
+fi
+if [ "$part" != 2 ] && [ "$part" != fixes ] && [ "$part" != lora ] && [ "$part" != breakdown ]; then
 run 120 accelbench calibrate "$hw" --dtype bf16 --dtype fp16 --dtype tf32 --dtype fp32 --dtype fp8
 cat vendors/*/measured_peaks.yaml 2>/dev/null
 run 120 accelbench run "gemm:torch:$hw:1:1" --set "micro.shapes=[[8192,8192,8192],[8192,12288,4096],[16384,8192,8192]]" --set "micro.dtypes=[bf16,fp16,fp32,tf32]"
@@ -61,7 +87,7 @@ run 180 accelbench run "gpt2_xl:torch:$hw:1:1" --set train.steps=30 --set train.
 run 180 accelbench run "gpt2_xl:torch:$hw:1:1" --set train.steps=30 --set train.warmup_steps=10 --set train.recompute=full
 run 240 accelbench run "gpt2_tiny:torch:$hw:1:1" --set train.steps=40 --set train.warmup_steps=10 --set train.precision=fp8 --set train.compile=default
 fi
-if [ "$part" != 1 ] && [ "$part" != fixes ] && [ "$part" != lora ]; then
+if [ "$part" != 1 ] && [ "$part" != fixes ] && [ "$part" != lora ] && [ "$part" != breakdown ]; then
 run 300 accelbench run "gpt2_xl:torch:$hw:1:1" --set train.steps=30 --set train.warmup_steps=10 --set train.compile=default
 run 300 accelbench run "gpt2_xl:torch:$hw:1:1" --set train.steps=30 --set train.warmup_steps=10 --set train.compile=default --set train.micro_batch_size=8
 run 240 accelbench run "ppo_gpt2_s:torch:$hw:1:1" --set train.micro_batch_size=1 --set ppo.experience_batch_size=1
