@@ -56,9 +56,10 @@ def test_show_names_the_collectives_by_operation():
     assert "(2 allgather + 1 reducescatter, 40 bytes)" in breakdown.describe(tb)[0]
 
 
-def monitor(power_from, window=monitoring.MEASURED_STEPS, watts=(50.0, 30.0)) -> dict:
+def monitor(power_from, window=monitoring.MEASURED_STEPS, watts=(50.0, 30.0), tokens_per_s=400.0) -> dict:
+    """The round's monitor summary as summarize_round makes it, from one node's devices read over ``window``."""
     devices = [{"power_w": {"mean": w, "max": w}, "power_from": power_from} for w in watts]
-    return {"window": window, "nodes": [{"devices": devices}]}
+    return monitoring.summarize_round([{"devices": devices, "window": {"accelerator": window}}], tokens_per_s)
 
 
 def test_energy_per_token_over_the_measured_steps_with_its_method():
@@ -68,6 +69,8 @@ def test_energy_per_token_over_the_measured_steps_with_its_method():
     assert monitoring.energy(monitor("power samples"), 400.0)["method"] == monitoring.SAMPLES_METHOD
     whole = monitoring.energy(monitor("power samples", window=monitoring.WHOLE_ROUND), 400.0)
     assert whole["energy_per_token_j"] is None and "warm-up would count" in whole["note"]
+    # one figure, one window: the round's tokens/J is not read over the whole round either
+    assert monitor("power samples", window=monitoring.WHOLE_ROUND)["tokens_per_joule"] is None
     bare = {"window": monitoring.MEASURED_STEPS, "nodes": [{"devices": [{"util_percent": {"mean": 90.0}}]}]}
     assert monitoring.energy(bare, 400.0)["note"] == "no power reading"  # a CPU without RAPL
     tb = {"measured": {"not_measured": "x"}, "expected": {}, "energy": monitoring.energy(monitor("energy counter"), 400.0)}

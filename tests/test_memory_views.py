@@ -84,3 +84,25 @@ def test_compare_never_puts_a_gpus_allocated_peak_against_a_cpu_processs_rss(acc
     assert out.returncode == 0, out.stderr
     (line,) = [x for x in out.stdout.splitlines() if "memory (" in x]
     assert "memory (no definition in common)" in line and "101.0 MiB" not in line, out.stdout
+
+
+def test_show_says_when_the_monitors_figures_cover_the_whole_round(accelbench, tmp_path):
+    """Steps shorter than the sampling interval (an H200 ran gpt3_tiny's at 5.6 ms): utilisation and power
+    come from the whole round, start-up included, and `show` says so beside each; no tokens/J is made of them."""
+    steps = {"accel_util_mean": 97.0, "power_w_mean": 605.0, "window": "measured steps", "tokens_per_joule": 48.4}
+    whole = {"accel_util_mean": 1.3, "power_w_mean": 92.7, "window": "whole round", "tokens_per_joule": None}
+    for name, monitor in (("steps", steps), ("whole", whole)):
+        db = tmp_path / f"{name}.db"
+        doc = document("run-m", "gpt3_tiny", "torch", 0.5)
+        doc["monitor"] = monitor
+        fill(db, [doc])
+        lines = {line.split(":")[0].strip(): line.strip()
+                 for line in accelbench("show", "run-m", "--db", str(db)).stdout.splitlines() if ":" in line}
+        if name == "steps":
+            assert lines["accelerator utilisation"] == "accelerator utilisation: 97%"
+            assert lines["tokens/J"] == "tokens/J: 48.4"
+        else:
+            said = "over the whole round: no monitor sample fell inside the measured steps"
+            assert lines["accelerator utilisation"] == f"accelerator utilisation: 1% — {said}"
+            assert lines["power (all devices)"] == f"power (all devices): 93 W — {said}"
+            assert "tokens/J" not in lines

@@ -76,6 +76,18 @@ def test_one_process_expects_no_communication_and_the_lever_is_plain_words():
     assert out["lever"].startswith("compute is 93% of the serialised step (80 ms)")
 
 
+def test_compute_far_above_its_expected_figure_is_named_overhead_bound():
+    """An H200 ran gpt3_tiny's compute in 5.5 ms against 0.0045 ms at the GEMM peak: no faster GEMM helps
+    there; gpt2_xl's 127 ms against 52.6 ms (2.4x) is plain compute."""
+    one = record(0, 0.08, comm=0.0, buckets=(), group=1)
+    for expected_ms, bound in ((0.008, True), (0.08 / 2.4 * 1e3, False)):
+        metrics = {"step_time_s": {"median": 0.1, "mean": 0.1}, "tflops_per_device": expected_ms / 1e3 * 10.0 / 0.1}
+        lever = breakdown.time_breakdown([one], metrics, (10.0, "calibrated"), (None, ""), [], [], MEASURE)["lever"]
+        assert ("launch and framework overhead set the pace" in lever) is bound, lever
+        if bound:
+            assert "(10,000x less)" in lever
+
+
 def test_a_rounds_logs_give_metrics_time_breakdown_and_show_prints_it(root, tmp_path, accelbench):
     """Breakdown records in the ranks' logs -> the round's metrics.time_breakdown -> the store -> ``show``."""
     from run_benchmarks.execute import outcome

@@ -194,7 +194,7 @@ def test_samples_become_per_device_figures_energy_and_tokens_per_joule(tmp_path)
                                            {"index": 1, "util_percent": 100, "power_w": 300.0, "temp_c": 70}]}
              for t, u, p in ((0, 50, 100.0), (1, 100, 200.0), (2, 90, 200.0))]
     (folder / "accelerator.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines) + '{"t": 10')
-    node, warnings = monitoring.summarize_node(folder)
+    node, warnings = monitoring.summarize_node(folder, window=(999.5, 1002.5))  # the measured steps: all three
     assert warnings == []
     first, second = node["devices"]
     assert first["energy_j"] == pytest.approx(150 + 200) and second["energy_j"] == pytest.approx(600)
@@ -228,7 +228,8 @@ def test_utilisation_and_power_are_read_over_the_measured_steps_not_start_up(tmp
     assert rnd["window"] == "measured steps" and rnd["tokens_per_joule"] == pytest.approx(10)
     whole, _ = monitoring.summarize_node(folder, window=(1003.2, 1003.7))
     assert whole["devices"][0]["util_percent"]["mean"] == 50 and whole["window"]["accelerator"] == "whole round"
-    assert monitoring.summarize_round([whole, node], 6_000)["window"] == "whole round"
+    mixed = monitoring.summarize_round([whole, node], 6_000)
+    assert mixed["window"] == "whole round" and mixed["tokens_per_joule"] is None  # the steps' tokens, not start-up's power
 
 
 def test_the_measured_window_spans_every_measured_step_record_one_by_one_or_at_once():

@@ -24,6 +24,9 @@ from run_benchmarks.results.report.summary import human_bytes
 from run_benchmarks.results.store.store import ResultStore, store_path
 from run_benchmarks.results.store.faults import StoreCorrupt, process_alive
 from run_benchmarks.cli.store_options import log_root_of, open_store
+from run_benchmarks.execute.monitoring import WHOLE_ROUND
+
+WINDOWED = ("accel_util_mean", "power_w_mean", "energy_j")  # the monitor's figures over its window
 
 
 def cmd_runs(args: argparse.Namespace, console: Console) -> int:
@@ -91,6 +94,8 @@ def show_record(console: Console, r, attempt: int, columns, allreduce: Sequence[
         value = sources.value(columns, figure.key) if figure.key != "wall_time_s" else columns.get(figure.key)
         if value is not None:
             said = sources.source(r.metrics, figure.key)  # an import's: where the figure comes from
+            if figure.key in WINDOWED and (r.monitor or {}).get("window") == WHOLE_ROUND:
+                said = "over the whole round: no monitor sample fell inside the measured steps"
             console.print(f"  {figure.label}: {figure.fmt(value)}" + (f" — {said}" if said else ""),
                           markup=False, soft_wrap=True)
     for line in sources.logged_lines(r.metrics):  # what the imported tool logged itself, beside ours

@@ -2,7 +2,9 @@
 
 Per node: host CPU, memory, network and disk; per device the mean and max of utilisation, power and
 temperature, memory used, and energy (power integrated over the samples, trapezoid rule). Per
-round: the energy of all devices and tokens per joule = tokens/s total / mean total power.
+round: the energy of all devices and tokens per joule = tokens/s total / mean total power, the latter over
+the measured steps only (None otherwise: the steps' tokens over start-up's power would be no figure at all);
+``energy`` derives energy per token and tokens per kWh from that one figure.
 
 The figures are read over the measured steps: the samples taken between the start of the first measured
 step and the end of the last (the workers' step records carry the wall clock at each step's end), so the
@@ -140,15 +142,19 @@ def summarize_round(nodes: list[dict], tokens_per_s_total: Optional[float]) -> d
     energies = [d["energy_j"] for d in devices if d.get("energy_j") is not None]
     total_power = math.fsum(powers) if powers and len(powers) == len(devices) else None
     in_use = [d["mem_used_bytes"]["max"] for d in devices if d.get("mem_used_bytes")]
+    window = MEASURED_STEPS if nodes and all((n.get("window") or {}).get("accelerator") == MEASURED_STEPS
+                                             for n in nodes) else WHOLE_ROUND
     return {
         # the driver's view of device memory in use (allocator, cache, context), what published tables show
         "device_memory_used_bytes": max(in_use) if in_use else None,
         "accel_util_mean": math.fsum(utils) / len(utils) if utils else None,
         "power_w_mean": total_power,
         "energy_j": math.fsum(energies) if energies and len(energies) == len(devices) else None,
-        "tokens_per_joule": tokens_per_s_total / total_power if tokens_per_s_total and total_power else None,
-        "window": MEASURED_STEPS if nodes and all((n.get("window") or {}).get("accelerator") == MEASURED_STEPS
-                                                  for n in nodes) else WHOLE_ROUND,
+        # the measured steps' tokens over their own power only: over the whole round, start-up's idle power
+        # would stand beside the steps' tokens (found on an H200: a 5 ms-step model read 1,942 tokens/J)
+        "tokens_per_joule": tokens_per_s_total / total_power
+        if tokens_per_s_total and total_power and window == MEASURED_STEPS else None,
+        "window": window,
         "nodes": nodes,
     }
 
@@ -170,9 +176,10 @@ def energy(monitor: Optional[dict], tokens_per_s_total: Optional[float]) -> dict
         return {"energy_per_token_j": None, "tokens_per_kwh": None, "method": None,
                 "note": "no power sample inside the measured steps (steps shorter than the sampling interval): "
                         "not read over the whole round, whose warm-up would count"}
-    if not tokens_per_s_total:
+    per_joule = monitor.get("tokens_per_joule")  # summarize_round's one figure, over the same window
+    if not tokens_per_s_total or not per_joule:
         return {"energy_per_token_j": None, "tokens_per_kwh": None, "method": None, "note": "no tokens/s"}
-    watts = math.fsum(d["power_w"]["mean"] for d in devices)
     counter = all(d.get("power_from") == "energy counter" for d in devices)
-    return {"energy_per_token_j": watts / tokens_per_s_total,
-            "tokens_per_kwh": tokens_per_s_total / watts * JOULES_PER_KWH, "power_w": watts, "method": COUNTER_METHOD if counter else SAMPLES_METHOD, "note": None}
+    return {"energy_per_token_j": 1 / per_joule, "tokens_per_kwh": per_joule * JOULES_PER_KWH,
+            "power_w": monitor.get("power_w_mean"), "method": COUNTER_METHOD if counter else SAMPLES_METHOD,
+            "note": None}

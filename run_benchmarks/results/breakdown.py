@@ -31,6 +31,9 @@ from typing import Optional, Sequence
 from training.contract import perflog
 
 STRAGGLER_MARGIN = 0.10  # above the median rank's compute by more than this: named
+# measured compute this many times its expected figure: the step is bound by per-operation overhead, not GEMM
+# speed (an H200 ran gpt3_tiny's 5.5 ms compute against 0.0045 ms expected; gpt2_xl's was 2.4x)
+OVERHEAD_BOUND_RATIO = 10.0
 ALLREDUCE_FORMULA = "time = bytes x 2(n-1)/n / busbw (nccl-tests' bus bandwidth; one all-reduce per bucket)"
 # nccl-tests' bus-bandwidth factors (training/micro/formulas.py measures busbw with the same ones)
 BUS_FACTORS = {"allreduce": ("2(n-1)/n", lambda n: 2 * (n - 1) / n), "allgather": ("(n-1)/n", lambda n: (n - 1) / n),
@@ -174,6 +177,11 @@ def lever(breakdown: dict) -> Optional[str]:
     text = f"{name} is {share:.0%} of the serialised step ({parts[name] * 1e3:.3g} ms)"
     if name == "compute" and e.get("compute_s"):
         text += f"; at the calibrated GEMM peak it would take {e['compute_s'] * 1e3:.3g} ms"
+        ratio = parts[name] / e["compute_s"]
+        if ratio > OVERHEAD_BOUND_RATIO:
+            text += (f" ({ratio:,.0f}x less): each operation is too small to fill the device, so launch and "
+                     "framework overhead set the pace; a larger micro batch or train.compile would help more "
+                     "than faster GEMMs")
     elif name == "communication" and e.get("communication_s"):
         ratio = e["communication_s"] / parts[name]
         text += (f"; the {_ops(m)} of {m['gradient_bytes'] / 1e6:.3g} MB ran at {ratio:.0%} of the bus bandwidth "

@@ -98,6 +98,16 @@ class RoundRecord(_Record):
         """As results.json holds it."""
         return self.model_dump(mode="json", by_alias=True)
 
+    def precision(self) -> Optional[str]:
+        """The precision the round computed in: the GEMM micro-benchmark's own dtypes (``bf16+fp16``), not the
+        training default its workload also carries (an H200 report read ``fp32`` for a bf16/fp16 GEMM run);
+        the other micro-benchmarks move fp32 buffers."""
+        workload = self.workload or {}
+        micro = workload.get("micro") or {}
+        if workload.get("task") == "micro":
+            return "+".join(dict.fromkeys(micro.get("dtypes") or ["fp32"])) if micro.get("bench") == "gemm" else "fp32"
+        return (workload.get("train") or {}).get("precision") or (self.metrics or {}).get("precision")
+
     def to_row(self, attempt: int = 1) -> dict:
         """The store's row: the record whole, and the columns derived from it (filters, sorting)."""
         case = self.case.model_dump()
@@ -110,7 +120,6 @@ class RoundRecord(_Record):
             "warnings": list(self.warnings), "error_lines": list(self.error_lines),
             "accelbench_commit": self.environment.orchestrator.get("accelbench_commit"),
             "results_path": self.results_path, "source": self.source,
-            "precision": ((self.workload or {}).get("train") or {}).get("precision")
-            or (self.metrics or {}).get("precision"),
+            "precision": self.precision(),
             "record": self.document(),
         }
