@@ -15,9 +15,8 @@ Expected, per step and device:
   communication_s  each collective the workers recorded for a step, priced by nccl-tests' bus bandwidth
                    definition read backwards: time = bytes x factor / busbw, factor 2(n-1)/n for an all-reduce
                    (DDP's buckets), (n-1)/n for an all-gather and a reduce-scatter (FSDP's parameters and
-                   gradients), 1 for a broadcast (ZeRO-1's parameter sync) and a reduce (Paddle sharding's
-                   gradients, each to its owner), with busbw the stored micro case of that operation
-                   (``allreduce``, ``allgather``, ``reducescatter``, ``broadcast``, ``reduce``) at the
+                   gradients), 1 for a broadcast (ZeRO-1's parameter sync) and a reduce (Paddle sharding),
+                   with busbw the stored micro case of that operation (one of ``COLLECTIVE_CASES``) at the
                    nearest message size, for the same group size n, on the same hosts
   other_s          not modelled (None)
 A missing figure is named with the command that measures it; nothing is filled in.
