@@ -17,7 +17,7 @@ from .test_micro_cases import assert_gemm_is_2mnk_over_time, by_params
 SIZES = [1024, 65536]
 FEW = ("--set", "micro.iters=3", "--set", "micro.warmup=1")
 # nccl-tests, doc/PERFORMANCE.md
-BUS_FACTOR = {"allreduce": 2 * (2 - 1) / 2, "allgather": (2 - 1) / 2, "broadcast": 1.0}
+BUS_FACTOR = {"allreduce": 2 * (2 - 1) / 2, "allgather": (2 - 1) / 2, "broadcast": 1.0, "reduce": 1.0}
 
 
 def rounds(cli, names: list[str], *sets: str, expect_rc: int = 0) -> dict[str, tuple[dict, dict]]:

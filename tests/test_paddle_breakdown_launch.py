@@ -1,8 +1,11 @@
 """The measured time breakdown on real Paddle ranks (``paddle.distributed.launch``, gloo on the CPU): plain data
 parallel, then the same with every debug delay set, in turn inside ONE launch (tests/parity_launch.py), so the
-test pays for one start of Paddle. Injected costs land where they belong, as tests/test_breakdown_worker.py
-shows for torch: a collective delay of D ms on C all-reduces grows communication by C x D (within 20 %) and not
-compute, a data-fetch delay lands in data, one rank's compute delay names it the straggler."""
+test pays for one start of Paddle; sharding stage1 plain and with a collective delay in a second launch (a
+process holds one fleet layout). Injected costs land where they belong, as tests/test_breakdown_worker.py
+shows for torch: a collective delay of D ms on C collectives grows communication by C x D (within 20 %) and not
+compute, a data-fetch delay lands in data, one rank's compute delay names it the straggler. Sharding stage1's
+recorded collectives are what fleet's DygraphShardingOptimizer does: one reduce per trainable parameter (its
+gradient, to the owner) and one broadcast per trainable parameter (from the owner)."""
 from __future__ import annotations
 
 import pytest
@@ -20,6 +23,11 @@ COMMON = ("train.steps=2", "train.warmup_steps=1", "train.micro_batch_size=2", "
 COLLECTIVE_MS, DATA_MS, COMPUTE_MS = 250.0, 100.0, 400.0
 DELAYS = (f"debug.collective_delay_ms={COLLECTIVE_MS}", f"debug.data_fetch_delay_ms={DATA_MS}",
           f"debug.compute_delay_ms={COMPUTE_MS}", "debug.fail_rank=1")
+# Sharding times 2 collectives per parameter tensor (72 for gpt3_tiny): a smaller delay each keeps C x D (2.9 s
+# a step) far above the noise without a minute per run.
+SHARDED_MS = 40.0
+STAGE1 = ("parallel.sharding=stage1",)
+LABELS = ("plain", "delayed", "stage1", "stage1_delayed")
 
 
 def _breakdowns(run, label: str) -> list[perflog.BreakdownRecord]:
@@ -38,9 +46,20 @@ def _breakdowns(run, label: str) -> list[perflog.BreakdownRecord]:
 @pytest.fixture(scope="module")
 def records(tmp_path_factory) -> dict:
     run = launch(tmp_path_factory.mktemp("paddle_breakdown"),
-                 [Run("plain", CASE, ()), Run("delayed", CASE, DELAYS)], COMMON, env=ONE_THREAD)
-    assert {"plain", "delayed"} <= run.finished, run.errors
-    return {label: _breakdowns(run, label) for label in ("plain", "delayed")}
+                 [Run("plain", CASE, ()), Run("delayed", CASE, DELAYS), Run("stage1", CASE, STAGE1),
+                  Run("stage1_delayed", CASE, (*STAGE1, f"debug.collective_delay_ms={SHARDED_MS}"))], COMMON,
+                 group_by=lambda case: case.workload.parallel.sharding, env=ONE_THREAD)
+    assert set(LABELS) <= run.finished, run.errors
+    return {label: _breakdowns(run, label) for label in LABELS}
+
+
+def _model():
+    from training.contract.spec import ModelSpec
+    import yaml
+
+    from .conftest import ROOT
+
+    return ModelSpec(**yaml.safe_load((ROOT / "cases" / "gpt3_tiny" / "case.yaml").read_text())["model"])
 
 
 def test_paddle_data_parallel_breakdown_puts_injected_costs_in_their_phase(records):
@@ -66,3 +85,32 @@ def test_paddle_data_parallel_breakdown_puts_injected_costs_in_their_phase(recor
 
     assert measured([b0, b1], None)["straggler"]["rank"] == 1
     assert measured([a0, a1], None)["per_rank"][1]["compute_s"] < COMPUTE_MS / 1000
+
+
+def test_paddle_sharding_stage1_breakdown_times_each_reduce_and_broadcast(records):
+    """Fleet's sharding optimizer, read in Paddle 3.3.1 (training/paddle/breakdown.py): every trainable
+    parameter's gradient reduced to its owner, in the optimizer's parameter order, then every parameter
+    broadcast from its owner, owner by owner; all inside the optimizer step, each timed after a barrier."""
+    from training.contract import flops
+    from training.paddle.model import GPT, Kernels
+
+    (a0, a1), (b0, b1) = records["stage1"], records["stage1_delayed"]
+    assert a0.not_measured is None and a0.group_size == 2 and a0.steps == 3
+    params = [int(p.size) * 4 for p in GPT(_model(), 1, 0, Kernels(False, False), False).parameters()]  # fp32
+    n = len(params)
+    assert a0.collective_ops == ["reduce"] * n + ["broadcast"] * n  # per parameter: no fused buffers
+    for record in (a0, a1, b0, b1):
+        assert record.collective_ops == a0.collective_ops and record.bucket_bytes == a0.bucket_bytes
+    reduces, broadcasts = a0.bucket_bytes[:n], a0.bucket_bytes[n:]
+    assert reduces == params  # each gradient, the whole tensor, in the optimizer's order
+    assert sorted(broadcasts) == sorted(params)  # each parameter once, grouped by owner
+    assert sum(reduces) == flops.total_params(_model()) * 4 == sum(broadcasts)
+    collectives = len(b0.bucket_bytes)
+    delay = collectives * SHARDED_MS / 1000
+    for plain, delayed in ((a0, b0), (a1, b1)):
+        grew = min(delayed.communication_s) - min(plain.communication_s)
+        assert abs(grew - delay) <= 0.2 * delay, (collectives, plain.communication_s, delayed.communication_s)
+        # the delay is moved out of the optimizer phase it ran in, and never reaches compute
+        assert min(delayed.compute_s) - min(plain.compute_s) < 0.1 * delay, (plain.compute_s, delayed.compute_s)
+        assert min(delayed.optimizer_s) - min(plain.optimizer_s) < 0.1 * delay, (plain.optimizer_s,
+                                                                                  delayed.optimizer_s)

@@ -128,16 +128,18 @@ def test_peak_memory_reset_uses_names_every_paddle_accelerator_build_exports(mon
 
 def test_multi_process_paddle_layouts_say_where_their_collectives_run():
     """The time breakdown across Paddle processes: not measured where Paddle's own code runs the collectives,
-    and the reason names the layout and the place; plain data parallel is measured (no reason)."""
+    and the reason names the layout and the place; plain data parallel and sharding stage1 over the whole data
+    group are measured (no reason)."""
     from types import SimpleNamespace
 
     from training.paddle.breakdown import uncovered
 
     def layout(pp=1, tp=1, sharding=1):
-        return SimpleNamespace(pp=pp, tp=tp, sharding=sharding)
+        return SimpleNamespace(pp=pp, tp=tp, sharding=sharding, dp=1)
 
-    assert uncovered(layout(tp=2)).startswith("not measured for tensor parallel on paddle: its all-reduces run "
-                                              "inside fleet's mpu layers")
-    assert uncovered(layout(pp=2, tp=2)).startswith("not measured for pipeline parallel on paddle")
-    assert uncovered(layout(sharding=2)).startswith("not measured for sharding on paddle")
-    assert uncovered(layout()) is None
+    assert uncovered(layout(tp=2), "none").startswith("not measured for tensor parallel on paddle: its all-reduces "
+                                                      "run inside fleet's mpu layers")
+    assert uncovered(layout(pp=2, tp=2), "none").startswith("not measured for pipeline parallel on paddle")
+    assert uncovered(layout(sharding=2), "stage3").startswith("not measured for sharding stage3 on paddle")
+    assert uncovered(layout(sharding=2), "stage1") is None
+    assert uncovered(layout(), "none") is None

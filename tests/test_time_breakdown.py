@@ -161,12 +161,16 @@ def test_compare_names_the_part_that_changed_most():
 
 
 def test_delays_where_they_are_not_injected_are_refused_before_anything_starts(accelbench):
-    sharded = accelbench("run", "gpt3_tiny:paddle:cpu:1:2", "--set", "parallel.sharding=stage1", "--set",
+    sharded = accelbench("run", "gpt3_tiny:paddle:cpu:1:2", "--set", "parallel.sharding=stage3", "--set",
                          "debug.collective_delay_ms=10", "--dry-run")
     assert sharded.returncode != 0
     assert ("debug.collective_delay_ms (set in --set debug.collective_delay_ms=10) delays Paddle's plain "
-            "data-parallel all-reduces only") in sharded.stderr
-    assert "fix: unset debug.collective_delay_ms, or set parallel.sharding=none" in sharded.stderr
+            "data-parallel all-reduces and sharding stage1/stage2's reduces and broadcasts over the whole data group "
+            "only; sharding stage3 runs collectives the breakdown does not time one by one") in sharded.stderr
+    assert "fix: unset debug.collective_delay_ms, or set parallel.sharding=none or stage1" in sharded.stderr
+    beside = accelbench("run", "gpt3_tiny:paddle:cpu:1:4", "--set", "parallel.sharding=stage1", "--set",
+                        "parallel.sharding_parallel_degree=2", "--set", "debug.collective_delay_ms=10", "--dry-run")
+    assert beside.returncode != 0 and "sharding stage1 on 2 of 4 data ranks runs collectives" in beside.stderr
     tp = accelbench("run", "gpt2_tiny:torch:cpu:1:2", "--set", "parallel.tensor_parallel_degree=2", "--set",
                     "debug.collective_delay_ms=10", "--dry-run")
     assert tp.returncode != 0 and "debug.collective_delay_ms delays the data-parallel collectives only" in tp.stderr
@@ -177,10 +181,14 @@ def test_delays_where_they_are_not_injected_are_refused_before_anything_starts(a
 
 
 def test_paddle_data_parallel_takes_every_delay(accelbench):
-    """Paddle's training loop injects the delays too (training/paddle/breakdown.py); the plan lets them by."""
+    """Paddle's training loop injects the delays too (training/paddle/breakdown.py); the plan lets them by, and
+    the collective delay with sharding stage1 over the whole data group (its timed reduces and broadcasts)."""
     ok = accelbench("run", "gpt3_tiny:paddle:cpu:1:2", "--set", "debug.collective_delay_ms=10", "--set",
                     "debug.data_fetch_delay_ms=5", "--set", "debug.compute_delay_ms=5", "--dry-run")
     assert ok.returncode == 0, ok.stderr
+    stage1 = accelbench("run", "gpt3_tiny:paddle:cpu:1:2", "--set", "parallel.sharding=stage1", "--set",
+                        "debug.collective_delay_ms=10", "--dry-run")
+    assert stage1.returncode == 0, stage1.stderr
 
 
 def test_a_layout_without_a_measured_breakdown_prices_no_communication():

@@ -14,7 +14,8 @@ run, each split into four phases, every phase between two device synchronisation
   optimizer      the optimizer step (and the loss scaler's update)
 
 Collectives a framework runs inside another phase (FSDP2's parameter all-gathers in forward and backward and
-its gradient reduce-scatters in backward, ZeRO-1's parameter broadcasts in the optimizer step) go through
+its gradient reduce-scatters in backward, ZeRO-1's parameter broadcasts in the optimizer step, Paddle
+sharding's gradient reduces and parameter broadcasts in its optimizer step) go through
 ``Collectives.run``: a device synchronisation, a barrier (timed as wait), the collective waited for (timed as
 communication); ``measure`` moves both out of the phase they ran in.
 

@@ -21,8 +21,10 @@ DELAYS = ("collective_delay_ms", "data_fetch_delay_ms", "compute_delay_ms")
 
 def check_delays(workload: WorkloadSpec, name: casename.CaseName, layered: Layered, case_path: str) -> None:
     """The debug delays are injected by the training loops of both workers (pretrain, finetune, lora; not PPO's
-    rounds). Paddle's collective delay sits in its explicit data-parallel all-reduces (training/paddle/
-    breakdown.py): plain data parallel only, since sharding's collectives run inside fleet's own code."""
+    rounds). Paddle's collective delay sits in its breakdown steps' timed collectives (training/paddle/
+    breakdown.py): plain data parallel's explicit all-reduces, and sharding stage1/stage2's reduces and
+    broadcasts over the whole data group; not stage3 nor sharding with data parallelism beside it, whose
+    collectives are not timed one by one."""
     delays = [k for k in DELAYS if getattr(workload.debug, k) is not None]
     if not delays:
         return
@@ -32,12 +34,17 @@ def check_delays(workload: WorkloadSpec, name: casename.CaseName, layered: Layer
                         f"(pretrain, finetune, lora), not by {name.framework} {workload.task}",
                         f"unset debug.{delays[0]}")
     par = workload.parallel
+    data = par.data_degree(name.world_size)
+    whole_group = par.sharding_parallel_degree in (None, data)  # no data parallelism beside the sharding
     if (name.framework == "paddle" and workload.debug.collective_delay_ms is not None
-            and par.sharding != "none" and par.data_degree(name.world_size) > 1):
+            and par.sharding != "none" and data > 1 and (par.sharding == "stage3" or not whole_group)):
         source = layered.provenance.get(("debug", "collective_delay_ms"), case_path)
+        beside = "" if whole_group else f" on {par.sharding_parallel_degree} of {data} data ranks"
         raise UserError(f"debug.collective_delay_ms (set in {source}) delays Paddle's plain data-parallel "
-                        f"all-reduces only; sharding {par.sharding} runs its collectives inside fleet's code",
-                        "unset debug.collective_delay_ms, or set parallel.sharding=none")
+                        "all-reduces and sharding stage1/stage2's reduces and broadcasts over the whole data "
+                        f"group only; sharding {par.sharding}{beside} runs collectives the breakdown does not "
+                        "time one by one",
+                        "unset debug.collective_delay_ms, or set parallel.sharding=none or stage1")
 
 
 def check_layout(workload: WorkloadSpec, name: casename.CaseName, framework: frameworks.Framework,

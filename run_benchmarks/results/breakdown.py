@@ -15,8 +15,8 @@ Expected, per step and device:
   communication_s  each collective the workers recorded for a step, priced by nccl-tests' bus bandwidth
                    definition read backwards: time = bytes x factor / busbw, factor 2(n-1)/n for an all-reduce
                    (DDP's buckets), (n-1)/n for an all-gather and a reduce-scatter (FSDP's parameters and
-                   gradients), 1 for a broadcast (ZeRO-1's parameter sync), with busbw the stored micro case of
-                   that operation (``allreduce``, ``allgather``, ``reducescatter``, ``broadcast``) at the
+                   gradients), 1 for a broadcast (ZeRO-1's parameter sync) and a reduce (Paddle sharding),
+                   with busbw the stored micro case of that operation (one of ``COLLECTIVE_CASES``) at the
                    nearest message size, for the same group size n, on the same hosts
   other_s          not modelled (None)
 A missing figure is named with the command that measures it; nothing is filled in.
@@ -37,7 +37,8 @@ OVERHEAD_BOUND_RATIO = 10.0
 ALLREDUCE_FORMULA = "time = bytes x 2(n-1)/n / busbw (nccl-tests' bus bandwidth; one all-reduce per bucket)"
 # nccl-tests' bus-bandwidth factors (training/micro/formulas.py measures busbw with the same ones)
 BUS_FACTORS = {"allreduce": ("2(n-1)/n", lambda n: 2 * (n - 1) / n), "allgather": ("(n-1)/n", lambda n: (n - 1) / n),
-               "reducescatter": ("(n-1)/n", lambda n: (n - 1) / n), "broadcast": ("1", lambda n: 1.0)}
+               "reducescatter": ("(n-1)/n", lambda n: (n - 1) / n), "broadcast": ("1", lambda n: 1.0),
+               "reduce": ("1", lambda n: 1.0)}
 COLLECTIVE_CASES = tuple(BUS_FACTORS)  # the micro cases whose stored busbw prices a step's collectives
 COMPUTE_FORMULA = "time = model FLOPs of the step on one device / GEMM peak"
 

@@ -150,7 +150,7 @@ class BreakdownRecord:
         "doc": "bytes of each collective of one step (DDP: one all-reduce per bucket), nccl-tests' message size"})
     collective_ops: list = field(default_factory=list, metadata={
         "doc": "the nccl-tests operation of each collective in bucket_bytes (allreduce, allgather, reducescatter, "
-               "broadcast); empty: all all-reduces"})
+               "broadcast, reduce); empty: all all-reduces"})
     group_size: int = field(default=1, metadata={"doc": "ranks each gradient collective spans"})
     method: str = field(default="", metadata={"doc": "how the phases were separated and timed"})
     not_measured: Optional[str] = field(default=None, metadata={

@@ -21,9 +21,10 @@ BUS_FACTORS: dict[str, Callable[[int], float]] = {
     "reducescatter": lambda n: (n - 1) / n,
     "alltoall": lambda n: (n - 1) / n,
     "broadcast": lambda n: 1.0,
+    "reduce": lambda n: 1.0,  # to one root: every byte crosses one link into the root once, like broadcast
 }
 BUS_FACTOR_TEXT = {"allreduce": "2(n-1)/n", "allgather": "(n-1)/n", "reducescatter": "(n-1)/n",
-                   "alltoall": "(n-1)/n", "broadcast": "1"}
+                   "alltoall": "(n-1)/n", "broadcast": "1", "reduce": "1"}
 
 
 def algbw(nbytes: int, seconds: float) -> float:

@@ -25,7 +25,7 @@ from training.unsupported import UnsupportedOnDevice
 
 _DTYPES = {"fp32": "float32", "tf32": "float32", "bf16": "bfloat16", "fp16": "float16", "fp8": "float8_e4m3fn"}
 _OP_NAMES = {"allreduce": "all_reduce", "broadcast": "broadcast", "allgather": "all_gather",
-             "reducescatter": "reduce_scatter", "alltoall": "alltoall_single"}
+             "reducescatter": "reduce_scatter", "alltoall": "alltoall_single", "reduce": "reduce"}
 # Paddle's error classes for an operation its build or backend lacks (a kernel not registered for the dtype
 # on the place, a process group without the collective); anything else (out of memory) stays a failure.
 _MISSING_CLASSES = ("(NotFound)", "(Unimplemented)", "(Unavailable)")
@@ -118,6 +118,7 @@ class PaddleOps(MicroOps):
         calls = {
             "allreduce": lambda: dist.all_reduce(full),
             "broadcast": lambda: dist.broadcast(full, src=0),
+            "reduce": lambda: dist.reduce(full, dst=0),
             "allgather": lambda: dist.all_gather(full, part),  # a tensor as the list: into one buffer
             "reducescatter": lambda: dist.reduce_scatter(part, full),
         }

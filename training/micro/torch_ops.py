@@ -104,6 +104,7 @@ class TorchOps(MicroOps):
         calls = {
             "allreduce": lambda: dist.all_reduce(full),
             "broadcast": lambda: dist.broadcast(full, src=0),
+            "reduce": lambda: dist.reduce(full, dst=0),
             "allgather": lambda: dist.all_gather_into_tensor(full, part),
             "reducescatter": lambda: dist.reduce_scatter_tensor(part, full),
         }
