@@ -20,17 +20,14 @@ DELAYS = ("collective_delay_ms", "data_fetch_delay_ms", "compute_delay_ms")
 
 
 def check_delays(workload: WorkloadSpec, name: casename.CaseName, layered: Layered, case_path: str) -> None:
-    """The debug delays are injected by the training loops of both workers (pretrain, finetune, lora; not PPO's
-    rounds). Paddle's collective delay sits in its explicit data-parallel all-reduces (training/paddle/
-    breakdown.py): plain data parallel only, since sharding's collectives run inside fleet's own code."""
+    """The debug delays are injected by the training loops of both workers (pretrain, finetune, lora) and by
+    torch's PPO loop (training/torch/ppo_loop.py and ppo_breakdown.py: prompts, makings and forward+backward, every
+    DDP/FSDP/ZeRO-1 collective). Paddle's collective delay sits in its explicit data-parallel all-reduces
+    (training/paddle/breakdown.py): plain data parallel only, since sharding's collectives run inside fleet's own
+    code."""
     delays = [k for k in DELAYS if getattr(workload.debug, k) is not None]
     if not delays:
         return
-    source = layered.provenance.get(("debug", delays[0]), case_path)
-    if workload.task == "ppo":
-        raise UserError(f"debug.{delays[0]} (set in {source}) is injected by the workers' training loops only "
-                        f"(pretrain, finetune, lora), not by {name.framework} {workload.task}",
-                        f"unset debug.{delays[0]}")
     par = workload.parallel
     if (name.framework == "paddle" and workload.debug.collective_delay_ms is not None
             and par.sharding != "none" and par.data_degree(name.world_size) > 1):
