@@ -60,7 +60,7 @@ E2E_MODULES = {"test_parity", "test_paddle", "test_paddle_layouts", "test_torch_
 LANES = ("inprocess", "local", "infra")
 INFRA_FIXTURES = {"sshd", "engine", "cpu_torch_image", "slurm_cluster", "accelbench_containers"}
 LANE_OF_MODULE = {"test_sweep": "infra", "test_micro_paddle": "infra", "test_paddle_finetune_layouts": "infra",
-                  "test_paddle": "inprocess", "test_kubernetes_netns": "infra"}
+                  "test_paddle": "inprocess", "test_kubernetes_netns": "infra", "test_ppo_breakdown_worker": "inprocess"}
 
 
 def pytest_addoption(parser):

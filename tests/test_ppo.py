@@ -156,6 +156,16 @@ def test_ppo_tiny_runs_on_real_torchrun_ranks(cli, processes, sharding):
     show = cli("show", "last", "--db", str(result.log_root / "results.db"))
     value = figures["iteration.samples_per_s"].value
     assert f"iteration.samples_per_s: {value:,.4g} samples/s" in show.stdout, show.stdout
+    # the time breakdown per phase of the update (training/torch/ppo_breakdown.py), in results.json and in show
+    tb = metrics["time_breakdown"]
+    assert tb["unit"] == "update" and tb["measured"]["breakdown_steps"] == 3, tb["measured"]
+    learning = tb["phases"]["learning"]["measured"]
+    assert set(learning["collective_ops"]) == (set() if processes == 1 else {"allreduce"} if sharding == "none"
+                                               else {"allgather", "reducescatter"})
+    assert set(learning["compute_parts"]) == {"actor", "critic"}
+    assert "time breakdown per update, measured on 3 serialised updates after the measured ones" in show.stdout
+    assert "\n    experience making: " in show.stdout and "(generation " in show.stdout
+    assert "\n    learning: " in show.stdout and "biggest lever: " in show.stdout
 
 
 def test_each_phase_gets_an_mfu_against_the_named_peak(cli, root):

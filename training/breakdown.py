@@ -23,7 +23,9 @@ The measured steps are untouched: they ran before, with the framework's own over
 backward. A breakdown step serialises what the framework overlaps, so its communication is the collectives'
 whole time, an upper bound on the exposed part; the orchestrator sets it beside the measured step time.
 The steps are real training steps (the model moves on); their cost is ``breakdown_steps`` extra steps plus
-the lost overlap. Framework-neutral: a worker hands its phases (``Phases``) or says why it has none.
+the lost overlap. Framework-neutral: a worker hands its phases (``Phases``) or says why it has none. PPO's
+learning update has phases of its own (experience making, learning: training/torch/ppo_breakdown.py), timed the
+same way with ``Collectives``, one record per phase.
 """
 from __future__ import annotations
 

@@ -19,7 +19,7 @@ from dataclasses import replace
 from typing import Callable, Optional, Sequence
 
 from run_benchmarks.results import analyze
-from run_benchmarks.results import breakdown, breakdown_layouts
+from run_benchmarks.results import breakdown, breakdown_layouts, breakdown_ppo
 from run_benchmarks.results import rank_logs as collect
 from run_benchmarks.execute import monitoring
 from run_benchmarks import signals
@@ -174,15 +174,19 @@ def _add_time_breakdown(case: CasePlan, ranks: list[collect.RankLog], result: Ro
 def _time_breakdown(case: CasePlan, ranks: list[collect.RankLog], result: RoundResult,
                     allreduce_rows: Sequence[dict]) -> dict:
     precision, name = case.workload.train.precision, case.name
-    records = [r.breakdown for r in ranks if r.breakdown is not None]
-    if len(records) < len(ranks):
+    records = [record for r in ranks for record in r.breakdowns]
+    if any(not r.breakdowns for r in ranks):
         records.append(perflog.BreakdownRecord(rank=-1, steps=0, not_measured=f"not measured for "
                                                f"{case.workload.task} (a rank reported no breakdown)"))
     peak, basis = case.hardware.peak_tflops(precision)
     command = f"accelbench run {{op}}:{name.framework}:{name.hardware}:{name.nnodes}:{name.nprocs_per_node}"
-    return breakdown.time_breakdown(records, result.metrics.to_dict(), case.hardware.measured_peak_tflops(precision),
-                                    (peak, f"{case.hardware.name} {precision} datasheet peak {basis}".strip()),
-                                    result.nodes, allreduce_rows, command,
+    peaks = (case.hardware.measured_peak_tflops(precision),
+             (peak, f"{case.hardware.name} {precision} datasheet peak {basis}".strip()))
+    if case.workload.task == "ppo":  # per phase of a learning update, and the whole update
+        figures = {f["name"]: f["value"] for f in result.figures or [] if not f.get("params")}
+        return breakdown_ppo.time_breakdown(records, result.metrics.to_dict(), case.workload, figures, *peaks,
+                                            result.nodes, allreduce_rows, command)
+    return breakdown.time_breakdown(records, result.metrics.to_dict(), *peaks, result.nodes, allreduce_rows, command,
                                     breakdown_layouts.tensor_parallel(case.workload, case.name.world_size))
 
 

@@ -20,19 +20,15 @@ DELAYS = ("collective_delay_ms", "data_fetch_delay_ms", "compute_delay_ms")
 
 
 def check_delays(workload: WorkloadSpec, name: casename.CaseName, layered: Layered, case_path: str) -> None:
-    """The debug delays are injected by the training loops of both workers (pretrain, finetune, lora; not PPO's
-    rounds). Paddle's collective delay sits in its breakdown steps' timed collectives (training/paddle/
-    breakdown.py): plain data parallel's explicit all-reduces, and sharding stage1/stage2's reduces and
-    broadcasts over the whole data group; not stage3 nor sharding with data parallelism beside it, whose
-    collectives are not timed one by one."""
+    """The debug delays are injected by the training loops of both workers (pretrain, finetune, lora) and by
+    torch's PPO loop (training/torch/ppo_loop.py and ppo_breakdown.py: prompts, makings and forward+backward, every
+    DDP/FSDP/ZeRO-1 collective). Paddle's collective delay sits in its breakdown steps' timed collectives
+    (training/paddle/breakdown.py): plain data parallel's explicit all-reduces, and sharding stage1/stage2's
+    reduces and broadcasts over the whole data group; not stage3 nor sharding with data parallelism beside it,
+    whose collectives are not timed one by one."""
     delays = [k for k in DELAYS if getattr(workload.debug, k) is not None]
     if not delays:
         return
-    source = layered.provenance.get(("debug", delays[0]), case_path)
-    if workload.task == "ppo":
-        raise UserError(f"debug.{delays[0]} (set in {source}) is injected by the workers' training loops only "
-                        f"(pretrain, finetune, lora), not by {name.framework} {workload.task}",
-                        f"unset debug.{delays[0]}")
     par = workload.parallel
     data = par.data_degree(name.world_size)
     whole_group = par.sharding_parallel_degree in (None, data)  # no data parallelism beside the sharding

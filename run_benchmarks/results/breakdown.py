@@ -20,6 +20,11 @@ Expected, per step and device:
                    nearest message size, for the same group size n, on the same hosts
   other_s          not modelled (None)
 A missing figure is named with the command that measures it; nothing is filled in.
+
+A task whose step has phases (PPO's learning update: breakdown_ppo.py) adds ``phases``, each a breakdown of
+this same layout with its ``label``, and ``unit`` (``update``); ``describe``, ``lever`` and ``changed_part``
+read them without knowing the task. Over 300 lines: measured, expected, the lever and the lines every view
+prints (show, report, compare) read one layout and share its small formatting helpers.
 """
 from __future__ import annotations
 
@@ -106,6 +111,8 @@ def measured(records: Sequence[perflog.BreakdownRecord], step_time_s: Optional[f
         row = {"rank": r.rank, **{name: med(getattr(r, name)) for name in
                                   ("data_s", "compute_s", "wait_s", "communication_s", "optimizer_s", "step_s")}}
         row["other_s"] = max(0.0, row["step_s"] - row["compute_s"] - row["communication_s"])
+        if r.compute_parts:  # named parts of compute (PPO: generation and scoring, actor and critic)
+            row["compute_parts"] = {name: med(values) for name, values in r.compute_parts.items()}
         per_rank.append(row)
     slowest = max(per_rank, key=lambda row: row["compute_s"])
     communication = med([row["communication_s"] for row in per_rank])
@@ -122,7 +129,8 @@ def measured(records: Sequence[perflog.BreakdownRecord], step_time_s: Optional[f
         "serialised_step_s": slowest["step_s"], "step_time_s": step_time_s,
         "breakdown_steps": done[0].steps, "collectives": len(buckets), "gradient_bytes": sum(buckets),
         "bucket_bytes": list(buckets), "collective_ops": ops, "group_size": done[0].group_size,
-        "per_rank": per_rank, "straggler": straggler, "method": done[0].method}
+        "per_rank": per_rank, "straggler": straggler, "method": done[0].method,
+        **({"compute_parts": slowest["compute_parts"]} if "compute_parts" in slowest else {})}
 
 
 def expected(flops_per_device_step: float, measured_peak: tuple[Optional[float], str],
@@ -149,7 +157,9 @@ def expected(flops_per_device_step: float, measured_peak: tuple[Optional[float],
     out["communication_formula"] = formula(ops) if ops else ALLREDUCE_FORMULA
     lacking = [op for op in dict.fromkeys(ops) if not points.get(op)]
     if group_size <= 1 or not bucket_bytes:
-        out["communication_s"], out["communication_note"] = 0.0, "one rank per gradient group: no collective"
+        out["communication_s"] = 0.0
+        out["communication_note"] = ("one rank per gradient group: no collective" if group_size <= 1
+                                     else "no collective in it")
     elif not lacking:
         used = [nearest(points[op], b) for op, b in zip(ops, bucket_bytes)]
         out["communication_s"] = math.fsum(collective_seconds(op, b, group_size, p.gbps)
@@ -164,8 +174,9 @@ def expected(flops_per_device_step: float, measured_peak: tuple[Optional[float],
     return out
 
 
-def lever(breakdown: dict) -> Optional[str]:
-    """The biggest part of the measured step, in plain words, against its expected figure where there is one."""
+def lever(breakdown: dict, of: str = "the serialised step") -> Optional[str]:
+    """The biggest part of the measured step (``of``: what it is a part of), in plain words, against its expected
+    figure where there is one; compute's named parts (PPO's generation and scoring) each against theirs."""
     m, e = breakdown.get("measured") or {}, breakdown.get("expected") or {}
     if m.get("not_measured") or "compute_s" not in m:
         return None
@@ -175,12 +186,13 @@ def lever(breakdown: dict) -> Optional[str]:
         return None
     name = max(parts, key=parts.get)
     share = parts[name] / total
-    text = f"{name} is {share:.0%} of the serialised step ({parts[name] * 1e3:.3g} ms)"
+    inside = f": {_listed(m['compute_parts'])}" if name == "compute" and m.get("compute_parts") else ""
+    text = f"{name} is {share:.0%} of {of} ({_ms(parts[name])}{inside})"
     if name == "compute" and e.get("compute_s"):
-        text += f"; at the calibrated GEMM peak it would take {e['compute_s'] * 1e3:.3g} ms"
+        text += f"; at the calibrated GEMM peak it would take {_ms(e['compute_s'])}{_named(e.get('compute_parts'))}"
         ratio = parts[name] / e["compute_s"]
         if ratio > OVERHEAD_BOUND_RATIO:
-            text += (f" ({ratio:,.0f}x less): each operation is too small to fill the device, so launch and "
+            text += (f", {ratio:,.0f}x less: each operation is too small to fill the device, so launch and "
                      "framework overhead set the pace; a larger micro batch or train.compile would help more "
                      "than faster GEMMs")
     elif name == "communication" and e.get("communication_s"):
@@ -191,8 +203,8 @@ def lever(breakdown: dict) -> Optional[str]:
         text += ": data fetch, optimizer and host overhead"
     if m.get("straggler"):
         s = m["straggler"]
-        text += (f"; rank {s['rank']} is a straggler (compute {s['compute_s'] * 1e3:.3g} ms against the median "
-                 f"{s['median_compute_s'] * 1e3:.3g} ms)")
+        text += (f"; rank {s['rank']} is a straggler (compute {_ms(s['compute_s'])} against the median "
+                 f"{_ms(s['median_compute_s'])})")
     return text
 
 
@@ -205,18 +217,19 @@ def step_flops_per_device(metrics: dict) -> float:
 
 def time_breakdown(records: Sequence[perflog.BreakdownRecord], metrics: dict, measured_peak: tuple,
                    datasheet_peak: tuple, nodes: Sequence[dict], allreduce_rows: Sequence[dict], measure_busbw: str,
-                   by_construction: Optional[tuple] = None) -> dict:
+                   by_construction: Optional[tuple] = None, flops: Optional[float] = None) -> dict:
     """``metrics.time_breakdown`` of a round: ``metrics`` its RoundMetrics as a dict, ``nodes`` its results.json
     nodes (which hosts), ``allreduce_rows`` the stored attempts of the ``COLLECTIVE_CASES``;
     ``by_construction``: (collectives, group size, formula) of a layout the workers could not time
-    (breakdown_layouts.py), priced where the measured part is missing."""
+    (breakdown_layouts.py), priced where the measured part is missing; ``flops``: the model FLOPs of a step on
+    one device where the task counts them itself (PPO's phases: breakdown_ppo.py), else the measured steps'."""
     part = measured(records, (metrics.get("step_time_s") or {}).get("median"))
     buckets = part.get("bucket_bytes") or []
     group = part.get("group_size") or 1
     hosts = _hosts({"environment": {"nodes": list(nodes)}})
     ops = part.get("collective_ops") or []
     points = {op: busbw_points(allreduce_rows, hosts, group, op) for op in dict.fromkeys(ops)} if group > 1 else {}
-    flops = step_flops_per_device(metrics)
+    flops = step_flops_per_device(metrics) if flops is None else flops
     out = {"measured": part, "expected": expected(flops, measured_peak, datasheet_peak, buckets, group, points,
                                                   measure_busbw, ops)}
     if part.get("not_measured") and by_construction:
@@ -242,30 +255,40 @@ def _ops(m: dict) -> str:
 
 
 def _ms(seconds: Optional[float]) -> str:
-    return "—" if seconds is None else f"{seconds * 1e3:.3g} ms"
+    if seconds is None:
+        return "—"
+    return f"{seconds:.3g} s" if seconds >= 1 else f"{seconds * 1e3:.3g} ms"
 
 
 def describe(tb: Optional[dict]) -> list[str]:
-    """The breakdown as lines for ``accelbench show``: measured, expected, what is missing, per rank, the lever."""
+    """The breakdown as lines for ``accelbench show``: measured, expected, what is missing, per rank (per phase
+    where the task has phases: PPO's experience making and learning), the lever."""
     if not tb:
         return []
-    m, e = tb.get("measured") or {}, tb.get("expected") or {}
+    m, e, unit = tb.get("measured") or {}, tb.get("expected") or {}, tb.get("unit") or "step"
     if m.get("not_measured"):
         lines = [f"time breakdown: {m['not_measured']}"]
     else:
-        lines = [f"time breakdown per step, measured on {m['breakdown_steps']} serialised steps after the measured "
-                 f"ones: compute {_ms(m['compute_s'])}, communication {_ms(m['communication_s'])} "
-                 f"({_ops(m)}, {m['gradient_bytes']:,} bytes), other {_ms(m['other_s'])}; "
-                 f"serialised step {_ms(m['serialised_step_s'])} against the measured steps' median "
-                 f"{_ms(m['step_time_s'])}"]
+        lines = [f"time breakdown per {unit}, measured on {m['breakdown_steps']} serialised {unit}s after the "
+                 f"measured ones: {_parts(m)}; serialised {unit} {_ms(m['serialised_step_s'])} against the measured "
+                 f"{unit}s' median {_ms(m['step_time_s'])}"]
     lines.append(f"  expected: compute {_ms(e.get('compute_s'))} (datasheet peak: "
                  f"{_ms(e.get('compute_s_datasheet'))}), communication {_ms(e.get('communication_s'))} "
                  f"[{e.get('communication_formula')}], other not modelled")
     lines += [f"  missing: {why}" for why in e.get("missing") or []]
-    for row in m.get("per_rank") or []:
-        lines.append(f"  rank {row['rank']}: compute {_ms(row['compute_s'])}, wait {_ms(row['wait_s'])}, "
-                     f"communication {_ms(row['communication_s'])}, data {_ms(row['data_s'])}, "
-                     f"optimizer {_ms(row['optimizer_s'])}")
+    phases = tb.get("phases") or {}
+    lines += [_rank_line(row, "  ") for row in ([] if phases else m.get("per_rank") or [])]
+    for phase in phases.values():  # each a breakdown of its own: its share of the whole, its parts, its ranks
+        pm, pe = phase.get("measured") or {}, phase.get("expected") or {}
+        if pm.get("not_measured"):
+            continue
+        share = pm["serialised_step_s"] / m["serialised_step_s"] if m.get("serialised_step_s") else None
+        lines.append(f"  {phase['label']}: {'' if share is None else f'{share:.0%} of the serialised {unit}, '}"
+                     f"{_parts(pm)}; serialised {_ms(pm['serialised_step_s'])} against the measured {unit}s' mean "
+                     f"{_ms(pm.get('step_time_s'))}")
+        lines.append(f"    expected: compute {_ms(pe.get('compute_s'))}{_named(pe.get('compute_parts'))}, "
+                     f"communication {_ms(pe.get('communication_s'))}")
+        lines += [_rank_line(row, "    ") for row in pm.get("per_rank") or []]
     if tb.get("lever"):
         lines.append(f"  biggest lever: {tb['lever']}")
     energy = tb.get("energy")
@@ -275,6 +298,26 @@ def describe(tb: Optional[dict]) -> list[str]:
     elif energy:
         lines.append(f"  energy: {energy['note']}")
     return lines
+
+
+def _parts(m: dict) -> str:
+    return (f"compute {_ms(m['compute_s'])}{_named(m.get('compute_parts'))}, communication "
+            f"{_ms(m['communication_s'])} ({_ops(m)}, {m['gradient_bytes']:,} bytes), other {_ms(m['other_s'])}")
+
+
+def _listed(parts: dict) -> str:
+    return ", ".join(f"{name} {_ms(value)}" for name, value in parts.items())
+
+
+def _named(parts: Optional[dict]) -> str:
+    """`` (generation 900 ms, scoring 40 ms)``: compute's named parts, or nothing."""
+    return f" ({_listed(parts)})" if parts else ""
+
+
+def _rank_line(row: dict, indent: str) -> str:
+    return (f"{indent}rank {row['rank']}: compute {_ms(row['compute_s'])}{_named(row.get('compute_parts'))}, wait "
+            f"{_ms(row['wait_s'])}, communication {_ms(row['communication_s'])}, data {_ms(row['data_s'])}, "
+            f"optimizer {_ms(row['optimizer_s'])}")
 
 
 def of_summary(summary) -> Optional[dict]:
@@ -287,7 +330,8 @@ def of_summary(summary) -> Optional[dict]:
 
 
 def changed_part(a: Optional[dict], b: Optional[dict]) -> Optional[str]:
-    """Compare's line: which measured part of the step changed most from A to B, with both values."""
+    """Compare's line: which measured part of the step changed most from A to B, with both values (and, for a
+    task with phases, each phase's serialised time)."""
     if not a or not b:
         return None
     ma, mb = a["measured"], b["measured"]
@@ -295,10 +339,15 @@ def changed_part(a: Optional[dict], b: Optional[dict]) -> Optional[str]:
                                                                                   "communication"), ("other_s", "other"))}
     name = max(deltas, key=lambda n: abs(deltas[n]))
     key = f"{name}_s"
-    return (f"the step's {name} changed most: {ma[key] * 1e3:.3g} ms -> {mb[key] * 1e3:.3g} ms "
+    text = (f"the {a.get('unit') or 'step'}'s {name} changed most: {ma[key] * 1e3:.3g} ms -> {mb[key] * 1e3:.3g} ms "
             f"({deltas[name] * 1e3:+.3g} ms; compute {ma['compute_s'] * 1e3:.3g} -> {mb['compute_s'] * 1e3:.3g}, "
             f"communication {ma['communication_s'] * 1e3:.3g} -> {mb['communication_s'] * 1e3:.3g}, "
             f"other {ma['other_s'] * 1e3:.3g} -> {mb['other_s'] * 1e3:.3g} ms)")
+    pa, pb = a.get("phases") or {}, b.get("phases") or {}
+    moved = [f"{pa[p]['label']} {_ms(pa[p]['measured']['serialised_step_s'])} -> "
+             f"{_ms(pb[p]['measured']['serialised_step_s'])}" for p in pa
+             if p in pb and "serialised_step_s" in pa[p]["measured"] and "serialised_step_s" in pb[p]["measured"]]
+    return text + (f"; by phase: {', '.join(moved)}" if moved else "")
 
 
 def changed_parts(rows) -> list[tuple[str, str]]:

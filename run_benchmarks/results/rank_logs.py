@@ -139,7 +139,8 @@ class RankLog:
     end: Optional[perflog.EndRecord] = None
     unsupported: Optional[perflog.UnsupportedRecord] = None  # the device cannot run the case
     figures: list[perflog.FigureRecord] = field(default_factory=list)  # task figures beyond steps
-    breakdown: Optional[perflog.BreakdownRecord] = None  # where its step's time goes (training/breakdown.py)
+    # where its step's time goes (training/breakdown.py): one record, or one per phase of a PPO update
+    breakdowns: list[perflog.BreakdownRecord] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
 
     @property
@@ -213,7 +214,7 @@ def _add_one(out: RankLog, payload) -> None:
     elif isinstance(record, perflog.FigureRecord):
         out.figures.append(record)
     elif isinstance(record, perflog.BreakdownRecord):
-        out.breakdown = record
+        out.breakdowns.append(record)
 
 
 def tail(path: Path, lines: int) -> list[str]:

@@ -4,8 +4,8 @@ A record is one line on a worker's stdout: ``ACCELBENCH_PERF <json>``. The JSON
 carries ``v`` (this schema's version) and ``kind``. Standard library only, so the
 orchestrator can read it without torch or paddle installed.
 
-Kinds (version 4; version 3 lacked ``breakdown``, version 2 also ``figure``, version 1 also ``unsupported`` and
-the reserved-memory peak):
+Kinds (version 5; version 4 lacked breakdown's ``phase`` and ``compute_parts``, version 3 also ``breakdown``,
+version 2 also ``figure``, version 1 also ``unsupported`` and the reserved-memory peak):
   start        once per rank, before the first step: layout, model size, FLOPs/token, tokens and samples
                per step, and (local rank 0 only) the node's environment
   step         once per optimizer step: wall time after device synchronisation (and, optional in version 3,
@@ -17,7 +17,8 @@ the reserved-memory peak):
                TFLOP/s at one size, a collective's bus bandwidth): value, unit, which way is better and how
                the ranks' values combine. A task made only of figures (micro-benchmarks) emits no steps
   breakdown    once per rank, after the measured steps: where a step's time goes, timed phase by phase on
-               dedicated steps (training/breakdown.py says how), or why it was not measured
+               dedicated steps (training/breakdown.py says how), or why it was not measured; a PPO rank sends
+               one per phase of its learning update (``phase``: experience, learning), whose sum is the update
 """
 from __future__ import annotations
 
@@ -28,8 +29,8 @@ from dataclasses import asdict, dataclass, field, fields
 from typing import IO, Any, Optional, Union
 
 PREFIX = "ACCELBENCH_PERF "
-SCHEMA_VERSION = 4
-READABLE_VERSIONS = (1, 2, 3, 4)
+SCHEMA_VERSION = 5
+READABLE_VERSIONS = (1, 2, 3, 4, 5)
 
 
 class PerfLogError(ValueError):
@@ -155,9 +156,17 @@ class BreakdownRecord:
     method: str = field(default="", metadata={"doc": "how the phases were separated and timed"})
     not_measured: Optional[str] = field(default=None, metadata={
         "doc": "why there is no breakdown, e.g. not measured for tensor parallel"})
+    phase: Optional[str] = field(default=None, metadata={
+        "doc": "None: the whole optimizer step (pretraining, finetune, LoRA; every record before version 5); a PPO "
+               "learning update's phase, one record each: experience (making) or learning. A rank's phases "
+               "together are its whole update"})
+    compute_parts: dict = field(default_factory=dict, metadata={
+        "doc": "per breakdown step, named parts of compute_s (PPO experience: generation and scoring; learning: "
+               "actor and critic), each with its own collectives taken out"})
     kind: str = "breakdown"
 
     PER_STEP = ("data_s", "compute_s", "wait_s", "communication_s", "optimizer_s", "step_s")
+    PHASES = (None, "experience", "learning")
 
     def __post_init__(self) -> None:
         """Refuse a record the round's medians could not be taken of (``from_payload``: a PerfLogError)."""
@@ -165,10 +174,22 @@ class BreakdownRecord:
             raise ValueError(f"steps must be a non-negative integer, not {self.steps!r}")
         for name in self.PER_STEP if self.steps else ():
             values = getattr(self, name)
-            if not isinstance(values, list) or len(values) != self.steps or not all(
-                    isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) for v in values):
+            if not _finite_list(values, self.steps):
                 raise ValueError(f"{name} must hold {self.steps} finite numbers (one per breakdown step), "
                                  f"not {values!r:.80}")
+        if self.phase not in self.PHASES:
+            raise ValueError(f"phase must be one of {self.PHASES}, not {self.phase!r:.40}")
+        if not isinstance(self.compute_parts, dict):
+            raise ValueError(f"compute_parts must be an object of named lists, not {self.compute_parts!r:.80}")
+        for name, values in self.compute_parts.items():
+            if not isinstance(name, str) or not _finite_list(values, self.steps):
+                raise ValueError(f"compute_parts[{name!r:.40}] must hold {self.steps} finite numbers (one per "
+                                 f"breakdown step), not {values!r:.80}")
+
+
+def _finite_list(values, n: int) -> bool:
+    return isinstance(values, list) and len(values) == n and all(
+        isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) for v in values)
 
 
 Record = Union[StartRecord, StepRecord, EndRecord, UnsupportedRecord, FigureRecord, BreakdownRecord]

@@ -236,15 +236,18 @@ class DebugSpec(StrictModel):
         None, le=60_000, why="a delay, not a hang (hang_at_step is that)",
         description="sleep this long before every data-parallel collective (DDP's all-reduce of each "
                     "bucket, FSDP's all-gathers and reduce-scatters, ZeRO-1's parameter sync in breakdown steps; "
-                    "in measured and breakdown steps; Paddle: plain data parallel's all-reduces and sharding "
-                    "stage1/2's reduces and broadcasts, in breakdown steps only, since its C++ reducer and fleet's "
-                    "sharding have no hook): a known communication cost, to check the time breakdown")
+                    "in measured and breakdown steps, PPO's roles included; Paddle: plain data parallel's "
+                    "all-reduces and sharding stage1/2's reduces and broadcasts, in breakdown steps only, since its "
+                    "C++ reducer and fleet's sharding have no hook): a known communication cost, to check the time "
+                    "breakdown")
     data_fetch_delay_ms: Optional[PositiveFloat] = bounded(
         None, le=60_000, why="a delay, not a hang (hang_at_step is that)",
-        description="sleep this long in every micro-batch fetch, on every rank: a known data-path cost")
+        description="sleep this long in every micro-batch fetch (PPO: every experience making's prompts), on "
+                    "every rank: a known data-path cost")
     compute_delay_ms: Optional[PositiveFloat] = bounded(
         None, le=60_000, why="a delay, not a hang (hang_at_step is that)",
-        description="on fail_rank only, sleep this long before each step's forward and backward: a straggler")
+        description="on fail_rank only, sleep this long before each step's forward and backward (PPO: before "
+                    "each experience making and each trained role's forward and backward): a straggler")
 
 
 class WorkloadSpec(StrictModel):

@@ -7,7 +7,9 @@ waited for; ZeRO-1's parameter broadcasts in its optimizer step timed apart (``C
 (stage2/3): its own all-gathers and reduce-scatters, inside forward and backward, each timed apart through
 FSDP2's public custom-collective hooks (``set_custom_all_gather``/``set_custom_reduce_scatter``). Tensor and
 pipeline parallelism run their collectives inside DTensor's and the schedule's own code, which has no such
-hook: their breakdown says "not measured for <strategy>".
+hook: their breakdown says "not measured for <strategy>". PPO's roles are wrapped the same ways, and its
+breakdown (ppo_breakdown.py) times them with the same helpers: ``all_reduce_buckets``, ``time_fsdp``,
+``time_zero1``.
 """
 from __future__ import annotations
 
@@ -92,6 +94,35 @@ def delay_fsdp(model, delay_ms: float) -> None:
     _timed_fsdp(model, run)
 
 
+def time_fsdp(model, inner: Collectives) -> None:
+    """Every all-gather and reduce-scatter of FSDP2 ``model`` timed one by one through ``inner``."""
+    _timed_fsdp(model, lambda op, nbytes, call: inner.run(op, nbytes, lambda: _waited(call)))
+
+
+def time_zero1(model, optimizer, inner: Collectives) -> None:
+    """ZeroRedundancyOptimizer.step() = its local step, then self._sync_params(): each owner broadcasts its
+    updated shard; timed through ``inner`` as one broadcast of every trainable parameter's bytes."""
+    sync_params = optimizer._sync_params
+    nbytes = sum(p.numel() * p.element_size() for p in trainable_parameters(model))
+    optimizer._sync_params = lambda: inner.run("broadcast", nbytes, sync_params)
+
+
+def all_reduce_buckets(ddp, dp_size: int, delay_ms: Optional[float]) -> list[int]:
+    """The gradients of DDP-wrapped ``ddp`` (computed under ``no_sync``) all-reduced explicitly and averaged,
+    bucket by bucket in DDP's sizes and order, each waited for (``delay_ms`` before each); their bytes."""
+    sizes = []
+    for grads in buckets(list(trainable_parameters(ddp)), bucket_sizes(ddp, getattr(ddp, "bucket_bytes_cap",
+                                                                                     25 << 20))):
+        flat = _flatten_dense_tensors(grads)
+        sleep_ms(delay_ms)
+        dist.all_reduce(flat)
+        flat /= dp_size
+        for grad, reduced in zip(grads, _unflatten_dense_tensors(flat, grads)):
+            grad.copy_(reduced)
+        sizes.append(flat.numel() * flat.element_size())
+    return sizes
+
+
 def _waited(call):
     work = call()
     if hasattr(work, "wait"):  # an async work handle: the collective's time includes its completion
@@ -112,13 +143,9 @@ def phases(worker) -> Union[Phases, str]:
         inner = Collectives(lambda: None if worker.on_cpu else worker.synchronize(), dist.barrier,
                             debug.collective_delay_ms)
     if fsdp:
-        _timed_fsdp(parallel.model, lambda op, nbytes, call: inner.run(op, nbytes, lambda: _waited(call)))
+        time_fsdp(parallel.model, inner)
     elif parallel.dp_size > 1 and sharding == "stage1":
-        optimizer, sync_params = parallel.optimizer, parallel.optimizer._sync_params
-        nbytes = sum(p.numel() * p.element_size() for p in trainable_parameters(parallel.model))
-        # ZeroRedundancyOptimizer.step() = its local step, then self._sync_params(): each owner broadcasts
-        # its updated shard; timed as one broadcast of every trainable parameter's bytes
-        optimizer._sync_params = lambda: inner.run("broadcast", nbytes, sync_params)
+        time_zero1(parallel.model, parallel.optimizer, inner)
 
     def compute(batches: list) -> None:
         scale = worker.loss_scale(batches)  # the global count's all-reduce: compute, not data_s
@@ -130,17 +157,7 @@ def phases(worker) -> Union[Phases, str]:
     def communicate() -> list[int]:
         if parallel.dp_size == 1 or fsdp:
             return []
-        sizes = []
-        limits = bucket_sizes(parallel.model, getattr(parallel.model, "bucket_bytes_cap", 25 << 20))
-        for grads in buckets(list(trainable_parameters(parallel.model)), limits):
-            flat = _flatten_dense_tensors(grads)
-            sleep_ms(debug.collective_delay_ms)
-            dist.all_reduce(flat)
-            flat /= parallel.dp_size
-            for grad, reduced in zip(grads, _unflatten_dense_tensors(flat, grads)):
-                grad.copy_(reduced)
-            sizes.append(flat.numel() * flat.element_size())
-        return sizes
+        return all_reduce_buckets(parallel.model, parallel.dp_size, debug.collective_delay_ms)
 
     def optimize() -> None:
         worker.scaler.step(parallel.optimizer)

@@ -1,4 +1,5 @@
-"""Making experience: the actor generates from random prompts, then all four models score the sequences."""
+"""Making experience: the actor generates from random prompts (``sample_sequences``), then all four models score
+the sequences (``score``); the time breakdown times the two apart."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -38,9 +39,22 @@ def action_values(critic, sequences: torch.Tensor, n_actions: int) -> torch.Tens
 def make_experience(roles: Roles, generator_model, prompts: torch.Tensor, ppo: PPOSpec,
                     generator: torch.Generator, autocast) -> Experience:
     """``generator_model``: the actor's plain module (unwrapped from DDP; FSDP's parameters unsharded)."""
+    return score(roles, sample_sequences(generator_model, prompts, ppo, generator, autocast), ppo, autocast)
+
+
+@torch.no_grad()
+def sample_sequences(generator_model, prompts: torch.Tensor, ppo: PPOSpec, generator: torch.Generator,
+                     autocast) -> torch.Tensor:
+    """Generation: the prompts followed by ``ppo.generation_length`` sampled tokens."""
+    with autocast():
+        return generate(generator_model, prompts, ppo.generation_length, ppo.temperature, ppo.top_k, generator)
+
+
+@torch.no_grad()
+def score(roles: Roles, sequences: torch.Tensor, ppo: PPOSpec, autocast) -> Experience:
+    """Scoring: the four models' forwards over the generated sequences, and the shaped reward."""
     g = ppo.generation_length
     with autocast():
-        sequences = generate(generator_model, prompts, g, ppo.temperature, ppo.top_k, generator)
         log_probs = action_log_probs(roles.actor, sequences, g)
         initial = action_log_probs(roles.initial, sequences, g)
         values = action_values(roles.critic, sequences, g).float()

@@ -4,7 +4,9 @@ Per episode, ``max_timesteps`` experience makings; every ``update_timesteps`` of
 of learning over what was collected (one perf step record per learning update: its experience making and
 its learning). Each phase is timed between device synchronisations; the first episode is warm-up and is
 left out of the phase figures (and flagged warm-up in the step records). Figures: perf records of kind
-``figure`` per rank, combined by the orchestrator (``run_benchmarks/results/figures.py``).
+``figure`` per rank, combined by the orchestrator (``run_benchmarks/results/figures.py``). After the measured
+updates, ``train.breakdown_steps`` more, split per phase (training/torch/ppo_breakdown.py): one breakdown record
+per phase.
 """
 from __future__ import annotations
 
@@ -17,7 +19,9 @@ from training import harness
 from training.contract.spec import WorkerConfig
 from training.torch import device as devices
 from training.torch import precision as precisions
+from training.torch import ppo_breakdown
 from training.torch.parallel import init_device
+from training.faults import compute_delay, sleep_ms
 from training.torch.ppo_experience import Experience, action_values, make_experience
 from training.torch.ppo_loss import policy_loss, value_loss
 from training.torch.ppo_models import action_log_probs, build_roles
@@ -34,8 +38,9 @@ class PPOWorker(devices.OnTorchDevice):
         self.spec, self.ppo, self.world = spec, spec.ppo, ranks.world_size
         self.torch_device = devices.open_device(cfg.runtime.device, ranks.local_rank)
         self.device, self.on_cpu = str(self.torch_device), self.torch_device.type == "cpu"
-        if self.world > 1:
-            devices.init_process_group(cfg.runtime.device, self.torch_device, spec.parallel.offload)
+        # False where the process already had a group (tests that train several workers in one): not ours to end
+        self.owns_process_group = self.world > 1 and devices.init_process_group(cfg.runtime.device, self.torch_device,
+                                                                                spec.parallel.offload)
         self.precision = precisions.resolve(spec.train.precision, self.torch_device)
         torch.manual_seed(spec.train.seed)
         self.critic_spec = self.ppo.critic_model(spec.model)
@@ -49,38 +54,58 @@ class PPOWorker(devices.OnTorchDevice):
                                            self.ppo.generation_length, spec.train)
 
     def prompts(self) -> torch.Tensor:
-        return torch.randint(0, self.spec.model.vocab_size, (self.ppo.experience_batch_size, self.ppo.prompt_length),
-                             device=self.torch_device, generator=self.generator)
+        """One making's random prompts (``debug.data_fetch_delay_ms`` after them: the data path's cost)."""
+        prompts = torch.randint(0, self.spec.model.vocab_size, (self.ppo.experience_batch_size,
+                                                                self.ppo.prompt_length),
+                                device=self.torch_device, generator=self.generator)
+        sleep_ms(self.spec.debug.data_fetch_delay_ms)
+        return prompts
+
+    def compute_delay(self) -> None:
+        """``debug.compute_delay_ms`` on ``debug.fail_rank``: before each experience making and before each trained
+        role's forward and backward (a straggler)."""
+        compute_delay(self.spec.debug, self.ranks.rank)
 
     def experience(self) -> Experience:
+        prompts = self.prompts()
+        self.compute_delay()
         with self.actor.gathered():
-            return make_experience(self.roles, self.actor.plain, self.prompts(), self.ppo, self.generator,
+            return make_experience(self.roles, self.actor.plain, prompts, self.ppo, self.generator,
                                    self.precision.autocast)
+
+    def actor_loss(self, batch: Experience) -> torch.Tensor:
+        with self.precision.autocast():
+            return policy_loss(action_log_probs(self.actor.model, batch.sequences, self.ppo.generation_length),
+                               batch.log_probs, batch.advantages.unsqueeze(-1), self.ppo.clip_eps)
+
+    def critic_loss(self, batch: Experience) -> torch.Tensor:
+        with self.precision.autocast():
+            values = action_values(self.critic.model, batch.sequences, self.ppo.generation_length).float()
+            return value_loss(values, batch.values, batch.returns, self.ppo.value_clip)
+
+    def batches(self, buffer: Experience) -> list[Experience]:
+        """One epoch's batches of ``train_batch_size``."""
+        return buffer.split(self.ppo.train_batch_size or self.spec.train.micro_batch_size)
 
     def learn(self, buffer: Experience) -> tuple[torch.Tensor, torch.Tensor]:
         """``max_epochs`` passes in ``train_batch_size`` batches; the last batch's actor and critic losses."""
-        size, g = self.ppo.train_batch_size or self.spec.train.micro_batch_size, self.ppo.generation_length
         for _ in range(self.ppo.max_epochs):
-            for batch in buffer.split(size):
-                with self.precision.autocast():
-                    actor_loss = policy_loss(action_log_probs(self.actor.model, batch.sequences, g), batch.log_probs,
-                                             batch.advantages.unsqueeze(-1), self.ppo.clip_eps)
-                actor_loss.backward()
-                self.actor.optimizer.step()
-                self.actor.optimizer.zero_grad(set_to_none=True)
-                with self.precision.autocast():
-                    values = action_values(self.critic.model, batch.sequences, g).float()
-                    critic_loss = value_loss(values, batch.values, batch.returns, self.ppo.value_clip)
-                critic_loss.backward()
-                self.critic.optimizer.step()
-                self.critic.optimizer.zero_grad(set_to_none=True)
-        return actor_loss.detach(), critic_loss.detach()
+            for batch in self.batches(buffer):
+                losses = []
+                for role, loss_of in ((self.actor, self.actor_loss), (self.critic, self.critic_loss)):
+                    self.compute_delay()
+                    loss = loss_of(batch)
+                    loss.backward()
+                    role.optimizer.step()
+                    role.optimizer.zero_grad(set_to_none=True)
+                    losses.append(loss.detach())
+        return losses[0], losses[1]
 
     def environment(self) -> dict:
         return devices.environment(self.torch_device)
 
     def close(self) -> None:
-        if self.world > 1:
+        if self.owns_process_group:
             dist.destroy_process_group()
 
 
@@ -132,7 +157,9 @@ def run(cfg: WorkerConfig) -> None:
     measured = (ppo.num_episodes - 1) * ppo.updates_per_episode * per_update  # samples made per rank
     for record in phase_figures(worker, clocks, measured):
         perflog.emit(record)
-    peak, reserved, total, kind = harness.peak_memory(worker)
+    peak, reserved, total, kind = harness.peak_memory(worker)  # the measured updates' peak, before the breakdown's
+    for record in ppo_breakdown.measure(worker, spec.train.breakdown_steps, lambda: harness.synchronize(worker)):
+        perflog.emit(record)
     perflog.emit(perflog.EndRecord(rank=ranks.rank, steps=step, peak_memory_bytes=peak, memory_total_bytes=total,
                                    memory_kind=kind, peak_memory_reserved_bytes=reserved))
     worker.close()

@@ -1,5 +1,7 @@
 """The PPO roles under the strategy vocabulary: the trained models as pretraining wraps them (DDP, ZeRO-1,
-FSDP2 for stage2/3 with offload), the frozen ones replicated, or sharded too under stage3."""
+FSDP2 for stage2/3 with offload), the frozen ones replicated, or sharded too under stage3.
+``debug.collective_delay_ms`` delays every DDP bucket's all-reduce and every FSDP all-gather and reduce-scatter
+as in pretraining (ZeRO-1's parameter sync: in the breakdown updates only, training/torch/ppo_breakdown.py)."""
 from __future__ import annotations
 
 import contextlib
@@ -10,6 +12,7 @@ import torch
 from torch import nn
 
 from training.contract.spec import WorkloadSpec
+from training.torch.breakdown import delay_fsdp, delay_hook
 from training.torch.lora import trainable_parameters
 from training.torch.parallel import _shard, apply_recompute, fused_adamw
 from training.torch.ppo_models import Roles
@@ -46,15 +49,15 @@ def wrap(model: nn.Module, spec: WorkloadSpec, world: int, device: torch.device,
 
     apply_recompute(model.blocks, spec.train)
     args = {"lr": lr, "weight_decay": spec.train.weight_decay}
-    sharding = spec.parallel.sharding
+    sharding, delay_ms = spec.parallel.sharding, spec.debug.collective_delay_ms
     if world > 1 and sharding in ("stage2", "stage3"):
-        from torch.distributed.device_mesh import init_device_mesh
-
-        _shard(model, init_device_mesh(device.type, (world,)), spec, device)
+        _fsdp(model, spec, world, device)
         return Trained(model, model, torch.optim.AdamW(trainable_parameters(model), **args), _fsdp_gathered(model))
     wrapped = model
     if world > 1:
         wrapped = DistributedDataParallel(model, device_ids=None if device.type == "cpu" else [device.index])
+        if delay_ms:
+            wrapped.register_comm_hook(None, delay_hook(delay_ms))
     if world > 1 and sharding == "stage1":
         optimizer = ZeroRedundancyOptimizer(trainable_parameters(model), optimizer_class=torch.optim.AdamW, **args)
     else:
@@ -64,10 +67,16 @@ def wrap(model: nn.Module, spec: WorkloadSpec, world: int, device: torch.device,
 
 def wrap_frozen(model: nn.Module, spec: WorkloadSpec, world: int, device: torch.device) -> nn.Module:
     if world > 1 and spec.parallel.sharding == "stage3":
-        from torch.distributed.device_mesh import init_device_mesh
-
-        _shard(model, init_device_mesh(device.type, (world,)), spec, device)
+        _fsdp(model, spec, world, device)
     return model
+
+
+def _fsdp(model: nn.Module, spec: WorkloadSpec, world: int, device: torch.device) -> None:
+    from torch.distributed.device_mesh import init_device_mesh
+
+    _shard(model, init_device_mesh(device.type, (world,)), spec, device)
+    if spec.debug.collective_delay_ms:  # every all-gather and reduce-scatter starts that much later
+        delay_fsdp(model, spec.debug.collective_delay_ms)
 
 
 def parallelize_roles(roles: Roles, spec: WorkloadSpec, world: int,

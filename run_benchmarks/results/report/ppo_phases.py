@@ -6,13 +6,15 @@ Every value is a figure the PPO worker measured and stored (training/torch/ppo_l
 perf records of kind ``figure``, combined over the ranks as each declares), averaged over the workload's ok
 rounds by ``figures.across_rounds`` like every other figure; the only arithmetic here is each phase's
 seconds over the iteration's. Rows stored before the worker recorded its phases' seconds (``*.time_s``)
-show no split. ``accelbench run`` prints it under its results table and ``accelbench report`` under its
+show no split. A note adds each phase's measured time breakdown (compute, communication, other) where the round
+has one. ``accelbench run`` prints it under its results table and ``accelbench report`` under its
 (terminal and Markdown).
 """
 from __future__ import annotations
 
 from typing import Optional, Sequence
 
+from run_benchmarks.results.breakdown import _ms as ms, of_summary
 from run_benchmarks.results.figures import across_rounds, figures_from_dicts
 from run_benchmarks.results.report.summary import CaseSummary, number
 from run_benchmarks.results.report.views import View
@@ -63,8 +65,21 @@ def ppo_phase_view(summary: CaseSummary) -> Optional[View]:
     notes += list(dict.fromkeys(f"TFLOP/s: {formulas[k]}" for k in ("experience.tflops", "learning.tflops")
                                 if k in formulas))
     notes += list(dict.fromkeys(f"MFU: {formulas[k]}" for k in ("experience.mfu", "learning.mfu") if k in formulas))
+    notes += breakdown_note(of_summary(summary))
     label = summary.label if summary.config == "-" else f"{summary.label} {summary.config}"
     return View(f"{label}: PPO phases", list(COLUMNS), rows, notes)
+
+
+def breakdown_note(tb: Optional[dict]) -> list[str]:
+    """Each phase's measured time breakdown (results/breakdown_ppo.py), where the first ok round has one."""
+    phases = [(label, ((tb or {}).get("phases") or {}).get(part, {}).get("measured") or {})
+              for part, label in PHASES[:2]]
+    if not all("serialised_step_s" in m for _, m in phases):
+        return []
+    said = "; ".join(f"{label} {ms(m['serialised_step_s'])}: compute {ms(m['compute_s'])}, communication "
+                     f"{ms(m['communication_s'])}, other {ms(m['other_s'])}" for label, m in phases)
+    return [f"time breakdown per update ({tb['measured']['breakdown_steps']} serialised updates after the measured "
+            f"ones, first ok round): {said}"]
 
 
 def ppo_phase_views(summaries: Sequence[CaseSummary]) -> list[View]:
