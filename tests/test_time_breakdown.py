@@ -246,3 +246,20 @@ def test_a_failing_breakdown_assembly_becomes_a_warning_not_a_lost_round(monkeyp
     result = SimpleNamespace(metrics=object(), warnings=[])
     outcome._add_time_breakdown(None, [], result, [])
     assert result.warnings == ["time breakdown left out: ValueError: median of an empty list"]
+
+
+def test_each_rank_is_read_at_its_median_step_so_its_phases_add_up():
+    """Three steps whose phase-by-phase medians would not add up (one step's compute spiked, another's
+    optimizer): every figure comes from the step whose whole time is the median."""
+    from training.contract import perflog
+
+    rec = perflog.BreakdownRecord(rank=0, steps=3, data_s=[0.0, 0.0, 0.0], compute_s=[0.30, 0.20, 0.10],
+                                  wait_s=[0.0, 0.0, 0.0], communication_s=[0.0, 0.0, 0.0],
+                                  optimizer_s=[0.05, 0.05, 0.30], step_s=[0.35, 0.25, 0.40],
+                                  compute_parts={"actor": [0.2, 0.12, 0.06], "critic": [0.1, 0.08, 0.04]},
+                                  group_size=1, method="m")
+    m = breakdown.measured([rec], 0.3)
+    (row,) = m["per_rank"]
+    assert (row["step_s"], row["compute_s"], row["optimizer_s"]) == (0.35, 0.30, 0.05)  # step 0: the median 0.35
+    assert sum(row["compute_parts"].values()) == pytest.approx(row["compute_s"])
+    assert m["compute_s"] + m["communication_s"] + m["other_s"] == pytest.approx(m["serialised_step_s"])

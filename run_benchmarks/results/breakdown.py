@@ -1,9 +1,10 @@
 """Where a step's time goes: measured (the workers' breakdown records) beside expected (this machine's own
 micro-benchmarks), as ``metrics.time_breakdown``.
 
-Measured, per step (training/breakdown.py says how the phases were timed):
-  compute_s        the slowest rank's median forward+backward (every rank waits for it in the all-reduce)
-  communication_s  the median over ranks of their median gradient collectives (issued after a barrier)
+Measured, per step (training/breakdown.py says how the phases were timed), each rank read at its median
+breakdown step (by the step's whole time), all phases from that one step so that they add up:
+  compute_s        the slowest rank's forward+backward (every rank waits for it in the all-reduce)
+  communication_s  the median over ranks of their gradient collectives (issued after a barrier)
   other_s          the slowest rank's serialised step less those two: data fetch, optimizer, host overhead
 A straggler is named when its compute is more than ``STRAGGLER_MARGIN`` above the median rank's.
 
@@ -108,11 +109,14 @@ def measured(records: Sequence[perflog.BreakdownRecord], step_time_s: Optional[f
     med = statistics.median
     per_rank = []
     for r in sorted(done, key=lambda r: r.rank):
-        row = {"rank": r.rank, **{name: med(getattr(r, name)) for name in
+        # the rank's median breakdown step (by its whole time), every phase from that one step: medians taken
+        # phase by phase need not add up (a loaded CPU showed PPO's learning as compute 255 ms of parts 114 + 89)
+        i = sorted(range(r.steps), key=lambda k: r.step_s[k])[(r.steps - 1) // 2]
+        row = {"rank": r.rank, **{name: getattr(r, name)[i] for name in
                                   ("data_s", "compute_s", "wait_s", "communication_s", "optimizer_s", "step_s")}}
         row["other_s"] = max(0.0, row["step_s"] - row["compute_s"] - row["communication_s"])
         if r.compute_parts:  # named parts of compute (PPO: generation and scoring, actor and critic)
-            row["compute_parts"] = {name: med(values) for name, values in r.compute_parts.items()}
+            row["compute_parts"] = {name: values[i] for name, values in r.compute_parts.items()}
         per_rank.append(row)
     slowest = max(per_rank, key=lambda row: row["compute_s"])
     communication = med([row["communication_s"] for row in per_rank])
