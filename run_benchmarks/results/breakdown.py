@@ -5,7 +5,9 @@ Measured, per step (training/breakdown.py says how the phases were timed):
   compute_s        the slowest rank's median forward+backward (every rank waits for it in the all-reduce)
   communication_s  the median over ranks of their median gradient collectives (issued after a barrier)
   other_s          the slowest rank's serialised step less those two: data fetch, optimizer, host overhead
-A straggler is named when its compute is more than ``STRAGGLER_MARGIN`` above the median rank's.
+A straggler is named when its compute is more than ``STRAGGLER_MARGIN`` above the median rank's. A pipeline adds
+its waiting (bubble and P2P transfers) as a fourth part, taken out of other_s (breakdown_pipeline.py: measured,
+and the schedule's ideal bubble expected); its straggler is the slowest stage.
 
 Expected, per step and device:
   compute_s        the step's model FLOPs on one device / the GEMM peak ``accelbench calibrate`` measured at
@@ -19,7 +21,11 @@ Expected, per step and device:
                    that operation (``allreduce``, ``allgather``, ``reducescatter``, ``broadcast``) at the
                    nearest message size, for the same group size n, on the same hosts
   other_s          not modelled (None)
-A missing figure is named with the command that measures it; nothing is filled in.
+A missing figure is named with the command that measures it (or, where no command measures it, said so);
+nothing is filled in.
+
+Over 300 lines: the measured and expected parts, the lever, ``show``'s lines and compare's all read the same
+parts of one dict; the pipeline's own figures and words live in breakdown_pipeline.py.
 """
 from __future__ import annotations
 
@@ -29,6 +35,8 @@ from dataclasses import dataclass
 from typing import Optional, Sequence
 
 from training.contract import perflog
+
+from run_benchmarks.results import breakdown_pipeline as pipeline
 
 STRAGGLER_MARGIN = 0.10  # above the median rank's compute by more than this: named
 ALLREDUCE_FORMULA = "time = bytes x 2(n-1)/n / busbw (nccl-tests' bus bandwidth; one all-reduce per bucket)"
@@ -100,8 +108,10 @@ def measured(records: Sequence[perflog.BreakdownRecord], step_time_s: Optional[f
     per_rank = []
     for r in sorted(done, key=lambda r: r.rank):
         row = {"rank": r.rank, **{name: med(getattr(r, name)) for name in
-                                  ("data_s", "compute_s", "wait_s", "communication_s", "optimizer_s", "step_s")}}
-        row["other_s"] = max(0.0, row["step_s"] - row["compute_s"] - row["communication_s"])
+                                  ("data_s", "compute_s", "wait_s", "communication_s", "optimizer_s", "step_s")},
+               **pipeline.rank_row(r)}
+        row["other_s"] = max(0.0, row["step_s"] - row["compute_s"] - row["communication_s"]
+                             - row.get("pipeline_wait_s", 0.0))
         per_rank.append(row)
     slowest = max(per_rank, key=lambda row: row["compute_s"])
     communication = med([row["communication_s"] for row in per_rank])
@@ -109,16 +119,17 @@ def measured(records: Sequence[perflog.BreakdownRecord], step_time_s: Optional[f
     straggler = None
     if len(per_rank) > 1 and slowest["compute_s"] > median_compute * (1 + STRAGGLER_MARGIN):
         straggler = {"rank": slowest["rank"], "compute_s": slowest["compute_s"], "median_compute_s": median_compute,
-                     "margin": STRAGGLER_MARGIN}
+                     "margin": STRAGGLER_MARGIN, **({"stages": slowest["stages"]} if "stages" in slowest else {})}
     buckets = done[0].bucket_bytes
     ops = list(done[0].collective_ops) or ["allreduce"] * len(buckets)
     return {
         "compute_s": slowest["compute_s"], "communication_s": communication,
-        "other_s": max(0.0, slowest["step_s"] - slowest["compute_s"] - communication),
+        "other_s": max(0.0, slowest["step_s"] - slowest["compute_s"] - communication
+                       - slowest.get("pipeline_wait_s", 0.0)),
         "serialised_step_s": slowest["step_s"], "step_time_s": step_time_s,
         "breakdown_steps": done[0].steps, "collectives": len(buckets), "gradient_bytes": sum(buckets),
         "bucket_bytes": list(buckets), "collective_ops": ops, "group_size": done[0].group_size,
-        "per_rank": per_rank, "straggler": straggler, "method": done[0].method}
+        "per_rank": per_rank, "straggler": straggler, "method": done[0].method, **pipeline.measured(done, slowest)}
 
 
 def expected(flops_per_device_step: float, measured_peak: tuple[Optional[float], str],
@@ -165,7 +176,8 @@ def lever(breakdown: dict) -> Optional[str]:
     m, e = breakdown.get("measured") or {}, breakdown.get("expected") or {}
     if m.get("not_measured") or "compute_s" not in m:
         return None
-    parts = {"compute": m["compute_s"], "communication": m["communication_s"], "other": m["other_s"]}
+    parts = {"compute": m["compute_s"], "communication": m["communication_s"], "other": m["other_s"],
+             **({"pipeline": m["pipeline_wait_s"]} if "pipeline_wait_s" in m else {})}
     total = math.fsum(parts.values())
     if total <= 0:
         return None
@@ -180,7 +192,11 @@ def lever(breakdown: dict) -> Optional[str]:
                  "these hosts measured")
     elif name == "other":
         text += ": data fetch, optimizer and host overhead"
-    if m.get("straggler"):
+    elif name == "pipeline":
+        text = pipeline.lever(m, e, share)
+    if m.get("straggler") and m.get("pipeline"):
+        text += "; " + pipeline.straggler(m["straggler"])
+    elif m.get("straggler"):
         s = m["straggler"]
         text += (f"; rank {s['rank']} is a straggler (compute {s['compute_s'] * 1e3:.3g} ms against the median "
                  f"{s['median_compute_s'] * 1e3:.3g} ms)")
@@ -218,6 +234,11 @@ def time_breakdown(records: Sequence[perflog.BreakdownRecord], metrics: dict, me
                           measure_busbw, ops)
         out["expected"] = {**priced, "communication_formula": f"{text}; {priced['communication_formula']}",
                            "collectives": len(ops)}
+    elif part.get("pipeline"):
+        out["expected"].update(pipeline.expected(part, out["expected"]["compute_s"]))
+        out["expected"]["missing"].append(out["expected"]["p2p_missing"])
+        if not buckets:
+            out["expected"]["communication_note"] = "no gradient collective: the stages hold disjoint parameters"
     elif part.get("not_measured"):
         out["expected"]["communication_s"] = None  # without the worker's buckets there is nothing to price
         out["expected"]["communication_note"] = ("not priced: the collectives of a step come from the workers' "
@@ -245,17 +266,21 @@ def describe(tb: Optional[dict]) -> list[str]:
         lines = [f"time breakdown: {m['not_measured']}"]
     else:
         lines = [f"time breakdown per step, measured on {m['breakdown_steps']} serialised steps after the measured "
-                 f"ones: compute {_ms(m['compute_s'])}, communication {_ms(m['communication_s'])} "
-                 f"({_ops(m)}, {m['gradient_bytes']:,} bytes), other {_ms(m['other_s'])}; "
-                 f"serialised step {_ms(m['serialised_step_s'])} against the measured steps' median "
-                 f"{_ms(m['step_time_s'])}"]
+                 f"ones: compute {_ms(m['compute_s'])}, "
+                 + (f"pipeline waiting {_ms(m['pipeline_wait_s'])}, " if m.get("pipeline") else "")
+                 + f"communication {_ms(m['communication_s'])} ({_ops(m)}, {m['gradient_bytes']:,} bytes), other "
+                 f"{_ms(m['other_s'])}; serialised step {_ms(m['serialised_step_s'])} against the measured steps' "
+                 f"median {_ms(m['step_time_s'])}"] + ([f"  {pipeline.describe_measured(m)}"] if m.get("pipeline")
+                                                        else [])
     lines.append(f"  expected: compute {_ms(e.get('compute_s'))} (datasheet peak: "
                  f"{_ms(e.get('compute_s_datasheet'))}), communication {_ms(e.get('communication_s'))} "
                  f"[{e.get('communication_formula')}], other not modelled")
+    lines += [pipeline.describe_expected(e)] if e.get("bubble_formula") else []
     lines += [f"  missing: {why}" for why in e.get("missing") or []]
     for row in m.get("per_rank") or []:
-        lines.append(f"  rank {row['rank']}: compute {_ms(row['compute_s'])}, wait {_ms(row['wait_s'])}, "
-                     f"communication {_ms(row['communication_s'])}, data {_ms(row['data_s'])}, "
+        waiting = f", pipeline waiting {_ms(row['pipeline_wait_s'])}" if "pipeline_wait_s" in row else ""
+        lines.append(f"  {pipeline.stage_label(row)}: compute {_ms(row['compute_s'])}{waiting}, wait "
+                     f"{_ms(row['wait_s'])}, communication {_ms(row['communication_s'])}, data {_ms(row['data_s'])}, "
                      f"optimizer {_ms(row['optimizer_s'])}")
     if tb.get("lever"):
         lines.append(f"  biggest lever: {tb['lever']}")
@@ -282,14 +307,14 @@ def changed_part(a: Optional[dict], b: Optional[dict]) -> Optional[str]:
     if not a or not b:
         return None
     ma, mb = a["measured"], b["measured"]
-    deltas = {name: mb[key] - ma[key] for key, name in (("compute_s", "compute"), ("communication_s",
-                                                                                  "communication"), ("other_s", "other"))}
-    name = max(deltas, key=lambda n: abs(deltas[n]))
-    key = f"{name}_s"
-    return (f"the step's {name} changed most: {ma[key] * 1e3:.3g} ms -> {mb[key] * 1e3:.3g} ms "
-            f"({deltas[name] * 1e3:+.3g} ms; compute {ma['compute_s'] * 1e3:.3g} -> {mb['compute_s'] * 1e3:.3g}, "
-            f"communication {ma['communication_s'] * 1e3:.3g} -> {mb['communication_s'] * 1e3:.3g}, "
-            f"other {ma['other_s'] * 1e3:.3g} -> {mb['other_s'] * 1e3:.3g} ms)")
+    parts = {key: name for key, name in (("compute_s", "compute"), ("communication_s", "communication"),
+                                         ("pipeline_wait_s", "pipeline waiting"), ("other_s", "other"))
+             if key in ma or key in mb}  # a step without a pipeline waits on none: 0 against one that does
+    was, now = ({key: m.get(key, 0.0) for key in parts} for m in (ma, mb))
+    key = max(parts, key=lambda k: abs(now[k] - was[k]))
+    return (f"the step's {parts[key]} changed most: {was[key] * 1e3:.3g} ms -> {now[key] * 1e3:.3g} ms "
+            f"({(now[key] - was[key]) * 1e3:+.3g} ms; "
+            + ", ".join(f"{name} {was[k] * 1e3:.3g} -> {now[k] * 1e3:.3g}" for k, name in parts.items()) + " ms)")
 
 
 def changed_parts(rows) -> list[tuple[str, str]]:
