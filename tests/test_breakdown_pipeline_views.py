@@ -137,3 +137,19 @@ def test_delays_on_a_torch_pipeline_are_the_ones_it_injects(accelbench):
     refused = accelbench(*base, "--set", "debug.collective_delay_ms=10")
     assert refused.returncode != 0
     assert "debug.collective_delay_ms delays the data-parallel collectives only" in refused.stderr
+
+
+def test_pipeline_x_data_parallel_says_why_it_is_not_measured():
+    """The one pipeline layout the worker leaves unmeasured (training/torch/breakdown_pp.py says why in full)."""
+    from types import SimpleNamespace
+
+    from training.torch.breakdown import uncovered
+
+    from .torch_ranks import worker_config
+
+    spec = worker_config(dict(n_layer=2, n_head=2, d_model=32, vocab_size=128, seq_len=16),
+                         dict(micro_batch_size=2, gradient_accumulation_steps=2, steps=2, warmup_steps=1),
+                         {"pipeline_parallel_degree": 2, "sharding": "stage2"}).workload
+    why = uncovered(spec, SimpleNamespace(pipeline=object(), dp_size=2))
+    assert why.startswith("not measured for pipeline x data parallel: FSDP2's all-gathers and reduce-scatters")
+    assert uncovered(spec, SimpleNamespace(pipeline=object(), dp_size=1)) is None
