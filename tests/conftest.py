@@ -48,7 +48,7 @@ def pytest_runtest_makereport(item, call):
 E2E_FIXTURES = {"cli", "sshd", "engine", "cpu_torch_image", "slurm_cluster", "accelbench_containers"}
 E2E_MODULES = {"test_parity", "test_paddle", "test_paddle_layouts", "test_torch_memory", "test_signals",
                "test_slurm", "test_micro_paddle", "test_store_faults", "test_sweep", "test_cli_imports",
-               "test_paddle_finetune_layouts", "test_loss_runs"}
+               "test_paddle_finetune_layouts", "test_loss_runs", "test_breakdown_pipeline"}
 
 
 # Lanes (``--lane``): ``./dev test`` runs the suite as three pytest processes side by side, because one
@@ -60,7 +60,8 @@ E2E_MODULES = {"test_parity", "test_paddle", "test_paddle_layouts", "test_torch_
 LANES = ("inprocess", "local", "infra")
 INFRA_FIXTURES = {"sshd", "engine", "cpu_torch_image", "slurm_cluster", "accelbench_containers"}
 LANE_OF_MODULE = {"test_sweep": "infra", "test_micro_paddle": "infra", "test_paddle_finetune_layouts": "infra",
-                  "test_paddle": "inprocess", "test_kubernetes_netns": "infra", "test_ppo_breakdown_worker": "inprocess"}
+                  "test_paddle": "inprocess", "test_kubernetes_netns": "infra", "test_ppo_breakdown_worker": "inprocess",
+                  "test_breakdown_pipeline": "inprocess"}
 
 
 def pytest_addoption(parser):

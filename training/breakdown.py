@@ -19,6 +19,13 @@ sharding's gradient reduces and parameter broadcasts in its optimizer step) go t
 ``Collectives.run``: a device synchronisation, a barrier (timed as wait), the collective waited for (timed as
 communication); ``measure`` moves both out of the phase they ran in.
 
+A pipeline (``Phases.pipeline``) runs no gradient collective after its compute: its stages exchange
+activations and gradients point to point inside the schedule, and a barrier there would deadlock it. Its
+compute phase is split by the pipeline's own clock (training/torch/breakdown_pp.py says how): ``compute`` is
+this rank's own chunk computations, each timed between synchronisations, and ``pipeline_wait`` the rest of
+the schedule, the P2P transfers and the bubble (waiting for a neighbour stage) together; whatever else the
+phase holds (host work outside the schedule) is left to the step's remainder.
+
 The measured steps are untouched: they ran before, with the framework's own overlap of communication and
 backward. A breakdown step serialises what the framework overlaps, so its communication is the collectives'
 whole time, an upper bound on the exposed part; the orchestrator sets it beside the measured step time.
@@ -31,7 +38,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Any, Callable, Optional, Union
+from typing import Any, Callable, Optional, Protocol, Union
 
 from training.contract import perflog
 from training.faults import sleep_ms
@@ -40,6 +47,12 @@ METHOD = ("serialised phases on dedicated steps after the measured ones: data fe
           "gradient sync off, a barrier (wait), the gradient collectives one by one, the optimizer; each between "
           "two device synchronisations; collectives inside forward, backward or the optimizer (FSDP, ZeRO-1) "
           "timed one by one after a barrier and moved into communication")
+
+PIPELINE_METHOD = ("pipeline schedule on dedicated steps after the measured ones: data fetch; each of this rank's "
+                   "forward and backward chunks and the loss timed as compute between two synchronisations of its "
+                   "stream; the rest of the schedule (P2P sends and receives issued and waited for, with the bubble) "
+                   "and a barrier across the pipeline after it timed as the pipeline's waiting; the tied embedding's "
+                   "gradient all-reduce after a barrier; the optimizer")
 
 
 class Collectives:
@@ -72,6 +85,16 @@ class Collectives:
         return out
 
 
+class PipelineClock(Protocol):
+    """A pipeline schedule's own split of the compute phase (training/torch/breakdown_pp.py)."""
+
+    def take(self) -> tuple[float, float]:
+        """(this rank's chunk compute, the schedule's waiting: P2P and bubble) seconds since the last take."""
+
+    def facts(self) -> dict:
+        """The schedule, the stages, the micro-batches and what one step sends (the record's ``pipeline``)."""
+
+
 @dataclass(frozen=True)
 class Phases:
     """One rank's phases of an optimizer step, for the breakdown steps."""
@@ -84,6 +107,7 @@ class Phases:
     finish: Callable[[], None]  # untimed: zero the gradients
     group_size: int  # ranks each gradient collective spans
     inner: Optional[Collectives] = None  # collectives inside compute or optimize (FSDP, ZeRO-1)
+    pipeline: Optional[PipelineClock] = None  # a pipeline schedule in compute: its own compute and waiting
 
 
 def measure(steps: int, rank: int, phases: Union[Phases, str], sync: Callable[[], None]) -> perflog.BreakdownRecord:
@@ -97,6 +121,9 @@ def measure(steps: int, rank: int, phases: Union[Phases, str], sync: Callable[[]
     buckets: list[int] = []
     ops: list[tuple[str, int]] = []
     inner = phases.inner or Collectives(lambda: None, lambda: None)
+    pipe, pipeline_wait = phases.pipeline, []
+    if pipe:
+        pipe.take()
     for _ in range(steps):
         inner.take()
         inner.ops = []
@@ -109,6 +136,7 @@ def measure(steps: int, rank: int, phases: Union[Phases, str], sync: Callable[[]
         sync()
         computed = time.perf_counter()
         wait_c, comm_c = inner.take()
+        own, waited = pipe.take() if pipe else (computed - fetched - wait_c - comm_c, None)
         phases.align()
         aligned = time.perf_counter()
         buckets = phases.communicate()
@@ -120,11 +148,14 @@ def measure(steps: int, rank: int, phases: Union[Phases, str], sync: Callable[[]
         wait_o, comm_o = inner.take()
         ops = [("allreduce", int(b)) for b in buckets] + inner.ops
         phases.finish()
-        for name, value in zip(times, (fetched - began, computed - fetched - wait_c - comm_c,
+        if waited is not None:
+            pipeline_wait.append(waited)
+        for name, value in zip(times, (fetched - began, own,
                                        aligned - computed + wait_c + wait_o,
                                        communicated - aligned + comm_c + comm_o,
                                        ended - communicated - wait_o - comm_o, ended - began)):
             times[name].append(value)
     return perflog.BreakdownRecord(rank=rank, steps=steps, bucket_bytes=[b for _, b in ops],
                                    collective_ops=[op for op, _ in ops], group_size=phases.group_size,
-                                   method=METHOD, **times)
+                                   method=PIPELINE_METHOD if pipe else METHOD, pipeline_wait_s=pipeline_wait,
+                                   pipeline=pipe.facts() if pipe else None, **times)

@@ -6,7 +6,9 @@ breakdown step (by the step's whole time), all phases from that one step so that
   compute_s        the slowest rank's forward+backward (every rank waits for it in the all-reduce)
   communication_s  the median over ranks of their gradient collectives (issued after a barrier)
   other_s          the slowest rank's serialised step less those two: data fetch, optimizer, host overhead
-A straggler is named when its compute is more than ``STRAGGLER_MARGIN`` above the median rank's.
+A straggler is named when its compute is more than ``STRAGGLER_MARGIN`` above the median rank's. A pipeline adds
+its waiting (bubble and P2P transfers) as a fourth part, taken out of other_s (breakdown_pipeline.py: measured,
+and the schedule's ideal bubble expected); its straggler is the slowest stage.
 
 Expected, per step and device:
   compute_s        the step's model FLOPs on one device / the GEMM peak ``accelbench calibrate`` measured at
@@ -20,12 +22,14 @@ Expected, per step and device:
                    with busbw the stored micro case of that operation (one of ``COLLECTIVE_CASES``) at the
                    nearest message size, for the same group size n, on the same hosts
   other_s          not modelled (None)
-A missing figure is named with the command that measures it; nothing is filled in.
+A missing figure is named with the command that measures it (or, where no command measures it, said so);
+nothing is filled in.
 
 A task whose step has phases (PPO's learning update: breakdown_ppo.py) adds ``phases``, each a breakdown of
 this same layout with its ``label``, and ``unit`` (``update``); ``describe``, ``lever`` and ``changed_part``
 read them without knowing the task. Over 300 lines: measured, expected, the lever and the lines every view
-prints (show, report, compare) read one layout and share its small formatting helpers.
+prints (show, report, compare) read one layout and share its small formatting helpers; the pipeline's own
+figures and words live in breakdown_pipeline.py.
 """
 from __future__ import annotations
 
@@ -35,6 +39,8 @@ from dataclasses import dataclass
 from typing import Optional, Sequence
 
 from training.contract import perflog
+
+from run_benchmarks.results import breakdown_pipeline as pipeline
 
 STRAGGLER_MARGIN = 0.10  # above the median rank's compute by more than this: named
 # measured compute this many times its expected figure: the step is bound by per-operation overhead, not GEMM
@@ -113,8 +119,10 @@ def measured(records: Sequence[perflog.BreakdownRecord], step_time_s: Optional[f
         # phase by phase need not add up (a loaded CPU showed PPO's learning as compute 255 ms of parts 114 + 89)
         i = sorted(range(r.steps), key=lambda k: r.step_s[k])[(r.steps - 1) // 2]
         row = {"rank": r.rank, **{name: getattr(r, name)[i] for name in
-                                  ("data_s", "compute_s", "wait_s", "communication_s", "optimizer_s", "step_s")}}
-        row["other_s"] = max(0.0, row["step_s"] - row["compute_s"] - row["communication_s"])
+                                  ("data_s", "compute_s", "wait_s", "communication_s", "optimizer_s", "step_s")},
+               **pipeline.rank_row(r, i)}
+        row["other_s"] = max(0.0, row["step_s"] - row["compute_s"] - row["communication_s"]
+                             - row.get("pipeline_wait_s", 0.0))
         if r.compute_parts:  # named parts of compute (PPO: generation and scoring, actor and critic)
             row["compute_parts"] = {name: values[i] for name, values in r.compute_parts.items()}
         per_rank.append(row)
@@ -124,16 +132,17 @@ def measured(records: Sequence[perflog.BreakdownRecord], step_time_s: Optional[f
     straggler = None
     if len(per_rank) > 1 and slowest["compute_s"] > median_compute * (1 + STRAGGLER_MARGIN):
         straggler = {"rank": slowest["rank"], "compute_s": slowest["compute_s"], "median_compute_s": median_compute,
-                     "margin": STRAGGLER_MARGIN}
+                     "margin": STRAGGLER_MARGIN, **({"stages": slowest["stages"]} if "stages" in slowest else {})}
     buckets = done[0].bucket_bytes
     ops = list(done[0].collective_ops) or ["allreduce"] * len(buckets)
     return {
         "compute_s": slowest["compute_s"], "communication_s": communication,
-        "other_s": max(0.0, slowest["step_s"] - slowest["compute_s"] - communication),
+        "other_s": max(0.0, slowest["step_s"] - slowest["compute_s"] - communication
+                       - slowest.get("pipeline_wait_s", 0.0)),
         "serialised_step_s": slowest["step_s"], "step_time_s": step_time_s,
         "breakdown_steps": done[0].steps, "collectives": len(buckets), "gradient_bytes": sum(buckets),
         "bucket_bytes": list(buckets), "collective_ops": ops, "group_size": done[0].group_size,
-        "per_rank": per_rank, "straggler": straggler, "method": done[0].method,
+        "per_rank": per_rank, "straggler": straggler, "method": done[0].method, **pipeline.measured(done, slowest),
         **({"compute_parts": slowest["compute_parts"]} if "compute_parts" in slowest else {})}
 
 
@@ -184,7 +193,8 @@ def lever(breakdown: dict, of: str = "the serialised step") -> Optional[str]:
     m, e = breakdown.get("measured") or {}, breakdown.get("expected") or {}
     if m.get("not_measured") or "compute_s" not in m:
         return None
-    parts = {"compute": m["compute_s"], "communication": m["communication_s"], "other": m["other_s"]}
+    parts = {"compute": m["compute_s"], "communication": m["communication_s"], "other": m["other_s"],
+             **({"pipeline": m["pipeline_wait_s"]} if "pipeline_wait_s" in m else {})}
     total = math.fsum(parts.values())
     if total <= 0:
         return None
@@ -205,7 +215,11 @@ def lever(breakdown: dict, of: str = "the serialised step") -> Optional[str]:
                  "these hosts measured")
     elif name == "other":
         text += ": data fetch, optimizer and host overhead"
-    if m.get("straggler"):
+    elif name == "pipeline":
+        text = pipeline.lever(m, e, share)
+    if m.get("straggler") and m.get("pipeline"):
+        text += "; " + pipeline.straggler(m["straggler"])
+    elif m.get("straggler"):
         s = m["straggler"]
         text += (f"; rank {s['rank']} is a straggler (compute {_ms(s['compute_s'])} against the median "
                  f"{_ms(s['median_compute_s'])})")
@@ -244,6 +258,11 @@ def time_breakdown(records: Sequence[perflog.BreakdownRecord], metrics: dict, me
                           measure_busbw, ops)
         out["expected"] = {**priced, "communication_formula": f"{text}; {priced['communication_formula']}",
                            "collectives": len(ops)}
+    elif part.get("pipeline"):
+        out["expected"].update(pipeline.expected(part, out["expected"]["compute_s"]))
+        out["expected"]["missing"].append(out["expected"]["p2p_missing"])
+        if not buckets:
+            out["expected"]["communication_note"] = "no gradient collective: the stages hold disjoint parameters"
     elif part.get("not_measured"):
         out["expected"]["communication_s"] = None  # without the worker's buckets there is nothing to price
         out["expected"]["communication_note"] = ("not priced: the collectives of a step come from the workers' "
@@ -276,9 +295,11 @@ def describe(tb: Optional[dict]) -> list[str]:
         lines = [f"time breakdown per {unit}, measured on {m['breakdown_steps']} serialised {unit}s after the "
                  f"measured ones: {_parts(m)}; serialised {unit} {_ms(m['serialised_step_s'])} against the measured "
                  f"{unit}s' median {_ms(m['step_time_s'])}"]
+        lines += [f"  {pipeline.describe_measured(m)}"] if m.get("pipeline") else []
     lines.append(f"  expected: compute {_ms(e.get('compute_s'))} (datasheet peak: "
                  f"{_ms(e.get('compute_s_datasheet'))}), communication {_ms(e.get('communication_s'))} "
                  f"[{e.get('communication_formula')}], other not modelled")
+    lines += [pipeline.describe_expected(e)] if e.get("bubble_formula") else []
     lines += [f"  missing: {why}" for why in e.get("missing") or []]
     phases = tb.get("phases") or {}
     lines += [_rank_line(row, "  ") for row in ([] if phases else m.get("per_rank") or [])]
@@ -305,7 +326,8 @@ def describe(tb: Optional[dict]) -> list[str]:
 
 
 def _parts(m: dict) -> str:
-    return (f"compute {_ms(m['compute_s'])}{_named(m.get('compute_parts'))}, communication "
+    waiting = f"pipeline waiting {_ms(m['pipeline_wait_s'])}, " if m.get("pipeline") else ""
+    return (f"compute {_ms(m['compute_s'])}{_named(m.get('compute_parts'))}, {waiting}communication "
             f"{_ms(m['communication_s'])} ({_ops(m)}, {m['gradient_bytes']:,} bytes), other {_ms(m['other_s'])}")
 
 
@@ -319,9 +341,10 @@ def _named(parts: Optional[dict]) -> str:
 
 
 def _rank_line(row: dict, indent: str) -> str:
-    return (f"{indent}rank {row['rank']}: compute {_ms(row['compute_s'])}{_named(row.get('compute_parts'))}, wait "
-            f"{_ms(row['wait_s'])}, communication {_ms(row['communication_s'])}, data {_ms(row['data_s'])}, "
-            f"optimizer {_ms(row['optimizer_s'])}")
+    waiting = f", pipeline waiting {_ms(row['pipeline_wait_s'])}" if "pipeline_wait_s" in row else ""
+    return (f"{indent}{pipeline.stage_label(row)}: compute {_ms(row['compute_s'])}{_named(row.get('compute_parts'))}"
+            f"{waiting}, wait {_ms(row['wait_s'])}, communication {_ms(row['communication_s'])}, data "
+            f"{_ms(row['data_s'])}, optimizer {_ms(row['optimizer_s'])}")
 
 
 def of_summary(summary) -> Optional[dict]:
@@ -339,14 +362,14 @@ def changed_part(a: Optional[dict], b: Optional[dict]) -> Optional[str]:
     if not a or not b:
         return None
     ma, mb = a["measured"], b["measured"]
-    deltas = {name: mb[key] - ma[key] for key, name in (("compute_s", "compute"), ("communication_s",
-                                                                                  "communication"), ("other_s", "other"))}
-    name = max(deltas, key=lambda n: abs(deltas[n]))
-    key = f"{name}_s"
-    text = (f"the {a.get('unit') or 'step'}'s {name} changed most: {ma[key] * 1e3:.3g} ms -> {mb[key] * 1e3:.3g} ms "
-            f"({deltas[name] * 1e3:+.3g} ms; compute {ma['compute_s'] * 1e3:.3g} -> {mb['compute_s'] * 1e3:.3g}, "
-            f"communication {ma['communication_s'] * 1e3:.3g} -> {mb['communication_s'] * 1e3:.3g}, "
-            f"other {ma['other_s'] * 1e3:.3g} -> {mb['other_s'] * 1e3:.3g} ms)")
+    parts = {key: name for key, name in (("compute_s", "compute"), ("communication_s", "communication"),
+                                         ("pipeline_wait_s", "pipeline waiting"), ("other_s", "other"))
+             if key in ma or key in mb}  # a step without a pipeline waits on none: 0 against one that does
+    was, now = ({key: m.get(key, 0.0) for key in parts} for m in (ma, mb))
+    key = max(parts, key=lambda k: abs(now[k] - was[k]))
+    text = (f"the {a.get('unit') or 'step'}'s {parts[key]} changed most: {was[key] * 1e3:.3g} ms -> "
+            f"{now[key] * 1e3:.3g} ms ({(now[key] - was[key]) * 1e3:+.3g} ms; "
+            + ", ".join(f"{name} {was[k] * 1e3:.3g} -> {now[k] * 1e3:.3g}" for k, name in parts.items()) + " ms)")
     pa, pb = a.get("phases") or {}, b.get("phases") or {}
     moved = [f"{pa[p]['label']} {_ms(pa[p]['measured']['serialised_step_s'])} -> "
              f"{_ms(pb[p]['measured']['serialised_step_s'])}" for p in pa

@@ -163,6 +163,13 @@ class BreakdownRecord:
     compute_parts: dict = field(default_factory=dict, metadata={
         "doc": "per breakdown step, named parts of compute_s (PPO experience: generation and scoring; learning: "
                "actor and critic), each with its own collectives taken out"})
+    pipeline_wait_s: list = field(default_factory=list, metadata={
+        "doc": "pipeline parallel, per breakdown step: the schedule's time outside this rank's own chunk compute "
+               "(P2P sends and receives issued and waited for: the transfers and the bubble, waiting for a "
+               "neighbour stage, together) and the barrier across the pipeline after it; empty without a pipeline"})
+    pipeline: Optional[dict] = field(default=None, metadata={
+        "doc": "pipeline parallel: schedule, ranks (pipeline degree), stages, stages_per_rank, micro_batches, "
+               "stage_ids (this rank's), sends and send_bytes (this rank's P2P sends in one step)"})
     kind: str = "breakdown"
 
     PER_STEP = ("data_s", "compute_s", "wait_s", "communication_s", "optimizer_s", "step_s")
@@ -172,7 +179,10 @@ class BreakdownRecord:
         """Refuse a record the round's medians could not be taken of (``from_payload``: a PerfLogError)."""
         if isinstance(self.steps, bool) or not isinstance(self.steps, int) or self.steps < 0:
             raise ValueError(f"steps must be a non-negative integer, not {self.steps!r}")
-        for name in self.PER_STEP if self.steps else ():
+        if self.pipeline is not None and not isinstance(self.pipeline, dict):
+            raise ValueError(f"pipeline must be an object (the schedule's facts), not {self.pipeline!r:.80}")
+        per_step = self.PER_STEP + (("pipeline_wait_s",) if self.pipeline is not None else ())
+        for name in per_step if self.steps else ():
             values = getattr(self, name)
             if not _finite_list(values, self.steps):
                 raise ValueError(f"{name} must hold {self.steps} finite numbers (one per breakdown step), "

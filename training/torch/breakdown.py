@@ -5,11 +5,11 @@ Covered: one process (no collective); DDP (sharding none) and ZeRO-1 (stage1): c
 then the gradients all-reduced explicitly, in buckets of DDP's own sizes (reverse parameter order), each
 waited for; ZeRO-1's parameter broadcasts in its optimizer step timed apart (``Collectives``); FSDP2
 (stage2/3): its own all-gathers and reduce-scatters, inside forward and backward, each timed apart through
-FSDP2's public custom-collective hooks (``set_custom_all_gather``/``set_custom_reduce_scatter``). Tensor and
-pipeline parallelism run their collectives inside DTensor's and the schedule's own code, which has no such
-hook: their breakdown says "not measured for <strategy>". PPO's roles are wrapped the same ways, and its
-breakdown (ppo_breakdown.py) times them with the same helpers: ``all_reduce_buckets``, ``time_fsdp``,
-``time_zero1``.
+FSDP2's public custom-collective hooks (``set_custom_all_gather``/``set_custom_reduce_scatter``); pipeline
+parallel: its own clock on the schedule (``training/torch/breakdown_pp.py``). Tensor parallelism runs its
+collectives inside DTensor's own code, which has no such hook: its breakdown says "not measured for <strategy>".
+PPO's roles are wrapped the same ways, and its breakdown (ppo_breakdown.py) times them with the same helpers:
+``all_reduce_buckets``, ``time_fsdp``, ``time_zero1``.
 """
 from __future__ import annotations
 
@@ -23,6 +23,7 @@ from torch._utils import _flatten_dense_tensors, _unflatten_dense_tensors
 
 from training.breakdown import Collectives, Phases
 from training.faults import sleep_ms
+from training.torch import breakdown_pp
 from training.torch.lora import trainable_parameters
 
 
@@ -30,7 +31,7 @@ def uncovered(spec, parallel) -> Optional[str]:
     """Why this layout has no breakdown, or None."""
     par = spec.parallel
     if parallel.pipeline is not None:
-        return "not measured for pipeline parallel"
+        return breakdown_pp.uncovered(parallel)
     if par.tensor_parallel_degree > 1:
         return ("not measured for tensor parallel: its all-reduces run inside DTensor's forward and backward, "
                 "which offer no hook to time them one by one")
@@ -136,6 +137,8 @@ def phases(worker) -> Union[Phases, str]:
     why = uncovered(spec, parallel)
     if why:
         return why
+    if parallel.pipeline is not None:  # its own clock on the schedule
+        return breakdown_pp.phases(worker)
     debug, sharding = spec.debug, spec.parallel.sharding
     fsdp = parallel.dp_size > 1 and sharding in ("stage2", "stage3")
     inner = None

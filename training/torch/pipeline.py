@@ -96,9 +96,13 @@ class Pipeline:
         for module in self.modules:
             prepare(module)
         stages = [PipelineStage(m, s, n_stages, device, group=pp_group) for m, s in zip(self.modules, self.stage_ids)]
+        self.stages = stages  # the time breakdown times their chunks (training/torch/breakdown_pp.py)
         self.micro_batches = spec.train.gradient_accumulation_steps
         common = {"n_microbatches": self.micro_batches, "loss_fn": self._loss, "scale_grads": False}
         self._scale, self._scaler, self._losses = 1.0, None, []
+        # The time breakdown's hooks (training/torch/breakdown_pp.py): the loss timed as compute, the tied
+        # embedding's all-reduce timed as communication; plain calls otherwise.
+        self.loss_clock: Callable = _call
         if par.pipeline_schedule == "interleaved":
             self.schedule = ScheduleInterleaved1F1B(stages, **common)
         else:
@@ -106,6 +110,7 @@ class Pipeline:
             self.schedule = {"gpipe": ScheduleGPipe, "1f1b": Schedule1F1B}[par.pipeline_schedule](stage, **common)
         self.tie_group = self._tie_group(pp, n_stages, dp_rank, dp_size) if spec.model.tie_embeddings else None
         self.pp_group, self.device = pp_group, device
+        self.reduce_tied: Callable[[torch.Tensor], None] = lambda t: dist.all_reduce(t, group=self.tie_group)
 
     @staticmethod
     def _tie_group(pp: int, n_stages: int, dp_rank: int, dp_size: int):
@@ -123,6 +128,9 @@ class Pipeline:
         return [p for m in self.modules for p in m.parameters()]
 
     def _loss(self, logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+        return self.loss_clock(self._scaled_loss, logits, targets)
+
+    def _scaled_loss(self, logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
         loss = lm_loss(logits, targets, reduction="sum") * self._scale
         self._losses.append(loss.detach())
         return self._scaler.scale(loss)
@@ -147,7 +155,7 @@ class Pipeline:
             for g in grads:
                 g.copy_(total)
         elif grads and self.tie_group is not None:
-            dist.all_reduce(grads[0], group=self.tie_group)
+            self.reduce_tied(grads[0])
 
     def squared_grad_norm(self) -> torch.Tensor:
         """Over the whole pipeline, each tied weight counted once (the last stage's copy is left out)."""
@@ -156,6 +164,10 @@ class Pipeline:
         total = squared_norm(grads, self.device)
         dist.all_reduce(total, group=self.pp_group)
         return total
+
+
+def _call(fn: Callable, *args):
+    return fn(*args)
 
 
 def _local(t: torch.Tensor) -> torch.Tensor:

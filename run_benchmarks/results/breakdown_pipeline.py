@@ -1,0 +1,113 @@
+"""The pipeline's part of the time breakdown (run_benchmarks/results/breakdown.py), from the workers' records
+(training/torch/breakdown_pp.py says how they were timed).
+
+Measured, per step:
+  pipeline_wait_s  the slowest stage's waiting in the schedule: the P2P transfers and the bubble together (the
+                   wire cannot tell them apart without changing the schedule). The slowest stage's is the
+                   pipeline's own (filling and draining); a faster stage waits that much plus the imbalance,
+                   which the per-rank rows show, and the slowest stage is named like a straggler
+  waiting_fraction pipeline_wait_s / (compute_s + pipeline_wait_s) of that stage: the basis of the bubble
+                   formulas below (the ideal bubble, without transfer time)
+
+Expected, for p pipeline ranks, m micro-batches per step and v stages per rank, with equal stages and no
+transfer time (the schedules' own papers' bubble):
+  GPipe, 1F1B       bubble fraction (p-1)/(m+p-1) of compute + bubble
+  interleaved 1F1B  bubble fraction (p-1)/(v*m+p-1) (Megatron-LM's: the bubble shrinks v times)
+  bubble_s          the expected compute x (p-1)/(v*m): the bubble of a step whose stages compute at the GEMM peak
+  P2P               per stage boundary and micro-batch one activation forward and one gradient backward, each
+                    micro_batch_size x seq_len x d_model x the activation's bytes: 2 x m x (stages-1) sends per
+                    step, the workers' own count. Not priced: no micro case measures a point-to-point bandwidth
+                    (the stored ones are the collectives'), and a collective's bus bandwidth is not a send's
+"""
+from __future__ import annotations
+
+from typing import Optional, Sequence
+
+from training.contract import perflog
+
+FORMULAS = {"gpipe": "(p-1)/(m+p-1)", "1f1b": "(p-1)/(m+p-1)", "interleaved": "(p-1)/(v*m+p-1)"}
+P2P_FORMULA = ("2 x m x (stages-1) sends per step (per stage boundary and micro-batch an activation forward and a "
+               "gradient backward), each micro_batch_size x seq_len x d_model x the activation's bytes")
+P2P_MISSING = ("no point-to-point bandwidth stored: no micro case measures send/recv (training/micro times "
+               "collectives only), so the pipeline's P2P transfers ({sends} sends, {nbytes:,} bytes per step) are "
+               "not priced")
+
+
+def bubble_fraction(schedule: str, p: int, m: int, v: int = 1) -> float:
+    """The schedule's ideal bubble as a fraction of a stage's compute + bubble (the module docstring's formulas)."""
+    if schedule not in FORMULAS:
+        raise ValueError(f"no bubble formula for pipeline schedule {schedule!r}")
+    return (p - 1) / ((v if schedule == "interleaved" else 1) * m + p - 1)
+
+
+def rank_row(record: perflog.BreakdownRecord, step: int) -> dict:
+    """A rank's pipeline columns for ``per_rank`` at breakdown step ``step`` (its median step, whose other
+    phases ``per_rank`` holds); none without a pipeline."""
+    if record.pipeline is None:
+        return {}
+    return {"pipeline_wait_s": record.pipeline_wait_s[step], "stages": record.pipeline.get("stage_ids")}
+
+
+def measured(records: Sequence[perflog.BreakdownRecord], slowest: dict) -> dict:
+    """The measured part's pipeline fields; ``slowest``: the per-rank row of the slowest stage's rank."""
+    if records[0].pipeline is None:
+        return {}
+    facts = records[0].pipeline
+    wait = slowest["pipeline_wait_s"]
+    busy = slowest["compute_s"] + wait
+    sends = sum(int((r.pipeline or {}).get("sends", 0)) for r in records)
+    nbytes = sum(int((r.pipeline or {}).get("send_bytes", 0)) for r in records)
+    return {"pipeline_wait_s": wait, "waiting_fraction": wait / busy if busy > 0 else None,
+            "pipeline": {key: facts.get(key) for key in ("schedule", "ranks", "stages", "stages_per_rank",
+                                                         "micro_batches")} | {"sends": sends, "send_bytes": nbytes}}
+
+
+def expected(part: dict, compute_s: Optional[float]) -> dict:
+    """The expected part's pipeline fields, from the measured part's schedule facts and the expected compute."""
+    facts = part["pipeline"]
+    schedule, p, m, v = facts["schedule"], facts["ranks"], facts["micro_batches"], facts["stages_per_rank"] or 1
+    fraction = bubble_fraction(schedule, p, m, v)
+    return {"bubble_fraction": fraction, "bubble_formula": f"{schedule}: {FORMULAS[schedule]} with p={p}, m={m}"
+            + (f", v={v}" if schedule == "interleaved" else ""),
+            "bubble_s": None if compute_s is None else compute_s * (p - 1) / (v * m),
+            "p2p_formula": P2P_FORMULA, "p2p_sends": facts["sends"], "p2p_bytes": facts["send_bytes"], "p2p_s": None,
+            "p2p_missing": P2P_MISSING.format(sends=facts["sends"], nbytes=facts["send_bytes"])}
+
+
+def _ms(seconds: Optional[float]) -> str:
+    return "—" if seconds is None else f"{seconds * 1e3:.3g} ms"
+
+
+def stage_label(row: dict) -> str:
+    """``rank 1 (stage 1)``, ``rank 0 (stages 0, 2)``."""
+    stages = row.get("stages") or []
+    return f"rank {row['rank']}" + (f" (stage{'s' if len(stages) > 1 else ''} {', '.join(map(str, stages))})"
+                                    if stages else "")
+
+
+def describe_measured(m: dict) -> str:
+    facts, share = m["pipeline"], m["waiting_fraction"]
+    return (f"pipeline {facts['schedule']} over {facts['ranks']} ranks, {facts['stages']} stages, "
+            f"{facts['micro_batches']} micro-batches: its waiting is the bubble and the P2P transfers together, "
+            f"{'—' if share is None else f'{share:.0%}'} of the slowest stage's compute + waiting; {facts['sends']} "
+            f"P2P sends, {facts['send_bytes']:,} bytes per step")
+
+
+def describe_expected(e: dict) -> str:
+    return (f"  expected pipeline bubble: {e['bubble_fraction']:.0%} of compute + bubble "
+            f"[{e['bubble_formula']}], {_ms(e['bubble_s'])} at the calibrated GEMM peak; P2P not priced")
+
+
+def lever(m: dict, e: dict, share: float) -> str:
+    """The lever's words when the pipeline's waiting is the biggest part."""
+    text = (f"pipeline waiting (bubble and P2P transfers) is {share:.0%} of the serialised step "
+            f"({_ms(m['pipeline_wait_s'])})")
+    if e.get("bubble_fraction") is not None:
+        text += (f"; the {m['pipeline']['schedule']} schedule's ideal bubble is {e['bubble_fraction']:.0%} "
+                 f"({e['bubble_formula']}): more micro-batches shrink it")
+    return text
+
+
+def straggler(s: dict) -> str:
+    return (f"{stage_label(s)} is the pipeline's slowest stage (compute {_ms(s['compute_s'])} against the median "
+            f"{_ms(s['median_compute_s'])}): the other stages wait for it")

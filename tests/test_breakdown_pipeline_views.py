@@ -1,0 +1,157 @@
+"""The pipeline's time breakdown in the orchestrator, in-process, from canned records: the schedule's ideal bubble
+exactly by its formula, the slowest stage named, the waiting as its own part of the step, the P2P transfers said
+unpriced (no stored point-to-point bandwidth), and ``show``'s, the lever's and compare's words for a pipeline."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from run_benchmarks.results import breakdown, breakdown_pipeline
+from training.contract import perflog
+
+MEASURE = "accelbench run {op}:torch:cpu:1:2"
+ACTIVATION = 2 * 16 * 32 * 4  # micro_batch_size x seq_len x d_model x fp32
+
+
+def record(rank: int, compute: float, waiting: float, schedule: str = "1f1b", ranks: int = 2, v: int = 1,
+           micro: int = 4, tied: bool = True) -> perflog.BreakdownRecord:
+    stages = [rank + ranks * i for i in range(v)]
+    sends = sum(micro * ((s < ranks * v - 1) + (s > 0)) for s in stages)  # activations forward, gradients back
+    return perflog.BreakdownRecord(
+        rank=rank, steps=3, data_s=[0.002] * 3, compute_s=[compute, compute, 9.0], wait_s=[0.001] * 3,
+        communication_s=[0.004] * 3, optimizer_s=[0.003] * 3, step_s=[compute + waiting + 0.010] * 3,
+        pipeline_wait_s=[waiting] * 3, bucket_bytes=[4096] if tied else [], collective_ops=["allreduce"] if tied else [],
+        group_size=2 if tied else 1, method="m",
+        pipeline={"schedule": schedule, "ranks": ranks, "stages": ranks * v, "stages_per_rank": v,
+                  "micro_batches": micro, "stage_ids": stages, "sends": sends,
+                  "send_bytes": sends * ACTIVATION})
+
+
+def allreduce_row(points=((4096, 2.0),)) -> dict:
+    figures = [{"name": "allreduce.busbw_gbps", "value": gbps, "params": {"bytes": size, "ranks": 2}}
+               for size, gbps in points]
+    return {"status": "ok", "case_name": "allreduce", "run_id": "r1", "figures": figures,
+            "environment": {"nodes": [{"environment": {"hostname": "h"}}]}}
+
+
+METRICS = {"step_time_s": {"median": 0.3, "mean": 0.3}, "tflops_per_device": 0.01}
+NODES = [{"host": "h", "environment": {"hostname": "h"}}]
+
+
+@pytest.mark.parametrize("schedule, p, m, v, fraction", [
+    ("gpipe", 4, 8, 1, 3 / 11), ("1f1b", 2, 4, 1, 1 / 5), ("1f1b", 8, 8, 1, 7 / 15), ("interleaved", 2, 4, 2, 1 / 9),
+    ("interleaved", 4, 8, 3, 3 / 27)])
+def test_the_expected_bubble_is_the_schedules_formula_exactly(schedule, p, m, v, fraction):
+    """GPipe and 1F1B: (p-1)/(m+p-1); interleaved 1F1B with v stages per rank: (p-1)/(v*m+p-1); the bubble in
+    seconds is the expected compute x (p-1)/(v*m), the same fraction of compute + bubble."""
+    assert breakdown_pipeline.bubble_fraction(schedule, p, m, v) == fraction
+    recs = [record(r, 0.1, 0.05, schedule, p, v, m) for r in range(p)]
+    tb = breakdown.time_breakdown(recs, METRICS, (10.0, "calibrated"), (None, ""), NODES, [], MEASURE)
+    e = tb["expected"]
+    compute = 0.01 * 1e12 * 0.3 / (10.0 * 1e12)  # the step's FLOPs on one device / the calibrated peak
+    assert e["compute_s"] == compute and e["bubble_fraction"] == fraction
+    assert e["bubble_s"] == compute * (p - 1) / (v * m)
+    assert e["bubble_s"] / (e["bubble_s"] + compute) == pytest.approx(fraction, rel=1e-12)
+    assert e["bubble_formula"].startswith(f"{schedule}: {breakdown_pipeline.FORMULAS[schedule]} with p={p}, m={m}")
+    with pytest.raises(ValueError, match="no bubble formula for pipeline schedule 'zero-bubble'"):
+        breakdown_pipeline.bubble_fraction("zero-bubble", p, m)
+
+
+def test_the_slowest_stage_is_named_and_its_waiting_is_the_pipelines():
+    part = breakdown.measured([record(0, 0.10, 0.25), record(1, 0.30, 0.05)], step_time_s=0.32)
+    assert part["compute_s"] == 0.30 and part["pipeline_wait_s"] == 0.05  # the slowest stage's own
+    assert part["waiting_fraction"] == 0.05 / 0.35
+    assert part["other_s"] == pytest.approx(0.30 + 0.05 + 0.010 - 0.30 - 0.004 - 0.05)  # data, optimizer, host
+    assert part["straggler"]["rank"] == 1 and part["straggler"]["stages"] == [1]
+    assert [row["pipeline_wait_s"] for row in part["per_rank"]] == [0.25, 0.05]  # the fast stage waits for it
+    assert part["pipeline"] == {"schedule": "1f1b", "ranks": 2, "stages": 2, "stages_per_rank": 1,
+                                "micro_batches": 4, "sends": 8, "send_bytes": 8 * ACTIVATION}
+    assert breakdown.measured([record(0, 0.10, 0.05), record(1, 0.105, 0.05)], 0.2)["straggler"] is None
+
+
+def test_p2p_is_counted_not_priced_and_the_tied_embedding_is():
+    recs = [record(0, 0.1, 0.05), record(1, 0.1, 0.05)]
+    tb = breakdown.time_breakdown(recs, METRICS, (10.0, "calibrated"), (None, ""), NODES, [allreduce_row()], MEASURE)
+    e = tb["expected"]
+    assert e["p2p_s"] is None and e["p2p_sends"] == 8 and e["p2p_bytes"] == 8 * ACTIVATION
+    assert e["missing"] == [f"no point-to-point bandwidth stored: no micro case measures send/recv (training/micro "
+                            f"times collectives only), so the pipeline's P2P transfers (8 sends, {8 * ACTIVATION:,} "
+                            "bytes per step) are not priced"]
+    assert e["communication_s"] == 4096 * 2 * 1 / 2 / 2e9  # the tied embedding's all-reduce over its two ranks
+    untied = breakdown.time_breakdown([record(r, 0.1, 0.05, tied=False) for r in (0, 1)], METRICS, (10.0, "c"),
+                                      (None, ""), NODES, [], MEASURE)
+    assert untied["expected"]["communication_s"] == 0.0
+    assert untied["expected"]["communication_note"] == "no gradient collective: the stages hold disjoint parameters"
+
+
+def test_show_the_lever_and_compare_read_as_a_pipeline():
+    recs = [record(0, 0.05, 0.40), record(1, 0.30, 0.15)]
+    tb = breakdown.time_breakdown(recs, METRICS, (10.0, "calibrated"), (None, ""), NODES, [allreduce_row()], MEASURE)
+    lines = breakdown.describe(tb)
+    assert lines[0].startswith("time breakdown per step, measured on 3 serialised steps after the measured ones: "
+                               "compute 300 ms, pipeline waiting 150 ms, communication 4 ms (1 allreduce, 4,096 bytes)")
+    assert lines[1] == (f"  pipeline 1f1b over 2 ranks, 2 stages, 4 micro-batches: its waiting is the bubble and the "
+                        f"P2P transfers together, 33% of the slowest stage's compute + waiting; 8 P2P sends, "
+                        f"{8 * ACTIVATION:,} bytes per step")
+    assert "  expected pipeline bubble: 20% of compute + bubble [1f1b: (p-1)/(m+p-1) with p=2, m=4], 0.075 ms at the " \
+           "calibrated GEMM peak; P2P not priced" in lines
+    assert "  rank 0 (stage 0): compute 50 ms, pipeline waiting 400 ms, wait 1 ms, communication 4 ms, data 2 ms, " \
+           "optimizer 3 ms" in lines
+    assert tb["lever"] == ("compute is 65% of the serialised step (300 ms); at the calibrated GEMM peak it would take "
+                           "0.3 ms, 1,000x less: each operation is too small to fill the device, so launch and "
+                           "framework overhead set the pace; a larger micro batch or train.compile would help more "
+                           "than faster GEMMs; rank 1 (stage 1) is the pipeline's slowest stage (compute 300 ms against the "
+                           "median 175 ms): the other stages wait for it")
+    waiting = breakdown.time_breakdown([record(0, 0.1, 0.5), record(1, 0.1, 0.5)], METRICS, (None, "no peak"),
+                                       (None, ""), NODES, [], MEASURE)
+    assert waiting["lever"] == ("pipeline waiting (bubble and P2P transfers) is 82% of the serialised step (500 ms); "
+                                "the 1f1b schedule's ideal bubble is 20% (1f1b: (p-1)/(m+p-1) with p=2, m=4): more "
+                                "micro-batches shrink it")
+    line = breakdown.changed_part(waiting, tb)
+    assert line.startswith("the step's pipeline waiting changed most: 500 ms -> 150 ms (-350 ms; compute 100 -> 300, "
+                           "communication 4 -> 4, pipeline waiting 500 -> 150, other")
+    ddp = {"measured": {"compute_s": 0.1, "communication_s": 0.05, "other_s": 0.01}}
+    assert "pipeline waiting 0 -> 150" in breakdown.changed_part(ddp, tb)  # a step without a pipeline waits on none
+
+
+def test_a_pipeline_record_round_trips_and_a_malformed_one_is_refused():
+    good = record(0, 0.1, 0.05)
+    line = perflog.format_record(good)
+    assert perflog.parse_line(line) == good
+    payload = {**json.loads(line[len(perflog.PREFIX):]), "pipeline_wait_s": [0.1, float("nan"), 0.1]}
+    with pytest.raises(perflog.PerfLogError, match="pipeline_wait_s must hold 3 finite numbers"):
+        perflog.from_payload(payload)
+    with pytest.raises(perflog.PerfLogError, match="pipeline must be an object"):
+        perflog.from_payload({**json.loads(line[len(perflog.PREFIX):]), "pipeline": [1]})
+    assert perflog.BreakdownRecord(rank=0, steps=1, data_s=[0.0], compute_s=[0.0], wait_s=[0.0], communication_s=[0.0],
+                                   optimizer_s=[0.0], step_s=[0.0]).pipeline_wait_s == []  # no pipeline: none
+
+
+def test_delays_on_a_torch_pipeline_are_the_ones_it_injects(accelbench):
+    """A compute delay (on fail_rank, before its schedule step: its compute) and a data-fetch delay run on a torch
+    pipeline; a collective delay is refused: a pipeline-only layout has no data-parallel collective to delay."""
+    base = ("run", "gpt2_tiny:torch:cpu:1:2", "--set", "parallel.pipeline_parallel_degree=2", "--set",
+            "train.gradient_accumulation_steps=2", "--dry-run")
+    ok = accelbench(*base, "--set", "debug.compute_delay_ms=10", "--set", "debug.fail_rank=1", "--set",
+                    "debug.data_fetch_delay_ms=5")
+    assert ok.returncode == 0, ok.stderr
+    refused = accelbench(*base, "--set", "debug.collective_delay_ms=10")
+    assert refused.returncode != 0
+    assert "debug.collective_delay_ms delays the data-parallel collectives only" in refused.stderr
+
+
+def test_pipeline_x_data_parallel_says_why_it_is_not_measured():
+    """The one pipeline layout the worker leaves unmeasured (training/torch/breakdown_pp.py says why in full)."""
+    from types import SimpleNamespace
+
+    from training.torch.breakdown import uncovered
+
+    from .torch_ranks import worker_config
+
+    spec = worker_config(dict(n_layer=2, n_head=2, d_model=32, vocab_size=128, seq_len=16),
+                         dict(micro_batch_size=2, gradient_accumulation_steps=2, steps=2, warmup_steps=1),
+                         {"pipeline_parallel_degree": 2, "sharding": "stage2"}).workload
+    why = uncovered(spec, SimpleNamespace(pipeline=object(), dp_size=2))
+    assert why.startswith("not measured for pipeline x data parallel: FSDP2's all-gathers and reduce-scatters")
+    assert uncovered(spec, SimpleNamespace(pipeline=object(), dp_size=1)) is None
