@@ -14,9 +14,11 @@ run, each split into four phases, every phase between two device synchronisation
   optimizer      the optimizer step (and the loss scaler's update)
 
 Collectives a framework runs inside another phase (FSDP2's parameter all-gathers in forward and backward and
-its gradient reduce-scatters in backward, ZeRO-1's parameter broadcasts in the optimizer step) go through
-``Collectives.run``: a device synchronisation, a barrier (timed as wait), the collective waited for (timed as
-communication); ``measure`` moves both out of the phase they ran in.
+its gradient reduce-scatters in backward, ZeRO-1's parameter broadcasts in the optimizer step, tensor
+parallel's all-reduces, all-gathers and reduce-scatters in forward, backward and the optimizer step) go
+through ``Collectives.run``: a device synchronisation, a barrier (timed as wait), the collective waited for
+(timed as communication); ``measure`` moves both out of the phase they ran in. Each collective keeps the
+size of its own group (tensor parallel's beside FSDP's data-parallel one), which its expected time needs.
 
 The measured steps are untouched: they ran before, with the framework's own overlap of communication and
 backward. A breakdown step serialises what the framework overlaps, so its communication is the collectives'
@@ -35,8 +37,8 @@ from training.faults import sleep_ms
 
 METHOD = ("serialised phases on dedicated steps after the measured ones: data fetch, forward+backward with "
           "gradient sync off, a barrier (wait), the gradient collectives one by one, the optimizer; each between "
-          "two device synchronisations; collectives inside forward, backward or the optimizer (FSDP, ZeRO-1) "
-          "timed one by one after a barrier and moved into communication")
+          "two device synchronisations; collectives inside forward, backward or the optimizer (FSDP, ZeRO-1, "
+          "tensor parallel) timed one by one after a barrier and moved into communication")
 
 
 class Collectives:
@@ -46,10 +48,13 @@ class Collectives:
         self.sync, self.barrier, self.delay_ms = sync, barrier, delay_ms
         self.wait_s = self.communication_s = 0.0
         self.ops: list[tuple[str, int]] = []  # (nccl-tests op name, message bytes) of each, in order
+        self.ranks: list[Optional[int]] = []  # the group size of each (None: the phases' group_size)
+        self.unmeasured: Optional[str] = None  # set where a collective ran that could not be timed: why
 
-    def run(self, op: str, nbytes: int, call: Callable[[], Any]) -> Any:
+    def run(self, op: str, nbytes: int, call: Callable[[], Any], ranks: Optional[int] = None) -> Any:
         """``call`` (the collective, waited for) as ``op`` of ``nbytes`` (nccl-tests' message size: the
-        whole buffer, the gathered or the scattered whole); ``debug.collective_delay_ms`` before it."""
+        whole buffer, the gathered or the scattered whole) over ``ranks`` ranks (None: the phases'
+        ``group_size``); ``debug.collective_delay_ms`` before it."""
         self.sync()
         began = time.perf_counter()
         self.barrier()
@@ -60,6 +65,7 @@ class Collectives:
         self.wait_s += aligned - began
         self.communication_s += time.perf_counter() - aligned
         self.ops.append((op, int(nbytes)))
+        self.ranks.append(ranks)
         return out
 
     def take(self) -> tuple[float, float]:
@@ -93,10 +99,11 @@ def measure(steps: int, rank: int, phases: Union[Phases, str], sync: Callable[[]
                                                             "optimizer_s", "step_s")}
     buckets: list[int] = []
     ops: list[tuple[str, int]] = []
+    ranks: list[int] = []
     inner = phases.inner or Collectives(lambda: None, lambda: None)
     for _ in range(steps):
         inner.take()
-        inner.ops = []
+        inner.ops, inner.ranks = [], []
         sync()
         began = time.perf_counter()
         batches = phases.fetch()
@@ -116,12 +123,15 @@ def measure(steps: int, rank: int, phases: Union[Phases, str], sync: Callable[[]
         ended = time.perf_counter()
         wait_o, comm_o = inner.take()
         ops = [("allreduce", int(b)) for b in buckets] + inner.ops
+        ranks = [phases.group_size] * len(buckets) + [n or phases.group_size for n in inner.ranks]
         phases.finish()
         for name, value in zip(times, (fetched - began, computed - fetched - wait_c - comm_c,
                                        aligned - computed + wait_c + wait_o,
                                        communicated - aligned + comm_c + comm_o,
                                        ended - communicated - wait_o - comm_o, ended - began)):
             times[name].append(value)
+    if inner.unmeasured:  # a collective ran inside a phase untimed: its time would count as compute
+        return perflog.BreakdownRecord(rank=rank, steps=0, method=METHOD, not_measured=inner.unmeasured)
     return perflog.BreakdownRecord(rank=rank, steps=steps, bucket_bytes=[b for _, b in ops],
                                    collective_ops=[op for op, _ in ops], group_size=phases.group_size,
-                                   method=METHOD, **times)
+                                   group_sizes=ranks, method=METHOD, **times)

@@ -14,19 +14,25 @@ Expected, per step and device:
                    data, the figure the row's MFU is computed from
   communication_s  each collective the workers recorded for a step, priced by nccl-tests' bus bandwidth
                    definition read backwards: time = bytes x factor / busbw, factor 2(n-1)/n for an all-reduce
-                   (DDP's buckets), (n-1)/n for an all-gather and a reduce-scatter (FSDP's parameters and
-                   gradients), 1 for a broadcast (ZeRO-1's parameter sync), with busbw the stored micro case of
-                   that operation (``allreduce``, ``allgather``, ``reducescatter``, ``broadcast``) at the
-                   nearest message size, for the same group size n, on the same hosts
+                   (DDP's buckets, tensor parallel's activations), (n-1)/n for an all-gather and a
+                   reduce-scatter (FSDP's parameters and gradients, sequence parallel's activations), 1 for a
+                   broadcast (ZeRO-1's parameter sync), with busbw the stored micro case of that operation
+                   (``allreduce``, ``allgather``, ``reducescatter``, ``broadcast``, ``alltoall``) at the nearest
+                   message size, for that collective's own group size n (the record's ``group_sizes``: the
+                   tensor-parallel degree for DTensor's, the data-parallel one for FSDP's), on the same hosts
   other_s          not modelled (None)
 A missing figure is named with the command that measures it; nothing is filled in.
+
+Over 300 lines: the measured and expected halves of one figure and the words every view prints for it
+(show, the lever, compare's line), which read the same dict and change together.
 """
 from __future__ import annotations
 
 import math
+import re
 import statistics
 from dataclasses import dataclass
-from typing import Optional, Sequence
+from typing import Optional, Sequence, Union
 
 from training.contract import perflog
 
@@ -34,7 +40,8 @@ STRAGGLER_MARGIN = 0.10  # above the median rank's compute by more than this: na
 ALLREDUCE_FORMULA = "time = bytes x 2(n-1)/n / busbw (nccl-tests' bus bandwidth; one all-reduce per bucket)"
 # nccl-tests' bus-bandwidth factors (training/micro/formulas.py measures busbw with the same ones)
 BUS_FACTORS = {"allreduce": ("2(n-1)/n", lambda n: 2 * (n - 1) / n), "allgather": ("(n-1)/n", lambda n: (n - 1) / n),
-               "reducescatter": ("(n-1)/n", lambda n: (n - 1) / n), "broadcast": ("1", lambda n: 1.0)}
+               "reducescatter": ("(n-1)/n", lambda n: (n - 1) / n), "broadcast": ("1", lambda n: 1.0),
+               "alltoall": ("(n-1)/n", lambda n: (n - 1) / n)}
 COLLECTIVE_CASES = tuple(BUS_FACTORS)  # the micro cases whose stored busbw prices a step's collectives
 COMPUTE_FORMULA = "time = model FLOPs of the step on one device / GEMM peak"
 
@@ -112,27 +119,33 @@ def measured(records: Sequence[perflog.BreakdownRecord], step_time_s: Optional[f
                      "margin": STRAGGLER_MARGIN}
     buckets = done[0].bucket_bytes
     ops = list(done[0].collective_ops) or ["allreduce"] * len(buckets)
+    sizes = list(done[0].group_sizes) or [done[0].group_size] * len(buckets)
     return {
         "compute_s": slowest["compute_s"], "communication_s": communication,
         "other_s": max(0.0, slowest["step_s"] - slowest["compute_s"] - communication),
         "serialised_step_s": slowest["step_s"], "step_time_s": step_time_s,
         "breakdown_steps": done[0].steps, "collectives": len(buckets), "gradient_bytes": sum(buckets),
-        "bucket_bytes": list(buckets), "collective_ops": ops, "group_size": done[0].group_size,
+        "bucket_bytes": list(buckets), "collective_ops": ops, "group_size": done[0].group_size, "group_sizes": sizes,
         "per_rank": per_rank, "straggler": straggler, "method": done[0].method}
 
 
 def expected(flops_per_device_step: float, measured_peak: tuple[Optional[float], str],
-             datasheet_peak: tuple[Optional[float], str], bucket_bytes: Sequence[int], group_size: int,
-             points, measure_busbw: str, ops: Sequence[str] = ()) -> dict:
+             datasheet_peak: tuple[Optional[float], str], bucket_bytes: Sequence[int],
+             group_size: Union[int, Sequence[int]], points, measure_busbw: str, ops: Sequence[str] = ()) -> dict:
     """The expected part. ``measured_peak``/``datasheet_peak``: (TFLOP/s, note or why missing);
-    ``points``: per operation the stored busbw figures for this group size on these hosts (a list: all-reduce's);
-    ``measure_busbw``: the command that stores them, ``{op}`` standing for the operation; ``ops``: each
-    collective's operation (empty: all all-reduces)."""
+    ``group_size``: the ranks every collective spans, or a list of each one's; ``points``: the stored busbw
+    figures on these hosts per (operation, group size), or per operation for the one group size (a list:
+    all-reduce's); ``measure_busbw``: the command that stores them, ``{op}`` standing for the operation;
+    ``ops``: each collective's operation (empty: all all-reduces)."""
     missing = []
     peak, peak_note = measured_peak
     sheet, sheet_note = datasheet_peak
     ops = list(ops) or ["allreduce"] * len(bucket_bytes)
+    sizes = [group_size] * len(bucket_bytes) if isinstance(group_size, int) else list(group_size)
     points = points if isinstance(points, dict) else {"allreduce": list(points)}
+
+    def figures(op: str, n: int) -> list:
+        return points[(op, n)] if (op, n) in points else points.get(op) or []
     out: dict = {"compute_formula": COMPUTE_FORMULA, "flops_per_device_step": flops_per_device_step,
                  "compute_s": None, "compute_s_datasheet": None, "other_s": None,
                  "other_note": "not modelled: data fetch, optimizer and host overhead have no micro-benchmark"}
@@ -143,21 +156,34 @@ def expected(flops_per_device_step: float, measured_peak: tuple[Optional[float],
     if sheet:
         out["compute_s_datasheet"], out["datasheet_peak"] = compute_seconds(flops_per_device_step, sheet), sheet_note
     out["communication_formula"] = formula(ops) if ops else ALLREDUCE_FORMULA
-    lacking = [op for op in dict.fromkeys(ops) if not points.get(op)]
-    if group_size <= 1 or not bucket_bytes:
+    priced = [(op, b, n) for op, b, n in zip(ops, bucket_bytes, sizes) if n > 1]  # one rank: no collective
+    lacking = list(dict.fromkeys((op, n) for op, _, n in priced if not figures(op, n)))
+    if not priced:
         out["communication_s"], out["communication_note"] = 0.0, "one rank per gradient group: no collective"
     elif not lacking:
-        used = [nearest(points[op], b) for op, b in zip(ops, bucket_bytes)]
-        out["communication_s"] = math.fsum(collective_seconds(op, b, group_size, p.gbps)
-                                           for op, b, p in zip(ops, bucket_bytes, used))
-        out["busbw"] = [{"op": op, "bucket_bytes": b, "busbw_gbps": p.gbps, "measured_at_bytes": p.nbytes,
-                         "source": p.source} for op, b, p in zip(ops, bucket_bytes, used)]
+        used = [nearest(figures(op, n), b) for op, b, n in priced]
+        out["communication_s"] = math.fsum(collective_seconds(op, b, n, p.gbps)
+                                           for (op, b, n), p in zip(priced, used))
+        out["busbw"] = [{"op": op, "bucket_bytes": b, "ranks": n, "busbw_gbps": p.gbps, "measured_at_bytes": p.nbytes,
+                         "source": p.source} for (op, b, n), p in zip(priced, used)]
     else:
         out["communication_s"] = None
-        missing += [f"no {'all-reduce' if op == 'allreduce' else op} busbw stored for {group_size} ranks on these "
-                    f"hosts: run `{measure_busbw.replace('{op}', op)}`" for op in lacking]
+        missing += [f"no {'all-reduce' if op == 'allreduce' else op} busbw stored for {n} ranks on these "
+                    f"hosts: run `{command(measure_busbw, op, n)}`" for op, n in lacking]
     out["missing"] = missing
     return out
+
+
+def command(measure_busbw: str, op: str, ranks: int) -> str:
+    """``measure_busbw`` for ``op`` over ``ranks``: a group smaller than the round (tensor parallel beside data
+    parallel) gets a case of its own size, ``1:ranks`` within one node."""
+    text = measure_busbw.replace("{op}", op)
+    shape = re.search(r":(\d+):(\d+)$", text)
+    if shape and int(shape[1]) * int(shape[2]) != ranks:
+        procs = int(shape[2])
+        if ranks <= procs or ranks % procs == 0:
+            text = text[:shape.start()] + (f":1:{ranks}" if ranks <= procs else f":{ranks // procs}:{procs}")
+    return text
 
 
 def lever(breakdown: dict) -> Optional[str]:
@@ -203,12 +229,12 @@ def time_breakdown(records: Sequence[perflog.BreakdownRecord], metrics: dict, me
     (breakdown_layouts.py), priced where the measured part is missing."""
     part = measured(records, (metrics.get("step_time_s") or {}).get("median"))
     buckets = part.get("bucket_bytes") or []
-    group = part.get("group_size") or 1
+    sizes = part.get("group_sizes") or [part.get("group_size") or 1] * len(buckets)
     hosts = _hosts({"environment": {"nodes": list(nodes)}})
     ops = part.get("collective_ops") or []
-    points = {op: busbw_points(allreduce_rows, hosts, group, op) for op in dict.fromkeys(ops)} if group > 1 else {}
+    points = {(op, n): busbw_points(allreduce_rows, hosts, n, op) for op, n in dict.fromkeys(zip(ops, sizes)) if n > 1}
     flops = step_flops_per_device(metrics)
-    out = {"measured": part, "expected": expected(flops, measured_peak, datasheet_peak, buckets, group, points,
+    out = {"measured": part, "expected": expected(flops, measured_peak, datasheet_peak, buckets, sizes, points,
                                                   measure_busbw, ops)}
     if part.get("not_measured") and by_construction:
         collectives, tp, text = by_construction
