@@ -110,7 +110,8 @@ def test_tensor_parallel_is_priced_by_construction_per_block_exactly():
 
     collectives, group, text = breakdown_layouts.tensor_parallel(workload({"tensor_parallel_degree": 2}), 2)
     activation = 2 * 32 * 64 * 2  # micro_batch_size x seq_len x d_model x bf16
-    assert group == 2 and collectives == [("allreduce", activation)] * (4 * 3 * 2)  # 4 per block, 3 blocks, 2 micro
+    # per block 2 forward + 4 backward (q, k, v, fc: each column-parallel input's gradient); 3 blocks, 2 micro
+    assert group == 2 and collectives == [("allreduce", activation)] * (6 * 3 * 2)
     sp, _, _ = breakdown_layouts.tensor_parallel(workload({"tensor_parallel_degree": 2, "sequence_parallel": True}), 2)
     assert sorted(set(sp)) == [("allgather", activation), ("reducescatter", activation)] and len(sp) == 8 * 3 * 2
     assert breakdown_layouts.tensor_parallel(workload({"tensor_parallel_degree": 2}), 4) is None  # DP beside TP
@@ -120,6 +121,6 @@ def test_tensor_parallel_is_priced_by_construction_per_block_exactly():
     rows = [micro_row("allreduce", [(activation, 2.0)])]
     tb = breakdown.time_breakdown(skipped, metrics, (10.0, "c"), (None, ""), [{"host": "h", "environment": {
         "hostname": "h"}}], rows, MEASURE, (collectives, group, text))
-    assert tb["expected"]["communication_s"] == math.fsum([activation * 2 * 1 / 2 / 2e9] * 24)
-    assert tb["expected"]["communication_formula"].startswith("tensor parallel: 4 all-reduces per block")
+    assert tb["expected"]["communication_s"] == math.fsum([activation * 2 * 1 / 2 / 2e9] * 36)
+    assert tb["expected"]["communication_formula"].startswith("tensor parallel: per block and micro-batch 2 ")
     assert tb["measured"] == {"not_measured": "not measured for tensor parallel"}
