@@ -155,9 +155,20 @@ def test_delays_where_they_are_not_injected_are_refused_before_anything_starts(a
     assert ("debug.collective_delay_ms (set in --set debug.collective_delay_ms=10) delays Paddle's plain "
             "data-parallel all-reduces only") in sharded.stderr
     assert "fix: unset debug.collective_delay_ms, or set parallel.sharding=none" in sharded.stderr
-    tp = accelbench("run", "gpt2_tiny:torch:cpu:1:2", "--set", "parallel.tensor_parallel_degree=2", "--set",
+    pp = accelbench("run", "gpt2_tiny:torch:cpu:1:2", "--set", "parallel.pipeline_parallel_degree=2", "--set",
                     "debug.collective_delay_ms=10", "--dry-run")
-    assert tp.returncode != 0 and "debug.collective_delay_ms delays the data-parallel collectives only" in tp.stderr
+    assert pp.returncode != 0 and ("debug.collective_delay_ms delays the data-parallel and tensor-parallel "
+                                   "collectives only") in pp.stderr
+    paddle_tp = accelbench("run", "gpt3_tiny:paddle:cpu:1:2", "--set", "parallel.tensor_parallel_degree=2", "--set",
+                           "debug.collective_delay_ms=10", "--dry-run")
+    assert paddle_tp.returncode != 0
+    assert "tensor parallel runs its collectives inside fleet's layers" in paddle_tp.stderr
+    # torch's tensor parallel takes the delay (tests/test_breakdown_tp.py), except where CUDA graphs replay it
+    tp = ("--set", "parallel.tensor_parallel_degree=2", "--set", "debug.collective_delay_ms=10", "--dry-run")
+    assert accelbench("run", "gpt2_tiny:torch:cpu:1:2", *tp).returncode == 0
+    graphs = accelbench("run", "gpt2_tiny:torch:H100:1:2", "--set", "train.compile=max-autotune", *tp)
+    assert graphs.returncode != 0 and "its CUDA graphs replay them without calling them" in graphs.stderr
+    assert "fix: unset debug.collective_delay_ms, or set train.compile=default" in graphs.stderr
     ppo = accelbench("run", "ppo_tiny:torch:cpu:1:1", "--set", "debug.compute_delay_ms=10", "--dry-run")
     assert ppo.returncode != 0 and "fix: unset debug.compute_delay_ms" in ppo.stderr
     assert ("debug.compute_delay_ms (set in --set debug.compute_delay_ms=10) is injected by the workers' training "

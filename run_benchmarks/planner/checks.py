@@ -17,12 +17,16 @@ from run_benchmarks.planner.layout import layout_problems
 
 
 DELAYS = ("collective_delay_ms", "data_fetch_delay_ms", "compute_delay_ms")
+CUDA_GRAPH_MODES = ("reduce-overhead", "max-autotune")  # training/torch/breakdown_tp.py's (that imports torch)
 
 
 def check_delays(workload: WorkloadSpec, name: casename.CaseName, layered: Layered, case_path: str) -> None:
     """The debug delays are injected by the training loops of both workers (pretrain, finetune, lora; not PPO's
     rounds). Paddle's collective delay sits in its explicit data-parallel all-reduces (training/paddle/
-    breakdown.py): plain data parallel only, since sharding's collectives run inside fleet's own code."""
+    breakdown.py): plain data parallel only, since sharding's and tensor parallel's collectives run inside
+    fleet's own code. Torch's tensor-parallel delay sits in wrappers around torch's functional collectives
+    (training/torch/breakdown_tp.py), which CUDA graphs (compile modes reduce-overhead, max-autotune, off a
+    CPU) replay past."""
     delays = [k for k in DELAYS if getattr(workload.debug, k) is not None]
     if not delays:
         return
@@ -38,6 +42,18 @@ def check_delays(workload: WorkloadSpec, name: casename.CaseName, layered: Layer
         raise UserError(f"debug.collective_delay_ms (set in {source}) delays Paddle's plain data-parallel "
                         f"all-reduces only; sharding {par.sharding} runs its collectives inside fleet's code",
                         "unset debug.collective_delay_ms, or set parallel.sharding=none")
+    if workload.debug.collective_delay_ms is None or par.tensor_parallel_degree == 1:
+        return
+    source = layered.provenance.get(("debug", "collective_delay_ms"), case_path)
+    if name.framework == "paddle":
+        raise UserError(f"debug.collective_delay_ms (set in {source}) delays Paddle's plain data-parallel "
+                        "all-reduces only; tensor parallel runs its collectives inside fleet's layers",
+                        "unset debug.collective_delay_ms, or set parallel.tensor_parallel_degree=1")
+    if workload.train.compile in CUDA_GRAPH_MODES and name.hardware != "cpu":
+        raise UserError(f"debug.collective_delay_ms (set in {source}) cannot reach tensor parallel's collectives "
+                        f"under train.compile={workload.train.compile}: its CUDA graphs replay them without "
+                        "calling them",
+                        "unset debug.collective_delay_ms, or set train.compile=default")
 
 
 def check_layout(workload: WorkloadSpec, name: casename.CaseName, framework: frameworks.Framework,

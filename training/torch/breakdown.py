@@ -5,9 +5,11 @@ Covered: one process (no collective); DDP (sharding none) and ZeRO-1 (stage1): c
 then the gradients all-reduced explicitly, in buckets of DDP's own sizes (reverse parameter order), each
 waited for; ZeRO-1's parameter broadcasts in its optimizer step timed apart (``Collectives``); FSDP2
 (stage2/3): its own all-gathers and reduce-scatters, inside forward and backward, each timed apart through
-FSDP2's public custom-collective hooks (``set_custom_all_gather``/``set_custom_reduce_scatter``). Tensor and
-pipeline parallelism run their collectives inside DTensor's and the schedule's own code, which has no such
-hook: their breakdown says "not measured for <strategy>".
+FSDP2's public custom-collective hooks (``set_custom_all_gather``/``set_custom_reduce_scatter``); tensor
+parallel (alone or beside FSDP2): DTensor's collectives, in forward, backward and the optimizer step, each
+timed apart where it calls the functional collectives (``training/torch/breakdown_tp.py``). Pipeline
+parallelism runs its collectives inside the schedule's own code, which has no such hook: its breakdown says
+"not measured".
 """
 from __future__ import annotations
 
@@ -21,17 +23,14 @@ from torch._utils import _flatten_dense_tensors, _unflatten_dense_tensors
 
 from training.breakdown import Collectives, Phases
 from training.faults import sleep_ms
+from training.torch import breakdown_tp
 from training.torch.lora import trainable_parameters
 
 
 def uncovered(spec, parallel) -> Optional[str]:
-    """Why this layout has no breakdown, or None."""
-    par = spec.parallel
+    """Why this layout has no breakdown, or None (tensor parallel: ``breakdown_tp.uncovered``)."""
     if parallel.pipeline is not None:
         return "not measured for pipeline parallel"
-    if par.tensor_parallel_degree > 1:
-        return ("not measured for tensor parallel: its all-reduces run inside DTensor's forward and backward, "
-                "which offer no hook to time them one by one")
     return None
 
 
@@ -102,13 +101,14 @@ def _waited(call):
 def phases(worker) -> Union[Phases, str]:
     """``worker``: a TorchWorker after its measured steps."""
     spec, parallel = worker.spec, worker.parallel
-    why = uncovered(spec, parallel)
+    tp = spec.parallel.tensor_parallel_degree > 1
+    why = uncovered(spec, parallel) or (breakdown_tp.uncovered(spec, worker.on_cpu) if tp else None)
     if why:
         return why
     debug, sharding = spec.debug, spec.parallel.sharding
     fsdp = parallel.dp_size > 1 and sharding in ("stage2", "stage3")
     inner = None
-    if parallel.dp_size > 1:
+    if parallel.dp_size > 1 or tp:
         inner = Collectives(lambda: None if worker.on_cpu else worker.synchronize(), dist.barrier,
                             debug.collective_delay_ms)
     if fsdp:
@@ -120,12 +120,16 @@ def phases(worker) -> Union[Phases, str]:
         # its updated shard; timed as one broadcast of every trainable parameter's bytes
         optimizer._sync_params = lambda: inner.run("broadcast", nbytes, sync_params)
 
+    forward_backward = parallel.forward_backward
+    if tp:  # DTensor's collectives: in forward and backward, and (sequence parallel) in the optimizer step
+        timed = breakdown_tp.timed(inner, breakdown_tp.tensor_parallel_group(parallel.model))
+        forward_backward = timed(forward_backward)
+
     def compute(batches: list) -> None:
         scale = worker.loss_scale(batches)  # the global count's all-reduce: compute, not data_s
         worker.compute_delay()
         # FSDP: its reduce-scatters run in backward, each timed apart by ``inner``
-        parallel.forward_backward(batches, scale, worker.precision, worker.scaler, worker.torch_device,
-                                  sync_gradients=fsdp)
+        forward_backward(batches, scale, worker.precision, worker.scaler, worker.torch_device, sync_gradients=fsdp)
 
     def communicate() -> list[int]:
         if parallel.dp_size == 1 or fsdp:
@@ -150,6 +154,8 @@ def phases(worker) -> Union[Phases, str]:
         if parallel.dp_size > 1:
             dist.barrier()
 
+    if tp:
+        optimize = timed(optimize)
     return Phases(fetch=worker.fetch, compute=compute, communicate=communicate, optimize=optimize, align=align,
                   finish=lambda: parallel.optimizer.zero_grad(set_to_none=True), group_size=parallel.dp_size,
                   inner=inner)
