@@ -14,10 +14,12 @@ from typing import Optional
 
 import pytest
 
-from .test_breakdown_worker import MODEL, TRAIN, _delayed
 from .torch_ranks import open_worker, run_ranks, worker_config
 
 pytestmark = pytest.mark.e2e
+
+MODEL = dict(n_layer=2, n_head=2, d_model=32, vocab_size=128, seq_len=16)  # gelu: 4 column-parallel projections
+TRAIN = dict(micro_batch_size=2, steps=2, warmup_steps=1)
 
 DELAY_MS = 200.0  # per collective: 12 per step here, far above what a loaded machine adds to this tiny model
 FSDP_DELAY_MS = 100.0
@@ -97,6 +99,11 @@ def tp_records() -> dict:
                "compiled": (worker_config(MODEL, {**TRAIN, "compile": "default"}, TP), 1)}
     ranks = run_ranks(_measure, 2, list(configs.values()))
     return {name: (ranks[0][i], ranks[1][i]) for i, name in enumerate([*configs, "missed"])}
+
+
+def _delayed(cfg, **debug):
+    return cfg.model_copy(update={"workload": cfg.workload.model_copy(update={"debug": cfg.workload.debug.
+                          model_copy(update=debug)})})
 
 
 def _workload(parallel: dict):

@@ -7,22 +7,25 @@ per-collective hook, but all of them are functional collectives: an op of ``torc
 that issues the collective, then ``wait_tensor``. Eager DTensor calls them through that namespace on each
 use (``torch.distributed._functional_collectives``; ``torch.ops._dtensor.shard_dim_alltoall`` for
 all-to-all), in backward too. So do the blocks that ``torch.compile`` built: inductor's wrapper code calls
-``torch.ops._c10d_functional.all_reduce_.default``. ``intercepted`` swaps those namespace entries for
-wrappers while a phase runs, so each collective goes through ``around(op, bytes, ranks, issue)``. Other ops
-pay nothing.
+``torch.ops._c10d_functional.all_reduce_.default`` (tests/test_breakdown_tp.py sees it do so on a CPU).
+``intercepted`` swaps those namespace entries for wrappers while a phase runs, so each collective goes
+through ``around(op, bytes, ranks, issue)``. Other ops pay nothing.
 
 A ``TorchDispatchMode`` would see every op instead, the way torch's own ``CommDebugMode`` does, but it puts
-Python into every op's dispatch. On an H200, one eager step of a 12-block d_model 1024 transformer went
-from 33.6 to 63 ms of host-bound time under a pass-through mode (compiled: 25.3 to 25.9 ms). That would
-have counted as compute.
+Python into every op's dispatch. On an H200 (torch 2.11), one eager step of a 12-block d_model 1024
+transformer went from 33.6 to 63 ms of host-bound time under a pass-through mode (compiled: 25.3 to 25.9
+ms). That would have counted as compute.
 
 Nothing is missed silently. After each intercepted phase the tensor-parallel group's collective sequence
-number (``ProcessGroup._get_sequence_number_for_group``, gloo and NCCL) must have moved by exactly the
-collectives intercepted on that group, plus the breakdown's own barriers where the group is the default
-one. If it moved by more, something issued a collective past the wrappers (C++ code calling the ops
-directly), and the breakdown says "not measured". CUDA graphs (``train.compile`` reduce-overhead or
-max-autotune on a device) replay their collectives without calling any Python; an H200 run saw 0 of 3.
-That combination also says "not measured" (``uncovered``).
+number (``ProcessGroup._get_sequence_number_for_group``) must have moved by exactly the collectives
+intercepted on that group, plus the breakdown's own barriers where the group is the default one. A test
+checks this on gloo; NCCL keeps the same counter, but that has not been run on GPUs here. If the number
+moved by more, something issued a collective past the wrappers (C++ code calling the ops directly), and
+the breakdown says "not measured". Where a backend keeps no counter, the check is skipped.
+
+CUDA graphs (``train.compile`` reduce-overhead or max-autotune on a device) replay their collectives
+without calling their ops. On an H200 a dispatch mode saw 0 of 3 replayed all-reduces, against 3 of 3
+under mode default. That combination says "not measured" (``uncovered``).
 
 In the breakdown steps each collective goes through ``Collectives.run``: device synchronisation, a barrier
 on the default group (timed as wait), the collective issued and waited for (``wait_tensor``, timed as
