@@ -8,6 +8,7 @@ import json
 import pytest
 
 from run_benchmarks.results import breakdown, breakdown_pipeline
+from run_benchmarks.results import breakdown_words as words
 from training.contract import perflog
 
 MEASURE = "accelbench run {op}:torch:cpu:1:2"
@@ -88,7 +89,7 @@ def test_p2p_is_counted_not_priced_and_the_tied_embedding_is():
 def test_show_the_lever_and_compare_read_as_a_pipeline():
     recs = [record(0, 0.05, 0.40), record(1, 0.30, 0.15)]
     tb = breakdown.time_breakdown(recs, METRICS, (10.0, "calibrated"), (None, ""), NODES, [allreduce_row()], MEASURE)
-    lines = breakdown.describe(tb)
+    lines = words.describe(tb)
     assert lines[0].startswith("time breakdown per step, measured on 3 serialised steps after the measured ones: "
                                "compute 300 ms, pipeline waiting 150 ms, communication 4 ms (1 allreduce, 4,096 bytes)")
     assert lines[1] == (f"  pipeline 1f1b over 2 ranks, 2 stages, 4 micro-batches: its waiting is the bubble and the "
@@ -108,11 +109,11 @@ def test_show_the_lever_and_compare_read_as_a_pipeline():
     assert waiting["lever"] == ("pipeline waiting (bubble and P2P transfers) is 82% of the serialised step (500 ms); "
                                 "the 1f1b schedule's ideal bubble is 20% (1f1b: (p-1)/(m+p-1) with p=2, m=4): more "
                                 "micro-batches shrink it")
-    line = breakdown.changed_part(waiting, tb)
+    line = words.changed_part(waiting, tb)
     assert line.startswith("the step's pipeline waiting changed most: 500 ms -> 150 ms (-350 ms; compute 100 -> 300, "
                            "communication 4 -> 4, pipeline waiting 500 -> 150, other")
     ddp = {"measured": {"compute_s": 0.1, "communication_s": 0.05, "other_s": 0.01}}
-    assert "pipeline waiting 0 -> 150" in breakdown.changed_part(ddp, tb)  # a step without a pipeline waits on none
+    assert "pipeline waiting 0 -> 150" in words.changed_part(ddp, tb)  # a step without a pipeline waits on none
 
 
 def test_a_pipeline_record_round_trips_and_a_malformed_one_is_refused():
@@ -138,7 +139,7 @@ def test_delays_on_a_torch_pipeline_are_the_ones_it_injects(accelbench):
     assert ok.returncode == 0, ok.stderr
     refused = accelbench(*base, "--set", "debug.collective_delay_ms=10")
     assert refused.returncode != 0
-    assert "debug.collective_delay_ms delays the data-parallel collectives only" in refused.stderr
+    assert "debug.collective_delay_ms delays the data-parallel and tensor-parallel collectives only" in refused.stderr
 
 
 def test_pipeline_x_data_parallel_says_why_it_is_not_measured():

@@ -7,6 +7,7 @@ import math
 
 from run_benchmarks.execute import monitoring
 from run_benchmarks.results import breakdown
+from run_benchmarks.results import breakdown_words as words
 
 MEASURE = "accelbench run {op}:torch:cpu:1:2"
 
@@ -53,7 +54,7 @@ def test_show_names_the_collectives_by_operation():
                                     group_size=2, method="m") for r in (0, 1)]
     metrics = {"step_time_s": {"median": 0.1, "mean": 0.1}, "tflops_per_device": 0.005}
     tb = breakdown.time_breakdown(recs, metrics, (None, "no peak"), (None, ""), [], [], MEASURE)
-    assert "(2 allgather + 1 reducescatter, 40 bytes)" in breakdown.describe(tb)[0]
+    assert "(2 allgather + 1 reducescatter, 40 bytes)" in words.describe(tb)[0]
 
 
 def monitor(power_from, window=monitoring.MEASURED_STEPS, watts=(50.0, 30.0), tokens_per_s=400.0) -> dict:
@@ -74,7 +75,7 @@ def test_energy_per_token_over_the_measured_steps_with_its_method():
     bare = {"window": monitoring.MEASURED_STEPS, "nodes": [{"devices": [{"util_percent": {"mean": 90.0}}]}]}
     assert monitoring.energy(bare, 400.0)["note"] == "no power reading"  # a CPU without RAPL
     tb = {"measured": {"not_measured": "x"}, "expected": {}, "energy": monitoring.energy(monitor("energy counter"), 400.0)}
-    assert breakdown.describe(tb)[-1].startswith("  energy over the measured steps: 0.2 J per token, 1.8e+07 tokens")
+    assert words.describe(tb)[-1].startswith("  energy over the measured steps: 0.2 J per token, 1.8e+07 tokens")
 
 
 def test_compare_says_which_part_changed_in_markdown_and_html(tmp_path, accelbench):
@@ -113,7 +114,8 @@ def test_tensor_parallel_is_priced_by_construction_per_block_exactly():
 
     collectives, group, text = breakdown_layouts.tensor_parallel(workload({"tensor_parallel_degree": 2}), 2)
     activation = 2 * 32 * 64 * 2  # micro_batch_size x seq_len x d_model x bf16
-    assert group == 2 and collectives == [("allreduce", activation)] * (4 * 3 * 2)  # 4 per block, 3 blocks, 2 micro
+    # per block 2 forward + 4 backward (q, k, v, fc: each column-parallel input's gradient); 3 blocks, 2 micro
+    assert group == 2 and collectives == [("allreduce", activation)] * (6 * 3 * 2)
     sp, _, _ = breakdown_layouts.tensor_parallel(workload({"tensor_parallel_degree": 2, "sequence_parallel": True}), 2)
     assert sorted(set(sp)) == [("allgather", activation), ("reducescatter", activation)] and len(sp) == 8 * 3 * 2
     assert breakdown_layouts.tensor_parallel(workload({"tensor_parallel_degree": 2}), 4) is None  # DP beside TP
@@ -123,6 +125,6 @@ def test_tensor_parallel_is_priced_by_construction_per_block_exactly():
     rows = [micro_row("allreduce", [(activation, 2.0)])]
     tb = breakdown.time_breakdown(skipped, metrics, (10.0, "c"), (None, ""), [{"host": "h", "environment": {
         "hostname": "h"}}], rows, MEASURE, (collectives, group, text))
-    assert tb["expected"]["communication_s"] == math.fsum([activation * 2 * 1 / 2 / 2e9] * 24)
-    assert tb["expected"]["communication_formula"].startswith("tensor parallel: 4 all-reduces per block")
+    assert tb["expected"]["communication_s"] == math.fsum([activation * 2 * 1 / 2 / 2e9] * 36)
+    assert tb["expected"]["communication_formula"].startswith("tensor parallel: per block and micro-batch 2 ")
     assert tb["measured"] == {"not_measured": "not measured for tensor parallel"}

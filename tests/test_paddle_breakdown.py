@@ -186,7 +186,7 @@ def test_sharding_reduces_and_broadcasts_are_priced_at_bytes_over_their_stored_b
     operation's own stored micro case at the nearest size; a missing reduce case is named, nothing filled in."""
     import math
 
-    from run_benchmarks.results import breakdown as results
+    from run_benchmarks.results import breakdown as results, breakdown_words
     from training.contract import perflog
 
     from .test_breakdown_sharded_views import micro_row
@@ -206,7 +206,7 @@ def test_sharding_reduces_and_broadcasts_are_priced_at_bytes_over_their_stored_b
                                                      (1 << 20) / 2e9])
     assert expected["communication_formula"].startswith("reduce: time = bytes x 1 / busbw(reduce); broadcast: "
                                                         "time = bytes x 1 / busbw(broadcast)")
-    assert "(2 reduce + 2 broadcast, 18,874,368 bytes)" in results.describe(tb)[0]
+    assert "(2 reduce + 2 broadcast, 18,874,368 bytes)" in breakdown_words.describe(tb)[0]
     lacking = results.time_breakdown(records, metrics, (10.0, "c"), (None, ""), nodes, rows[1:], measure)
     assert lacking["expected"]["communication_s"] is None
     assert lacking["expected"]["missing"] == ["no reduce busbw stored for 2 ranks on these hosts: run "

@@ -10,6 +10,7 @@ import math
 import pytest
 
 from run_benchmarks.results import breakdown, breakdown_ppo
+from run_benchmarks.results import breakdown_words as words
 from training.contract import flops, perflog
 from training.contract.spec import WorkloadSpec
 
@@ -96,12 +97,12 @@ def test_show_prints_each_phase_and_the_lever_names_the_phase_then_its_part():
     assert out["lever"] == (
         "experience making is 78% of the serialised update (902 ms): compute is 100% of the phase (900 ms: "
         f"generation 675 ms, scoring 225 ms); at the calibrated GEMM peak it would take "
-        f"{breakdown._ms(out['phases']['experience']['expected']['compute_s'])} "
-        f"(generation {breakdown._ms(out['phases']['experience']['expected']['compute_parts']['generation'])}, "
-        f"scoring {breakdown._ms(out['phases']['experience']['expected']['compute_parts']['scoring'])}), "
+        f"{words.ms(out['phases']['experience']['expected']['compute_s'])} "
+        f"(generation {words.ms(out['phases']['experience']['expected']['compute_parts']['generation'])}, "
+        f"scoring {words.ms(out['phases']['experience']['expected']['compute_parts']['scoring'])}), "
         "681,323x less: each operation is too small to fill the device, so launch and framework overhead set the "
         "pace; a larger micro batch or train.compile would help more than faster GEMMs; rank 1 is a straggler (compute 900 ms against the median 750 ms)")
-    lines = breakdown.describe(out)
+    lines = words.describe(out)
     assert lines[0] == ("time breakdown per update, measured on 3 serialised updates after the measured ones: compute "
                         "1.1 s, communication 50 ms (2 allreduce, 5,000,000 bytes), other 7 ms; serialised update "
                         "1.16 s against the measured updates' median 1.5 s")
@@ -121,7 +122,7 @@ def test_show_prints_each_phase_and_the_lever_names_the_phase_then_its_part():
 def test_compare_names_the_part_and_each_phase():
     slower = [phase(0, "experience", 0.6, wait=0.3), phase(1, "experience", 0.9),
               phase(0, "learning", 0.2, comm=0.25), phase(1, "learning", 0.2, comm=0.25)]
-    line = breakdown.changed_part(tb(), tb(slower))
+    line = words.changed_part(tb(), tb(slower))
     assert line.startswith("the update's communication changed most: 50 ms -> 250 ms (+200 ms;")
     assert line.endswith("; by phase: experience making 902 ms -> 902 ms, learning 255 ms -> 455 ms")
 
@@ -132,7 +133,7 @@ def test_without_records_or_breakdown_updates_it_says_why_and_prices_no_communic
     out = tb(zero)
     assert out["measured"] == {"not_measured": "train.breakdown_steps is 0"} and out["lever"] is None
     assert out["phases"]["learning"]["measured"] == {"not_measured": "train.breakdown_steps is 0"}
-    assert out["expected"]["communication_s"] is None and breakdown.describe(out)[0] == \
+    assert out["expected"]["communication_s"] is None and words.describe(out)[0] == \
         "time breakdown: train.breakdown_steps is 0"
     lacking = records()[:3] + [perflog.BreakdownRecord(rank=-1, steps=0, not_measured="not measured for ppo (a "
                                                                                       "rank reported no breakdown)")]

@@ -8,6 +8,7 @@ import math
 import pytest
 
 from run_benchmarks.results import breakdown
+from run_benchmarks.results import breakdown_words as words
 from training.contract import perflog
 
 MEASURE = "accelbench run {op}:torch:cpu:1:2"
@@ -155,9 +156,9 @@ def test_the_end_of_run_table_is_followed_by_each_rounds_biggest_lever(tmp_path)
 def test_compare_names_the_part_that_changed_most():
     a = {"measured": {"compute_s": 0.16, "communication_s": 0.01, "other_s": 0.014}}
     b = {"measured": {"compute_s": 0.17, "communication_s": 0.06, "other_s": 0.034}}
-    line = breakdown.changed_part(a, b)
+    line = words.changed_part(a, b)
     assert line.startswith("the step's communication changed most: 10 ms -> 60 ms (+50 ms; compute 160 -> 170")
-    assert breakdown.changed_part(a, None) is None
+    assert words.changed_part(a, None) is None
 
 
 def test_delays_where_they_are_not_injected_are_refused_before_anything_starts(accelbench):
@@ -171,9 +172,20 @@ def test_delays_where_they_are_not_injected_are_refused_before_anything_starts(a
     beside = accelbench("run", "gpt3_tiny:paddle:cpu:1:4", "--set", "parallel.sharding=stage1", "--set",
                         "parallel.sharding_parallel_degree=2", "--set", "debug.collective_delay_ms=10", "--dry-run")
     assert beside.returncode != 0 and "sharding stage1 on 2 of 4 data ranks runs collectives" in beside.stderr
-    tp = accelbench("run", "gpt2_tiny:torch:cpu:1:2", "--set", "parallel.tensor_parallel_degree=2", "--set",
+    pp = accelbench("run", "gpt2_tiny:torch:cpu:1:2", "--set", "parallel.pipeline_parallel_degree=2", "--set",
                     "debug.collective_delay_ms=10", "--dry-run")
-    assert tp.returncode != 0 and "debug.collective_delay_ms delays the data-parallel collectives only" in tp.stderr
+    assert pp.returncode != 0 and ("debug.collective_delay_ms delays the data-parallel and tensor-parallel "
+                                   "collectives only") in pp.stderr
+    paddle_tp = accelbench("run", "gpt3_tiny:paddle:cpu:1:2", "--set", "parallel.tensor_parallel_degree=2", "--set",
+                           "debug.collective_delay_ms=10", "--dry-run")
+    assert paddle_tp.returncode != 0
+    assert "tensor parallel runs its collectives inside fleet's layers" in paddle_tp.stderr
+    # torch's tensor parallel takes the delay (tests/test_breakdown_tp.py), except where CUDA graphs replay it
+    tp = ("--set", "parallel.tensor_parallel_degree=2", "--set", "debug.collective_delay_ms=10", "--dry-run")
+    assert accelbench("run", "gpt2_tiny:torch:cpu:1:2", *tp).returncode == 0
+    graphs = accelbench("run", "gpt2_tiny:torch:H100:1:2", "--set", "train.compile=max-autotune", *tp)
+    assert graphs.returncode != 0 and "its CUDA graphs replay them without calling them" in graphs.stderr
+    assert "fix: unset debug.collective_delay_ms, or set train.compile=default" in graphs.stderr
 
 
 @pytest.mark.parametrize("sharding", ["none", "stage1", "stage3"])
@@ -204,7 +216,7 @@ def test_a_layout_without_a_measured_breakdown_prices_no_communication():
     out = breakdown.time_breakdown(skipped, metrics, (10.0, "calibrated"), (None, ""), [], [allreduce_row()], MEASURE)
     assert out["measured"] == {"not_measured": "not measured for sharding stage2"} and out["lever"] is None
     assert out["expected"]["communication_s"] is None and out["expected"]["compute_s"] == 0.005 * 1e12 * 0.1 / (10.0 * 1e12)
-    assert breakdown.describe(out)[0] == "time breakdown: not measured for sharding stage2"
+    assert words.describe(out)[0] == "time breakdown: not measured for sharding stage2"
 
 
 def test_instruction_data_expects_the_compute_of_the_measured_flops_not_padded_tokens():

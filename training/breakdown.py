@@ -15,9 +15,11 @@ run, each split into four phases, every phase between two device synchronisation
 
 Collectives a framework runs inside another phase (FSDP2's parameter all-gathers in forward and backward and
 its gradient reduce-scatters in backward, ZeRO-1's parameter broadcasts in the optimizer step, Paddle
-sharding's gradient reduces and parameter broadcasts in its optimizer step) go through
-``Collectives.run``: a device synchronisation, a barrier (timed as wait), the collective waited for (timed as
-communication); ``measure`` moves both out of the phase they ran in.
+sharding's gradient reduces and parameter broadcasts in its optimizer step, tensor parallel's all-reduces,
+all-gathers and reduce-scatters in forward, backward and the optimizer step) go through ``Collectives.run``: a
+device synchronisation, a barrier (timed as wait), the collective waited for (timed as communication);
+``measure`` moves both out of the phase they ran in. Each collective keeps the size of its own group (tensor
+parallel's beside FSDP's data-parallel one), which its expected time needs.
 
 A pipeline (``Phases.pipeline``) runs no gradient collective after its compute: its stages exchange
 activations and gradients point to point inside the schedule, and a barrier there would deadlock it. Its
@@ -45,8 +47,8 @@ from training.faults import sleep_ms
 
 METHOD = ("serialised phases on dedicated steps after the measured ones: data fetch, forward+backward with "
           "gradient sync off, a barrier (wait), the gradient collectives one by one, the optimizer; each between "
-          "two device synchronisations; collectives inside forward, backward or the optimizer (FSDP, ZeRO-1) "
-          "timed one by one after a barrier and moved into communication")
+          "two device synchronisations; collectives inside forward, backward or the optimizer (FSDP, ZeRO-1, "
+          "tensor parallel) timed one by one after a barrier and moved into communication")
 
 PIPELINE_METHOD = ("pipeline schedule on dedicated steps after the measured ones: data fetch; each of this rank's "
                    "forward and backward chunks and the loss timed as compute between two synchronisations of its "
@@ -62,10 +64,13 @@ class Collectives:
         self.sync, self.barrier, self.delay_ms = sync, barrier, delay_ms
         self.wait_s = self.communication_s = 0.0
         self.ops: list[tuple[str, int]] = []  # (nccl-tests op name, message bytes) of each, in order
+        self.ranks: list[Optional[int]] = []  # the group size of each (None: the phases' group_size)
+        self.unmeasured: Optional[str] = None  # set where a collective ran that could not be timed: why
 
-    def run(self, op: str, nbytes: int, call: Callable[[], Any]) -> Any:
+    def run(self, op: str, nbytes: int, call: Callable[[], Any], ranks: Optional[int] = None) -> Any:
         """``call`` (the collective, waited for) as ``op`` of ``nbytes`` (nccl-tests' message size: the
-        whole buffer, the gathered or the scattered whole); ``debug.collective_delay_ms`` before it."""
+        whole buffer, the gathered or the scattered whole) over ``ranks`` ranks (None: the phases'
+        ``group_size``); ``debug.collective_delay_ms`` before it."""
         self.sync()
         began = time.perf_counter()
         self.barrier()
@@ -76,6 +81,7 @@ class Collectives:
         self.wait_s += aligned - began
         self.communication_s += time.perf_counter() - aligned
         self.ops.append((op, int(nbytes)))
+        self.ranks.append(ranks)
         return out
 
     def take(self) -> tuple[float, float]:
@@ -120,13 +126,14 @@ def measure(steps: int, rank: int, phases: Union[Phases, str], sync: Callable[[]
                                                             "optimizer_s", "step_s")}
     buckets: list[int] = []
     ops: list[tuple[str, int]] = []
+    ranks: list[int] = []
     inner = phases.inner or Collectives(lambda: None, lambda: None)
     pipe, pipeline_wait = phases.pipeline, []
     if pipe:
         pipe.take()
     for _ in range(steps):
         inner.take()
-        inner.ops = []
+        inner.ops, inner.ranks = [], []
         sync()
         began = time.perf_counter()
         batches = phases.fetch()
@@ -147,6 +154,7 @@ def measure(steps: int, rank: int, phases: Union[Phases, str], sync: Callable[[]
         ended = time.perf_counter()
         wait_o, comm_o = inner.take()
         ops = [("allreduce", int(b)) for b in buckets] + inner.ops
+        ranks = [phases.group_size] * len(buckets) + [n or phases.group_size for n in inner.ranks]
         phases.finish()
         if waited is not None:
             pipeline_wait.append(waited)
@@ -155,7 +163,9 @@ def measure(steps: int, rank: int, phases: Union[Phases, str], sync: Callable[[]
                                        communicated - aligned + comm_c + comm_o,
                                        ended - communicated - wait_o - comm_o, ended - began)):
             times[name].append(value)
+    if inner.unmeasured:  # a collective ran inside a phase untimed: its time would count as compute
+        return perflog.BreakdownRecord(rank=rank, steps=0, method=METHOD, not_measured=inner.unmeasured)
     return perflog.BreakdownRecord(rank=rank, steps=steps, bucket_bytes=[b for _, b in ops],
                                    collective_ops=[op for op, _ in ops], group_size=phases.group_size,
                                    method=PIPELINE_METHOD if pipe else METHOD, pipeline_wait_s=pipeline_wait,
-                                   pipeline=pipe.facts() if pipe else None, **times)
+                                   pipeline=pipe.facts() if pipe else None, group_sizes=ranks, **times)

@@ -9,7 +9,7 @@ from typing import Optional, Sequence
 from rich.console import Console
 
 from run_benchmarks.results import references
-from run_benchmarks.results.breakdown import changed_parts
+from run_benchmarks.results.breakdown_words import changed_parts
 from run_benchmarks.errors import UserError
 from run_benchmarks.pathnames import write_text_file
 from run_benchmarks.results.report import export, markdown

@@ -19,7 +19,7 @@ from run_benchmarks.results import memory
 from run_benchmarks.results.report import sources
 from run_benchmarks.results.report.views import to_rich
 from run_benchmarks.results.report.task_figures import interconnect_line, micro_views
-from run_benchmarks.results.breakdown import describe as describe_breakdown
+from run_benchmarks.results.breakdown_words import describe as describe_breakdown
 from run_benchmarks.results.report.summary import human_bytes
 from run_benchmarks.results.store.store import ResultStore, store_path
 from run_benchmarks.results.store.faults import StoreCorrupt, process_alive

@@ -17,6 +17,7 @@ from run_benchmarks.planner.layout import layout_problems
 
 
 DELAYS = ("collective_delay_ms", "data_fetch_delay_ms", "compute_delay_ms")
+CUDA_GRAPH_MODES = ("reduce-overhead", "max-autotune")  # training/torch/breakdown_tp.py's (that imports torch)
 
 
 def check_delays(workload: WorkloadSpec, name: casename.CaseName, layered: Layered, case_path: str) -> None:
@@ -25,7 +26,9 @@ def check_delays(workload: WorkloadSpec, name: casename.CaseName, layered: Layer
     DDP/FSDP/ZeRO-1 collective). Paddle's collective delay sits in its breakdown steps' timed collectives
     (training/paddle/breakdown.py): plain data parallel's explicit all-reduces, and sharding stage1/stage2's
     reduces and broadcasts over the whole data group; not stage3 nor sharding with data parallelism beside it,
-    whose collectives are not timed one by one."""
+    whose collectives are not timed one by one, nor tensor parallel's, inside fleet's layers. Torch's
+    tensor-parallel delay sits in wrappers around torch's functional collectives (training/torch/breakdown_tp.py),
+    which CUDA graphs (compile modes reduce-overhead, max-autotune, off a CPU) replay past."""
     delays = [k for k in DELAYS if getattr(workload.debug, k) is not None]
     if not delays:
         return
@@ -41,6 +44,18 @@ def check_delays(workload: WorkloadSpec, name: casename.CaseName, layered: Layer
                         f"group only; sharding {par.sharding}{beside} runs collectives the breakdown does not "
                         "time one by one",
                         "unset debug.collective_delay_ms, or set parallel.sharding=none or stage1")
+    if workload.debug.collective_delay_ms is None or par.tensor_parallel_degree == 1:
+        return
+    source = layered.provenance.get(("debug", "collective_delay_ms"), case_path)
+    if name.framework == "paddle":
+        raise UserError(f"debug.collective_delay_ms (set in {source}) delays Paddle's plain data-parallel "
+                        "all-reduces only; tensor parallel runs its collectives inside fleet's layers",
+                        "unset debug.collective_delay_ms, or set parallel.tensor_parallel_degree=1")
+    if workload.train.compile in CUDA_GRAPH_MODES and name.hardware != "cpu":
+        raise UserError(f"debug.collective_delay_ms (set in {source}) cannot reach tensor parallel's collectives "
+                        f"under train.compile={workload.train.compile}: its CUDA graphs replay them without "
+                        "calling them",
+                        "unset debug.collective_delay_ms, or set train.compile=default")
 
 
 def check_layout(workload: WorkloadSpec, name: casename.CaseName, framework: frameworks.Framework,

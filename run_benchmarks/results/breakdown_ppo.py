@@ -22,6 +22,7 @@ from training.contract import perflog
 from training.contract.spec import WorkloadSpec
 
 from run_benchmarks.results import breakdown
+from run_benchmarks.results import breakdown_words as words
 
 PHASES = {"experience": "experience making", "learning": "learning"}
 
@@ -71,14 +72,14 @@ def lever(tb: dict) -> Optional[str]:
     name = max(phases, key=lambda n: phases[n]["measured"]["serialised_step_s"])
     top = phases[name]
     seconds = top["measured"]["serialised_step_s"]
-    text = f"{top['label']} is {seconds / whole:.0%} of the serialised update ({breakdown._ms(seconds)})"
+    text = f"{top['label']} is {seconds / whole:.0%} of the serialised update ({words.ms(seconds)})"
     inner = top.get("lever")
     text += f": {inner}" if inner else ""
     for other, phase in phases.items():
         s = phase["measured"].get("straggler")
         if other != name and s:
-            text += (f"; in {phase['label']}, rank {s['rank']} is a straggler (compute {breakdown._ms(s['compute_s'])} "
-                     f"against the median {breakdown._ms(s['median_compute_s'])})")
+            text += (f"; in {phase['label']}, rank {s['rank']} is a straggler (compute {words.ms(s['compute_s'])} "
+                     f"against the median {words.ms(s['median_compute_s'])})")
     return text
 
 
@@ -99,7 +100,7 @@ def time_breakdown(records: Sequence[perflog.BreakdownRecord], metrics: dict, wo
         if phase == "experience" and part["expected"].get("compute_s") is not None:
             part["expected"]["compute_parts"] = {name: breakdown.compute_seconds(counted[name], measured_peak[0])
                                                  for name in ("generation", "scoring")}
-        part["lever"] = breakdown.lever(part, of="the phase")
+        part["lever"] = words.lever(part, of="the phase")
         phases[phase] = {"label": label, **part}
     out = breakdown.time_breakdown(_whole(records), metrics, measured_peak, datasheet_peak, nodes, allreduce_rows,
                                    measure_busbw, flops=counted["experience"] + counted["learning"])

@@ -153,6 +153,9 @@ class BreakdownRecord:
         "doc": "the nccl-tests operation of each collective in bucket_bytes (allreduce, allgather, reducescatter, "
                "broadcast, reduce); empty: all all-reduces"})
     group_size: int = field(default=1, metadata={"doc": "ranks each gradient collective spans"})
+    group_sizes: list = field(default_factory=list, metadata={
+        "doc": "ranks each collective in bucket_bytes spans (tensor parallel's group beside data parallel's); "
+               "empty: all group_size"})
     method: str = field(default="", metadata={"doc": "how the phases were separated and timed"})
     not_measured: Optional[str] = field(default=None, metadata={
         "doc": "why there is no breakdown, e.g. not measured for tensor parallel"})
@@ -195,6 +198,11 @@ class BreakdownRecord:
             if not isinstance(name, str) or not _finite_list(values, self.steps):
                 raise ValueError(f"compute_parts[{name!r:.40}] must hold {self.steps} finite numbers (one per "
                                  f"breakdown step), not {values!r:.80}")
+        if self.group_sizes and (not isinstance(self.group_sizes, list) or len(self.group_sizes) != len(
+                self.bucket_bytes) or not all(isinstance(n, int) and not isinstance(n, bool) and n >= 1
+                                              for n in self.group_sizes)):
+            raise ValueError(f"group_sizes must hold one positive integer per collective in bucket_bytes "
+                             f"({len(self.bucket_bytes)}), not {self.group_sizes!r:.80}")
 
 
 def _finite_list(values, n: int) -> bool:

@@ -234,12 +234,12 @@ class DebugSpec(StrictModel):
                     "step): what a loss-curve reference (--check) must catch")
     collective_delay_ms: Optional[PositiveFloat] = bounded(
         None, le=60_000, why="a delay, not a hang (hang_at_step is that)",
-        description="sleep this long before every data-parallel collective (DDP's all-reduce of each "
-                    "bucket, FSDP's all-gathers and reduce-scatters, ZeRO-1's parameter sync in breakdown steps; "
-                    "in measured and breakdown steps, PPO's roles included; Paddle: plain data parallel's "
-                    "all-reduces and sharding stage1/2's reduces and broadcasts, in breakdown steps only, since its "
-                    "C++ reducer and fleet's sharding have no hook): a known communication cost, to check the time "
-                    "breakdown")
+        description="sleep this long before every data-parallel and tensor-parallel collective (DDP's "
+                    "all-reduce of each bucket, FSDP's all-gathers and reduce-scatters, ZeRO-1's parameter sync in "
+                    "breakdown steps, torch tensor parallel's DTensor collectives; in measured and breakdown "
+                    "steps, PPO's roles included; Paddle: plain data parallel's all-reduces and sharding stage1/2's "
+                    "reduces and broadcasts, in breakdown steps only, since its C++ reducer and fleet's sharding "
+                    "have no hook): a known communication cost, to check the time breakdown")
     data_fetch_delay_ms: Optional[PositiveFloat] = bounded(
         None, le=60_000, why="a delay, not a hang (hang_at_step is that)",
         description="sleep this long in every micro-batch fetch (PPO: every experience making's prompts), on "
@@ -273,10 +273,10 @@ class WorkloadSpec(StrictModel):
                              "(e.g. micro: {bench: gemm})")
         if self.task == "micro":
             return self
-        if self.debug.collective_delay_ms is not None and (
-                self.parallel.tensor_parallel_degree > 1 or self.parallel.pipeline_parallel_degree > 1):
-            raise ValueError("debug.collective_delay_ms delays the data-parallel collectives only (DDP's all-reduce, "
-                             "ZeRO's and FSDP's; no tensor or pipeline parallelism): remove it or change the layout")
+        if self.debug.collective_delay_ms is not None and self.parallel.pipeline_parallel_degree > 1:
+            raise ValueError("debug.collective_delay_ms delays the data-parallel and tensor-parallel collectives "
+                             "only (DDP's all-reduce, ZeRO's and FSDP's, DTensor's; no pipeline parallelism): "
+                             "remove it or change the layout")
         if self.task == "ppo" or self.ppo is not None:
             return check_ppo(self)
         if self.task == "pretrain" and self.data.instruction:

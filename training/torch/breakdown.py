@@ -5,11 +5,12 @@ Covered: one process (no collective); DDP (sharding none) and ZeRO-1 (stage1): c
 then the gradients all-reduced explicitly, in buckets of DDP's own sizes (reverse parameter order), each
 waited for; ZeRO-1's parameter broadcasts in its optimizer step timed apart (``Collectives``); FSDP2
 (stage2/3): its own all-gathers and reduce-scatters, inside forward and backward, each timed apart through
-FSDP2's public custom-collective hooks (``set_custom_all_gather``/``set_custom_reduce_scatter``); pipeline
-parallel: its own clock on the schedule (``training/torch/breakdown_pp.py``). Tensor parallelism runs its
-collectives inside DTensor's own code, which has no such hook: its breakdown says "not measured for <strategy>".
-PPO's roles are wrapped the same ways, and its breakdown (ppo_breakdown.py) times them with the same helpers:
-``all_reduce_buckets``, ``time_fsdp``, ``time_zero1``.
+FSDP2's public custom-collective hooks (``set_custom_all_gather``/``set_custom_reduce_scatter``); tensor
+parallel (alone or beside FSDP2): DTensor's collectives, in forward, backward and the optimizer step, each
+timed apart where it calls the functional collectives (``training/torch/breakdown_tp.py``); pipeline
+parallel: its own clock on the schedule (``training/torch/breakdown_pp.py``). PPO's roles are wrapped the
+same ways, and its breakdown (ppo_breakdown.py) times them with the same helpers: ``all_reduce_buckets``,
+``time_fsdp``, ``time_zero1``.
 """
 from __future__ import annotations
 
@@ -24,17 +25,17 @@ from torch._utils import _flatten_dense_tensors, _unflatten_dense_tensors
 from training.breakdown import Collectives, Phases
 from training.faults import sleep_ms
 from training.torch import breakdown_pp
+from training.torch import breakdown_tp
 from training.torch.lora import trainable_parameters
 
 
 def uncovered(spec, parallel) -> Optional[str]:
-    """Why this layout has no breakdown, or None."""
-    par = spec.parallel
+    """Why this layout has no breakdown, or None (tensor parallel: ``breakdown_tp.uncovered``)."""
+    if parallel.pipeline is not None and spec.parallel.tensor_parallel_degree > 1:
+        return ("not measured for pipeline x tensor parallel: DTensor's collectives run inside the chunks the "
+                "pipeline's clock times as compute")
     if parallel.pipeline is not None:
         return breakdown_pp.uncovered(parallel)
-    if par.tensor_parallel_degree > 1:
-        return ("not measured for tensor parallel: its all-reduces run inside DTensor's forward and backward, "
-                "which offer no hook to time them one by one")
     return None
 
 
@@ -134,7 +135,8 @@ def _waited(call):
 def phases(worker) -> Union[Phases, str]:
     """``worker``: a TorchWorker after its measured steps."""
     spec, parallel = worker.spec, worker.parallel
-    why = uncovered(spec, parallel)
+    tp = spec.parallel.tensor_parallel_degree > 1
+    why = uncovered(spec, parallel) or (breakdown_tp.uncovered(spec, worker.on_cpu) if tp else None)
     if why:
         return why
     if parallel.pipeline is not None:  # its own clock on the schedule
@@ -142,7 +144,7 @@ def phases(worker) -> Union[Phases, str]:
     debug, sharding = spec.debug, spec.parallel.sharding
     fsdp = parallel.dp_size > 1 and sharding in ("stage2", "stage3")
     inner = None
-    if parallel.dp_size > 1:
+    if parallel.dp_size > 1 or tp:
         inner = Collectives(lambda: None if worker.on_cpu else worker.synchronize(), dist.barrier,
                             debug.collective_delay_ms)
     if fsdp:
@@ -150,12 +152,16 @@ def phases(worker) -> Union[Phases, str]:
     elif parallel.dp_size > 1 and sharding == "stage1":
         time_zero1(parallel.model, parallel.optimizer, inner)
 
+    forward_backward = parallel.forward_backward
+    if tp:  # DTensor's collectives: in forward and backward, and (sequence parallel) in the optimizer step
+        timed = breakdown_tp.timed(inner, breakdown_tp.tensor_parallel_group(parallel.model))
+        forward_backward = timed(forward_backward)
+
     def compute(batches: list) -> None:
         scale = worker.loss_scale(batches)  # the global count's all-reduce: compute, not data_s
         worker.compute_delay()
         # FSDP: its reduce-scatters run in backward, each timed apart by ``inner``
-        parallel.forward_backward(batches, scale, worker.precision, worker.scaler, worker.torch_device,
-                                  sync_gradients=fsdp)
+        forward_backward(batches, scale, worker.precision, worker.scaler, worker.torch_device, sync_gradients=fsdp)
 
     def communicate() -> list[int]:
         if parallel.dp_size == 1 or fsdp:
@@ -170,6 +176,8 @@ def phases(worker) -> Union[Phases, str]:
         if parallel.dp_size > 1:
             dist.barrier()
 
+    if tp:
+        optimize = timed(optimize)
     return Phases(fetch=worker.fetch, compute=compute, communicate=communicate, optimize=optimize, align=align,
                   finish=lambda: parallel.optimizer.zero_grad(set_to_none=True), group_size=parallel.dp_size,
                   inner=inner)

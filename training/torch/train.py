@@ -14,7 +14,7 @@ import torch.distributed as dist
 from training import harness
 from training.faults import compute_delay, sleep_ms
 from training.contract.spec import WorkerConfig
-from training.torch import breakdown
+from training.torch import breakdown, breakdown_tp
 from training.torch import device as devices
 from training.torch import init
 from training.torch import precision as precisions
@@ -79,6 +79,9 @@ class TorchWorker(devices.OnTorchDevice, harness.FrameworkWorker):
         self.data_description = self.data.description
         self.counts = StepCounts(spec)
         self.flops_at_width = self.counts.flops_at_width
+        # debug.collective_delay_ms before each tensor-parallel collective of a measured step (DTensor's)
+        self.tp_delay = breakdown_tp.delayed(spec.debug.collective_delay_ms
+                                             if spec.parallel.tensor_parallel_degree > 1 else None)
 
     def fetch(self) -> list:
         """The step's micro-batches: fetching only (the time breakdown's ``data_s``; no collective here)."""
@@ -109,11 +112,13 @@ class TorchWorker(devices.OnTorchDevice, harness.FrameworkWorker):
         batches = self.fetch()
         scale = self.loss_scale(batches)
         self.compute_delay()
-        loss_sum = parallel.forward_backward(batches, scale, self.precision, self.scaler, self.torch_device)
+        with self.tp_delay():
+            loss_sum = parallel.forward_backward(batches, scale, self.precision, self.scaler, self.torch_device)
         if self.spec.debug.grad_noise:
             perturb_gradients(parallel.optimizer, self.spec.debug.grad_noise, self.spec.train.seed, self.steps_done)
             self.steps_done += 1
-        self.scaler.step(parallel.optimizer)
+        with self.tp_delay():  # sequence parallel: the norms' Partial gradients are all-reduced in here
+            self.scaler.step(parallel.optimizer)
         self.scaler.update()
         return harness.StepWork(loss=loss_sum, **self.counts(batches))  # padding excluded: training/data/batches.py
 

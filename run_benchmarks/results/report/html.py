@@ -15,7 +15,7 @@ import jinja2
 
 from run_benchmarks import __version__
 from run_benchmarks.results.analyze import CV_FLAG
-from run_benchmarks.results import breakdown
+from run_benchmarks.results import breakdown_words
 from run_benchmarks.results.store.schema import Attempt
 from run_benchmarks.results.report import breakdown_chart, chart_data, charts, loss_chart, micro_charts
 from run_benchmarks.results.report.ppo_phases import ppo_phase_views
@@ -140,4 +140,4 @@ def render_compare(a, b, rows: Sequence) -> str:
         generated=datetime.now(timezone.utc).isoformat(timespec="seconds"), version=__version__,
         compared=[(f, cmp.SHORT[f]) for f in cmp.compared(rows)], value=cmp.format_value, change=cmp.format_change,
         rounds=getattr(cmp, "format_rounds", lambda s: "-" if s is None else str(len(s.ok))),
-        noise_rule=getattr(cmp, "NOISE_RULE", ""), charts=chart_list, moved=breakdown.changed_parts(rows))
+        noise_rule=getattr(cmp, "NOISE_RULE", ""), charts=chart_list, moved=breakdown_words.changed_parts(rows))

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from run_benchmarks.results.breakdown import changed_parts
+from run_benchmarks.results.breakdown_words import changed_parts
 from run_benchmarks.results.report.compare import Row, Selection, compared, format_change, format_value
 from run_benchmarks.results.report.ppo_phases import ppo_phase_views
 from run_benchmarks.results.report.summary import FIGURE_BY_KEY, CaseSummary

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Optional, Sequence
 
-from run_benchmarks.results.breakdown import _ms as ms, of_summary
+from run_benchmarks.results.breakdown_words import ms, of_summary
 from run_benchmarks.results.figures import across_rounds, figures_from_dicts
 from run_benchmarks.results.report.summary import CaseSummary, number
 from run_benchmarks.results.report.views import View

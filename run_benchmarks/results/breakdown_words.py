@@ -1,0 +1,165 @@
+"""The words every view prints for a step-time breakdown (breakdown.py assembles it): the lever line, the lines
+of ``accelbench show``, the part compare says changed most, and the small formatting they share. Reads only the
+``metrics.time_breakdown`` dict, so show, report (terminal, Markdown, HTML) and compare say the same thing."""
+from __future__ import annotations
+
+import math
+from typing import Optional
+
+from run_benchmarks.results import breakdown_pipeline as pipeline
+
+# measured compute this many times its expected figure: the step is bound by per-operation overhead, not GEMM
+# speed (an H200 ran gpt3_tiny's 5.5 ms compute against 0.0045 ms expected; gpt2_xl's was 2.4x)
+OVERHEAD_BOUND_RATIO = 10.0
+
+
+def lever(breakdown: dict, of: str = "the serialised step") -> Optional[str]:
+    """The biggest part of the measured step (``of``: what it is a part of), in plain words, against its expected
+    figure where there is one; compute's named parts (PPO's generation and scoring) each against theirs."""
+    m, e = breakdown.get("measured") or {}, breakdown.get("expected") or {}
+    if m.get("not_measured") or "compute_s" not in m:
+        return None
+    parts = {"compute": m["compute_s"], "communication": m["communication_s"], "other": m["other_s"],
+             **({"pipeline": m["pipeline_wait_s"]} if "pipeline_wait_s" in m else {})}
+    total = math.fsum(parts.values())
+    if total <= 0:
+        return None
+    name = max(parts, key=parts.get)
+    share = parts[name] / total
+    inside = f": {listed(m['compute_parts'])}" if name == "compute" and m.get("compute_parts") else ""
+    text = f"{name} is {share:.0%} of {of} ({ms(parts[name])}{inside})"
+    if name == "compute" and e.get("compute_s"):
+        text += f"; at the calibrated GEMM peak it would take {ms(e['compute_s'])}{named(e.get('compute_parts'))}"
+        ratio = parts[name] / e["compute_s"]
+        if ratio > OVERHEAD_BOUND_RATIO:
+            text += (f", {ratio:,.0f}x less: each operation is too small to fill the device, so launch and "
+                     "framework overhead set the pace; a larger micro batch or train.compile would help more "
+                     "than faster GEMMs")
+    elif name == "communication" and e.get("communication_s"):
+        ratio = e["communication_s"] / parts[name]
+        text += (f"; the {ops_text(m)} of {m['gradient_bytes'] / 1e6:.3g} MB ran at {ratio:.0%} of the bus bandwidth "
+                 "these hosts measured")
+    elif name == "other":
+        text += ": data fetch, optimizer and host overhead"
+    elif name == "pipeline":
+        text = pipeline.lever(m, e, share)
+    if m.get("straggler") and m.get("pipeline"):
+        text += "; " + pipeline.straggler(m["straggler"])
+    elif m.get("straggler"):
+        s = m["straggler"]
+        text += (f"; rank {s['rank']} is a straggler (compute {ms(s['compute_s'])} against the median "
+                 f"{ms(s['median_compute_s'])})")
+    return text
+
+
+def ops_text(m: dict) -> str:
+    """``3 allreduce + 2 allgather``: the step's collectives by operation."""
+    ops = m.get("collective_ops") or ["allreduce"] * m.get("collectives", 0)
+    return " + ".join(f"{ops.count(op)} {op}" for op in dict.fromkeys(ops)) or "no collective"
+
+
+def ms(seconds: Optional[float]) -> str:
+    if seconds is None:
+        return "—"
+    return f"{seconds:.3g} s" if seconds >= 1 else f"{seconds * 1e3:.3g} ms"
+
+
+def describe(tb: Optional[dict]) -> list[str]:
+    """The breakdown as lines for ``accelbench show``: measured, expected, what is missing, per rank (per phase
+    where the task has phases: PPO's experience making and learning), the lever."""
+    if not tb:
+        return []
+    m, e, unit = tb.get("measured") or {}, tb.get("expected") or {}, tb.get("unit") or "step"
+    if m.get("not_measured"):
+        lines = [f"time breakdown: {m['not_measured']}"]
+    else:
+        lines = [f"time breakdown per {unit}, measured on {m['breakdown_steps']} serialised {unit}s after the "
+                 f"measured ones: {_parts(m)}; serialised {unit} {ms(m['serialised_step_s'])} against the measured "
+                 f"{unit}s' median {ms(m['step_time_s'])}"]
+        lines += [f"  {pipeline.describe_measured(m)}"] if m.get("pipeline") else []
+    lines.append(f"  expected: compute {ms(e.get('compute_s'))} (datasheet peak: "
+                 f"{ms(e.get('compute_s_datasheet'))}), communication {ms(e.get('communication_s'))} "
+                 f"[{e.get('communication_formula')}], other not modelled")
+    lines += [pipeline.describe_expected(e)] if e.get("bubble_formula") else []
+    lines += [f"  missing: {why}" for why in e.get("missing") or []]
+    phases = tb.get("phases") or {}
+    lines += [_rank_line(row, "  ") for row in ([] if phases else m.get("per_rank") or [])]
+    for phase in phases.values():  # each a breakdown of its own: its share of the whole, its parts, its ranks
+        pm, pe = phase.get("measured") or {}, phase.get("expected") or {}
+        if pm.get("not_measured"):
+            continue
+        share = pm["serialised_step_s"] / m["serialised_step_s"] if m.get("serialised_step_s") else None
+        lines.append(f"  {phase['label']}: {'' if share is None else f'{share:.0%} of the serialised {unit}, '}"
+                     f"{_parts(pm)}; serialised {ms(pm['serialised_step_s'])} against the measured {unit}s' mean "
+                     f"{ms(pm.get('step_time_s'))}")
+        lines.append(f"    expected: compute {ms(pe.get('compute_s'))}{named(pe.get('compute_parts'))}, "
+                     f"communication {ms(pe.get('communication_s'))}")
+        lines += [_rank_line(row, "    ") for row in pm.get("per_rank") or []]
+    if tb.get("lever"):
+        lines.append(f"  biggest lever: {tb['lever']}")
+    energy = tb.get("energy")
+    if energy and energy.get("energy_per_token_j") is not None:
+        lines.append(f"  energy over the measured steps: {energy['energy_per_token_j']:.4g} J per token, "
+                     f"{energy['tokens_per_kwh']:,.4g} tokens per kWh ({energy['method']})")
+    elif energy:
+        lines.append(f"  energy: {energy['note']}")
+    return lines
+
+
+def _parts(m: dict) -> str:
+    waiting = f"pipeline waiting {ms(m['pipeline_wait_s'])}, " if m.get("pipeline") else ""
+    return (f"compute {ms(m['compute_s'])}{named(m.get('compute_parts'))}, {waiting}communication "
+            f"{ms(m['communication_s'])} ({ops_text(m)}, {m['gradient_bytes']:,} bytes), other {ms(m['other_s'])}")
+
+
+def listed(parts: dict) -> str:
+    return ", ".join(f"{name} {ms(value)}" for name, value in parts.items())
+
+
+def named(parts: Optional[dict]) -> str:
+    """`` (generation 900 ms, scoring 40 ms)``: compute's named parts, or nothing."""
+    return f" ({listed(parts)})" if parts else ""
+
+
+def _rank_line(row: dict, indent: str) -> str:
+    waiting = f", pipeline waiting {ms(row['pipeline_wait_s'])}" if "pipeline_wait_s" in row else ""
+    return (f"{indent}{pipeline.stage_label(row)}: compute {ms(row['compute_s'])}{named(row.get('compute_parts'))}"
+            f"{waiting}, wait {ms(row['wait_s'])}, communication {ms(row['communication_s'])}, data "
+            f"{ms(row['data_s'])}, optimizer {ms(row['optimizer_s'])}")
+
+
+def of_summary(summary) -> Optional[dict]:
+    """The measured breakdown of a report row (a CaseSummary): its first ok round's, None where not measured."""
+    for attempt in (summary.ok[:1] if summary is not None else []):
+        tb = (attempt.get("metrics") or {}).get("time_breakdown")
+        if tb and not (tb.get("measured") or {}).get("not_measured"):
+            return tb
+    return None
+
+
+def changed_part(a: Optional[dict], b: Optional[dict]) -> Optional[str]:
+    """Compare's line: which measured part of the step changed most from A to B, with both values (and, for a
+    task with phases, each phase's serialised time)."""
+    if not a or not b:
+        return None
+    ma, mb = a["measured"], b["measured"]
+    parts = {key: name for key, name in (("compute_s", "compute"), ("communication_s", "communication"),
+                                         ("pipeline_wait_s", "pipeline waiting"), ("other_s", "other"))
+             if key in ma or key in mb}  # a step without a pipeline waits on none: 0 against one that does
+    was, now = ({key: m.get(key, 0.0) for key in parts} for m in (ma, mb))
+    key = max(parts, key=lambda k: abs(now[k] - was[k]))
+    text = (f"the {a.get('unit') or 'step'}'s {parts[key]} changed most: {was[key] * 1e3:.3g} ms -> "
+            f"{now[key] * 1e3:.3g} ms ({(now[key] - was[key]) * 1e3:+.3g} ms; "
+            + ", ".join(f"{name} {was[k] * 1e3:.3g} -> {now[k] * 1e3:.3g}" for k, name in parts.items()) + " ms)")
+    pa, pb = a.get("phases") or {}, b.get("phases") or {}
+    moved = [f"{pa[p]['label']} {ms(pa[p]['measured']['serialised_step_s'])} -> "
+             f"{ms(pb[p]['measured']['serialised_step_s'])}" for p in pa
+             if p in pb and "serialised_step_s" in pa[p]["measured"] and "serialised_step_s" in pb[p]["measured"]]
+    return text + (f"; by phase: {', '.join(moved)}" if moved else "")
+
+
+def changed_parts(rows) -> list[tuple[str, str]]:
+    """(row label, ``changed_part`` line) of each compare row whose two sides both measured a breakdown: the
+    terminal, Markdown and HTML compare all print these."""
+    pairs = [(row.label, changed_part(of_summary(row.a), of_summary(row.b))) for row in rows]
+    return [(label, line) for label, line in pairs if line]
