@@ -27,9 +27,12 @@ def _pipeline_rank(rank: int, world: int, cfg) -> dict:
     worker = open_worker(rank, world, cfg)
     try:
         stage_names = sorted(n for m in worker.parallel.pipeline.modules for n, _ in m.named_parameters())
-        return {"stage_names": stage_names, "no_whole_model": worker.parallel.model is None,
+        live = sum(p.numel() for p in live_parameters().values())  # before a step: the optimizer's state
+        worker.after_step(worker.train_step())
+        kept = sum(len(stage.output_chunks) for stage in worker.parallel.pipeline.stages)
+        return {"stage_names": stage_names, "no_whole_model": worker.parallel.model is None, "kept_outputs": kept,
                 "stage_numel": sum(p.numel() for p in worker.parallel.pipeline.parameters()),
-                "live_numel": sum(p.numel() for p in live_parameters().values()), "n_params": worker.n_params}
+                "live_numel": live, "n_params": worker.n_params}
     finally:
         worker.close()
 
@@ -44,6 +47,7 @@ def test_each_pipeline_stage_holds_only_its_layers():
     assert {n for n in last["stage_names"] if not n.startswith("blocks.")} == {"ln_f.weight", "ln_f.bias",
                                                                                "lm_head.weight"}
     for rank in (first, last):
+        assert rank["kept_outputs"] == 0  # the last stage keeps no micro-batch's logits after a step
         assert rank["no_whole_model"]  # no whole model kept beside the stages
         assert rank["live_numel"] == rank["stage_numel"]  # nothing else holds memory: the rest stayed meta
     tied_copy = GPT2_SMALLISH["vocab_size"] * GPT2_SMALLISH["d_model"]
