@@ -68,6 +68,18 @@ def test_busbw_only_from_the_same_hosts_and_group_size():
     assert breakdown.nearest(breakdown.busbw_points([allreduce_row()], frozenset({"h"}), 2), 3 << 20).nbytes == 4 << 20
 
 
+def test_busbw_of_the_rounds_own_framework_first_else_any():
+    """Paddle's gloo collectives and torch's differ severalfold on one CPU: a Paddle round is priced by Paddle's
+    stored micro case where there is one, else by the newest of any framework's, named as its source."""
+    paddle = {**allreduce_row(points=((1 << 20, 9.0),)), "framework": "paddle", "case_name": "allreduce:paddle:cpu:1:2"}
+    torch = {**allreduce_row(points=((1 << 20, 3.0),)), "framework": "torch", "case_name": "allreduce:torch:cpu:1:2"}
+    rows, hosts = [paddle, torch], frozenset({"h"})  # torch's is the newer
+    assert [p.gbps for p in breakdown.busbw_points(rows, hosts, 2, framework="paddle")] == [9.0]
+    assert [p.gbps for p in breakdown.busbw_points(rows, hosts, 2, framework="torch")] == [3.0]
+    (other,) = breakdown.busbw_points(rows, hosts, 2, framework="mindspore")
+    assert other.gbps == 3.0 and other.source.startswith("allreduce:torch:cpu:1:2")
+
+
 def test_one_process_expects_no_communication_and_the_lever_is_plain_words():
     metrics = {"step_time_s": {"median": 0.1, "mean": 0.1}, "tflops_per_device": 0.01}
     one = record(0, 0.08, comm=0.0, buckets=(), group=1)

@@ -81,8 +81,15 @@ class BusBw:
     source: str  # which stored attempt
 
 
-def busbw_points(rows: Sequence[dict], hosts: frozenset, ranks: int, op: str = "allreduce") -> list[BusBw]:
-    """The ``op`` busbw figures of the newest ok attempt holding them on exactly ``hosts`` with ``ranks``."""
+def busbw_points(rows: Sequence[dict], hosts: frozenset, ranks: int, op: str = "allreduce",
+                 framework: Optional[str] = None) -> list[BusBw]:
+    """The ``op`` busbw figures of the newest ok attempt holding them on exactly ``hosts`` with ``ranks``: of
+    ``framework``'s own micro case where one is stored (Paddle's gloo and torch's differ severalfold on a CPU),
+    else of any framework's (the figure's ``source`` names which)."""
+    if framework is not None:
+        own = busbw_points([r for r in rows if r.get("framework") == framework], hosts, ranks, op)
+        if own:
+            return own
     for row in reversed(rows):
         if row.get("status") != "ok" or _hosts(row) != hosts:
             continue
@@ -214,18 +221,21 @@ def step_flops_per_device(metrics: dict) -> float:
 
 def time_breakdown(records: Sequence[perflog.BreakdownRecord], metrics: dict, measured_peak: tuple,
                    datasheet_peak: tuple, nodes: Sequence[dict], allreduce_rows: Sequence[dict], measure_busbw: str,
-                   by_construction: Optional[tuple] = None, flops: Optional[float] = None) -> dict:
+                   by_construction: Optional[tuple] = None, flops: Optional[float] = None,
+                   framework: Optional[str] = None) -> dict:
     """``metrics.time_breakdown`` of a round: ``metrics`` its RoundMetrics as a dict, ``nodes`` its results.json
     nodes (which hosts), ``allreduce_rows`` the stored attempts of the ``COLLECTIVE_CASES``;
     ``by_construction``: (collectives, group size, formula) of a layout the workers could not time
     (breakdown_layouts.py), priced where the measured part is missing; ``flops``: the model FLOPs of a step on
-    one device where the task counts them itself (PPO's phases: breakdown_ppo.py), else the measured steps'."""
+    one device where the task counts them itself (PPO's phases: breakdown_ppo.py), else the measured steps';
+    ``framework``: the round's, whose own stored micro cases price its collectives first."""
     part = measured(records, (metrics.get("step_time_s") or {}).get("median"))
     buckets = part.get("bucket_bytes") or []
     sizes = part.get("group_sizes") or [part.get("group_size") or 1] * len(buckets)
     hosts = _hosts({"environment": {"nodes": list(nodes)}})
     ops = part.get("collective_ops") or []
-    points = {(op, n): busbw_points(allreduce_rows, hosts, n, op) for op, n in dict.fromkeys(zip(ops, sizes)) if n > 1}
+    points = {(op, n): busbw_points(allreduce_rows, hosts, n, op, framework)
+              for op, n in dict.fromkeys(zip(ops, sizes)) if n > 1}
     flops = step_flops_per_device(metrics) if flops is None else flops
     group = sizes if buckets else part.get("group_size") or 1  # no collective: what its note says depends on it
     out = {"measured": part, "expected": expected(flops, measured_peak, datasheet_peak, buckets, group, points,
@@ -233,7 +243,7 @@ def time_breakdown(records: Sequence[perflog.BreakdownRecord], metrics: dict, me
     if part.get("not_measured") and by_construction:
         collectives, tp, text = by_construction
         ops = [op for op, _ in collectives]
-        points = {op: busbw_points(allreduce_rows, hosts, tp, op) for op in dict.fromkeys(ops)}
+        points = {op: busbw_points(allreduce_rows, hosts, tp, op, framework) for op in dict.fromkeys(ops)}
         priced = expected(flops, measured_peak, datasheet_peak, [b for _, b in collectives], tp, points,
                           measure_busbw, ops)
         out["expected"] = {**priced, "communication_formula": f"{text}; {priced['communication_formula']}",
