@@ -106,3 +106,16 @@ def test_show_says_when_the_monitors_figures_cover_the_whole_round(accelbench, t
             assert lines["accelerator utilisation"] == f"accelerator utilisation: 1% — {said}"
             assert lines["power (all devices)"] == f"power (all devices): 93 W — {said}"
             assert "tokens/J" not in lines
+
+
+def test_show_says_when_the_numbers_came_from_a_tree_with_uncommitted_changes(accelbench, tmp_path):
+    """An H200's runs recorded commit b4b1bbe while the files were two commits newer (accelbench_dirty: true):
+    `show` printed the bare commit, as if that commit had made the numbers."""
+    for dirty in (False, True):
+        db = tmp_path / f"{dirty}.db"
+        doc = document("run-m", "gpt3_tiny", "torch", 0.5)
+        doc["environment"]["orchestrator"]["accelbench_dirty"] = dirty
+        fill(db, [doc])
+        (line,) = [x for x in accelbench("show", "run-m", "--db", str(db)).stdout.splitlines()
+                   if "accelbench commit:" in x]
+        assert ("(with uncommitted changes to tracked files)" in line) is dirty, line

@@ -65,7 +65,10 @@ def cmd_show(args: argparse.Namespace, console: Console) -> int:
                   f"{run.get('ended_at') or '(not ended)'}", soft_wrap=True)
     if run.get("argv"):
         console.print(f"  command: {' '.join(run['argv'])}", markup=False, soft_wrap=True)
-    console.print(f"  accelbench commit: {run.get('accelbench_commit')}; logs: {run.get('log_dir')}",
+    dirty = any(((a.row.get("environment") or {}).get("orchestrator") or {}).get("accelbench_dirty")
+                for a in attempts)  # the tree the numbers came from was not that commit's
+    console.print(f"  accelbench commit: {run.get('accelbench_commit')}"
+                  f"{' (with uncommitted changes to tracked files)' if dirty else ''}; logs: {run.get('log_dir')}",
                   markup=False, soft_wrap=True)
     if run.get("orchestrator_pid"):
         console.print(f"  orchestrator: pid {run['orchestrator_pid']} on {run.get('orchestrator_host')}",
