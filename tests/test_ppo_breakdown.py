@@ -9,7 +9,7 @@ import math
 
 import pytest
 
-from run_benchmarks.results import breakdown, breakdown_ppo
+from run_benchmarks.results import breakdown_ppo
 from run_benchmarks.results import breakdown_words as words
 from training.contract import flops, perflog
 from training.contract.spec import WorkloadSpec
@@ -170,12 +170,10 @@ def test_a_ppo_rounds_logs_give_the_per_phase_breakdown_and_show_prints_it(root,
     ``show``."""
     from run_benchmarks.execute import outcome
     from run_benchmarks.results import analyze, rank_logs as collect
-    from run_benchmarks.results.store.store import ResultStore
-    from run_benchmarks.results.store.schema import row_from_document
 
     from .test_outcomes import _rank_log
     from .test_plan import build
-    from .test_results import document
+    from .test_results import document, fill
 
     (case,) = build(root, tmp_path, "ppo_tiny:torch:cpu:1:2").cases
     (rnd,) = case.rounds
@@ -203,9 +201,7 @@ def test_a_ppo_rounds_logs_give_the_per_phase_breakdown_and_show_prints_it(root,
     doc = document("r1", "ppo_tiny", "torch", 0.1, world=2)
     doc["metrics"]["time_breakdown"] = out
     db = tmp_path / "results.db"
-    with ResultStore(db) as store:
-        store.begin_run("r1", "2026-11-23T10:00:00+00:00", ["accelbench"], "abc", "/logs")
-        store.add_attempt(row_from_document(doc))
+    fill(db, [doc])
     shown = accelbench("show", "r1", "--db", str(db)).stdout
     assert "time breakdown per update, measured on 3 serialised updates after the measured ones" in shown
     assert "experience making: 78% of the serialised update, compute 900 ms (generation 675 ms" in shown

@@ -105,12 +105,10 @@ def test_a_rounds_logs_give_metrics_time_breakdown_and_show_prints_it(root, tmp_
     """Breakdown records in the ranks' logs -> the round's metrics.time_breakdown -> the store -> ``show``."""
     from run_benchmarks.execute import outcome
     from run_benchmarks.results import analyze, rank_logs as collect
-    from run_benchmarks.results.store.store import ResultStore
-    from run_benchmarks.results.store.schema import row_from_document
 
     from .test_outcomes import _rank_log
     from .test_plan import build
-    from .test_results import document
+    from .test_results import document, fill
 
     (case,) = build(root, tmp_path, "gpt2_tiny:torch:cpu:1:2").cases
     (rnd,) = case.rounds
@@ -136,9 +134,7 @@ def test_a_rounds_logs_give_metrics_time_breakdown_and_show_prints_it(root, tmp_
     doc = document("r1", "gpt2_tiny", "torch", 0.1, world=2)
     doc["metrics"]["time_breakdown"] = tb
     db = tmp_path / "results.db"
-    with ResultStore(db) as store:
-        store.begin_run("r1", "2026-11-23T10:00:00+00:00", ["accelbench"], "abc", "/logs")
-        store.add_attempt(row_from_document(doc))
+    fill(db, [doc])
     shown = accelbench("show", "r1", "--db", str(db)).stdout
     assert "time breakdown per step, measured on 3 serialised steps after the measured ones: compute 300 ms" in shown
     assert "rank 1: compute 300 ms" in shown and "missing: no all-reduce busbw stored for 2 ranks" in shown
