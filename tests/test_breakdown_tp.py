@@ -119,7 +119,8 @@ def test_each_tensor_parallel_collective_is_timed_and_takes_the_delay(tp_records
     plain, delayed = a0["record"], b0["record"]
     assert plain.not_measured is None and delayed.not_measured is None
     ops = plain.collective_ops
-    assert ops == delayed.collective_ops == a1["record"].collective_ops and set(plain.group_sizes) == {2}
+    assert ops == delayed.collective_ops == a1["record"].collective_ops == b1["record"].collective_ops
+    assert set(plain.group_sizes) == {2}
     assert plain.group_size == 1  # no data parallelism: each collective's own group is tensor parallel's
     c, d = len(ops), DELAY_MS / 1000
     # the fastest of the steps: a loaded machine only ever adds time, the delay adds exactly its own
