@@ -1,7 +1,8 @@
 """Tensor parallel's breakdown in-process: the expected communication of recorded TP collectives (each at
-its own group's stored busbw), the records' per-collective group sizes, which ops the worker's dispatch mode
-times and at which message size, and what stays "not measured" with its reason. The ranks themselves run
-in tests/test_breakdown_tp.py."""
+its own group's stored busbw), the by-construction count of an unmeasured round (torch's, and Paddle's with its
+embedding's, head's and loss's collectives), the records' per-collective group sizes, which ops the worker's
+dispatch mode times and at which message size, and what stays "not measured" with its reason. The ranks
+themselves run in tests/test_breakdown_tp.py (Paddle's: tests/test_paddle_breakdown_fleet_launch.py)."""
 from __future__ import annotations
 
 import json
@@ -88,6 +89,27 @@ def test_an_unmeasured_tensor_parallel_round_is_still_priced_by_construction():
     swiglu, _, _ = breakdown_layouts.tensor_parallel(workload({"tensor_parallel_degree": 2},
                                                               model={"activation": "swiglu"}), 2)
     assert len(swiglu) == 7 * 3 * 2  # gate is one more column-parallel projection
+
+
+def test_paddles_by_construction_count_adds_its_embedding_head_and_loss_collectives():
+    """Where Paddle's tensor parallel is not measured (an accelerator), it is priced by construction: the blocks'
+    count (torch's) plus, per micro-batch, the vocab-parallel embedding's and the head's all-reduces of the
+    activations (sequence parallel: and 2 all-gathers), and the parallel cross-entropy's 3 all-reduces of
+    micro_batch_size x seq_len fp32 values."""
+    from run_benchmarks.results import breakdown_layouts
+
+    act, loss = 2 * 32 * 64 * 2, 2 * 32 * 4  # bf16 activations; the loss in fp32
+    plain = workload({"tensor_parallel_degree": 2})
+    torch_count, _, _ = breakdown_layouts.tensor_parallel(plain, 2)
+    paddle_count, tp, text = breakdown_layouts.tensor_parallel(plain, 2, "paddle")
+    assert len(torch_count) == 6 * 3 * 2 and tp == 2
+    assert paddle_count == ([("allreduce", act)] * (6 * 3 + 2) + [("allreduce", loss)] * 3) * 2
+    assert "paddle adds per micro-batch the vocab-parallel embedding's all-reduce" in text
+    sp, _, _ = breakdown_layouts.tensor_parallel(workload({"tensor_parallel_degree": 2, "sequence_parallel": True}),
+                                                 2, "paddle")
+    assert sp == ([(op, act) for op in ["allgather", "reducescatter"] * 4 * 3 + ["allreduce", "allgather",
+                                                                              "allgather", "allreduce"]]
+                  + [("allreduce", loss)] * 3) * 2
 
 
 @pytest.mark.parametrize("bad", [[2], [2, 0], [2, True], "22", [2, 2.0]])

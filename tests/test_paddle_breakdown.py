@@ -1,11 +1,15 @@
 """Paddle's explicit collective paths for the time breakdown (training/paddle/breakdown.py), in one process: data
 parallel's reducer parameter list, its buckets all-reduced in the reducer's order and averaged back into the
-gradients; sharding's interception of the paddle.distributed functions its optimizer calls, each call timed by
-``Collectives.run`` as its nccl-tests operation and bytes, the module's own functions back afterwards; the
-expected time of sharding's reduces and broadcasts (bytes x 1 / the stored busbw of each, exactly); what stays
-uncovered and why. The two-rank proofs (a collective delay grows communication by C x D) are
-tests/test_paddle_breakdown_launch.py."""
+gradients; fleet's phases (tensor parallel, sharding) with forward+backward and the optimizer step under the
+process-group wrappers (those themselves: tests/test_paddle_breakdown_collectives.py); the expected time of
+sharding's reduces and broadcasts (bytes x 1 / the stored busbw of each, exactly) and of Paddle's tensor
+parallel and sharding beside data parallel (each collective at its own group's busbw, exactly); what stays
+uncovered and why. Paddle's by-construction TP count is tests/test_breakdown_tp_pricing.py's; the proofs on
+real ranks (a collective delay grows communication by C x D) are tests/test_paddle_breakdown_launch.py and
+tests/test_paddle_breakdown_fleet_launch.py."""
 from __future__ import annotations
+
+from types import SimpleNamespace
 
 import numpy as np
 import paddle
@@ -52,11 +56,10 @@ def test_buckets_all_reduced_in_the_reducers_order_and_averaged_back(monkeypatch
 @pytest.mark.parametrize("world, expected", [(1, None), (2, "not measured for data parallel on paddle: the model "
                                                                 "is a Sequential, not DataParallel")])
 def test_phases_of_one_process_and_a_model_that_is_not_data_parallel(world, expected):
-    from types import SimpleNamespace
-
     from training.contract.spec import DebugSpec
 
-    worker = SimpleNamespace(layout=SimpleNamespace(pp=1, tp=1, sharding=1, data=world), world=world,
+    worker = SimpleNamespace(layout=SimpleNamespace(pp=1, tp=1, sharding=1, dp=world, data=world), world=world,
+                             on_cpu=True,
                              model=_net(), spec=SimpleNamespace(debug=DebugSpec(),
                                                                 parallel=SimpleNamespace(sharding="none")), fetch=list,
                              optimizer_step=lambda: None, optimizer=SimpleNamespace(clear_grad=lambda: None))
@@ -67,118 +70,34 @@ def test_phases_of_one_process_and_a_model_that_is_not_data_parallel(world, expe
         assert got.group_size == 1 and got.communicate() == [] and got.align() is None
 
 
-class _Task:
-    def __init__(self, log: list, name: str):
-        self.log, self.name = log, name
-
-    def wait(self):
-        self.log.append(f"wait {self.name}")
-
-
-def _stand_ins(monkeypatch, log: list) -> None:
-    """paddle.distributed's reduce, broadcast and all_reduce as loggers returning async tasks."""
-    for name in breakdown.SHARDING_CALLS:
-        def call(tensor=None, *args, _name=name, **kwargs):
-            log.append(f"{_name} {int(tensor.size)}")
-            return _Task(log, _name)
-        monkeypatch.setattr(breakdown.dist, name, call)
-
-
-def test_sharding_calls_each_timed_as_its_nccl_tests_op_and_bytes_then_restored(monkeypatch):
-    """The sharding optimizer's own spellings: positional (stage1: ``paddle.distributed.reduce(g_var, dst=...)``)
-    and keyword (stage2: ``dist.reduce(tensor=..., ...)``); each waited for inside its timing; any later call
-    untouched."""
-    from training.breakdown import Collectives
-
-    log: list = []
-    _stand_ins(monkeypatch, log)
-    originals = {name: getattr(breakdown.dist, name) for name in breakdown.SHARDING_CALLS}
-    inner = Collectives(lambda: log.append("sync"), lambda: log.append("barrier"))
-    grad, param = paddle.ones([3, 4]), paddle.ones([5], dtype="float64")
-    with breakdown.timed_calls(inner):
-        import paddle.distributed as dist  # what the optimizers reach: the module attribute, looked up per call
-
-        paddle.distributed.reduce(grad, dst=1, group=None, sync_op=True)
-        dist.broadcast(tensor=param, src=0, group=None, sync_op=False)
-        dist.all_reduce(paddle.ones([2]))
-    assert inner.ops == [("reduce", 12 * 4), ("broadcast", 5 * 8), ("allreduce", 2 * 4)]
-    assert log == ["sync", "barrier", "reduce 12", "wait reduce", "sync",
-                   "sync", "barrier", "broadcast 5", "wait broadcast", "sync",
-                   "sync", "barrier", "all_reduce 2", "wait all_reduce", "sync"]
-    assert {name: getattr(breakdown.dist, name) for name in breakdown.SHARDING_CALLS} == originals
-    log.clear()
-    paddle.distributed.reduce(grad, dst=1)
-    assert log == ["reduce 12"] and len(inner.ops) == 3  # outside the phase: the optimizer's own call
-
-
-def test_a_collective_inside_a_timed_one_is_not_timed_twice_and_a_failure_restores(monkeypatch):
-    from training.breakdown import Collectives
-
-    log: list = []
-    _stand_ins(monkeypatch, log)
-    inner_reduce = breakdown.dist.reduce
-
-    def broadcast_that_reduces(tensor=None, *args, **kwargs):
-        breakdown.dist.reduce(tensor)  # patched at this point: must go straight to the original
-        raise RuntimeError("boom")
-
-    monkeypatch.setattr(breakdown.dist, "broadcast", broadcast_that_reduces)
-    inner = Collectives(lambda: None, lambda: None)
-    with pytest.raises(RuntimeError, match="boom"), breakdown.timed_calls(inner):
-        paddle.distributed.broadcast(paddle.ones([4]), src=0)
-    assert log == ["reduce 4"] and inner.ops == []
-    assert breakdown.dist.reduce is inner_reduce and breakdown.dist.broadcast is broadcast_that_reduces
-
-
-def test_sharded_phases_time_the_optimizer_steps_collectives_and_stage2s_backward(monkeypatch):
-    """Stage1: compute runs plain (no collective of fleet's in it), the optimizer step's reduces and broadcasts go
-    through Collectives; stage2: its backward's reduces too. The loss scale's count all-reduce stays compute."""
-    from types import SimpleNamespace
-
+def test_fleet_phases_time_forward_backward_and_the_optimizer_step_at_the_process_group(monkeypatch):
+    """Tensor parallel or sharding: compute's forward+backward and the optimizer step each run under the
+    process-group wrappers (tests/test_paddle_breakdown_collectives.py), each collective with its own group's
+    size; the loss scale's count all-reduce stays compute; no explicit communication phase; a world barrier
+    aligns the ranks; the record's group_size is the data degree."""
     from training.contract.spec import DebugSpec
 
+    from .test_paddle_breakdown_collectives import _Gloo
+
     log: list = []
-    _stand_ins(monkeypatch, log)
-    monkeypatch.setattr(breakdown.dist, "barrier", lambda group=None: log.append(f"barrier {group}"))
-
-    def worker(stage):
-        def loss_scale(batches):
-            paddle.distributed.all_reduce(paddle.ones([1]))  # instruction data's global count
-            return 1.0
-
-        return SimpleNamespace(
-            layout=SimpleNamespace(pp=1, tp=1, sharding=2, dp=1, data=2), world=2, on_cpu=True,
-            spec=SimpleNamespace(debug=DebugSpec(), parallel=SimpleNamespace(sharding=stage)),
-            hcg=SimpleNamespace(get_sharding_parallel_group=lambda: "G"), fetch=list, loss_scale=loss_scale,
-            compute_delay=lambda: None,
-            forward_backward=lambda batches, scale, sync: paddle.distributed.reduce(paddle.ones([3]), dst=0),
-            optimizer_step=lambda: paddle.distributed.broadcast(paddle.ones([6]), src=1),
-            optimizer=SimpleNamespace(clear_grad=lambda: None))
-
-    for stage, ops in (("stage1", [("broadcast", 24)]), ("stage2", [("reduce", 12), ("broadcast", 24)])):
-        got = breakdown.phases(worker(stage))
-        assert got.group_size == 2 and got.communicate() == []
-        got.compute([])
-        got.optimize()
-        assert got.inner.ops == ops, stage
-        assert log.count("barrier G") == len(ops)  # each timed one after a barrier over the sharding group
-        log.clear()
-
-
-def test_paddle_layouts_not_measured_say_why():
-    from types import SimpleNamespace
-
-    def layout(sharding=2, dp=1):
-        return SimpleNamespace(pp=1, tp=1, sharding=sharding, dp=dp)
-
-    assert breakdown.uncovered(layout(), "stage1") is None and breakdown.uncovered(layout(), "stage2") is None
-    assert breakdown.uncovered(layout(), "stage3") == (
-        "not measured for sharding stage3 on paddle: its parameter all-gathers go through the process group's own "
-        "all_gather method (group_sharded_stage3's _all_gather), which no paddle.distributed function sees, so they "
-        "cannot be timed one by one")
-    assert breakdown.uncovered(layout(dp=2), "stage1").startswith(
-        "not measured for sharding with data parallel beside it on paddle (sharding degree 2, data-parallel degree "
-        "2): the all-reduces span the data-parallel group and the reduces and broadcasts the sharding group")
+    tp, dp = _Gloo(log, 2), _Gloo(log, 4)
+    monkeypatch.setattr(breakdown.collectives, "process_group_classes", lambda hcg: {_Gloo})
+    monkeypatch.setattr(breakdown.dist, "barrier", lambda group=None: log.append(f"world barrier {group}"))
+    worker = SimpleNamespace(
+        layout=SimpleNamespace(pp=1, tp=2, sharding=2, dp=1, data=2), world=4, on_cpu=True, hcg=None,
+        spec=SimpleNamespace(debug=DebugSpec(), parallel=SimpleNamespace(sharding="stage1")), fetch=list,
+        loss_scale=lambda batches: tp.all_reduce(paddle.ones([1]), None, True) and 1.0,  # instruction data's count
+        compute_delay=lambda: None,
+        forward_backward=lambda batches, scale, sync: tp.all_reduce_on_calc_stream(paddle.ones([3])),
+        optimizer_step=lambda: dp.all_reduce(paddle.ones([6]), None, True),
+        optimizer=SimpleNamespace(clear_grad=lambda: None))
+    got = breakdown.fleet_phases(worker)
+    assert got.group_size == 2 and got.communicate() == []
+    got.compute([])
+    got.optimize()
+    got.align()
+    assert got.inner.ops == [("allreduce", 12), ("allreduce", 24)] and got.inner.ranks == [2, 4]
+    assert log.count("barrier 2") == log.count("barrier 4") == 1 and log[-1] == "world barrier None"
 
 
 def test_sharding_reduces_and_broadcasts_are_priced_at_bytes_over_their_stored_busbw_exactly():
@@ -211,3 +130,42 @@ def test_sharding_reduces_and_broadcasts_are_priced_at_bytes_over_their_stored_b
     assert lacking["expected"]["communication_s"] is None
     assert lacking["expected"]["missing"] == ["no reduce busbw stored for 2 ranks on these hosts: run "
                                               "`accelbench run reduce:paddle:cpu:1:2`"]
+
+
+def test_paddle_tensor_parallel_and_sharding_beside_data_parallel_are_priced_at_each_groups_busbw_exactly():
+    """Canned records shaped like the real ranks' (tests/test_paddle_breakdown_fleet_launch.py): TP2's all-reduces
+    and broadcasts, sharding 2 x dp 2's reduces, all-reduce and broadcasts, every one over a group of 2 in a round of
+    2 or 4 ranks: time = bytes x factor(n) / the stored busbw of that op for 2 ranks at the nearest size, summed
+    exactly; a figure stored for 4 ranks is never used for a group of 2, and a missing one names a 2-rank case."""
+    import math
+
+    from run_benchmarks.results import breakdown as results
+
+    from .test_breakdown_sharded_views import micro_row
+    from .test_breakdown_tp_pricing import METRICS, NODES, tp_record
+
+    act, loss, ids, small, positions = 131072, 1024, 2048, 512, 65536
+    tp = [("allreduce", act)] * 14 + [("allreduce", loss)] * 3 + [("broadcast", ids)] * 2 + \
+        [("broadcast", small)] * 14 + [("broadcast", positions)]
+    records = [tp_record(r, [op for op, _ in tp], [b for _, b in tp], [2] * len(tp)) for r in (0, 1)]
+    rows = [micro_row("allreduce", [(1024, 0.5), (131072, 2.0)]), micro_row("broadcast", [(512, 0.25), (65536, 1.0)]),
+            micro_row("allreduce", [(1024, 50.0), (131072, 50.0)], ranks=4)]
+    got = results.time_breakdown(records, METRICS, (10.0, "c"), (None, ""), NODES, rows,
+                                 "accelbench run {op}:paddle:cpu:1:2")
+    assert got["expected"]["communication_s"] == math.fsum(
+        [act * 1 / 2e9] * 14 + [loss * 1 / 0.5e9] * 3 + [ids / 0.25e9] * 2 + [small / 0.25e9] * 14 + [positions / 1e9])
+    n, owned = 36, 1114112
+    ops = ["reduce"] * n + ["allreduce"] + ["broadcast"] * n
+    sizes = [4096] * n + [owned] + [4096] * n
+    records = [tp_record(r, ops, sizes, [2] * len(ops), group=4) for r in range(4)]
+    rows += [micro_row("reduce", [(4096, 1.5)]), micro_row("broadcast", [(4096, 3.0)]),
+             micro_row("allreduce", [(1 << 20, 4.0)])]
+    command = "accelbench run {op}:paddle:cpu:1:4"
+    got = results.time_breakdown(records, METRICS, (10.0, "c"), (None, ""), NODES, rows, command)
+    assert got["expected"]["communication_s"] == math.fsum([4096 / 1.5e9] * n + [owned * 1 / 4e9] + [4096 / 3e9] * n)
+    assert got["measured"]["group_sizes"] == [2] * (2 * n + 1)
+    lacking = results.time_breakdown(records, METRICS, (10.0, "c"), (None, ""), NODES,
+                                     [row for row in rows if row["case_name"] != "reduce"], command)
+    assert lacking["expected"]["missing"] == ["no reduce busbw stored for 2 ranks on these hosts: run "
+                                              "`accelbench run reduce:paddle:cpu:1:2`"]
+

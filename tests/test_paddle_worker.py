@@ -127,9 +127,9 @@ def test_peak_memory_reset_uses_names_every_paddle_accelerator_build_exports(mon
 
 
 def test_multi_process_paddle_layouts_say_where_their_collectives_run():
-    """The time breakdown across Paddle processes: not measured where Paddle's own code runs the collectives,
-    and the reason names the layout and the place; plain data parallel and sharding stage1 over the whole data
-    group are measured (no reason)."""
+    """The time breakdown across Paddle processes: not measured where no Python wrapper can time Paddle's
+    collectives, and the reason names the layout and the place; plain data parallel, tensor parallel alone on a
+    CPU and sharding stage1 are measured (no reason)."""
     from types import SimpleNamespace
 
     from training.paddle.breakdown import uncovered
@@ -137,8 +137,9 @@ def test_multi_process_paddle_layouts_say_where_their_collectives_run():
     def layout(pp=1, tp=1, sharding=1):
         return SimpleNamespace(pp=pp, tp=tp, sharding=sharding, dp=1)
 
-    assert uncovered(layout(tp=2), "none").startswith("not measured for tensor parallel on paddle: its all-reduces "
-                                                      "run inside fleet's mpu layers")
+    assert uncovered(layout(tp=2), "none", on_cpu=False).startswith(
+        "not measured for tensor parallel on paddle on an accelerator: ParallelCrossEntropy's C++ kernel")
+    assert uncovered(layout(tp=2), "none", on_cpu=True) is None
     assert uncovered(layout(pp=2, tp=2), "none").startswith("not measured for pipeline parallel on paddle")
     assert uncovered(layout(sharding=2), "stage3").startswith("not measured for sharding stage3 on paddle")
     assert uncovered(layout(sharding=2), "stage1") is None

@@ -174,20 +174,23 @@ def test_delays_where_they_are_not_injected_are_refused_before_anything_starts(a
                          "debug.collective_delay_ms=10", "--dry-run")
     assert sharded.returncode != 0
     assert ("debug.collective_delay_ms (set in --set debug.collective_delay_ms=10) delays Paddle's plain "
-            "data-parallel all-reduces and sharding stage1/stage2's reduces and broadcasts over the whole data group "
-            "only; sharding stage3 runs collectives the breakdown does not time one by one") in sharded.stderr
+            "data-parallel all-reduces, sharding stage1's collectives (data parallelism beside it or not) and "
+            "stage2's over the whole data group only; sharding stage3 runs collectives the breakdown does not time "
+            "one by one") in sharded.stderr
     assert "fix: unset debug.collective_delay_ms, or set parallel.sharding=none or stage1" in sharded.stderr
-    beside = accelbench("run", "gpt3_tiny:paddle:cpu:1:4", "--set", "parallel.sharding=stage1", "--set",
-                        "parallel.sharding_parallel_degree=2", "--set", "debug.collective_delay_ms=10", "--dry-run")
-    assert beside.returncode != 0 and "sharding stage1 on 2 of 4 data ranks runs collectives" in beside.stderr
+    beside = ("--set", "parallel.sharding_parallel_degree=2", "--set", "debug.collective_delay_ms=10", "--dry-run")
+    stage2 = accelbench("run", "gpt3_tiny:paddle:H100:1:4", "--set", "parallel.sharding=stage2", *beside)
+    assert stage2.returncode != 0 and "sharding stage2 on 2 of 4 data ranks runs collectives" in stage2.stderr
     pp = accelbench("run", "gpt2_tiny:torch:cpu:1:2", "--set", "parallel.pipeline_parallel_degree=2", "--set",
                     "debug.collective_delay_ms=10", "--dry-run")
     assert pp.returncode != 0 and ("debug.collective_delay_ms delays the data-parallel and tensor-parallel "
                                    "collectives only") in pp.stderr
-    paddle_tp = accelbench("run", "gpt3_tiny:paddle:cpu:1:2", "--set", "parallel.tensor_parallel_degree=2", "--set",
-                           "debug.collective_delay_ms=10", "--dry-run")
-    assert paddle_tp.returncode != 0
-    assert "tensor parallel runs its collectives inside fleet's layers" in paddle_tp.stderr
+    tp_delay = ("--set", "parallel.tensor_parallel_degree=2", "--set", "debug.collective_delay_ms=10", "--dry-run")
+    for case, where in (("gpt3_tiny:paddle:H100:1:2", "on H100, where its loss kernel all-reduces inside C++"),
+                        ("gpt3_tiny:paddle:cpu:1:4", "beside 2 data-parallel or sharding ranks")):
+        paddle_tp = accelbench("run", case, *tp_delay)
+        assert paddle_tp.returncode != 0 and (f"tensor parallel {where} runs collectives the breakdown does not "
+                                              "time one by one") in paddle_tp.stderr, case
     # torch's tensor parallel takes the delay (tests/test_breakdown_tp.py), except where CUDA graphs replay it
     tp = ("--set", "parallel.tensor_parallel_degree=2", "--set", "debug.collective_delay_ms=10", "--dry-run")
     assert accelbench("run", "gpt2_tiny:torch:cpu:1:2", *tp).returncode == 0
@@ -208,13 +211,20 @@ def test_ppo_takes_every_delay(accelbench, sharding):
 
 def test_paddle_data_parallel_takes_every_delay(accelbench):
     """Paddle's training loop injects the delays too (training/paddle/breakdown.py); the plan lets them by, and
-    the collective delay with sharding stage1 over the whole data group (its timed reduces and broadcasts)."""
+    the collective delay with sharding stage1 (its timed reduces, broadcasts and, beside data parallelism,
+    all-reduces) and with tensor parallel alone on a CPU (its timed collectives)."""
     ok = accelbench("run", "gpt3_tiny:paddle:cpu:1:2", "--set", "debug.collective_delay_ms=10", "--set",
                     "debug.data_fetch_delay_ms=5", "--set", "debug.compute_delay_ms=5", "--dry-run")
     assert ok.returncode == 0, ok.stderr
     stage1 = accelbench("run", "gpt3_tiny:paddle:cpu:1:2", "--set", "parallel.sharding=stage1", "--set",
                         "debug.collective_delay_ms=10", "--dry-run")
     assert stage1.returncode == 0, stage1.stderr
+    beside = accelbench("run", "gpt3_tiny:paddle:cpu:1:4", "--set", "parallel.sharding=stage1", "--set",
+                        "parallel.sharding_parallel_degree=2", "--set", "debug.collective_delay_ms=10", "--dry-run")
+    assert beside.returncode == 0, beside.stderr
+    tp = accelbench("run", "gpt3_tiny:paddle:cpu:1:2", "--set", "parallel.tensor_parallel_degree=2", "--set",
+                    "debug.collective_delay_ms=10", "--dry-run")
+    assert tp.returncode == 0, tp.stderr
 
 
 def test_a_layout_without_a_measured_breakdown_prices_no_communication():

@@ -67,13 +67,15 @@ class Collectives:
         self.ranks: list[Optional[int]] = []  # the group size of each (None: the phases' group_size)
         self.unmeasured: Optional[str] = None  # set where a collective ran that could not be timed: why
 
-    def run(self, op: str, nbytes: int, call: Callable[[], Any], ranks: Optional[int] = None) -> Any:
+    def run(self, op: str, nbytes: int, call: Callable[[], Any], ranks: Optional[int] = None,
+            barrier: Optional[Callable[[], None]] = None) -> Any:
         """``call`` (the collective, waited for) as ``op`` of ``nbytes`` (nccl-tests' message size: the
         whole buffer, the gathered or the scattered whole) over ``ranks`` ranks (None: the phases'
-        ``group_size``); ``debug.collective_delay_ms`` before it."""
+        ``group_size``); ``debug.collective_delay_ms`` before it. ``barrier``: one over the collective's own
+        group where the ranks do not all issue the same collectives (None: ``self.barrier``)."""
         self.sync()
         began = time.perf_counter()
-        self.barrier()
+        (barrier or self.barrier)()
         aligned = time.perf_counter()
         sleep_ms(self.delay_ms)
         out = call()

@@ -187,7 +187,8 @@ def _time_breakdown(case: CasePlan, ranks: list[collect.RankLog], result: RoundR
         return breakdown_ppo.time_breakdown(records, result.metrics.to_dict(), case.workload, figures, *peaks,
                                             result.nodes, allreduce_rows, command)
     return breakdown.time_breakdown(records, result.metrics.to_dict(), *peaks, result.nodes, allreduce_rows, command,
-                                    breakdown_layouts.tensor_parallel(case.workload, case.name.world_size),
+                                    breakdown_layouts.tensor_parallel(case.workload, case.name.world_size,
+                                                                      name.framework),
                                     framework=name.framework)
 
 

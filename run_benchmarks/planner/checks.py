@@ -24,33 +24,37 @@ def check_delays(workload: WorkloadSpec, name: casename.CaseName, layered: Layer
     """The debug delays are injected by the training loops of both workers (pretrain, finetune, lora) and by
     torch's PPO loop (training/torch/ppo_loop.py and ppo_breakdown.py: prompts, makings and forward+backward, every
     DDP/FSDP/ZeRO-1 collective). Paddle's collective delay sits in its breakdown steps' timed collectives
-    (training/paddle/breakdown.py): plain data parallel's explicit all-reduces, and sharding stage1/stage2's
-    reduces and broadcasts over the whole data group; not stage3 nor sharding with data parallelism beside it,
-    whose collectives are not timed one by one, nor tensor parallel's, inside fleet's layers. Torch's
-    tensor-parallel delay sits in wrappers around torch's functional collectives (training/torch/breakdown_tp.py),
-    which CUDA graphs (compile modes reduce-overhead, max-autotune, off a CPU) replay past."""
+    (training/paddle/breakdown.py): plain data parallel's explicit all-reduces; sharding stage1's reduces,
+    broadcasts and, with data parallelism beside it, all-reduces (stage2's over the whole data group); tensor
+    parallel's collectives on a CPU with nothing beside it. Not stage3, stage2 beside data parallelism, tensor
+    parallel on an accelerator (its loss kernel all-reduces in C++) or beside data parallelism or sharding, whose
+    breakdown is not measured. Torch's tensor-parallel delay sits in wrappers around torch's functional
+    collectives (training/torch/breakdown_tp.py), which CUDA graphs (compile modes reduce-overhead, max-autotune,
+    off a CPU) replay past."""
     delays = [k for k in DELAYS if getattr(workload.debug, k) is not None]
-    if not delays:
+    if not delays or workload.debug.collective_delay_ms is None:
         return
     par = workload.parallel
     data = par.data_degree(name.world_size)
     whole_group = par.sharding_parallel_degree in (None, data)  # no data parallelism beside the sharding
-    if (name.framework == "paddle" and workload.debug.collective_delay_ms is not None
-            and par.sharding != "none" and data > 1 and (par.sharding == "stage3" or not whole_group)):
-        source = layered.provenance.get(("debug", "collective_delay_ms"), case_path)
+    source = layered.provenance.get(("debug", "collective_delay_ms"), case_path)
+    if (name.framework == "paddle" and par.sharding != "none" and data > 1 and par.tensor_parallel_degree == 1
+            and (par.sharding == "stage3" or not (whole_group or par.sharding == "stage1"))):
         beside = "" if whole_group else f" on {par.sharding_parallel_degree} of {data} data ranks"
         raise UserError(f"debug.collective_delay_ms (set in {source}) delays Paddle's plain data-parallel "
-                        "all-reduces and sharding stage1/stage2's reduces and broadcasts over the whole data "
-                        f"group only; sharding {par.sharding}{beside} runs collectives the breakdown does not "
-                        "time one by one",
+                        "all-reduces, sharding stage1's collectives (data parallelism beside it or not) and stage2's "
+                        f"over the whole data group only; sharding {par.sharding}{beside} runs collectives the "
+                        "breakdown does not time one by one",
                         "unset debug.collective_delay_ms, or set parallel.sharding=none or stage1")
-    if workload.debug.collective_delay_ms is None or par.tensor_parallel_degree == 1:
+    if par.tensor_parallel_degree == 1:
         return
-    source = layered.provenance.get(("debug", "collective_delay_ms"), case_path)
-    if name.framework == "paddle":
-        raise UserError(f"debug.collective_delay_ms (set in {source}) delays Paddle's plain data-parallel "
-                        "all-reduces only; tensor parallel runs its collectives inside fleet's layers",
-                        "unset debug.collective_delay_ms, or set parallel.tensor_parallel_degree=1")
+    if name.framework == "paddle" and (data > 1 or name.hardware != "cpu"):
+        where = (f"beside {data} data-parallel or sharding ranks" if data > 1 else
+                 f"on {name.hardware}, where its loss kernel all-reduces inside C++")
+        raise UserError(f"debug.collective_delay_ms (set in {source}) delays Paddle's tensor-parallel collectives "
+                        f"on a CPU with nothing beside them only; tensor parallel {where} runs collectives the "
+                        "breakdown does not time one by one",
+                        "unset debug.collective_delay_ms, or run tensor parallel alone on cpu")
     if workload.train.compile in CUDA_GRAPH_MODES and name.hardware != "cpu":
         raise UserError(f"debug.collective_delay_ms (set in {source}) cannot reach tensor parallel's collectives "
                         f"under train.compile={workload.train.compile}: its CUDA graphs replay them without "

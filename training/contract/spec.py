@@ -237,9 +237,9 @@ class DebugSpec(StrictModel):
         description="sleep this long before every data-parallel and tensor-parallel collective (DDP's "
                     "all-reduce of each bucket, FSDP's all-gathers and reduce-scatters, ZeRO-1's parameter sync in "
                     "breakdown steps, torch tensor parallel's DTensor collectives; in measured and breakdown "
-                    "steps, PPO's roles included; Paddle: plain data parallel's all-reduces and sharding stage1/2's "
-                    "reduces and broadcasts, in breakdown steps only, since its C++ reducer and fleet's sharding "
-                    "have no hook): a known communication cost, to check the time breakdown")
+                    "steps, PPO's roles included; Paddle, in breakdown steps only (no hook in its C++ reducer nor in "
+                    "fleet): plain data parallel's all-reduces, sharding's and CPU tensor parallel's collectives): a "
+                    "known communication cost, to check the time breakdown")
     data_fetch_delay_ms: Optional[PositiveFloat] = bounded(
         None, le=60_000, why="a delay, not a hang (hang_at_step is that)",
         description="sleep this long in every micro-batch fetch (PPO: every experience making's prompts), on "

@@ -18,16 +18,29 @@ asserts an accelerator place ("Recompute with RNG is not support current device:
 cpu"); with activations neither partitioned nor offloaded it is fleet's plain
 ``recompute``, which a CPU supports.
 
-``install()`` is called by the Paddle worker only when it trains on a CPU place;
-it touches nothing on a GPU, so the measured path there is fleet's own.
+Gloo's groups of more than 2 ranks (``install_group_stores``, before ``fleet.init``): Paddle 3.3.1's
+``ProcessGroupGloo`` runs gloo's rendezvous (``connectFullMesh``) on the job's one TCP store with no per-group
+prefix, so two groups of the same size that fleet creates side by side (sharding 2 x data parallel 2: the
+data-parallel groups [0, 2] and [1, 3]) write and read the same keys ("0", "1"): a rank connects to the other
+group's peer, and ``fleet.init`` fails ("connect [127.0.0.1]:N: Connection refused") or hangs. Each gloo group
+gets a TCP store of its own instead, served by the group's first rank, its address handed over through the
+job's store under a key holding the group's id. With 2 ranks every group is the whole world, created one
+after another by both ranks in the same order, and the worker leaves group creation alone.
+
+``install()`` and ``install_group_stores()`` are called by the Paddle worker only when it trains on a CPU place;
+they touch nothing on a GPU, so the measured path there is fleet's own.
 """
 from __future__ import annotations
+
+import os
+import socket
 
 import paddle
 import paddle.distributed as dist
 from paddle.autograd import PyLayer
 
 _installed = False
+STORE_TIMEOUT_S = 900  # Paddle's own default for its job store
 
 
 def _sync(task):
@@ -194,3 +207,42 @@ def install() -> None:
         ops.c_identity, ops.c_concat, ops.c_split = _identity, _concat, _split
     paddle._C_ops.c_softmax_with_cross_entropy = _softmax_with_cross_entropy
     _installed = True
+
+
+def _own_store(job_store, rank: int, world_size: int, group_id: int):
+    """A TCP store for gloo group ``group_id`` alone: its first rank serves it on a free port of this host, the
+    others connect to the address it leaves in the job's store."""
+    from paddle.base import core
+
+    key = f"accelbench/gloo_group_store/{group_id}"
+    if rank == 0:
+        host = os.environ.get("PADDLE_CURRENT_ENDPOINT", "127.0.0.1:0").rsplit(":", 1)[0]
+        with socket.socket() as probe:
+            probe.bind((host, 0))
+            port = probe.getsockname()[1]
+        job_store.set(key, f"{host}:{port}")  # first: the server waits for every member in its constructor
+        return core.TCPStore(host, port, True, world_size, STORE_TIMEOUT_S)
+    job_store.wait(key)
+    address = job_store.get(key)
+    host, port = (address.decode() if isinstance(address, bytes) else bytes(address).decode()).rsplit(":", 1)
+    return core.TCPStore(host, int(port), False, world_size, STORE_TIMEOUT_S)
+
+
+def install_group_stores() -> None:
+    """Give each gloo group a TCP store of its own (see the module docstring). Call on a CPU place, before
+    ``fleet.init``."""
+    from paddle.distributed import collective
+
+    if not paddle.get_device().startswith("cpu"):
+        raise RuntimeError("cpu_compat.install_group_stores() is for CPU places only (gloo)")
+    create = collective._new_process_group_impl
+    if getattr(create, "_own_stores", False):
+        return
+
+    def new_process_group(backend, store, rank, world_size, group_name, pg_options, group_id=0, **kwargs):
+        if backend == "gloo":
+            store = _own_store(store, rank, world_size, group_id)
+        return create(backend, store, rank, world_size, group_name, pg_options, group_id=group_id, **kwargs)
+
+    new_process_group._own_stores = True
+    collective._new_process_group_impl = new_process_group

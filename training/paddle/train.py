@@ -135,6 +135,9 @@ class PaddleWorker(harness.FrameworkWorker):
         hcg = None
         if layout.hybrid:
             from paddle.distributed import fleet
+            if self.on_cpu and self.world > 2:  # gloo groups of the same size side by side
+                from training.paddle import cpu_compat
+                cpu_compat.install_group_stores()
             fleet.init(is_collective=True, strategy=hybrid.strategy(spec, layout))
             hcg = fleet.get_hybrid_communicate_group()
             layout.locate(hcg)
