@@ -213,18 +213,15 @@ def test_paddle_data_parallel_takes_every_delay(accelbench):
     """Paddle's training loop injects the delays too (training/paddle/breakdown.py); the plan lets them by, and
     the collective delay with sharding stage1 (its timed reduces, broadcasts and, beside data parallelism,
     all-reduces) and with tensor parallel alone on a CPU (its timed collectives)."""
-    ok = accelbench("run", "gpt3_tiny:paddle:cpu:1:2", "--set", "debug.collective_delay_ms=10", "--set",
-                    "debug.data_fetch_delay_ms=5", "--set", "debug.compute_delay_ms=5", "--dry-run")
-    assert ok.returncode == 0, ok.stderr
-    stage1 = accelbench("run", "gpt3_tiny:paddle:cpu:1:2", "--set", "parallel.sharding=stage1", "--set",
-                        "debug.collective_delay_ms=10", "--dry-run")
-    assert stage1.returncode == 0, stage1.stderr
-    beside = accelbench("run", "gpt3_tiny:paddle:cpu:1:4", "--set", "parallel.sharding=stage1", "--set",
-                        "parallel.sharding_parallel_degree=2", "--set", "debug.collective_delay_ms=10", "--dry-run")
-    assert beside.returncode == 0, beside.stderr
-    tp = accelbench("run", "gpt3_tiny:paddle:cpu:1:2", "--set", "parallel.tensor_parallel_degree=2", "--set",
-                    "debug.collective_delay_ms=10", "--dry-run")
-    assert tp.returncode == 0, tp.stderr
+    delay = ("--set", "debug.collective_delay_ms=10", "--dry-run")
+    for case, settings in (("gpt3_tiny:paddle:cpu:1:2", ("--set", "debug.data_fetch_delay_ms=5", "--set",
+                                                         "debug.compute_delay_ms=5")),
+                           ("gpt3_tiny:paddle:cpu:1:2", ("--set", "parallel.sharding=stage1")),
+                           ("gpt3_tiny:paddle:cpu:1:4", ("--set", "parallel.sharding=stage1", "--set",
+                                                         "parallel.sharding_parallel_degree=2")),
+                           ("gpt3_tiny:paddle:cpu:1:2", ("--set", "parallel.tensor_parallel_degree=2"))):
+        ok = accelbench("run", case, *settings, *delay)
+        assert ok.returncode == 0, (settings, ok.stderr)
 
 
 def test_a_layout_without_a_measured_breakdown_prices_no_communication():
