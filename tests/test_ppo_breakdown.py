@@ -100,8 +100,7 @@ def test_show_prints_each_phase_and_the_lever_names_the_phase_then_its_part():
         f"{words.ms(out['phases']['experience']['expected']['compute_s'])} "
         f"(generation {words.ms(out['phases']['experience']['expected']['compute_parts']['generation'])}, "
         f"scoring {words.ms(out['phases']['experience']['expected']['compute_parts']['scoring'])}), "
-        "681,323x less: each operation is too small to fill the device, so launch and framework overhead set the "
-        "pace; a larger micro batch or train.compile would help more than faster GEMMs; rank 1 is a straggler (compute 900 ms against the median 750 ms)")
+        + words.OVERHEAD_BOUND.format(ratio=681_323) + "; rank 1 is a straggler (compute 900 ms against the median 750 ms)")
     lines = words.describe(out)
     assert lines[0] == ("time breakdown per update, measured on 3 serialised updates after the measured ones: compute "
                         "1.1 s, communication 50 ms (2 allreduce, 5,000,000 bytes), other 7 ms; serialised update "

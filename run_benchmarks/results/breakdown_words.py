@@ -11,6 +11,9 @@ from run_benchmarks.results import breakdown_pipeline as pipeline
 # measured compute this many times its expected figure: the step is bound by per-operation overhead, not GEMM
 # speed (an H200 ran gpt3_tiny's 5.5 ms compute against 0.0045 ms expected; gpt2_xl's was 2.4x)
 OVERHEAD_BOUND_RATIO = 10.0
+OVERHEAD_BOUND = ("{ratio:,.0f}x less: the step is far from GEMM-bound (operations too small to fill the device, "
+                  "launch and framework overhead, or a busy host set the pace); a larger micro batch or "
+                  "train.compile would help more than faster GEMMs")
 
 
 def lever(breakdown: dict, of: str = "the serialised step") -> Optional[str]:
@@ -32,9 +35,7 @@ def lever(breakdown: dict, of: str = "the serialised step") -> Optional[str]:
         text += f"; at the calibrated GEMM peak it would take {ms(e['compute_s'])}{named(e.get('compute_parts'))}"
         ratio = parts[name] / e["compute_s"]
         if ratio > OVERHEAD_BOUND_RATIO:
-            text += (f", {ratio:,.0f}x less: each operation is too small to fill the device, so launch and "
-                     "framework overhead set the pace; a larger micro batch or train.compile would help more "
-                     "than faster GEMMs")
+            text += ", " + OVERHEAD_BOUND.format(ratio=ratio)
     elif name == "communication" and e.get("communication_s"):
         ratio = e["communication_s"] / parts[name]
         text += (f"; the {ops_text(m)} of {m['gradient_bytes'] / 1e6:.3g} MB ran at {ratio:.0%} of the bus bandwidth "
