@@ -10,7 +10,9 @@
 # half of the PaddleNLP-vs-Torch LoRA table's Llama-7b row (Paddle needs a CUDA paddle the lent machine lacks);
 # breakdown = issue 33's device items that one GPU allows (calibrate, then gpt2_xl and gpt3_tiny with their step-time
 # breakdown against it), then the machine's GEMM and memory figures; convergence = gpt3_tiny and gpt2_tiny in fp32
-# and bf16 checked against the loss references recorded on a CPU (same tokens per step), and PPO's breakdown.
+# and bf16 checked against the loss references recorded on a CPU (same tokens per step), and PPO's breakdown;
+# multi = on a machine of two or more GPUs, the breakdown of DDP (plain and with a collective delay), ZeRO-2, TP2
+# and PP2 against calibrate and the collective micro cases run there.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 hw=${1:-H100}
@@ -63,6 +65,16 @@ fi
 if [ "$part" = lora ]; then
 run 300 accelbench run "llama_7b_lora:torch:$hw:1:1" --extern_config_file config_TP1PP1SH0SP1BS4A10080Gx1x1 --set train.steps=30 --set train.warmup_steps=10
 fi
+if [ "$part" = multi ]; then  # two or more GPUs: issue 33's DDP case and the layouts never run on NCCL
+n=$(nvidia-smi -L | wc -l)
+run 60 accelbench calibrate "$hw" --dtype bf16
+for op in allreduce allgather reducescatter; do run 90 accelbench run "$op:torch:$hw:1:$n"; done
+run 180 accelbench run "gpt2_xl:torch:$hw:1:$n" --set train.steps=30 --set train.warmup_steps=10
+run 180 accelbench run "gpt2_xl:torch:$hw:1:$n" --set train.steps=30 --set train.warmup_steps=10 --set debug.collective_delay_ms=20
+run 180 accelbench run "gpt2_xl:torch:$hw:1:$n" --set train.steps=30 --set train.warmup_steps=10 --set parallel.sharding=stage2
+run 180 accelbench run "gpt2_xl:torch:$hw:1:$n" --set train.steps=30 --set train.warmup_steps=10 --set parallel.tensor_parallel_degree=2
+run 180 accelbench run "gpt2_xl:torch:$hw:1:$n" --set train.steps=30 --set train.warmup_steps=10 --set parallel.pipeline_parallel_degree=2 --set train.gradient_accumulation_steps=4
+fi
 if [ "$part" = convergence ]; then
 for case in gpt3_tiny gpt2_tiny; do
   for precision in fp32 bf16; do
@@ -87,7 +99,7 @@ for path in sorted(glob.glob("logs/*/*/round1/results.json")):
     print(path, doc["status"], json.dumps((doc.get("metrics") or {}).get("time_breakdown"), indent=1)[:3000])
 PY
 fi
-if [ "$part" != 2 ] && [ "$part" != fixes ] && [ "$part" != lora ] && [ "$part" != breakdown ] && [ "$part" != convergence ]; then
+if [ "$part" != 2 ] && [ "$part" != fixes ] && [ "$part" != lora ] && [ "$part" != breakdown ] && [ "$part" != convergence ] && [ "$part" != multi ]; then
 run 120 accelbench calibrate "$hw" --dtype bf16 --dtype fp16 --dtype tf32 --dtype fp32 --dtype fp8
 cat vendors/*/measured_peaks.yaml 2>/dev/null
 run 120 accelbench run "gemm:torch:$hw:1:1" --set "micro.shapes=[[8192,8192,8192],[8192,12288,4096],[16384,8192,8192]]" --set "micro.dtypes=[bf16,fp16,fp32,tf32]"
@@ -97,7 +109,7 @@ run 180 accelbench run "gpt2_xl:torch:$hw:1:1" --set train.steps=30 --set train.
 run 180 accelbench run "gpt2_xl:torch:$hw:1:1" --set train.steps=30 --set train.warmup_steps=10 --set train.recompute=full
 run 240 accelbench run "gpt2_tiny:torch:$hw:1:1" --set train.steps=40 --set train.warmup_steps=10 --set train.precision=fp8 --set train.compile=default
 fi
-if [ "$part" != 1 ] && [ "$part" != fixes ] && [ "$part" != lora ] && [ "$part" != breakdown ] && [ "$part" != convergence ]; then
+if [ "$part" != 1 ] && [ "$part" != fixes ] && [ "$part" != lora ] && [ "$part" != breakdown ] && [ "$part" != convergence ] && [ "$part" != multi ]; then
 run 300 accelbench run "gpt2_xl:torch:$hw:1:1" --set train.steps=30 --set train.warmup_steps=10 --set train.compile=default
 run 300 accelbench run "gpt2_xl:torch:$hw:1:1" --set train.steps=30 --set train.warmup_steps=10 --set train.compile=default --set train.micro_batch_size=8
 run 240 accelbench run "ppo_gpt2_s:torch:$hw:1:1" --set train.micro_batch_size=1 --set ppo.experience_batch_size=1
