@@ -300,6 +300,7 @@ MICRO_CASES = [
     ("allreduce:torch:cpu:1:2", {"micro.sizes_bytes": MICRO_SIZES, "micro.iters": 3, "micro.warmup": 1}),
     ("allgather:torch:cpu:1:2", {"micro.sizes_bytes": MICRO_SIZES, "micro.iters": 3, "micro.warmup": 1}),
     ("allreduce:torch:cpu:1:4", {"micro.sizes_bytes": MICRO_SIZES, "micro.iters": 3, "micro.warmup": 1}),
+    ("sendrecv:torch:cpu:1:2", {"micro.sizes_bytes": MICRO_SIZES, "micro.iters": 3, "micro.warmup": 1}),
 ]
 
 

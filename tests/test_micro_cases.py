@@ -55,7 +55,8 @@ def test_gemm_case_reports_tflops_of_exactly_2mnk_flops(golden_micro):
 
 
 @pytest.mark.parametrize("op,nprocs,factor", [("allreduce", 2, 2 * (2 - 1) / 2), ("allgather", 2, (2 - 1) / 2),
-                                              ("allreduce", 4, 2 * (4 - 1) / 4)])
+                                              ("allreduce", 4, 2 * (4 - 1) / 4),
+                                              ("sendrecv", 2, 1.0)])  # nccl-tests' src/sendrecv.cu: busBw = algBw
 def test_collective_case_follows_nccl_tests_formulas(golden_micro, op, nprocs, factor):
     document, row = case_round(golden_micro, f"{op}:torch:cpu:1:{nprocs}")
     assert row["world_size"] == nprocs

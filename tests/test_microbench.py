@@ -86,7 +86,8 @@ def test_stream_figures_count_bytes_as_stream_does(tmp_path):
 # nccl-tests, doc/PERFORMANCE.md, written out independently of training/micro/formulas.py
 BUS_FACTOR = {"allreduce": lambda n: 2 * (n - 1) / n, "allgather": lambda n: (n - 1) / n,
               "reducescatter": lambda n: (n - 1) / n, "alltoall": lambda n: (n - 1) / n, "broadcast": lambda n: 1,
-              "reduce": lambda n: 1}  # reduce to one root: busBw = algBw (nccl-tests' src/reduce.cu)
+              "reduce": lambda n: 1,  # reduce to one root: busBw = algBw (nccl-tests' src/reduce.cu)
+              "sendrecv": lambda n: 1}  # to rank+1, from rank-1: busBw = algBw (nccl-tests' src/sendrecv.cu)
 
 
 COLLECTIVE_SIZES = [1 << 10, 1 << 16]

@@ -40,7 +40,7 @@ def with_stand_in(data: Any, model_spec: type[BaseModel], train_spec: type[BaseM
 
 
 Bench = Literal["gemm", "membw", "collective"]
-Op = Literal["allreduce", "allgather", "reducescatter", "alltoall", "broadcast", "reduce"]
+Op = Literal["allreduce", "allgather", "reducescatter", "alltoall", "broadcast", "reduce", "sendrecv"]
 GemmDtype = Literal["fp32", "tf32", "bf16", "fp16", "fp8"]
 
 _MAX_BYTES = 1 << 36  # 64 GiB: past any device's memory; a typo fails at validation, not at allocation
@@ -63,7 +63,7 @@ class MicroSpec(BaseModel):
 
     def model_post_init(self, _context) -> None:
         if self.bench == "collective" and self.op is None:
-            raise ValueError("bench collective needs op: allreduce, allgather, reducescatter, alltoall, broadcast "
-                             "or reduce")
+            raise ValueError("bench collective needs op: allreduce, allgather, reducescatter, alltoall, broadcast, "
+                             "reduce or sendrecv")
         if any(s > _MAX_BYTES for s in self.sizes_bytes):
             raise ValueError(f"sizes_bytes above {_MAX_BYTES} (64 GiB) exceed any device's memory")

@@ -18,7 +18,7 @@ def elements(nbytes: int, world: int) -> int:
     """fp32 elements of a message of ``nbytes``, rounded down to a multiple of the rank count (each rank's
     part is whole). The message size in nccl-tests' terms is then elements x 4: the whole buffer for
     all-reduce, broadcast and reduce, the gathered (all-gather) or scattered (reduce-scatter) whole, each rank's
-    total for all-to-all."""
+    total for all-to-all, what each rank sends (and receives) for sendrecv."""
     return max(world, nbytes // FP32_BYTES // world * world)
 
 

@@ -22,9 +22,12 @@ BUS_FACTORS: dict[str, Callable[[int], float]] = {
     "alltoall": lambda n: (n - 1) / n,
     "broadcast": lambda n: 1.0,
     "reduce": lambda n: 1.0,  # to one root: every byte crosses one link into the root once, like broadcast
+    # each rank sends the message to rank+1 while receiving one from rank-1: each byte crosses one link once
+    # (nccl-tests' src/sendrecv.cu: factor 1, busBw = algBw)
+    "sendrecv": lambda n: 1.0,
 }
 BUS_FACTOR_TEXT = {"allreduce": "2(n-1)/n", "allgather": "(n-1)/n", "reducescatter": "(n-1)/n",
-                   "alltoall": "(n-1)/n", "broadcast": "1", "reduce": "1"}
+                   "alltoall": "(n-1)/n", "broadcast": "1", "reduce": "1", "sendrecv": "1"}
 
 
 def algbw(nbytes: int, seconds: float) -> float:

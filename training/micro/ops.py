@@ -75,7 +75,9 @@ class MicroOps(ABC):
     @abstractmethod
     def collective(self, op: str, elements: int) -> Call:
         """The collective ``op`` over fp32 buffers: ``elements`` in the whole (all-reduce, broadcast,
-        all-to-all; all-gather's output, reduce-scatter's input), ``elements / world`` in each rank's part."""
+        all-to-all; all-gather's output, reduce-scatter's input), ``elements / world`` in each rank's part.
+        ``sendrecv`` (nccl-tests' sendrecv_perf): every rank sends ``elements`` to rank+1 while it receives as
+        many from rank-1 (mod world), both issued together and waited for."""
 
     @abstractmethod
     def slowest(self, seconds: float) -> float:

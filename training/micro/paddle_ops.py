@@ -3,7 +3,8 @@
 
 What Paddle 3.3 cannot do on a place is found by asking it once, untimed, and ends the round
 ``unsupported`` with Paddle's own reason: on a CPU, matmul has no bf16, fp16 or fp8 kernels, and the gloo
-process group has no reduce-scatter and no all-to-all ("ProcessGroupGLOO does not support ...").
+process group has no reduce-scatter and no all-to-all ("ProcessGroupGLOO does not support ..."). Its sendrecv is
+``unsupported`` without asking (``_sendrecv`` says why: asking would hang until gloo's timeout).
 ``training/paddle/cpu_compat.py`` emulates reduce-scatter with an all-reduce for fleet's layers; it is never
 installed here, so an emulation is never measured as the collective.
 """
@@ -25,7 +26,8 @@ from training.unsupported import UnsupportedOnDevice
 
 _DTYPES = {"fp32": "float32", "tf32": "float32", "bf16": "bfloat16", "fp16": "float16", "fp8": "float8_e4m3fn"}
 _OP_NAMES = {"allreduce": "all_reduce", "broadcast": "broadcast", "allgather": "all_gather",
-             "reducescatter": "reduce_scatter", "alltoall": "alltoall_single", "reduce": "reduce"}
+             "reducescatter": "reduce_scatter", "alltoall": "alltoall_single", "reduce": "reduce",
+             "sendrecv": "batch_isend_irecv"}
 # Paddle's error classes for an operation its build or backend lacks (a kernel not registered for the dtype
 # on the place, a process group without the collective); anything else (out of memory) stays a failure.
 _MISSING_CLASSES = ("(NotFound)", "(Unimplemented)", "(Unavailable)")
@@ -125,6 +127,8 @@ class PaddleOps(MicroOps):
         if op == "alltoall":
             out = paddle.empty_like(full)
             calls[op] = lambda: dist.alltoall_single(out, full)
+        if op == "sendrecv":
+            calls[op] = _sendrecv(full, world)
         try:  # every rank asks, so every rank finds out (gloo refuses before any rank sends)
             calls[op]()
         except (NotImplementedError, RuntimeError) as exc:
@@ -145,6 +149,26 @@ class PaddleOps(MicroOps):
 
     def memory(self) -> harness.DeviceMemory:
         return devices.memory(self.spec)
+
+
+def _sendrecv(full, world: int):
+    """``full`` to rank+1 and as many elements from rank-1 in one ``paddle.distributed.batch_isend_irecv``, each
+    task waited for. Not on a GLOO group: its isend returns only once the peer has received (seen here: a 4 KiB
+    isend returned after the 3 s its peer slept before its irecv), so each rank's send of the pair waits for a
+    receive its peer posts only after its own send, and the batch hangs until gloo's timeout: asked of the
+    backend's name, not by calling it."""
+    if _backend().upper() == "GLOO":
+        raise UnsupportedOnDevice(f"sendrecv: paddle.distributed.batch_isend_irecv does not run on "
+                                  f"{paddle.get_device()} with Paddle {paddle.__version__}'s GLOO process group: its "
+                                  "isend waits for the peer's receive, so a send and a receive issued together on "
+                                  "every rank deadlock until gloo's timeout")
+    rank, received = dist.get_rank(), paddle.empty_like(full)
+
+    def sendrecv() -> None:
+        for task in dist.batch_isend_irecv([dist.P2POp(dist.isend, full, (rank + 1) % world),
+                                            dist.P2POp(dist.irecv, received, (rank - 1) % world)]) or []:
+            task.wait()
+    return sendrecv
 
 
 def _backend() -> str:

@@ -111,7 +111,23 @@ class TorchOps(MicroOps):
         if op == "alltoall":
             out = torch.empty_like(full)
             calls[op] = lambda: dist.all_to_all_single(out, full)
+        if op == "sendrecv":
+            calls[op] = self._sendrecv(full, world)
         return calls[op]
+
+    def _sendrecv(self, full: torch.Tensor, world: int) -> Call:
+        """``full`` to rank+1 and as many elements from rank-1 in one ``batch_isend_irecv``, waited for (a device
+        backend coalesces the pair; gloo issues them one by one)."""
+        if world < 2 and dist.get_backend() == "gloo":  # NCCL copies to itself; gloo refuses a send to itself
+            raise UnsupportedOnDevice("sendrecv on 1 rank sends to the rank itself, which torch's gloo process "
+                                      "group does not do: run it on 2 or more ranks")
+        rank, received = dist.get_rank(), torch.empty_like(full)
+        pair = [dist.P2POp(dist.isend, full, (rank + 1) % world), dist.P2POp(dist.irecv, received, (rank - 1) % world)]
+
+        def sendrecv() -> None:
+            for work in dist.batch_isend_irecv(pair):
+                work.wait()
+        return sendrecv
 
     def slowest(self, seconds: float) -> float:
         t = torch.tensor([seconds], dtype=torch.float64, device=self.torch_device)

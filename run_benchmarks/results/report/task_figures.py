@@ -44,7 +44,7 @@ def figures_view(title: str, figures: Sequence[Figure]) -> View:
     return View(title, ["figure", "value", "unit", "from", "formula"], rows, notes)
 
 
-COLLECTIVES = ("allreduce", "allgather", "reducescatter", "alltoall", "broadcast", "reduce")
+COLLECTIVES = ("allreduce", "allgather", "reducescatter", "alltoall", "broadcast", "reduce", "sendrecv")
 _STREAM = ("copy", "triad", "h2d", "d2h")
 
 
