@@ -1,6 +1,7 @@
 """The pipeline's time breakdown in the orchestrator, in-process, from canned records: the schedule's ideal bubble
-exactly by its formula, the slowest stage named, the waiting as its own part of the step, the P2P transfers said
-unpriced (no stored point-to-point bandwidth), and ``show``'s, the lever's and compare's words for a pipeline."""
+exactly by its formula, the slowest stage named, the waiting as its own part of the step, the slowest stage's P2P
+sends priced at the stored sendrecv busbw (or the command that measures it named), and ``show``'s, the lever's and
+compare's words for a pipeline."""
 from __future__ import annotations
 
 import json
@@ -36,6 +37,14 @@ def allreduce_row(points=((4096, 2.0),)) -> dict:
             "environment": {"nodes": [{"environment": {"hostname": "h"}}]}}
 
 
+def sendrecv_row(points=((ACTIVATION, 3.0),), ranks: int = 2, framework: str = "torch", host: str = "h",
+                 run: str = "s1") -> dict:
+    figures = [{"name": "sendrecv.busbw_gbps", "value": gbps, "params": {"bytes": size, "ranks": ranks}}
+               for size, gbps in points]
+    return {"status": "ok", "case_name": f"sendrecv:{framework}:cpu:1:{ranks}", "run_id": run, "framework": framework,
+            "figures": figures, "environment": {"nodes": [{"environment": {"hostname": host}}]}}
+
+
 METRICS = {"step_time_s": {"median": 0.3, "mean": 0.3}, "tflops_per_device": 0.01}
 NODES = [{"host": "h", "environment": {"hostname": "h"}}]
 
@@ -67,23 +76,59 @@ def test_the_slowest_stage_is_named_and_its_waiting_is_the_pipelines():
     assert part["straggler"]["rank"] == 1 and part["straggler"]["stages"] == [1]
     assert [row["pipeline_wait_s"] for row in part["per_rank"]] == [0.25, 0.05]  # the fast stage waits for it
     assert part["pipeline"] == {"schedule": "1f1b", "ranks": 2, "stages": 2, "stages_per_rank": 1,
-                                "micro_batches": 4, "sends": 8, "send_bytes": 8 * ACTIVATION}
+                                "micro_batches": 4, "sends": 8, "send_bytes": 8 * ACTIVATION, "slowest_rank": 1,
+                                "slowest_sends": 4, "slowest_send_bytes": 4 * ACTIVATION}
+    assert [(row["sends"], row["send_bytes"]) for row in part["per_rank"]] == [(4, 4 * ACTIVATION)] * 2
     assert breakdown.measured([record(0, 0.10, 0.05), record(1, 0.105, 0.05)], 0.2)["straggler"] is None
 
 
-def test_p2p_is_counted_not_priced_and_the_tied_embedding_is():
+def test_p2p_missing_names_the_sendrecv_command_and_the_tied_embedding_is_priced():
     recs = [record(0, 0.1, 0.05), record(1, 0.1, 0.05)]
-    tb = breakdown.time_breakdown(recs, METRICS, (10.0, "calibrated"), (None, ""), NODES, [allreduce_row()], MEASURE)
+    elsewhere = sendrecv_row(host="other")  # another host's, and a 4-rank figure: neither prices these sends
+    tb = breakdown.time_breakdown(recs, METRICS, (10.0, "calibrated"), (None, ""), NODES,
+                                  [allreduce_row(), elsewhere, sendrecv_row(ranks=4)], MEASURE, framework="torch")
     e = tb["expected"]
     assert e["p2p_s"] is None and e["p2p_sends"] == 8 and e["p2p_bytes"] == 8 * ACTIVATION
-    assert e["missing"] == [f"no point-to-point bandwidth stored: no micro case measures send/recv (training/micro "
-                            f"times collectives only), so the pipeline's P2P transfers (8 sends, {8 * ACTIVATION:,} "
-                            "bytes per step) are not priced"]
+    assert e["missing"] == [f"no sendrecv busbw stored for 2 ranks on these hosts: run `accelbench run "
+                            f"sendrecv:torch:cpu:1:2`; until then the pipeline's P2P transfers (4 sends, "
+                            f"{4 * ACTIVATION:,} bytes per step on the slowest stage) are not priced"]
     assert e["communication_s"] == 4096 * 2 * 1 / 2 / 2e9  # the tied embedding's all-reduce over its two ranks
     untied = breakdown.time_breakdown([record(r, 0.1, 0.05, tied=False) for r in (0, 1)], METRICS, (10.0, "c"),
                                       (None, ""), NODES, [], MEASURE)
     assert untied["expected"]["communication_s"] == 0.0
     assert untied["expected"]["communication_note"] == "no gradient collective: the stages hold disjoint parameters"
+    # a 4-stage pipeline on one host of 4 processes: its sends are between two ranks, so a 2-rank case
+    four = breakdown.time_breakdown([record(r, 0.1, 0.05, ranks=4, tied=False) for r in range(4)], METRICS, (10.0, "c"),
+                                    (None, ""), NODES, [], "accelbench run {op}:torch:cpu:1:4")
+    (why,) = four["expected"]["missing"]
+    assert "run `accelbench run sendrecv:torch:cpu:1:2`" in why
+
+
+@pytest.mark.parametrize("schedule, p, v, slowest, sends", [("1f1b", 2, 1, 1, 4), ("gpipe", 4, 1, 2, 8),
+                                                            ("interleaved", 2, 2, 0, 12)])
+def test_p2p_is_the_slowest_stages_bytes_over_the_stored_sendrecv_busbw_exactly(schedule, p, v, slowest, sends):
+    """time = sum over the slowest stage's sends of send bytes / busbw(sendrecv, 2 ranks, nearest size): each send
+    one activation (4 KiB here), read at the 4 KiB point; a middle stage sends both ways (8), an interleaved rank
+    for two stages (12). The same hosts' 2-rank figure of the round's framework, not paddle's newer one, not
+    the 4-rank one."""
+    recs = [record(r, 0.3 if r == slowest else 0.1, 0.05, schedule, p, v) for r in range(p)]
+    rows = [sendrecv_row(((1024, 1.0), (ACTIVATION, 3.0), (1 << 20, 9.0))), sendrecv_row(((ACTIVATION, 50.0),), 4),
+            sendrecv_row(((ACTIVATION, 7.0),), framework="paddle", run="s2")]
+    tb = breakdown.time_breakdown(recs, METRICS, (10.0, "calibrated"), (None, ""), NODES, rows, MEASURE,
+                                  framework="torch")
+    e = tb["expected"]
+    assert e["p2p_rank"] == slowest and e["p2p_rank_sends"] == sends and e["p2p_rank_bytes"] == sends * ACTIVATION
+    assert e["p2p_s"] == sends * ACTIVATION / (3.0 * 1e9)
+    assert e["p2p_busbw"] == {"op": "sendrecv", "send_bytes": ACTIVATION, "ranks": 2, "busbw_gbps": 3.0,
+                              "measured_at_bytes": ACTIVATION, "source": "sendrecv:torch:cpu:1:2, run s1"}
+    assert e["p2p_missing"] is None and not any("sendrecv" in why for why in e["missing"])
+    assert e["p2p_price_formula"] == breakdown_pipeline.P2P_PRICE and "upper bound" in e["p2p_price_formula"]
+    line = next(line for line in words.describe(tb) if line.startswith("  expected pipeline bubble"))
+    assert line.endswith(f"; P2P at most {sends * ACTIVATION / 3e9 * 1e3:.3g} ms: rank {slowest}'s {sends} sends of "
+                         f"{ACTIVATION:,} bytes at the stored sendrecv busbw 3 GB/s (2 ranks, measured at "
+                         f"{ACTIVATION:,} bytes; sendrecv:torch:cpu:1:2, run s1) [{breakdown_pipeline.P2P_PRICE}]")
+    other = breakdown.time_breakdown(recs, METRICS, (10.0, "c"), (None, ""), NODES, rows, MEASURE, framework="paddle")
+    assert other["expected"]["p2p_s"] == sends * ACTIVATION / (7.0 * 1e9)  # paddle's own where it has one
 
 
 def test_show_the_lever_and_compare_read_as_a_pipeline():
@@ -96,7 +141,7 @@ def test_show_the_lever_and_compare_read_as_a_pipeline():
                         f"P2P transfers together, 33% of the slowest stage's compute + waiting; 8 P2P sends, "
                         f"{8 * ACTIVATION:,} bytes per step")
     assert "  expected pipeline bubble: 20% of compute + bubble [1f1b: (p-1)/(m+p-1) with p=2, m=4], 0.075 ms at the " \
-           "calibrated GEMM peak; P2P not priced" in lines
+           "calibrated GEMM peak; P2P not priced (missing below)" in lines
     assert "  rank 0 (stage 0): compute 50 ms, pipeline waiting 400 ms, wait 1 ms, communication 4 ms, data 2 ms, " \
            "optimizer 3 ms" in lines
     assert tb["lever"] == ("compute is 65% of the serialised step (300 ms); at the calibrated GEMM peak it would take "
@@ -108,6 +153,10 @@ def test_show_the_lever_and_compare_read_as_a_pipeline():
     assert waiting["lever"] == ("pipeline waiting (bubble and P2P transfers) is 82% of the serialised step (500 ms); "
                                 "the 1f1b schedule's ideal bubble is 20% (1f1b: (p-1)/(m+p-1) with p=2, m=4): more "
                                 "micro-batches shrink it")
+    priced = breakdown.time_breakdown([record(0, 0.1, 0.5), record(1, 0.1, 0.5)], METRICS, (None, "no peak"),
+                                      (None, ""), NODES, [sendrecv_row()], MEASURE)
+    assert priced["lever"] == waiting["lever"] + (f"; its P2P sends at the sendrecv bandwidth these hosts measured "
+                                                  f"take at most {4 * ACTIVATION / 3e9 * 1e3:.3g} ms of it")
     line = words.changed_part(waiting, tb)
     assert line.startswith("the step's pipeline waiting changed most: 500 ms -> 150 ms (-350 ms; compute 100 -> 300, "
                            "communication 4 -> 4, pipeline waiting 500 -> 150, other")

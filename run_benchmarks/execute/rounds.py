@@ -185,8 +185,9 @@ class RoundExecutor:
                                    f"{node.host.name}:{node.remote_dir}: {exc}")
 
     def _allreduce_rows(self) -> list[dict]:
-        """The stored collective micro attempts (all-reduce, all-gather, reduce-scatter, broadcast): the bus
-        bandwidth the time breakdown prices communication at."""
+        """The stored collective micro attempts (``breakdown.COLLECTIVE_CASES``: all-reduce, all-gather,
+        reduce-scatter, broadcast, reduce, all-to-all, sendrecv): the bus bandwidth the time breakdown prices
+        communication and a pipeline's sends at."""
         if self.store is None:
             return []
         try:

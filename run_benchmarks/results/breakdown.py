@@ -8,7 +8,8 @@ breakdown step (by the step's whole time), all phases from that one step so that
   other_s          the slowest rank's serialised step less those two: data fetch, optimizer, host overhead
 A straggler is named when its compute is more than ``STRAGGLER_MARGIN`` above the median rank's. A pipeline adds
 its waiting (bubble and P2P transfers) as a fourth part, taken out of other_s (breakdown_pipeline.py: measured,
-and the schedule's ideal bubble expected); its straggler is the slowest stage.
+and expected the schedule's ideal bubble and, at most, its P2P sends at the stored ``sendrecv`` busbw); its
+straggler is the slowest stage.
 
 Expected, per step and device:
   compute_s        the step's model FLOPs on one device / the GEMM peak ``accelbench calibrate`` measured at
@@ -49,8 +50,9 @@ ALLREDUCE_FORMULA = "time = bytes x 2(n-1)/n / busbw (nccl-tests' bus bandwidth;
 # nccl-tests' bus-bandwidth factors (training/micro/formulas.py measures busbw with the same ones)
 BUS_FACTORS = {"allreduce": ("2(n-1)/n", lambda n: 2 * (n - 1) / n), "allgather": ("(n-1)/n", lambda n: (n - 1) / n),
                "reducescatter": ("(n-1)/n", lambda n: (n - 1) / n), "broadcast": ("1", lambda n: 1.0),
-               "reduce": ("1", lambda n: 1.0), "alltoall": ("(n-1)/n", lambda n: (n - 1) / n)}
-COLLECTIVE_CASES = tuple(BUS_FACTORS)  # the micro cases whose stored busbw prices a step's collectives
+               "reduce": ("1", lambda n: 1.0), "alltoall": ("(n-1)/n", lambda n: (n - 1) / n),
+               "sendrecv": ("1", lambda n: 1.0)}  # a pipeline's point-to-point sends (breakdown_pipeline.py)
+COLLECTIVE_CASES = tuple(BUS_FACTORS)  # the micro cases whose stored busbw prices a step's collectives and sends
 COMPUTE_FORMULA = "time = model FLOPs of the step on one device / GEMM peak"
 
 
@@ -248,9 +250,12 @@ def time_breakdown(records: Sequence[perflog.BreakdownRecord], metrics: dict, me
                           measure_busbw, ops)
         out["expected"] = {**priced, "communication_formula": f"{text}; {priced['communication_formula']}",
                            "collectives": len(ops)}
-    elif part.get("pipeline"):
-        out["expected"].update(pipeline.expected(part, out["expected"]["compute_s"]))
-        out["expected"]["missing"].append(out["expected"]["p2p_missing"])
+    elif part.get("pipeline"):  # its sends: a sendrecv between two ranks, at the slowest stage's per-send size
+        p2p, size = busbw_points(allreduce_rows, hosts, 2, "sendrecv", framework), pipeline.send_size(part)
+        out["expected"].update(pipeline.expected(part, out["expected"]["compute_s"],
+                                                 nearest(p2p, size) if p2p and size else None,
+                                                 command(measure_busbw, "sendrecv", 2)))
+        out["expected"]["missing"] += [out["expected"]["p2p_missing"]] if out["expected"]["p2p_missing"] else []
         if not buckets:
             out["expected"]["communication_note"] = "no gradient collective: the stages hold disjoint parameters"
     elif part.get("not_measured"):

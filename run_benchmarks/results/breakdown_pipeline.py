@@ -16,8 +16,14 @@ transfer time (the schedules' own papers' bubble):
   bubble_s          the expected compute x (p-1)/(v*m): the bubble of a step whose stages compute at the GEMM peak
   P2P               per stage boundary and micro-batch one activation forward and one gradient backward, each
                     micro_batch_size x seq_len x d_model x the activation's bytes: 2 x m x (stages-1) sends per
-                    step, the workers' own count. Not priced: no micro case measures a point-to-point bandwidth
-                    (the stored ones are the collectives'), and a collective's bus bandwidth is not a send's
+                    step, the workers' own count (each rank counts its sends and their bytes)
+  p2p_s             the slowest stage's sends priced at the stored ``sendrecv`` micro case (nccl-tests'
+                    sendrecv_perf, busbw = algbw) of 2 ranks (a send is between two) on the same hosts, at the
+                    message size nearest its per-send size (its bytes / its sends: the records carry a count and a
+                    sum, and a pipeline's sends are all one activation's size): time = sum over its sends of
+                    send bytes / busbw = its bytes per step / busbw. An upper bound on what the transfers add to
+                    its waiting: the schedule overlaps sends with compute. None, with the command that measures
+                    it in ``missing``, where no such case is stored
 """
 from __future__ import annotations
 
@@ -28,9 +34,11 @@ from training.contract import perflog
 FORMULAS = {"gpipe": "(p-1)/(m+p-1)", "1f1b": "(p-1)/(m+p-1)", "interleaved": "(p-1)/(v*m+p-1)"}
 P2P_FORMULA = ("2 x m x (stages-1) sends per step (per stage boundary and micro-batch an activation forward and a "
                "gradient backward), each micro_batch_size x seq_len x d_model x the activation's bytes")
-P2P_MISSING = ("no point-to-point bandwidth stored: no micro case measures send/recv (training/micro times "
-               "collectives only), so the pipeline's P2P transfers ({sends} sends, {nbytes:,} bytes per step) are "
-               "not priced")
+P2P_PRICE = ("time = the slowest stage's sends x its bytes per send / busbw(sendrecv, 2 ranks, at the nearest size) "
+             "= its bytes per step / busbw (nccl-tests' sendrecv: busbw = algbw); an upper bound, the schedule "
+             "overlaps sends with compute")
+P2P_MISSING = ("no sendrecv busbw stored for 2 ranks on these hosts: run `{command}`; until then the pipeline's P2P "
+               "transfers ({sends} sends, {nbytes:,} bytes per step on the slowest stage) are not priced")
 
 
 def bubble_fraction(schedule: str, p: int, m: int, v: int = 1) -> float:
@@ -45,7 +53,8 @@ def rank_row(record: perflog.BreakdownRecord, step: int) -> dict:
     phases ``per_rank`` holds); none without a pipeline."""
     if record.pipeline is None:
         return {}
-    return {"pipeline_wait_s": record.pipeline_wait_s[step], "stages": record.pipeline.get("stage_ids")}
+    return {"pipeline_wait_s": record.pipeline_wait_s[step], "stages": record.pipeline.get("stage_ids"),
+            "sends": int(record.pipeline.get("sends", 0)), "send_bytes": int(record.pipeline.get("send_bytes", 0))}
 
 
 def measured(records: Sequence[perflog.BreakdownRecord], slowest: dict) -> dict:
@@ -59,19 +68,41 @@ def measured(records: Sequence[perflog.BreakdownRecord], slowest: dict) -> dict:
     nbytes = sum(int((r.pipeline or {}).get("send_bytes", 0)) for r in records)
     return {"pipeline_wait_s": wait, "waiting_fraction": wait / busy if busy > 0 else None,
             "pipeline": {key: facts.get(key) for key in ("schedule", "ranks", "stages", "stages_per_rank",
-                                                         "micro_batches")} | {"sends": sends, "send_bytes": nbytes}}
+                                                         "micro_batches")} | {"sends": sends, "send_bytes": nbytes}
+            | {"slowest_rank": slowest["rank"], "slowest_sends": slowest["sends"],
+               "slowest_send_bytes": slowest["send_bytes"]}}
 
 
-def expected(part: dict, compute_s: Optional[float]) -> dict:
-    """The expected part's pipeline fields, from the measured part's schedule facts and the expected compute."""
+def send_size(part: dict) -> Optional[int]:
+    """The slowest stage's bytes per send (its bytes / its sends), the message size its sendrecv busbw is read at;
+    None where it sent nothing."""
+    facts = part["pipeline"]
+    return facts["slowest_send_bytes"] // facts["slowest_sends"] if facts["slowest_sends"] else None
+
+
+def expected(part: dict, compute_s: Optional[float], busbw=None, command: str = "") -> dict:
+    """The expected part's pipeline fields, from the measured part's schedule facts and the expected compute;
+    ``busbw``: the stored sendrecv figure (breakdown.BusBw: 2 ranks, these hosts) nearest ``send_size``, or None;
+    ``command``: what stores one, named where it is missing."""
     facts = part["pipeline"]
     schedule, p, m, v = facts["schedule"], facts["ranks"], facts["micro_batches"], facts["stages_per_rank"] or 1
     fraction = bubble_fraction(schedule, p, m, v)
-    return {"bubble_fraction": fraction, "bubble_formula": f"{schedule}: {FORMULAS[schedule]} with p={p}, m={m}"
-            + (f", v={v}" if schedule == "interleaved" else ""),
-            "bubble_s": None if compute_s is None else compute_s * (p - 1) / (v * m),
-            "p2p_formula": P2P_FORMULA, "p2p_sends": facts["sends"], "p2p_bytes": facts["send_bytes"], "p2p_s": None,
-            "p2p_missing": P2P_MISSING.format(sends=facts["sends"], nbytes=facts["send_bytes"])}
+    sends, nbytes = facts["slowest_sends"], facts["slowest_send_bytes"]
+    out = {"bubble_fraction": fraction, "bubble_formula": f"{schedule}: {FORMULAS[schedule]} with p={p}, m={m}"
+           + (f", v={v}" if schedule == "interleaved" else ""),
+           "bubble_s": None if compute_s is None else compute_s * (p - 1) / (v * m),
+           "p2p_formula": P2P_FORMULA, "p2p_sends": facts["sends"], "p2p_bytes": facts["send_bytes"],
+           "p2p_price_formula": P2P_PRICE, "p2p_rank": facts["slowest_rank"], "p2p_rank_sends": sends,
+           "p2p_rank_bytes": nbytes, "p2p_s": None, "p2p_missing": None}
+    if not sends:
+        out["p2p_s"] = 0.0  # the slowest stage sent nothing: no transfer of its own to wait on
+    elif busbw is None:
+        out["p2p_missing"] = P2P_MISSING.format(command=command, sends=sends, nbytes=nbytes)
+    else:
+        out["p2p_s"] = nbytes / (busbw.gbps * 1e9)  # every send at the one busbw: the sum of bytes / busbw
+        out["p2p_busbw"] = {"op": "sendrecv", "send_bytes": send_size(part), "ranks": busbw.ranks,
+                            "busbw_gbps": busbw.gbps, "measured_at_bytes": busbw.nbytes, "source": busbw.source}
+    return out
 
 
 def _ms(seconds: Optional[float]) -> str:
@@ -95,7 +126,19 @@ def describe_measured(m: dict) -> str:
 
 def describe_expected(e: dict) -> str:
     return (f"  expected pipeline bubble: {e['bubble_fraction']:.0%} of compute + bubble "
-            f"[{e['bubble_formula']}], {_ms(e['bubble_s'])} at the calibrated GEMM peak; P2P not priced")
+            f"[{e['bubble_formula']}], {_ms(e['bubble_s'])} at the calibrated GEMM peak; {_p2p(e)}")
+
+
+def _p2p(e: dict) -> str:
+    """The P2P price in words: at most so long (whose sends, at which busbw), or why not priced."""
+    if e.get("p2p_s") is None:
+        return "P2P not priced (missing below)"
+    if not e.get("p2p_busbw"):
+        return f"P2P 0 ms (rank {e['p2p_rank']} sends nothing)"
+    b = e["p2p_busbw"]
+    return (f"P2P at most {_ms(e['p2p_s'])}: rank {e['p2p_rank']}'s {e['p2p_rank_sends']} sends of "
+            f"{b['send_bytes']:,} bytes at the stored sendrecv busbw {b['busbw_gbps']:,.4g} GB/s (2 ranks, measured "
+            f"at {b['measured_at_bytes']:,} bytes; {b['source']}) [{P2P_PRICE}]")
 
 
 def lever(m: dict, e: dict, share: float) -> str:
@@ -105,6 +148,9 @@ def lever(m: dict, e: dict, share: float) -> str:
     if e.get("bubble_fraction") is not None:
         text += (f"; the {m['pipeline']['schedule']} schedule's ideal bubble is {e['bubble_fraction']:.0%} "
                  f"({e['bubble_formula']}): more micro-batches shrink it")
+    if e.get("p2p_busbw"):
+        text += (f"; its P2P sends at the sendrecv bandwidth these hosts measured take at most {_ms(e['p2p_s'])} "
+                 f"of it")
     return text
 
 
