@@ -12,7 +12,7 @@
 # breakdown against it), then the machine's GEMM and memory figures; convergence = gpt3_tiny and gpt2_tiny in fp32
 # and bf16 checked against the loss references recorded on a CPU (same tokens per step), and PPO's breakdown;
 # multi = on a machine of two or more GPUs, the breakdown of DDP (plain and with a collective delay), ZeRO-2, TP2
-# and PP2 against calibrate and the collective micro cases run there.
+# and PP2 against calibrate and the collective and sendrecv micro cases run there.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 hw=${1:-H100}
@@ -69,6 +69,7 @@ if [ "$part" = multi ]; then  # two or more GPUs: issue 33's DDP case and the la
 n=$(nvidia-smi -L | wc -l)
 run 60 accelbench calibrate "$hw" --dtype bf16
 for op in allreduce allgather reducescatter; do run 90 accelbench run "$op:torch:$hw:1:$n"; done
+run 90 accelbench run "sendrecv:torch:$hw:1:2"  # NCCL's point-to-point: PP2's sends are priced at it (2 ranks)
 run 180 accelbench run "gpt2_xl:torch:$hw:1:$n" --set train.steps=30 --set train.warmup_steps=10
 run 180 accelbench run "gpt2_xl:torch:$hw:1:$n" --set train.steps=30 --set train.warmup_steps=10 --set debug.collective_delay_ms=20
 run 180 accelbench run "gpt2_xl:torch:$hw:1:$n" --set train.steps=30 --set train.warmup_steps=10 --set parallel.sharding=stage2
