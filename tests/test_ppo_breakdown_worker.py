@@ -72,18 +72,24 @@ def fastest(record, phase: str) -> float:
 
 def test_one_process_has_no_communication_and_its_parts_add_up_to_the_update():
     """The phases' parts add up to each phase, and the phases to the serialised update (timed around it here):
-    within 5 % + 5 ms (what lies between the synchronisations: Python, the records' bookkeeping)."""
+    within 5 % + 5 ms (what lies between the synchronisations: Python, the records' bookkeeping). Nothing is
+    counted twice in any update; the gap left uncounted is checked on the update where it is smallest, since a
+    loaded machine (the suite's three lanes on 2 cores) only ever stretches it (one CI run: 12.6 ms of 137)."""
     one = _measure(0, 1, ppo_config())  # in this process: one rank needs no process group
     experience, learning = one["records"]["experience"], one["records"]["learning"]
     assert experience.steps == learning.steps == UPDATES and experience.group_size == 1
     for record in (experience, learning):
         assert record.not_measured is None and record.bucket_bytes == [] and record.collective_ops == []
         assert all(c < 0.005 for c in record.communication_s) and all(c > 0 for c in record.compute_s)
+        gaps = []
         for i in range(UPDATES):
             parts = sum(getattr(record, n)[i] for n in ("data_s", "compute_s", "wait_s", "communication_s",
                                                         "optimizer_s"))
-            assert parts == pytest.approx(record.step_s[i], rel=0.05, abs=0.005)
+            assert parts <= record.step_s[i] * 1.001 + 1e-4  # nothing counted twice
+            gaps.append((record.step_s[i] - parts, record.step_s[i]))
             assert sum(v[i] for v in record.compute_parts.values()) == pytest.approx(record.compute_s[i], rel=1e-9)
+        gap, step = min(gaps)
+        assert gap <= 0.05 * step + 0.005, gaps
     assert set(experience.compute_parts) == {"generation", "scoring"}
     assert set(learning.compute_parts) == {"actor", "critic"}
     whole = sum(experience.step_s) + sum(learning.step_s)
