@@ -31,7 +31,7 @@ nothing is filled in.
 A task whose step has phases (PPO's learning update: breakdown_ppo.py) adds ``phases``, each a breakdown of
 this same layout with its ``label``, and ``unit`` (``update``); ``describe``, ``lever`` and ``changed_part``
 read them without knowing the task. The words every view prints (show, the lever, compare) are in
-breakdown_words.py; the pipeline's own figures and words in breakdown_pipeline.py.
+breakdown_words.py (the pipeline's too); the pipeline's own figures in breakdown_pipeline.py.
 """
 from __future__ import annotations
 

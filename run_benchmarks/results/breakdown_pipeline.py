@@ -1,4 +1,4 @@
-"""The pipeline's part of the time breakdown (run_benchmarks/results/breakdown.py), from the workers' records
+"""The pipeline's figures in the time breakdown (run_benchmarks/results/breakdown.py), from the workers' records
 (training/torch/breakdown_pp.py says how they were timed).
 
 Measured, per step:
@@ -103,57 +103,3 @@ def expected(part: dict, compute_s: Optional[float], busbw=None, command: str = 
         out["p2p_busbw"] = {"op": "sendrecv", "send_bytes": send_size(part), "ranks": busbw.ranks,
                             "busbw_gbps": busbw.gbps, "measured_at_bytes": busbw.nbytes, "source": busbw.source}
     return out
-
-
-def _ms(seconds: Optional[float]) -> str:
-    return "—" if seconds is None else f"{seconds * 1e3:.3g} ms"
-
-
-def stage_label(row: dict) -> str:
-    """``rank 1 (stage 1)``, ``rank 0 (stages 0, 2)``."""
-    stages = row.get("stages") or []
-    return f"rank {row['rank']}" + (f" (stage{'s' if len(stages) > 1 else ''} {', '.join(map(str, stages))})"
-                                    if stages else "")
-
-
-def describe_measured(m: dict) -> str:
-    facts, share = m["pipeline"], m["waiting_fraction"]
-    return (f"pipeline {facts['schedule']} over {facts['ranks']} ranks, {facts['stages']} stages, "
-            f"{facts['micro_batches']} micro-batches: its waiting is the bubble and the P2P transfers together, "
-            f"{'—' if share is None else f'{share:.0%}'} of the slowest stage's compute + waiting; {facts['sends']} "
-            f"P2P sends, {facts['send_bytes']:,} bytes per step")
-
-
-def describe_expected(e: dict) -> str:
-    return (f"  expected pipeline bubble: {e['bubble_fraction']:.0%} of compute + bubble "
-            f"[{e['bubble_formula']}], {_ms(e['bubble_s'])} at the calibrated GEMM peak; {_p2p(e)}")
-
-
-def _p2p(e: dict) -> str:
-    """The P2P price in words: at most so long (whose sends, at which busbw), or why not priced."""
-    if e.get("p2p_s") is None:
-        return "P2P not priced (missing below)"
-    if not e.get("p2p_busbw"):
-        return f"P2P 0 ms (rank {e['p2p_rank']} sends nothing)"
-    b = e["p2p_busbw"]
-    return (f"P2P at most {_ms(e['p2p_s'])}: rank {e['p2p_rank']}'s {e['p2p_rank_sends']} sends of "
-            f"{b['send_bytes']:,} bytes at the stored sendrecv busbw {b['busbw_gbps']:,.4g} GB/s (2 ranks, measured "
-            f"at {b['measured_at_bytes']:,} bytes; {b['source']}) [{P2P_PRICE}]")
-
-
-def lever(m: dict, e: dict, share: float) -> str:
-    """The lever's words when the pipeline's waiting is the biggest part."""
-    text = (f"pipeline waiting (bubble and P2P transfers) is {share:.0%} of the serialised step "
-            f"({_ms(m['pipeline_wait_s'])})")
-    if e.get("bubble_fraction") is not None:
-        text += (f"; the {m['pipeline']['schedule']} schedule's ideal bubble is {e['bubble_fraction']:.0%} "
-                 f"({e['bubble_formula']}): more micro-batches shrink it")
-    if e.get("p2p_busbw"):
-        text += (f"; its P2P sends at the sendrecv bandwidth these hosts measured take at most {_ms(e['p2p_s'])} "
-                 f"of it")
-    return text
-
-
-def straggler(s: dict) -> str:
-    return (f"{stage_label(s)} is the pipeline's slowest stage (compute {_ms(s['compute_s'])} against the median "
-            f"{_ms(s['median_compute_s'])}): the other stages wait for it")

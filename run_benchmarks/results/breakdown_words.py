@@ -43,9 +43,9 @@ def lever(breakdown: dict, of: str = "the serialised step") -> Optional[str]:
     elif name == "other":
         text += ": data fetch, optimizer and host overhead"
     elif name == "pipeline":
-        text = pipeline.lever(m, e, share)
+        text = pipeline_lever(m, e, share)
     if m.get("straggler") and m.get("pipeline"):
-        text += "; " + pipeline.straggler(m["straggler"])
+        text += "; " + pipeline_straggler(m["straggler"])
     elif m.get("straggler"):
         s = m["straggler"]
         text += (f"; rank {s['rank']} is a straggler (compute {ms(s['compute_s'])} against the median "
@@ -77,11 +77,11 @@ def describe(tb: Optional[dict]) -> list[str]:
         lines = [f"time breakdown per {unit}, measured on {m['breakdown_steps']} serialised {unit}s after the "
                  f"measured ones: {_parts(m)}; serialised {unit} {ms(m['serialised_step_s'])} against the measured "
                  f"{unit}s' median {ms(m['step_time_s'])}"]
-        lines += [f"  {pipeline.describe_measured(m)}"] if m.get("pipeline") else []
+        lines += [f"  {pipeline_measured(m)}"] if m.get("pipeline") else []
     lines.append(f"  expected: compute {ms(e.get('compute_s'))} (datasheet peak: "
                  f"{ms(e.get('compute_s_datasheet'))}), communication {ms(e.get('communication_s'))} "
                  f"[{e.get('communication_formula')}], other not modelled")
-    lines += [pipeline.describe_expected(e)] if e.get("bubble_formula") else []
+    lines += [pipeline_expected(e)] if e.get("bubble_formula") else []
     lines += [f"  missing: {why}" for why in e.get("missing") or []]
     phases = tb.get("phases") or {}
     lines += [_rank_line(row, "  ") for row in ([] if phases else m.get("per_rank") or [])]
@@ -124,7 +124,7 @@ def named(parts: Optional[dict]) -> str:
 
 def _rank_line(row: dict, indent: str) -> str:
     waiting = f", pipeline waiting {ms(row['pipeline_wait_s'])}" if "pipeline_wait_s" in row else ""
-    return (f"{indent}{pipeline.stage_label(row)}: compute {ms(row['compute_s'])}{named(row.get('compute_parts'))}"
+    return (f"{indent}{stage_label(row)}: compute {ms(row['compute_s'])}{named(row.get('compute_parts'))}"
             f"{waiting}, wait {ms(row['wait_s'])}, communication {ms(row['communication_s'])}, data "
             f"{ms(row['data_s'])}, optimizer {ms(row['optimizer_s'])}")
 
@@ -164,3 +164,56 @@ def changed_parts(rows) -> list[tuple[str, str]]:
     terminal, Markdown and HTML compare all print these."""
     pairs = [(row.label, changed_part(of_summary(row.a), of_summary(row.b))) for row in rows]
     return [(label, line) for label, line in pairs if line]
+
+
+# the pipeline's words (its figures: breakdown_pipeline.py)
+
+
+def stage_label(row: dict) -> str:
+    """``rank 1 (stage 1)``, ``rank 0 (stages 0, 2)``."""
+    stages = row.get("stages") or []
+    return f"rank {row['rank']}" + (f" (stage{'s' if len(stages) > 1 else ''} {', '.join(map(str, stages))})"
+                                    if stages else "")
+
+
+def pipeline_measured(m: dict) -> str:
+    facts, share = m["pipeline"], m["waiting_fraction"]
+    return (f"pipeline {facts['schedule']} over {facts['ranks']} ranks, {facts['stages']} stages, "
+            f"{facts['micro_batches']} micro-batches: its waiting is the bubble and the P2P transfers together, "
+            f"{'—' if share is None else f'{share:.0%}'} of the slowest stage's compute + waiting; {facts['sends']} "
+            f"P2P sends, {facts['send_bytes']:,} bytes per step")
+
+
+def pipeline_expected(e: dict) -> str:
+    return (f"  expected pipeline bubble: {e['bubble_fraction']:.0%} of compute + bubble "
+            f"[{e['bubble_formula']}], {ms(e['bubble_s'])} at the calibrated GEMM peak; {_pipeline_p2p(e)}")
+
+
+def _pipeline_p2p(e: dict) -> str:
+    """The P2P price in words: at most so long (whose sends, at which busbw), or why not priced."""
+    if e.get("p2p_s") is None:
+        return "P2P not priced (missing below)"
+    if not e.get("p2p_busbw"):
+        return f"P2P 0 ms (rank {e['p2p_rank']} sends nothing)"
+    b = e["p2p_busbw"]
+    return (f"P2P at most {ms(e['p2p_s'])}: rank {e['p2p_rank']}'s {e['p2p_rank_sends']} sends of "
+            f"{b['send_bytes']:,} bytes at the stored sendrecv busbw {b['busbw_gbps']:,.4g} GB/s (2 ranks, measured "
+            f"at {b['measured_at_bytes']:,} bytes; {b['source']}) [{pipeline.P2P_PRICE}]")
+
+
+def pipeline_lever(m: dict, e: dict, share: float) -> str:
+    """The lever's words when the pipeline's waiting is the biggest part."""
+    text = (f"pipeline waiting (bubble and P2P transfers) is {share:.0%} of the serialised step "
+            f"({ms(m['pipeline_wait_s'])})")
+    if e.get("bubble_fraction") is not None:
+        text += (f"; the {m['pipeline']['schedule']} schedule's ideal bubble is {e['bubble_fraction']:.0%} "
+                 f"({e['bubble_formula']}): more micro-batches shrink it")
+    if e.get("p2p_busbw"):
+        text += (f"; its P2P sends at the sendrecv bandwidth these hosts measured take at most {ms(e['p2p_s'])} "
+                 f"of it")
+    return text
+
+
+def pipeline_straggler(s: dict) -> str:
+    return (f"{stage_label(s)} is the pipeline's slowest stage (compute {ms(s['compute_s'])} against the median "
+            f"{ms(s['median_compute_s'])}): the other stages wait for it")
