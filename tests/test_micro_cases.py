@@ -133,3 +133,18 @@ def test_a_two_node_training_run_shows_the_allreduce_busbw_measured_on_its_hosts
             f"(allreduce:torch:cpu:2:1, run {allreduce['run_id']})") in show.stdout
     measurement = accelbench("show", allreduce["run_id"], "--db", str(golden_two_nodes.db))
     assert "measured on these hosts" not in measurement.stdout  # the measurement itself is no training round
+
+
+def test_a_gemm_rounds_precision_is_its_own_dtypes_not_the_training_default():
+    """A bf16/fp16 GEMM run on an H200 was listed as fp32 in `report` (its workload's train default)."""
+    from run_benchmarks.results.store.schema import row_from_document
+
+    from .test_results import document
+
+    gemm = document("run-g", "gemm", "torch", 0.5)
+    gemm["workload"] = {"task": "micro", "train": {"precision": "fp32"},
+                        "micro": {"bench": "gemm", "dtypes": ["bf16", "fp16", "bf16"]}}
+    membw = document("run-m", "membw", "torch", 0.5)
+    membw["workload"] = {"task": "micro", "train": {"precision": "bf16"}, "micro": {"bench": "membw", "dtypes": ["bf16"]}}
+    train = document("run-t", "gpt3_tiny", "torch", 0.5)
+    assert [row_from_document(d)["precision"] for d in (gemm, membw, train)] == ["bf16+fp16", "fp32", "bf16"]

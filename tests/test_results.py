@@ -394,14 +394,3 @@ def test_large_logs_are_read_by_worker_processes_with_the_same_figures(tmp_path,
     assert [r.rank for r in parallel] == [0, 1, 2]
     assert analyze.round_metrics(parallel, None, "") == serial
     assert serial.step_time_s.max == pytest.approx(0.1 + 0.02 + 499e-4)  # the slowest rank sets each step
-
-
-def test_a_gemm_rounds_precision_is_its_own_dtypes_not_the_training_default():
-    """A bf16/fp16 GEMM run on an H200 was listed as fp32 in `report` (its workload's train default)."""
-    gemm = document("run-g", "gemm", "torch", 0.5)
-    gemm["workload"] = {"task": "micro", "train": {"precision": "fp32"},
-                        "micro": {"bench": "gemm", "dtypes": ["bf16", "fp16", "bf16"]}}
-    membw = document("run-m", "membw", "torch", 0.5)
-    membw["workload"] = {"task": "micro", "train": {"precision": "bf16"}, "micro": {"bench": "membw", "dtypes": ["bf16"]}}
-    train = document("run-t", "gpt3_tiny", "torch", 0.5)
-    assert [row_from_document(d)["precision"] for d in (gemm, membw, train)] == ["bf16+fp16", "fp32", "bf16"]
