@@ -4,7 +4,8 @@ A record is one line on a worker's stdout: ``ACCELBENCH_PERF <json>``. The JSON
 carries ``v`` (this schema's version) and ``kind``. Standard library only, so the
 orchestrator can read it without torch or paddle installed.
 
-Kinds (version 5; version 4 lacked breakdown's ``phase`` and ``compute_parts``, version 3 also ``breakdown``,
+Kinds (version 5; version 4 lacked breakdown's ``phase``, ``compute_parts``, ``group_sizes``, ``pipeline_wait_s``
+and ``pipeline``, which an older reader would drop unseen, version 3 also ``breakdown``,
 version 2 also ``figure``, version 1 also ``unsupported`` and the reserved-memory peak):
   start        once per rank, before the first step: layout, model size, FLOPs/token, tokens and samples
                per step, and (local rank 0 only) the node's environment
