@@ -188,6 +188,9 @@ def test_delays_on_a_torch_pipeline_are_the_ones_it_injects(accelbench):
     refused = accelbench(*base, "--set", "debug.collective_delay_ms=10")
     assert refused.returncode != 0
     assert "debug.collective_delay_ms delays the data-parallel and tensor-parallel collectives only" in refused.stderr
+    # a check across keys names where the key it is about was set (the --set), not the case file's top level
+    assert "debug.collective_delay_ms set in --set debug.collective_delay_ms=10: " in refused.stderr
+    assert "(top level)" not in refused.stderr
 
 
 def test_pipeline_x_data_parallel_says_why_it_is_not_measured():

@@ -125,6 +125,12 @@ def describe(exc: ValidationError, cls: Type[BaseModel], default_source: str,
         loc = tuple(str(p) for p in err["loc"])
         key = ".".join(loc) or "(top level)"
         source = layered.source_of(loc, default_source) if layered else default_source
+        if not loc and layered:  # a check across keys: name where each key its message names was set
+            named = {k: layered.provenance[tuple(k.split("."))] for k in re.findall(r"\b[a-z_]+(?:\.[a-z0-9_]+)+\b",
+                                                                                 err["msg"])
+                     if tuple(k.split(".")) in layered.provenance}
+            if named:
+                source, key = ", ".join(f"{k} set in {where}" for k, where in named.items()), ""
         kind = err["type"]
         if kind == "extra_forbidden":
             known = _known_keys(cls, loc[:-1])
@@ -141,7 +147,7 @@ def describe(exc: ValidationError, cls: Type[BaseModel], default_source: str,
             message = err["msg"].removeprefix("Value error, ")
             got = err.get("input")
             shown = "" if isinstance(got, (dict, list)) or got is None else f" (got {_short(got)})"
-            lines.append(f"{source}: {key}: {message}{shown}")
+            lines.append(f"{source}: {key + ': ' if key else ''}{message}{shown}")
             limit = (err.get("ctx") or {}).get("le")
             if kind == "less_than_equal" and limit is not None:
                 why = _limit_reason(cls, loc)
