@@ -4,6 +4,7 @@ Its own module so that config_files.py stays one screen per scheduler; every val
 cluster as data in a manifest (names are checked against Kubernetes' own name rules first)."""
 from __future__ import annotations
 
+import posixpath
 from pathlib import PurePosixPath
 from typing import Optional
 
@@ -47,4 +48,31 @@ class KubernetesSpec(Strict):
         if not PurePosixPath(self.shared_dir).is_absolute():
             raise ValueError(f"shared_dir {self.shared_dir!r} must be an absolute path (the volume is mounted "
                              "there in every pod)")
+        system = system_folder(self.shared_dir)
+        if system:
+            raise ValueError(f"shared_dir {self.shared_dir!r} is {system}: the run would put code, configs and "
+                             "logs there (and mount the volume over it in every pod); give a folder of its own, "
+                             "e.g. /shared/accelbench")
         return self
+
+
+# Folders of the operating system: a shared folder there would put the run's code, configs and logs among the
+# system's files (and, in a pod, mount the volume over them). ``/`` itself, each of these, and any folder
+# inside the first group are refused; the second group (/home, /var, ...) only as the folder itself.
+SYSTEM_TREES = ("/bin", "/boot", "/dev", "/etc", "/lib", "/lib32", "/lib64", "/libx32", "/proc", "/sbin", "/sys",
+                "/usr")
+SYSTEM_ROOTS = ("/home", "/media", "/mnt", "/opt", "/root", "/run", "/srv", "/tmp", "/var")
+
+
+def system_folder(path: str) -> Optional[str]:
+    """What ``path`` is when it is a system folder (``/``, ``/etc``, inside ``/usr``...), else None."""
+    clean = posixpath.normpath("/" + path.lstrip("/"))
+    clean = "/" + clean.lstrip("/")  # normpath keeps a leading "//"
+    if clean == "/":
+        return "the root of the file system"
+    if clean in SYSTEM_ROOTS:
+        return f"the system folder {clean}"
+    for tree in SYSTEM_TREES:
+        if clean == tree or clean.startswith(tree + "/"):
+            return f"the system folder {tree}" if clean == tree else f"inside the system folder {tree}"
+    return None

@@ -21,6 +21,7 @@ from typing import Optional
 from training.contract.names import WORKER_SCRIPT
 
 from run_benchmarks.catalog import casename
+from run_benchmarks.catalog.addresses import address_problem
 from run_benchmarks.catalog.config_files import ClusterSpec, HostSpec
 from run_benchmarks.errors import UserError
 from run_benchmarks.plan import PlanInputs
@@ -31,7 +32,6 @@ OPTIONS = ("vendor", "model_name", "train_script", "nnodes", "nproc", "hosts", "
            "host_addr")
 LOOPBACK = {"127.0.0.1", "localhost", "::1"}  # this machine: its nodes run as local processes, without SSH
 LOG_LEVELS = ("debug", "info", "warning", "error", "critical")
-_ADDRESS = re.compile(r"^(?:[A-Za-z0-9][A-Za-z0-9.\-]*|[0-9A-Fa-f:]+)$")
 _HOST_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]*$")
 HOSTS_SOURCE = Path("--hosts")  # where messages say the cluster came from
 
@@ -92,6 +92,12 @@ class FlagPerfRun:
             self.notes.append(f"--visible_dev_env {self.visible_dev_env}: agrees with the accelerator kind (devices "
                               "pinned per host with hosts[].devices of a --cluster file)")
         inputs = self._cluster(inputs)
+        if self.hosts is not None and names and len(inputs.cluster.hosts) > max(n.nnodes for n in names):
+            most = max(n.nnodes for n in names)
+            raise UserError(f"--hosts {self.hosts[:200]}: {len(inputs.cluster.hosts)} hosts for a case of {most} "
+                            f"node(s) ({', '.join(str(n) for n in names)}); the others would sit idle while the "
+                            "case reads as if it ran on them", f"name one host per node: {most} in --hosts, in "
+                                                               "node order (or raise nnodes in the case name)")
         if self.data_dir is not None:
             args.assignments = [*self._data(names, inputs), *args.assignments]
         return inputs
@@ -136,9 +142,16 @@ class FlagPerfRun:
 
     def _host_specs(self) -> list[HostSpec]:
         addresses = [a for a in re.split(r"[,\s]+", self.hosts) if a]
-        if not addresses or not all(_ADDRESS.match(a) for a in addresses):
-            raise UserError(f"--hosts {self.hosts!r}: expected host names or addresses, comma-separated",
+        if not addresses:
+            raise UserError(f"--hosts {self.hosts[:200]!r}: expected host names or addresses, comma-separated",
                             "e.g. --hosts 10.0.0.10,10.0.0.11 (127.0.0.1 for this machine)")
+        for address in addresses:
+            problem = address_problem(address)
+            if problem:
+                raise UserError(f"--hosts {self.hosts[:200]}: expected host names or addresses, comma-separated: "
+                                f"{address[:100]!r} is {problem}",
+                                "name each node's host by its name or IP address, comma-separated, e.g. --hosts "
+                                "10.0.0.10,10.0.0.11 (127.0.0.1 for this machine)")
         ports = _ports(self.hosts_ports, len(addresses)) if self.hosts_ports else [22] * len(addresses)
         local = [a in LOOPBACK for a in addresses]
         if any(local) and not all(local):

@@ -16,7 +16,7 @@ from run_benchmarks.catalog import casename, frameworks
 from run_benchmarks.planner import checks
 from run_benchmarks.backends.codesync import code_digest, remote_code_root
 from run_benchmarks.catalog.config_files import CaseEntry, HostSpec
-from run_benchmarks.catalog.config import Layer, merge, parse_assignment, validate_layered
+from run_benchmarks.catalog.config import Layer, merge, parse_assignment, set_source, validate_layered
 from run_benchmarks.errors import UserError
 from run_benchmarks.catalog.frameworks import NodeLaunch
 from run_benchmarks.planner.ports import free_ports
@@ -111,7 +111,7 @@ def _case_plan(inputs: PlanInputs, name: casename.CaseName, run_id: str, case_di
     if inputs.test_conf.overrides:
         layers.append(Layer(f"{inputs.test_conf_path} (overrides)", inputs.test_conf.overrides))
     for text in assignments:
-        layers.append(Layer(f"--set {text}", parse_assignment(text)))
+        layers.append(Layer(set_source(text), parse_assignment(text)))
     layered = merge(layers)
     workload = validate_layered(WorkloadSpec, layered, str(case_path))
     checks.check_layout(workload, name, framework, layered, str(case_path))

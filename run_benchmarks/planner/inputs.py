@@ -1,6 +1,7 @@
 """Where accelbench's tree is and what a command loads from it: every config a plan needs, validated."""
 from __future__ import annotations
 
+import os
 import secrets
 import sys
 from datetime import datetime
@@ -24,13 +25,13 @@ def load_inputs(root: Path, test_conf_path: Optional[Path] = None,
         raise UserError(f"{paths.root} has no cases/ folder", "run from an accelbench checkout, or pass --root")
     default_test_conf = paths.configs_dir / "test_conf.yaml"
     test_conf_path = test_conf_path or default_test_conf
-    test_conf = TestConf() if test_conf_path == default_test_conf and not test_conf_path.is_file() \
+    test_conf = TestConf() if test_conf_path == default_test_conf and not os.path.lexists(test_conf_path) \
         else load_model(TestConf, test_conf_path)
     default_cluster = paths.configs_dir / "cluster.yaml"
     cluster_path = cluster_path or default_cluster
-    if cluster_path == default_cluster and not cluster_path.is_file():
+    if cluster_path == default_cluster and not os.path.lexists(cluster_path):
         cluster = ClusterSpec(hosts=[HostSpec(name="localhost")])  # no cluster file: this machine alone
-    elif not cluster_path.is_file():
+    elif not cluster_path.exists():  # a FIFO or device is there: read_config_text names what it is
         raise UserError(f"--cluster {cluster_path}: file not found",
                         f"write it (YAML): `hosts:` as a list, one entry per node in order, e.g. "
                         f"`hosts: [{{name: node0, backend: ssh, address: 10.0.0.10, user: bench, identity_file: "
