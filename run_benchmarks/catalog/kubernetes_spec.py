@@ -8,7 +8,7 @@ import posixpath
 from pathlib import PurePosixPath
 from typing import Optional
 
-from pydantic import Field, PositiveFloat, conint, model_validator
+from pydantic import Field, PositiveFloat, PrivateAttr, conint, constr, model_validator
 
 from run_benchmarks.catalog.config import Strict
 
@@ -42,6 +42,24 @@ class KubernetesSpec(Strict):
     max_nodes: conint(ge=1, le=65536) = Field(1024, description="most pods one case may ask for")
     poll_s: PositiveFloat = Field(1.0, allow_inf_nan=False, le=60, description="watch timeout: how often the "
                                                                                "pods' states are read again")
+    allow_exec: list[constr(min_length=1, max_length=4096)] = Field(
+        default_factory=list, max_length=100, description=(
+            "commands the kubeconfig may make the client run for credentials (an exec plugin's command, a gcp "
+            "auth-provider's cmd-path), each exactly as the kubeconfig names it, e.g. [aws, "
+            "gke-gcloud-auth-plugin]; any other is refused at preflight"))
+    _exec_by_flag: bool = PrivateAttr(False)  # --allow-kubeconfig-exec: any command, for this invocation
+
+    def allowing_any_exec(self) -> "KubernetesSpec":
+        """This spec with every kubeconfig command allowed (``--allow-kubeconfig-exec``)."""
+        copy = self.model_copy()
+        copy._exec_by_flag = True
+        return copy
+
+    def exec_allowed_by(self, command: str) -> Optional[str]:
+        """What allows the kubeconfig's ``command`` to run, in words; None: nothing does."""
+        if command in self.allow_exec:
+            return "kubernetes.allow_exec of the cluster file"
+        return "--allow-kubeconfig-exec" if self._exec_by_flag else None
 
     @model_validator(mode="after")
     def _absolute_shared_dir(self) -> "KubernetesSpec":

@@ -4,6 +4,7 @@ from __future__ import annotations
 import os
 import secrets
 import sys
+from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
 from typing import Optional, Sequence
@@ -41,6 +42,14 @@ def load_inputs(root: Path, test_conf_path: Optional[Path] = None,
         cluster = load_model(ClusterSpec, cluster_path)
     return PlanInputs(paths, test_conf, test_conf_path, cluster, cluster_path, VendorRegistry(paths.vendors_dir),
                       CaseCatalog(paths.cases_dir, paths.vendors_dir), sys.executable)
+
+
+def with_kubeconfig_exec(inputs: PlanInputs, allowed: bool) -> PlanInputs:
+    """``--allow-kubeconfig-exec``: the kubeconfig's credential commands may run, for this invocation only."""
+    k8s = inputs.cluster.kubernetes
+    if not allowed or k8s is None:
+        return inputs
+    return replace(inputs, cluster=inputs.cluster.model_copy(update={"kubernetes": k8s.allowing_any_exec()}))
 
 
 def new_run_id() -> str:
