@@ -30,15 +30,15 @@ def _modules():
 
 def kubeconfig(spec: KubernetesSpec) -> Optional[str]:
     """The kubeconfig to load: the cluster file's, else $KUBECONFIG as it is (a list of paths joined by
-    os.pathsep, which the client merges itself) when one of its paths exists, else ~/.kube/config when it
+    os.pathsep, merged as the client merges them) when one of its paths exists, else ~/.kube/config when it
     exists; None: in-cluster. The same string goes to the guard's k8s_delete.py."""
     if spec.kubeconfig:
         return os.path.expanduser(spec.kubeconfig)
     listed = os.environ.get("KUBECONFIG", "")
-    if any(Path(p).expanduser().is_file() for p in listed.split(os.pathsep) if p):
-        return listed
+    if any(os.path.lexists(Path(p).expanduser()) for p in listed.split(os.pathsep) if p):
+        return listed  # a FIFO or device there too: the reader refuses it, naming it (k8s_kubeconfig)
     default = Path("~/.kube/config").expanduser()
-    return str(default) if default.is_file() else None
+    return str(default) if os.path.lexists(default) else None
 
 
 def api_client(spec: KubernetesSpec):
