@@ -47,6 +47,8 @@ SWEEP_POINTS = Cap("the sweep's number of points", "ACCELBENCH_MAX_SWEEP_POINTS"
                    "the same bound as a run's rounds: each point is at least one round with its own folder")
 BUNDLE_BYTES = Cap("the bundle's unpacked size", "ACCELBENCH_MAX_BUNDLE_BYTES", 16 << 30, "bytes",
                    "counted as it is unpacked, whatever the archive's headers say")
+BUNDLE_RATIO = Cap("the bundle's unpacked size over its packed size", "ACCELBENCH_MAX_BUNDLE_RATIO", 100, "times",
+                   "gzip packs a run's logs about 10x; a bomb of zeros about 1,000x. Judged past 64 MiB unpacked")
 BUNDLE_FILES = Cap("the bundle's number of files", "ACCELBENCH_MAX_BUNDLE_FILES", 100_000, "files",
                    "a run folder holds a few files per rank and round")
 BUNDLE_META_BYTES = Cap("a bundle's manifest, checksum or attempts file", "ACCELBENCH_MAX_BUNDLE_META_BYTES",

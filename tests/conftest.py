@@ -197,5 +197,5 @@ def root(tmp_path) -> Path:
 # Session fixtures, defined once here so every module shares each: the test hosts (tests/infra/hosts.py: one
 # sshd cluster, one Docker engine with the base image, the vendor images) and the golden runs (tests/goldens.py).
 from .infra.hosts import accelbench_containers, cpu_torch_image, engine, sshd  # noqa: E402,F401
-from .goldens import (golden_containers, golden_default, golden_failures, golden_killed, golden_micro,  # noqa: E402,F401
-                      golden_local, golden_ssh, golden_two_nodes)
+from .goldens import (golden_bundle, golden_containers, golden_default, golden_failures, golden_killed,  # noqa: E402,F401
+                      golden_local, golden_micro, golden_ssh, golden_two_nodes)

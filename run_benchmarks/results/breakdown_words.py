@@ -7,6 +7,7 @@ import math
 from typing import Optional
 
 from run_benchmarks.results import breakdown_pipeline as pipeline
+from run_benchmarks.results.metrics_shape import breakdown_of
 
 # measured compute this many times its expected figure: the step is bound by per-operation overhead, not GEMM
 # speed (an H200 ran gpt3_tiny's 5.5 ms compute against 0.0045 ms expected; gpt2_xl's was 2.4x)
@@ -70,6 +71,8 @@ def describe(tb: Optional[dict]) -> list[str]:
     where the task has phases: PPO's experience making and learning), the lever."""
     if not tb:
         return []
+    if breakdown_of({"time_breakdown": tb}) is None:
+        return ["time breakdown: not of the shape accelbench writes; not shown"]
     m, e, unit = tb.get("measured") or {}, tb.get("expected") or {}, tb.get("unit") or "step"
     if m.get("not_measured"):
         lines = [f"time breakdown: {m['not_measured']}"]
@@ -132,7 +135,7 @@ def _rank_line(row: dict, indent: str) -> str:
 def of_summary(summary) -> Optional[dict]:
     """The measured breakdown of a report row (a CaseSummary): its first ok round's, None where not measured."""
     for attempt in (summary.ok[:1] if summary is not None else []):
-        tb = (attempt.get("metrics") or {}).get("time_breakdown")
+        tb = breakdown_of(attempt.get("metrics"))  # only a breakdown of the shape these words read
         if tb and not (tb.get("measured") or {}).get("not_measured"):
             return tb
     return None

@@ -83,25 +83,45 @@ PARSERS: Registry[Parser] = Registry("log parser", modules=tuple(f"{__name__}.{m
     "megatron", "mllog", "paddlenlp", "torchtitan")))
 
 
+BACKWARDS_SLACK_S = 2.0  # ranks' lines interleave in one file, each stamped by its own process: a few ms apart
+
+
 class Span:
-    """A log's first and last time stamps: all that is kept of them, however many lines carry one."""
+    """A log's earliest and latest time stamps: all that is kept of them, however many lines carry one, and
+    the first stamp that went back in time by more than BACKWARDS_SLACK_S (``back``: the latest stamp before
+    it, and it), if any did."""
 
     def __init__(self) -> None:
         self.first: Optional[datetime] = None
         self.last: Optional[datetime] = None
+        self.back: Optional[tuple[datetime, datetime]] = None
 
     def see(self, text: str) -> None:
         at = stamp(text)
-        if at is not None:
-            self.first, self.last = self.first or at, at
+        if at is None:
+            return
+        try:
+            if self.last is not None and self.back is None \
+                    and (self.last - at).total_seconds() > BACKWARDS_SLACK_S:
+                self.back = (self.last, at)
+            self.first = at if self.first is None else min(self.first, at)
+            self.last = at if self.last is None else max(self.last, at)
+        except TypeError:  # one stamp names its zone and another does not: no order between them
+            self.back = self.back or (self.last, at)
 
 
 def line_log_result(world_size: int, intervals: int, skipped: int, span: Span, error: str) -> Imported:
     """What every line-based log gives before its figures: when it ran (its first and last time stamps) and
-    whether it ends in an error (then the import is ``failed``, whatever figures came before)."""
+    whether it ends in an error (then the import is ``failed``, whatever figures came before). Stamps that
+    run backwards (a clock set back, logs of several runs or ranks interleaved) give no wall time: its
+    start and end are not known, and last minus first could be negative; a warning says where."""
     result = Imported(status="ok", metrics={"world_size": world_size},
                       details={"intervals": intervals, "skipped": skipped})
-    if span.first is not None:
+    if span.back is not None:
+        before, after = span.back
+        result.warnings.append(f"time stamps run backwards ({after.isoformat()} after {before.isoformat()}): no "
+                               "wall time is stored")
+    elif span.first is not None:
         result.started_at, result.ended_at = span.first.isoformat(), span.last.isoformat()
         result.wall_time_s = (span.last - span.first).total_seconds()
     if error:
