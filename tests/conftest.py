@@ -48,7 +48,7 @@ def pytest_runtest_makereport(item, call):
 E2E_FIXTURES = {"cli", "sshd", "engine", "cpu_torch_image", "slurm_cluster", "accelbench_containers"}
 E2E_MODULES = {"test_parity", "test_paddle", "test_paddle_layouts", "test_torch_memory", "test_signals",
                "test_slurm", "test_micro_paddle", "test_store_faults", "test_sweep", "test_cli_imports",
-               "test_paddle_finetune_layouts", "test_loss_runs", "test_breakdown_pipeline"}
+               "test_paddle_finetune_layouts", "test_loss_runs", "test_breakdown_pipeline", "test_hostile_runs"}
 
 
 # Lanes (``--lane``): ``./dev test`` runs the suite as three pytest processes side by side, because one

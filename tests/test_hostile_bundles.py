@@ -112,7 +112,8 @@ def test_no_view_trusts_the_shape_of_a_store_edited_by_hand(golden_bundle, accel
         for table, skip in (("runs", ()), ("attempts", ("id",))):  # a copy of the run, as run "second"
             columns = [r[1] for r in conn.execute(f"PRAGMA table_info({table})") if r[1] not in skip]
             picked = ", ".join("'second'" if c == "run_id" else f'"{c}"' for c in columns)
-            conn.execute(f"INSERT INTO {table} ({', '.join(columns)}) SELECT {picked} FROM {table}")
+            quoted = ", ".join(f'"{c}"' for c in columns)
+            conn.execute(f"INSERT INTO {table} ({quoted}) SELECT {picked} FROM {table}")
         for rid, metrics in conn.execute("SELECT id, metrics FROM attempts").fetchall():
             changed = {**json.loads(metrics), "time_breakdown": "lots"}
             conn.execute("UPDATE attempts SET metrics = ? WHERE id = ?", (json.dumps(changed), rid))

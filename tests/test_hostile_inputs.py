@@ -15,6 +15,7 @@ import psutil
 import pytest
 
 from .conftest import ROOT, write
+from .runner import ends_with_the_test
 from .test_runs import leftover_processes as processes_mentioning
 
 CASE = "gpt2_tiny:torch:cpu:1:1"
@@ -46,6 +47,7 @@ def run_bounded(argv: list[str], cwd: Path, limit_s: float = 20, rss_limit: int 
     env = {**os.environ, "PYTHONPATH": str(ROOT), **(env or {})}
     started = time.monotonic()
     proc = subprocess.Popen([sys.executable, "-m", "run_benchmarks.cli", *argv], cwd=cwd, env=env,
+                            preexec_fn=ends_with_the_test(),
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     watched, peak = psutil.Process(proc.pid), 0
     try:

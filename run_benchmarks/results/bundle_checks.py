@@ -32,11 +32,11 @@ def scan_sizes(tar: tarfile.TarFile, bundle: Path, packed_bytes: int) -> None:
         total += max(member.size, 0) if member.isfile() else 0
         if files > max_files:
             raise limits.BUNDLE_FILES.refusal(f"over {max_files:,} files", where)
-        if total > max_bytes:
-            raise limits.BUNDLE_BYTES.refusal(f"over {max_bytes:,} bytes (its headers say)", where)
-        if total > RATIO_AFTER_BYTES and total > max_ratio * max(packed_bytes, 1):
+        if total > RATIO_AFTER_BYTES and total > max_ratio * max(packed_bytes, 1):  # a bomb: said first
             raise limits.BUNDLE_RATIO.refusal(f"{total / max(packed_bytes, 1):,.0f} times ({total:,} bytes from "
                                               f"{packed_bytes:,} at least)", where)
+        if total > max_bytes:
+            raise limits.BUNDLE_BYTES.refusal(f"over {max_bytes:,} bytes (its headers say)", where)
 
 
 def refuse_impossible(attempts: list[dict], bundle: Path, fix: str) -> None:
