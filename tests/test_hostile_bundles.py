@@ -24,6 +24,7 @@ from run_benchmarks.results.bundle import ATTEMPTS, CHECKSUMS
 from run_benchmarks.results.store.store import ResultStore
 
 from .hostile import Outside, refused
+from .test_untrusted_files import import_bundle, place  # noqa: F401 - place: the fixture
 
 BREAKDOWNS = {  # what a sender put as metrics.time_breakdown, and the key the refusal names
     "a-string": ("lots", "time_breakdown"),
@@ -70,17 +71,6 @@ def with_attempts(bundle: Path, out: Path, change: Callable[[dict], None]) -> Pa
     return write_bundle(out, files)
 
 
-@pytest.fixture
-def place(tmp_path):
-    home = tmp_path / "home"
-    (home / "logs").mkdir(parents=True)
-    return home
-
-
-def import_into(accelbench, place: Path, bundle: Path, env: dict | None = None):
-    return accelbench("import", str(bundle), "--db", str(place / "logs" / "results.db"), cwd=place, env=env)
-
-
 def nothing_imported(place: Path) -> None:
     assert sorted(p.name for p in (place / "logs").iterdir()) == ["results.db"], "a folder was left"
     with ResultStore(place / "logs" / "results.db") as store:
@@ -93,7 +83,7 @@ def test_a_breakdown_of_the_wrong_shape_is_refused_on_import(golden_bundle, acce
     shape, key = BREAKDOWNS[name]
     bundle = with_attempts(golden_bundle[2], tmp_path / f"{name}.tar.gz",
                            lambda m: m.__setitem__("time_breakdown", shape))
-    err = refused(import_into(accelbench, place, bundle), f"{bundle}: {ATTEMPTS}", "metrics:", key,
+    err = refused(import_bundle(accelbench, place, bundle), f"{bundle}: {ATTEMPTS}", "metrics:", key,
                   "nothing was imported")
     assert "row version 6" in err
     nothing_imported(place)
@@ -107,7 +97,7 @@ def test_no_view_trusts_the_shape_of_a_store_edited_by_hand(golden_bundle, accel
     """The real run imported, a second run beside it, then both rows' breakdowns made a string in SQLite."""
     log_root, run_id, bundle = golden_bundle
     db = place / "logs" / "results.db"
-    assert import_into(accelbench, place, bundle).returncode == 0
+    assert import_bundle(accelbench, place, bundle).returncode == 0
     with sqlite3.connect(db) as conn:
         for table, skip in (("runs", ()), ("attempts", ("id",))):  # a copy of the run, as run "second"
             columns = [r[1] for r in conn.execute(f"PRAGMA table_info({table})") if r[1] not in skip]
@@ -129,7 +119,7 @@ def test_impossible_figures_in_a_bundle_are_refused_as_a_log_import_refuses_them
     outside = Outside(tmp_path)
     figures, says = IMPOSSIBLE[name]
     bundle = with_attempts(golden_bundle[2], tmp_path / f"{name}.tar.gz", lambda m: m.update(figures))
-    refused(import_into(accelbench, place, bundle), "round 1 is stored ok with impossible figure(s)", says,
+    refused(import_bundle(accelbench, place, bundle), "round 1 is stored ok with impossible figure(s)", says,
             "nothing was imported")
     nothing_imported(place)
     outside.unchanged()
@@ -142,7 +132,7 @@ def test_a_bundle_whose_summary_json_is_empty_is_imported_as_aborted(golden_bund
     files = members(bundle)
     (summary,) = [n for n in files if n.endswith("/summary.json") and n.count("/") == 1]
     files[summary] = b""
-    done = import_into(accelbench, place, write_bundle(tmp_path / "empty-summary.tar.gz", files))
+    done = import_bundle(accelbench, place, write_bundle(tmp_path / "empty-summary.tar.gz", files))
     assert done.returncode == 0, done.stderr
     with ResultStore(place / "logs" / "results.db") as store:
         run = store.run(run_id)
@@ -186,7 +176,7 @@ def test_a_bundle_bomb_stops_within_seconds_having_written_little(golden_bundle,
     bundle.write_bytes(bomb + gzip.compress(rest.getvalue()))
     assert bundle.stat().st_size < 4 << 20
     before, began = _written(), time.monotonic()
-    err = refused(import_into(accelbench, place, bundle), "the bundle's unpacked size over its packed size",
+    err = refused(import_bundle(accelbench, place, bundle), "the bundle's unpacked size over its packed size",
                   "ACCELBENCH_MAX_BUNDLE_RATIO", "nothing was imported")
     assert "over the cap of 100 times" in err
     assert time.monotonic() - began < 20 and _written() - before < 128 << 20

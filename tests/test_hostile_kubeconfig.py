@@ -48,6 +48,13 @@ def exec_user(script: Path) -> dict:
     return {"exec": {"apiVersion": TOKEN["apiVersion"], "command": str(script), "args": ["--region", "eu west"]}}
 
 
+def planted(standin, tmp_path: Path, user=None):
+    """(the API stand-in, the credential script, its marker, a kubeconfig whose user runs it: ``user``'s way)."""
+    api = standin(completes)
+    script, marker = credential_script(tmp_path)
+    return api, script, marker, kubeconfig(tmp_path / "kubeconfig", api.url, (user or exec_user)(script))
+
+
 def gcp_user(script: Path) -> dict:
     return {"auth-provider": {"name": "gcp", "config": {"cmd-path": f"{script} config config-helper",
                                                           "token-key": "{.credential.access_token}"}}}
@@ -57,9 +64,7 @@ def gcp_user(script: Path) -> dict:
 def test_a_credential_command_stops_the_run_at_preflight_naming_it_and_the_opt_in(accelbench, standin, tmp_path,
                                                                                  user):
     outside = Outside(tmp_path)
-    api = standin(completes)
-    script, marker = credential_script(tmp_path)
-    config = kubeconfig(tmp_path / "kubeconfig", api.url, user(script))
+    api, script, marker, config = planted(standin, tmp_path, user)
     err = refused(accelbench("run", CASE, "--timeout", "30", "--cluster", api.cluster_file(kubeconfig=str(config))),
                   f"the kubeconfig would make the Kubernetes client run {script}", "to get credentials",
                   f"kubernetes: allow_exec: [{script}]", "--allow-kubeconfig-exec", str(config))
@@ -70,9 +75,7 @@ def test_a_credential_command_stops_the_run_at_preflight_naming_it_and_the_opt_i
 
 def test_the_dry_run_names_the_command_with_its_arguments_and_runs_nothing(accelbench, standin, tmp_path):
     outside = Outside(tmp_path)
-    api = standin(completes)
-    script, marker = credential_script(tmp_path)
-    config = kubeconfig(tmp_path / "kubeconfig", api.url, exec_user(script))
+    api, script, marker, config = planted(standin, tmp_path)
     said = f"runs {script} --region 'eu west' (the exec credential plugin of user 'u', in {config}) for credentials"
     plain = accelbench("run", CASE, "--dry-run", "--cluster", api.cluster_file(kubeconfig=str(config)))
     assert plain.returncode == 0 and said in plain.stdout, plain.stdout[-3000:]
@@ -90,9 +93,7 @@ def test_the_dry_run_names_the_command_with_its_arguments_and_runs_nothing(accel
 
 def test_allow_exec_is_matched_exactly_as_the_kubeconfig_names_the_command(accelbench, standin, tmp_path):
     outside = Outside(tmp_path)
-    api = standin(completes)
-    script, marker = credential_script(tmp_path)
-    config = kubeconfig(tmp_path / "kubeconfig", api.url, exec_user(script))
+    api, script, marker, config = planted(standin, tmp_path)
     near = api.cluster_file(kubeconfig=str(config), allow_exec=[script.name, f"{script}/"])  # not the same text
     refused(accelbench("run", CASE, "--timeout", "30", "--cluster", near), f"allow_exec: [{script}]")
     assert not marker.exists()

@@ -12,7 +12,6 @@ import signal
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 from run_benchmarks.results.store.store import ResultStore
 
@@ -64,7 +63,6 @@ def test_the_first_of_three_runs_at_once_says_live_that_the_others_started_besid
 
 VICTIM = '''
 import time
-from pathlib import Path
 
 from tests.signal_faults import LONG, start
 

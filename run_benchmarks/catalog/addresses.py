@@ -36,6 +36,14 @@ def address_problem(address: str) -> Optional[str]:
     return None
 
 
+def checked_address(address: str) -> str:
+    """``address`` when it may name a host; a ValueError (a schema's refusal) saying why when not."""
+    problem = address_problem(address)
+    if problem:
+        raise ValueError(f"address {address[:100]!r} is {problem}; give a host name or the host's IP address")
+    return address
+
+
 def is_this_machine(address: str) -> bool:
     """Whether ``address`` is one of this machine's own (a socket can bind to it)."""
     try:

@@ -9,7 +9,7 @@ from typing import Any, Literal, Optional, Union
 
 from pydantic import Field, NonNegativeFloat, PositiveFloat, conint, field_validator, model_validator
 
-from run_benchmarks.catalog.addresses import address_problem
+from run_benchmarks.catalog.addresses import checked_address
 from run_benchmarks.catalog.config import CASE_NAME, Strict
 from run_benchmarks.catalog.kubernetes_spec import KubernetesSpec, system_folder
 
@@ -86,10 +86,7 @@ class HostSpec(Strict):
     @field_validator("address")
     @classmethod
     def _one_machine(cls, address: str) -> str:
-        problem = address_problem(address)
-        if problem:
-            raise ValueError(f"address {address[:100]!r} is {problem}; give a host name or the host's IP address")
-        return address
+        return checked_address(address)
 
     @model_validator(mode="after")
     def _absolute_remote_folders(self) -> "HostSpec":

@@ -19,6 +19,7 @@ import yaml
 from training.contract import perflog
 
 from run_benchmarks.execute import outcome
+from run_benchmarks.execute.beside import RunsBeside
 from run_benchmarks import signals
 from run_benchmarks.backends.fanout import fan_out
 from run_benchmarks.backends.hosts import Host, Job
@@ -31,13 +32,11 @@ from run_benchmarks.backends.runtimes import RunRuntimes
 from run_benchmarks.backends.schedulers import Scheduler
 from run_benchmarks.results.store.store import ResultStore
 from run_benchmarks.results.store.faults import StoreUnavailable
-from run_benchmarks.results.store.overlap import started_beside
 
 MONITOR_GRACE_S = 5.0
 POLL_S = 0.5  # how often the orchestrator looks at its nodes; it shares the cores being measured
 ENDING_POLL_S = 0.05  # once rank 0 has written its end record nothing is measured any more: notice the exit soon
 STOP_GRACE_S = 10.0
-BESIDE_POLL_S = 2.0  # how often the store is read for runs started beside this one
 START_RETRIES = 2  # extra attempts for a round whose ranks never connected (Framework.start_error)
 
 
@@ -64,8 +63,7 @@ class RoundExecutor:
         self.scheduler = scheduler or preflight.scheduler  # where the nodes come from, how they start and end
         self.orchestrator_env, self.results, self.store, self.clock = orchestrator_env, results, store, clock
         self.machine_warnings = list(machine_warnings)  # found at preflight: other runs on these hosts
-        self.beside: set[str] = set()  # runs started beside this one, said live already (_say_runs_beside)
-        self.beside_at = 0.0
+        self.beside = RunsBeside(store, preflight.plan.run_id, self.machine_warnings, reporter)
 
     def run(self, case: CasePlan, rnd: RoundPlan) -> None:
         """A round whose ranks never connected (no step done) is not a result: keep its logs aside, run again."""
@@ -160,29 +158,8 @@ class RoundExecutor:
             step = watcher.latest_step()
             if step is not None:
                 self.reporter.progress(case, rnd, step, watcher.live)
-            self._say_runs_beside(case, rnd)
+            self.beside.look(str(case.name), rnd.index)
             time.sleep(ENDING_POLL_S if watcher.ended else POLL_S)
-
-    def _say_runs_beside(self, case: CasePlan, rnd: RoundPlan) -> None:
-        """Another run started on this machine while this one runs: said on the terminal when it is seen (the
-        store's runs, read every BESIDE_POLL_S), as the later run says it of this one at its preflight; the
-        round's record names it when the round ends (store/overlap.py)."""
-        if self.store is None or time.monotonic() - self.beside_at < BESIDE_POLL_S:
-            return
-        self.beside_at = time.monotonic()
-        for other in started_beside(self.store.conn, self.preflight.plan.run_id):
-            named = f"run {other['run_id']}" in " ".join(self.machine_warnings)  # preflight said it already
-            if other["run_id"] in self.beside or named:
-                continue
-            self.beside.add(other["run_id"])
-            text = (f"another run, {other['run_id']}, started on this machine at {other['started_at']} (orchestrator "
-                    f"pid {other['orchestrator_pid']}) while round {rnd.index} of {case.name} runs: figures from now "
-                    "on may be low where they share cores or devices")
-            notice = getattr(self.reporter, "notice", None)  # a reporter without one: stderr as it is
-            if notice is not None:
-                notice(text)
-            else:
-                print(f"accelbench: warning: {text}", file=sys.stderr, flush=True)
 
     def _stop(self, rnd: RoundPlan, jobs: dict[int, Job], monitors: dict[int, Job], result: RoundResult) -> None:
         """Stop every node's launcher and monitor. A node whose engine or connection is gone cannot be asked:

@@ -87,9 +87,8 @@ BACKWARDS_SLACK_S = 2.0  # ranks' lines interleave in one file, each stamped by 
 
 
 class Span:
-    """A log's earliest and latest time stamps: all that is kept of them, however many lines carry one, and
-    the first stamp that went back in time by more than BACKWARDS_SLACK_S (``back``: the latest stamp before
-    it, and it), if any did."""
+    """A log's earliest and latest time stamps (all that is kept of them), and the first stamp that went back
+    by more than BACKWARDS_SLACK_S (``back``: the latest stamp before it, and it), if any did."""
 
     def __init__(self) -> None:
         self.first: Optional[datetime] = None
