@@ -1,7 +1,8 @@
 """What every hostile-input test asserts beside its exit code and its message: that nothing the input named
 ran (no marker file appeared) and that nothing was written outside the test's own folders: the checkout
-(git's view, ignored folders included), the home folder (and its ~/.kube), and the pytest base folder's
-other tests' folders stay as they were, and no process mentions the test's folder any more."""
+(git's view, ignored folders included, Python's __pycache__ aside: another lane may import a module first),
+the home folder (and its ~/.kube), and the pytest base folder's other tests' folders stay as they were, and no
+process mentions the test's folder any more."""
 from __future__ import annotations
 
 import os
@@ -30,7 +31,8 @@ class Outside:
         status = subprocess.run(["git", "status", "--porcelain", "--ignored"], cwd=ROOT, capture_output=True,
                                 text=True, timeout=60).stdout
         home = Path.home()
-        return ({f"checkout: {line}" for line in status.splitlines()} | _entries(home) | _entries(home / ".kube")
+        return ({f"checkout: {line}" for line in status.splitlines() if "__pycache__" not in line}  # Python's own
+                | _entries(home) | _entries(home / ".kube")
                 | (_entries(self.tmp_path.parent) - {str(self.tmp_path)}))
 
     def unchanged(self) -> None:
