@@ -121,6 +121,10 @@ def _fill(out: Checked, table, means: dict, seq, batch) -> None:
         out.values["samples_per_s"] = (means["samples_per_s_from_batch"], (
             f"derived from the log: sum({table.key_of('global_batch')} x steps) / sum(step time x steps) over the "
             "steady lines"))
+    elif "samples_per_s" not in out.values and _usable(batch) and _usable(means.get("mean_step_s")):
+        out.values["samples_per_s"] = (batch / means["mean_step_s"], (
+            f"derived from the log: its {table.key_of('global_batch')} {batch:,.6g} (a setting) / the steady lines' "
+            "mean step time"))
     if "tokens_per_s" in out.values or "tokens_per_s_per_device" in out.values:
         return
     if "tokens_per_s_from_steps" in means:

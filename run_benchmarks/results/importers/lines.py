@@ -9,8 +9,9 @@ field table) and hands it here; what follows is the same for all of them:
   skip lines, and a line after a gap is still one interval's mean. The interval is the one the log states
   (Megatron's ``log_interval``, the Trainer's ``logging_steps``, NeMo's ``log_every_n_steps``), else the
   smallest gap between consecutive lines (a first line at step 1, the report torchtitan and Megatron-LM print
-  of the first step, and a last line that ends the run between two log points are left out of that smallest
-  gap). A line never covers more than the gap back to the line before it.
+  of the first step, is left out of that smallest
+  gap; where the tool prints an interval's time and its steps/s, their product counts each line's steps). A
+  line never covers more than the gap back to the line before it.
 - **Warm-up**: the first ``skip_intervals`` lines of a rank, and any later line whose interval reaches back
   into theirs (Megatron-LM's line after its first-iteration report still averages that first iteration).
 - **Ranks**: lines may carry a rank prefix (torchrun's ``[rank3]:`` or ``[default3]:``, srun's ``3: ``).
@@ -48,6 +49,21 @@ def rank_prefix(line: str) -> tuple[Optional[int], str]:
     if not found:
         return None, line
     return int(found.group(1) or found.group(2)), line[found.end():]
+
+
+_NUMBER = re.compile(r"[-+]?(?:\d+(?:\.\d*)?(?:[eE][-+]?\d+)?|nan|inf)")
+
+
+def pipe_pairs(text: str) -> list[tuple[str, str]]:
+    """``key: number`` of each ``|``-separated field (the number after a field's last colon): Megatron's and NeMo
+    2's lines."""
+    out = []
+    for piece in text.split("|"):
+        before, colon, value = piece.rpartition(":")
+        key, value = before.rsplit(":", 1)[-1].strip(), value.strip()
+        if colon and key and _NUMBER.fullmatch(value):
+            out.append((key, value))
+    return out
 
 
 @dataclass
@@ -193,15 +209,11 @@ class LineLog:
 
 
 def _smallest_gap(steps: list[int]) -> int:
-    """The log interval from the steps alone: the smallest gap, leaving out a first line at step 1 and a last
-    line off the others' grid (a run that ended between log points), where other gaps remain."""
+    """The log interval from the steps alone: the smallest gap between consecutive lines, leaving out the gap
+    from a first line at step 1 (torchtitan's and Megatron-LM's report of the first step) where others remain."""
     gaps = [b - a for a, b in zip(steps, steps[1:]) if b > a]
     if len(steps) > 2 and steps[0] == 1:
         gaps = gaps[1:]
-    if len(gaps) > 1:
-        regular = min(gaps[:-1])
-        if steps[-1] % regular:
-            gaps = gaps[:-1]
     return max(1, min(gaps)) if gaps else max(1, steps[0])
 
 

@@ -24,25 +24,13 @@ from typing import Optional
 from run_benchmarks.results.importers import Imported, Span, read_lines, register
 from run_benchmarks.results.importers.fields import FieldTable
 from run_benchmarks.results.importers.line_figures import figures
-from run_benchmarks.results.importers.lines import MAX_STEP_DIGITS, Errors, LineLog, Reading, rank_prefix
+from run_benchmarks.results.importers.lines import MAX_STEP_DIGITS, Errors, LineLog, Reading, pipe_pairs, rank_prefix
 from run_benchmarks.results.importers.megatron_fields import MEGATRON, MEGATRON_DEEPSPEED
 
 _ITERATION = re.compile(r"\biteration\s+(\d+)\s*/\s*(\d+)\s*\|(.*)")
-_NUMBER = re.compile(r"[-+]?(?:\d+(?:\.\d*)?(?:[eE][-+]?\d+)?|nan|inf)")
 _STAMP = re.compile(r"^\s*\[(\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2})(?:\.\d{1,9})?\]")
 _MEMORY = re.compile(r"(?:\[Rank (\d{1,6})\] )?\(after (\d+) iterations\) memory \(MB\)(.*)")
 _ARGUMENT = re.compile(r"^\s*(\w{1,80}) \.{3,} (\S{1,40})\s*$")
-
-
-def pipe_pairs(text: str) -> list[tuple[str, str]]:
-    """``key: number`` of each ``|``-separated field (the number after a field's last colon)."""
-    out = []
-    for piece in text.split("|"):
-        before, colon, value = piece.rpartition(":")
-        key, value = before.rsplit(":", 1)[-1].strip(), value.strip()
-        if colon and key and _NUMBER.fullmatch(value):
-            out.append((key, value))
-    return out
 
 
 def read(path: Path, table: FieldTable, world_size: Optional[int], skip_intervals: int) -> Imported:

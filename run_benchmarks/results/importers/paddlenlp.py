@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Optional
 
 from run_benchmarks.results.importers import Imported, Span, read_lines, register
-from run_benchmarks.results.importers.fields import FieldTable
+from run_benchmarks.results.importers.fields import SETTINGS, FieldTable
 from run_benchmarks.results.importers.line_figures import figures
 from run_benchmarks.results.importers.lines import MAX_STEP_DIGITS, Errors, LineLog, Reading, rank_prefix
 from run_benchmarks.results.importers.paddle_fields import ERNIEKIT, PADDLEFORMERS, PADDLENLP
@@ -63,6 +63,18 @@ def _interval(line: str, table: FieldTable) -> Optional[tuple[int, dict]]:
     return int(old.group(1)), table.read(pairs)
 
 
+def _setting(line: str, table: FieldTable) -> Optional[tuple[str, float]]:
+    """(meaning, value) of an argument line that states a setting (``logging_steps   : 10``), else None."""
+    found = _SETTING.search(line) if "] - " in line else None
+    if found is None:
+        return None
+    key, value = found.groups()
+    for meaning, number in table.read([(_SEQ.get(key, key), value)]).items():
+        if meaning in SETTINGS:
+            return meaning, number
+    return None
+
+
 def read(path: Path, table: FieldTable, world_size: Optional[int], skip_intervals: int) -> Imported:
     notes: list[str] = []
     span, errors, log = Span(), Errors(), LineLog(table, skip_intervals)
@@ -81,13 +93,11 @@ def read(path: Path, table: FieldTable, world_size: Optional[int], skip_interval
             log.add(Reading(step, values, rank))
         elif "eval_" in line and ("eval_loss" in line or "eval_runtime" in line):
             log.evaluations += 1
+        elif (said := _setting(line, table)) is not None:  # an argument the Trainer printed: name  : value
+            log.setting(*said)
         elif "train_" in line:
             summary.update({k: float(v) for k, v in _PAIR.findall(line) if k.startswith("train_")})
             summary.update({k: float(v) for k, v in _SUMMARY.findall(line)})
-        elif "] - " in line and (setting := _SETTING.search(line)):
-            key, value = setting.groups()
-            for meaning, number in table.read([(_SEQ.get(key, key), value)]).items():
-                log.setting(meaning, number)
         if "ffective" in line and (effective := _EFFECTIVE.search(line)):
             summary["effective_tokens_per_second"] = float(effective.group(1))
         if SKIPPED in line:
