@@ -38,7 +38,7 @@ from run_benchmarks.catalog.config import Layer, merge, parse_assignment, valida
 from run_benchmarks.errors import UserError
 from run_benchmarks.results import derive
 from run_benchmarks.results.figure_checks import impossible
-from run_benchmarks.results.importers import Imported
+from run_benchmarks.results.importers import Imported, crosscheck
 
 # Figures any parser may yield; a log that yields none of them gave nothing to store.
 FIGURES = ("tokens_per_s_per_device", "tokens_per_s_total", "samples_per_s", "samples_per_s_per_device",
@@ -138,6 +138,7 @@ def complete(imported: Imported, facts: CaseFacts, world_size: int) -> None:
                                  f"--set model.seq_len={logged_seq})")
     if facts.precision:
         m.setdefault("precision", facts.precision)
+    crosscheck.device_memory(imported, facts.memory_total_bytes)  # a logged memory share against the hardware's size
     if facts.memory_total_bytes and "memory_total_bytes" not in m:
         m["memory_total_bytes"], m["memory_total_source"] = facts.memory_total_bytes, "declared"
     _throughput(imported, facts, world_size)
