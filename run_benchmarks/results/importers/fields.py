@@ -105,7 +105,7 @@ class FieldTable:
 
     def markdown(self) -> str:
         """The table as the README prints it."""
-        rows = [f"| `{f.key}` | {f.meaning} | {f.unit or '-'}{f' (x {f.scale:g})' if f.scale != 1 else ''} "
+        rows = [f"| `{f.key}` | {f.meaning} | {f.unit or '-'} "
                 f"| {f.per} | {f.span} | `{f.source}`{(' — ' + f.note) if f.note else ''} |" for f in self.fields]
         return "\n".join(["| field | meaning | printed unit | per | covers | printed by |",
                           "| --- | --- | --- | --- | --- | --- |", *rows])
