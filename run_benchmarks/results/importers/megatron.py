@@ -21,9 +21,9 @@ import re
 from pathlib import Path
 from typing import Optional
 
-from run_benchmarks.results.importers import Imported, Span, read_lines, register
+from run_benchmarks.results.importers import Imported, Span, read_lines
 from run_benchmarks.results.importers.fields import FieldTable
-from run_benchmarks.results.importers.line_figures import figures
+from run_benchmarks.results.importers.line_figures import figures, register_table
 from run_benchmarks.results.importers.lines import MAX_STEP_DIGITS, Errors, LineLog, Reading, pipe_pairs, rank_prefix
 from run_benchmarks.results.importers.megatron_fields import MEGATRON, MEGATRON_DEEPSPEED
 
@@ -63,13 +63,7 @@ def read(path: Path, table: FieldTable, world_size: Optional[int], skip_interval
     return figures(log, world_size, span, errors, notes)
 
 
-@register("megatron", 1, "Megatron-LM / Megatron-Core iteration lines (step time, TFLOP/s/GPU, skipped "
-                         "iterations), memory (MB) with or without [Rank N], arguments")
-def parse(path: Path, world_size, skip_intervals: int = 1) -> Imported:
-    return read(path, MEGATRON, world_size, skip_intervals)
-
-
-@register("megatron-deepspeed", 1, "Megatron-DeepSpeed iteration lines (samples per second, tgs, TFLOPs, "
-                                   "actual seqlen), memory (MB)")
-def parse_deepspeed(path: Path, world_size, skip_intervals: int = 1) -> Imported:
-    return read(path, MEGATRON_DEEPSPEED, world_size, skip_intervals)
+register_table("megatron", 1, "Megatron-LM / Megatron-Core iteration lines (step time, TFLOP/s/GPU, skipped "
+                              "iterations), memory (MB) with or without [Rank N], arguments", read, MEGATRON)
+register_table("megatron-deepspeed", 1, "Megatron-DeepSpeed iteration lines (samples per second, tgs, TFLOPs, "
+                                        "actual seqlen), memory (MB)", read, MEGATRON_DEEPSPEED)
