@@ -11,6 +11,8 @@ workload the run path would train resolves here, and the same definitions apply 
     TFLOP/s/device   flops_per_token x tokens/s/device / 1e12    (training/contract/flops.py, as a run's)
     MFU              TFLOP/s/device / the vendor's peak for the case's precision
 
+(TFLOP/s, MFU and its note by results/derive.py: the functions a run's round uses, not a copy of them.)
+
 An import that names no case stores the log's own figures only (``hardware_facts``: the declared memory
 and nothing else): tokens/s where the log counts tokens or states its sequence length, no TFLOP/s or MFU
 of accelbench's formula (they need a case's model, and MFU its precision's peak); a warning says which
