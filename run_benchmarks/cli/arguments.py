@@ -15,6 +15,7 @@ from training.contract.names import GEMM_DTYPES
 
 from run_benchmarks import __version__
 from run_benchmarks.catalog import casename
+from run_benchmarks.cli.parser import ArgumentParser
 from run_benchmarks.cli.exit_codes import EXIT_CONVERGENCE, EXIT_NOTHING_CHECKED, EXIT_REGRESSION
 from run_benchmarks.results.store.schema import FILTER_KEYS
 
@@ -26,7 +27,7 @@ CALIBRATE = ("``accelbench calibrate HARDWARE``: run the GEMM micro-benchmark on
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = ArgumentParser(
         prog="accelbench",
         description="Benchmark AI training across vendors, frameworks and parallel layouts.",
         epilog=f"case names: {casename.FORMAT}, e.g. {casename.EXAMPLE}",
