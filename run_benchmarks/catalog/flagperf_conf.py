@@ -33,10 +33,10 @@ class Key:
 KEYS: dict[str, Key] = {
     "VENDOR": Key(TEST_CONF, "checked", "the vendor whose vendor.yaml declares each case's hardware (as start_task's "
                                         "--vendor)"),
-    "ACCE_CONTAINER_OPT": Key(TEST_CONF, "ignored", "the container's options are the vendor's "
-                                                    "(frameworks.<framework>.container in vendors/<vendor>/vendor.yaml): "
-                                                    "accelbench starts containers through the Docker SDK, not a docker "
-                                                    "command line"),
+    "ACCE_CONTAINER_OPT": Key(TEST_CONF, "ignored", "the container's options are the vendor's (frameworks."
+                                                    "<framework>.container in vendors/<vendor>/vendor.yaml): "
+                                                    "accelbench starts containers through the Docker SDK, not a "
+                                                    "docker command line"),
     "ACCE_VISIBLE_DEVICE_ENV_NAME": Key(TEST_CONF, "checked", "the accelerator kind's visible-devices variable (as "
                                                               "--visible_dev_env; \"\" for a kind without one)"),
     "PIP_SOURCE": Key(TEST_CONF, "ignored", "the image is built from the vendor's Dockerfile (vendors/<vendor>/"
@@ -119,7 +119,8 @@ def _port(item: Assigned, name: str, where: str) -> int:
     if isinstance(value, str) and value.strip().isdigit():
         value = int(value)
     if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 65535:
-        raise UserError(f"{where}: {name} = {item.value!r}: not a port", f"a port from 1 to 65535, e.g. {name} = \"22\"")
+        raise UserError(f"{where}: {name} = {item.value!r}: not a port",
+                        f"a port from 1 to 65535, e.g. {name} = \"22\"")
     return value
 
 

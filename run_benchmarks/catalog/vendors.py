@@ -175,6 +175,10 @@ class Hardware:
         """The peak for ``precision`` and, when there is none, why not."""
         key = PEAK_KEY_FOR_PRECISION.get(precision, precision)
         peak = self.spec.peak_tflops.get(key)
+        if peak is None and self.on_cpu:  # no datasheet to copy a peak from: measure one, never guess one
+            return None, (f"no {key} peak for {self.name}: a CPU has no datasheet peak (it depends on the model, "
+                          f"clock and vector units); `accelbench calibrate {self.name}` measures one, and MFU is "
+                          "then shown against it")
         if peak is None:
             return None, (f"no {key} peak for {self.name}: set accelerators.{self.name}.peak_tflops.{key} "
                           f"in {self.vendor_dir / 'vendor.yaml'}")

@@ -211,7 +211,7 @@ def add_report(sub) -> None:
 def add_table(sub) -> None:
     table = sub.add_parser(
         "table", help="a reference table's shape from stored runs: finetune (Paddle vs Torch, LoRA and full)",
-        description="finetune: one row per model x method (LoRA, full finetune) x GPUs x global batch; each "
+        description="finetune: one row per model x method (LoRA, full finetune) x devices x global batch; each "
                     "framework's setup and effective tokens/s per device (padding excluded, mean ± CV over the "
                     "ok rounds of that workload), speedup Paddle/Torch; OOM where every round ran out of memory. "
                     "HTML adds a grouped bar chart per model.",

@@ -146,7 +146,8 @@ class FlagPerfRun:
                 raise UserError(f"--data_dir {self.data_dir}: the cases named read different data",
                                 "give one case name with --data_dir")
             sets = found
-        self.notes.append(f"--data_dir {self.data_dir}: data.source {sets['data.source']}, data.path {sets['data.path']}")
+        self.notes.append(f"--data_dir {self.data_dir}: data.source {sets['data.source']}, "
+                          f"data.path {sets['data.path']}")
         return [f"{key}={json.dumps(value)}" for key, value in sets.items()]
 
 
