@@ -199,3 +199,12 @@ def test_flagperfs_folder_is_scripts_outside_the_worker_package():
 
     graph = grimp.build_graph("training", cache_dir=None)
     assert not [m for m in graph.modules if m.startswith("training.run_benchmarks")]
+
+
+def test_the_readme_tables_every_key_run_py_reads():
+    from run_benchmarks.catalog.flagperf_conf import KEYS
+
+    section = (ROOT / "README.md").read_text().split("### FlagPerf's run.py", 1)[1].split("\n## ", 1)[0]
+    rows = {line.split("|")[1].strip().split(" ")[0].strip("`") for line in section.splitlines()
+            if line.startswith("| `")}
+    assert rows == set(KEYS)
