@@ -14,27 +14,12 @@ import pytest
 import setuptools
 
 from run_benchmarks.cli import flagperf_run
-from run_benchmarks.cli import run as cli_run
 
 from .conftest import ROOT, write
-from .test_flagperf_options import ISSUE
+from .test_flagperf_options import ISSUE, plans  # noqa: F401 - fixture
 
 SCRIPTS = ROOT / "training/run_benchmarks"
 DATA = ("gpt_en_dataset_300m_ids.npy", "gpt_en_dataset_300m_idx.npz")
-
-
-@pytest.fixture
-def plans(monkeypatch):
-    """Every plan a dry run prints, as the objects the CLI built."""
-    seen = []
-    printed = cli_run.print_plan
-
-    def capture(console, plan):
-        seen.append(plan)
-        printed(console, plan)
-
-    monkeypatch.setattr(cli_run, "print_plan", capture)
-    return seen
 
 
 def test_the_published_command_from_flagperfs_folder_plans_sharding_stage2_over_8_devices(tmp_path):
@@ -144,6 +129,20 @@ def test_run_py_plans_every_case_of_cases_with_its_data_on_cluster_confs_hosts(a
                  "HOSTS 10.1.2.2: node 0 over SSH on port 2200", "PIP_SOURCE", "HOSTS_PORTS",
                  "CLEAR_CACHES", "FLAGPERF_LOG_LEVEL = 'debug': accepted"):
         assert said in done.stdout, said
+
+
+def test_flagperfs_newer_case_names_with_the_config_in_the_hardware_field_run_that_config(accelbench, flagperf,
+                                                                                           plans):
+    test = TEST_CONF.replace('"gpt3_13B:paddle_2.5.1:A100:2:8:1"', '"gpt3_13B:paddle_2.5.1:TP1PP1SH2SP8A10040G:1:8:1"')
+    done = flagperf(accelbench, "--dry-run", test=test)
+    assert done.returncode == 0, done.stderr
+    case = plans[0].cases[1]
+    assert (str(case.name), case.hardware.name) == ("gpt3_13B:paddle_2.5.1:A100_40G:1:8", "A100_40G")
+    assert case.extern_config == ROOT / "vendors/nvidia/gpt3_13B/paddle/config_TP1PP1SH2SP8A10040Gx1x8.yaml"
+    assert (case.workload.parallel.sharding, case.workload.parallel.sharding_parallel_degree) == ("stage2", 8)
+    assert "the hardware field TP1PP1SH2SP8A10040G names nvidia's extern config" in done.stdout
+    unknown = flagperf(accelbench, "--dry-run", test=test.replace("TP1PP1SH2SP8A10040G", "TP9PP9X1"))
+    assert unknown.returncode == 2 and "unknown hardware 'TP9PP9X1'" in unknown.stderr
 
 
 def test_run_py_command_line_wins_log_root_and_cluster(accelbench, flagperf, plans, tmp_path):

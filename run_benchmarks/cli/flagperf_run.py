@@ -17,6 +17,7 @@ from typing import Optional, Sequence
 
 from run_benchmarks.catalog import casename, flagperf_conf
 from run_benchmarks.catalog.config_files import CaseEntry, ClusterSpec
+from run_benchmarks.catalog.vendors import accelerator_in_config_name
 from run_benchmarks.cli.arguments import add_run_options
 from run_benchmarks.cli.console import print_error
 from run_benchmarks.cli.flagperf import check_hardware
@@ -39,7 +40,8 @@ class ConfRun:
     def prepare(self, args: argparse.Namespace, inputs: PlanInputs) -> PlanInputs:
         """The cases with their data, the hosts, and the vendor and variable checked against each case."""
         conf, where = self.conf, self.conf.where
-        names = [casename.parse(case.text) for case in conf.cases]
+        named = [self._hardware_field(casename.parse(case.text), case, inputs) for case in conf.cases]
+        names = [name for name, _ in named]
         check_hardware(names, inputs, (conf.vendor, f"VENDOR = {conf.vendor!r} ({where.get('VENDOR')})"),
                        (conf.visible_env, f"ACCE_VISIBLE_DEVICE_ENV_NAME = {conf.visible_env!r} "
                                           f"({where.get('ACCE_VISIBLE_DEVICE_ENV_NAME')})"), self.notes)
@@ -49,17 +51,35 @@ class ConfRun:
             self.notes.append(f"{conf.cluster_conf}: not read; the hosts are --cluster {args.cluster}'s")
         remote = any(h.backend != "local" for h in inputs.cluster.hosts)
         entries = []
-        for case, name in zip(conf.cases, names):
+        for case, (name, extern) in zip(conf.cases, named):
             said = f"CASES[{case.text!r}] ({case.where})"
             sets = {} if case.data is None else data_settings(inputs.catalog.resolve(name.case).task, name.case,
                                                                case.data, said, remote)
-            entries.append(CaseEntry(case=case.text, set=sets))
+            entries.append(CaseEntry(case=str(name), extern_config=extern, set=sets))
             self.notes.append(f"{said}: " + (f"data.source {sets['data.source']}, data.path {sets['data.path']}"
                                              if sets else "the case's own data"))
         if conf.log_level is not None:
             self.notes.append(f"FLAGPERF_LOG_LEVEL = {conf.log_level!r}: accepted; accelbench has one output level")
         self.notes += conf.notes
         return replace(inputs, test_conf=inputs.test_conf.model_copy(update={"cases": entries}))
+
+    def _hardware_field(self, name: casename.CaseName, case: flagperf_conf.ConfCase,
+                        inputs: PlanInputs) -> tuple[casename.CaseName, Optional[str]]:
+        """FlagPerf's newer case names put the extern config's name in the hardware field
+        (``gpt3_6.7B:paddle_2.5.1:TP1PP1SH2SP8A10040G:1:8:1``): where no vendor declares that hardware and
+        VENDOR ships ``config_<field>x<nnodes>x<nproc>`` for the case, that config runs on the accelerator its
+        name ends in (A100_40G). Otherwise the name stays as written (and an unknown hardware is refused)."""
+        spec = inputs.vendors.vendors.get(self.conf.vendor or "")
+        if name.hardware in inputs.vendors.hardware or spec is None:
+            return name, None
+        stem = f"config_{name.hardware}x{name.nnodes}x{name.nprocs_per_node}"
+        folder = inputs.paths.vendors_dir / self.conf.vendor / name.case / name.framework
+        accelerator = accelerator_in_config_name(stem, spec)
+        if accelerator is None or not any((folder / f"{stem}{suffix}").is_file() for suffix in (".yaml", ".py")):
+            return name, None
+        self.notes.append(f"CASES[{case.text!r}] ({case.where}): the hardware field {name.hardware} names "
+                          f"{self.conf.vendor}'s extern config {stem}, run on {accelerator}")
+        return replace(name, hardware=accelerator), stem
 
     def _cluster(self, inputs: PlanInputs) -> PlanInputs:
         conf = self.conf
