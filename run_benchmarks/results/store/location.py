@@ -79,7 +79,8 @@ def parse(text: str, base: Optional[Path] = None) -> StoreLocation:
         rest = text[len(match.group(0)):]  # SQLAlchemy's form: sqlite:///relative.db, sqlite:////absolute.db
         if not rest.startswith("/") or rest == "/":
             raise LocationError(f"{text[:200]!r} names no file (an in-memory store would keep nothing)",
-                                "write sqlite:///relative/results.db or sqlite:////absolute/results.db, or the path alone")
+                                "write sqlite:///relative/results.db or sqlite:////absolute/results.db (or the path "
+                                f"alone); accelbench serves {SCHEMES_SAID}")
         return parse(rest[1:], base)
     return StoreLocation(url=_postgres_url(text))
 

@@ -226,7 +226,10 @@ class ResultStore(StoreRecovery):
                "CAST(SUM(CASE WHEN a.status = 'ok' THEN 1 WHEN a.status IS NULL THEN NULL ELSE 0 END) AS INTEGER) "
                f"AS ok, {self.conn.dialect.group_concat('a.case_name')} AS case_names FROM runs r "
                "LEFT JOIN attempts a ON a.run_id = r.run_id GROUP BY r.run_id ORDER BY r.started_at DESC")
-        return [_decode(r) for r in self.conn.execute(sql + (f" LIMIT {int(limit)}" if limit else ""))]
+        rows = [_decode(r) for r in self.conn.execute(sql + (f" LIMIT {int(limit)}" if limit else ""))]
+        for row in rows:  # in name order on either engine (neither orders a DISTINCT aggregate the same way)
+            row["case_names"] = ",".join(sorted(row["case_names"].split(","))) if row["case_names"] else None
+        return rows
 
     def has_run(self, run_id: str) -> bool:
         return self.conn.execute("SELECT 1 FROM runs WHERE run_id = ?", (run_id,)).fetchone() is not None
