@@ -1,8 +1,8 @@
 """``accelbench store copy FROM TO``: every run and attempt of one store into another, either engine to either
 (a team's SQLite files into its PostgreSQL database, or a database back into a file to take along).
 
-Rows are copied as stored, not re-derived: the same run ids, attempt ids (unless the target holds that id
-already: then a new one, said), row versions, JSON columns and log references (a run's ``log_dir``, an
+Rows are copied as stored, not re-derived: the same run ids, attempt ids (unless the target holds attempts of
+the same ids already: then every copied attempt gets a new id, in their order, which is said), row versions, JSON columns and log references (a run's ``log_dir``, an
 attempt's ``results_path``); the log folders themselves stay where they are. Each run is copied in one write
 transaction with its attempts, and a run the target holds already is left as it is there, so a copy that was
 cut short is run again to finish it and never doubles a row. The source is only read."""
@@ -17,11 +17,9 @@ from run_benchmarks.results.store.faults import StoreError
 from run_benchmarks.results.store.store import ResultStore
 
 
-def _insert(conn: Connection, table: str, row: dict, returning: str = "") -> Any:
+def _insert(conn: Connection, table: str, row: dict) -> None:
     columns = ", ".join(f'"{c}"' for c in row)
-    found = conn.execute(f"INSERT INTO {table} ({columns}) VALUES ({', '.join('?' for _ in row)}){returning}",
-                         list(row.values())).fetchone()
-    return found[0] if found is not None else None
+    conn.execute(f"INSERT INTO {table} ({columns}) VALUES ({', '.join('?' for _ in row)})", list(row.values()))
 
 
 def copy_store(source: ResultStore, target: ResultStore) -> list[str]:
@@ -35,8 +33,9 @@ def copy_store(source: ResultStore, target: ResultStore) -> list[str]:
     run_columns = sorted(source.columns("runs") & target.columns("runs"))
     attempt_columns = sorted(source.columns("attempts"))
     taken = {row[0] for row in target.conn.execute("SELECT id FROM attempts")}
+    keep_ids = not taken & {row[0] for row in source.conn.execute("SELECT id FROM attempts")}
     runs = source.conn.execute(f"SELECT {', '.join(run_columns)} FROM runs ORDER BY started_at, run_id").fetchall()
-    copied = attempts = renumbered = kept = 0
+    copied = attempts = kept = 0
     quoted = ", ".join(f'"{c}"' for c in attempt_columns)
     for run in runs:
         run_id = run["run_id"]
@@ -46,18 +45,11 @@ def copy_store(source: ResultStore, target: ResultStore) -> list[str]:
             if conn.execute("SELECT 1 FROM runs WHERE run_id = ?", (run["run_id"],)).fetchone():
                 return -1
             _insert(conn, "runs", {c: run[c] for c in run_columns})
-            fresh = 0
             for row in rows:
-                values = {c: row[c] for c in attempt_columns}
-                if values.get("id") in taken:
-                    del values["id"]  # the target holds that id: a new one, in the same order
-                    fresh += 1
-                    if conn.dialect.after_explicit_ids:  # the new id comes after every id given so far
-                        conn.execute(conn.dialect.after_explicit_ids)
-                taken.add(_insert(conn, "attempts", values, " RETURNING id"))
-            if conn.dialect.after_explicit_ids:
+                _insert(conn, "attempts", {c: row[c] for c in attempt_columns if keep_ids or c != "id"})
+            if keep_ids and conn.dialect.after_explicit_ids:
                 conn.execute(conn.dialect.after_explicit_ids)
-            return fresh
+            return len(rows)
 
         try:
             fresh = target._write(work, target.wait_s, WAIT_ENV, f"run {run_id}")
@@ -68,12 +60,13 @@ def copy_store(source: ResultStore, target: ResultStore) -> list[str]:
         if fresh < 0:
             kept += 1
             continue
-        copied, attempts, renumbered = copied + 1, attempts + len(rows), renumbered + fresh
+        copied, attempts = copied + 1, attempts + fresh
     lines = [f"copied {copied} run(s) with {attempts} attempt(s) from {source.where} to {target.where}"]
     if kept:
         lines.append(f"{kept} run(s) that {target.where} holds already were left as they are there")
-    if renumbered:
-        lines.append(f"{renumbered} attempt(s) got a new id: {target.where} held theirs already")
+    if attempts and not keep_ids:
+        lines.append(f"the {attempts} copied attempt(s) got new ids, in their order: {target.where} held attempts "
+                     "of the same ids already")
     orphans = source.conn.execute("SELECT COUNT(*) FROM attempts WHERE run_id NOT IN (SELECT run_id FROM runs)"
                                   ).fetchone()[0]
     if orphans:

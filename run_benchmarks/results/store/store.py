@@ -82,7 +82,8 @@ class ResultStore(StoreRecovery):
     def __init__(self, where: Union[StoreLocation, Path, str], wait_s: Optional[float] = None,
                  retry_s: Optional[float] = None, finalize: bool = True,
                  announce: Optional[Callable[[str], None]] = None, reader: bool = False):
-        self.location = where if isinstance(where, StoreLocation) else locations.file(Path(where))
+        self.location = (where if isinstance(where, StoreLocation) else locations.parse(where) if isinstance(where, str)
+                         else locations.file(Path(where)))
         self.path: Optional[Path] = self.location.path  # the SQLite file; None for a server
         self.where = str(self.location)  # as messages name the store (a URL never holds a password)
         self.wait_s = seconds_from_env(WAIT_ENV, DEFAULT_WAIT_S) if wait_s is None else wait_s
@@ -225,7 +226,7 @@ class ResultStore(StoreRecovery):
         sql = ("SELECT r.*, COUNT(a.id) AS attempts, "
                "CAST(SUM(CASE WHEN a.status = 'ok' THEN 1 WHEN a.status IS NULL THEN NULL ELSE 0 END) AS INTEGER) "
                f"AS ok, {self.conn.dialect.group_concat('a.case_name')} AS case_names FROM runs r "
-               "LEFT JOIN attempts a ON a.run_id = r.run_id GROUP BY r.run_id ORDER BY r.started_at DESC")
+               "LEFT JOIN attempts a ON a.run_id = r.run_id GROUP BY r.run_id ORDER BY r.started_at DESC, r.run_id DESC")
         rows = [_decode(r) for r in self.conn.execute(sql + (f" LIMIT {int(limit)}" if limit else ""))]
         for row in rows:  # in name order on either engine (neither orders a DISTINCT aggregate the same way)
             row["case_names"] = ",".join(sorted(row["case_names"].split(","))) if row["case_names"] else None
@@ -242,7 +243,7 @@ class ResultStore(StoreRecovery):
         """A run id from a full id, a unique prefix, or ``last``: the newest run of any source, the first row of
         ``accelbench runs`` (an import included, so that ``show last`` after an import shows it)."""
         if ref in ("last", "latest"):
-            row = self.conn.execute("SELECT run_id FROM runs ORDER BY started_at DESC LIMIT 1").fetchone()
+            row = self.conn.execute("SELECT run_id FROM runs ORDER BY started_at DESC, run_id DESC LIMIT 1").fetchone()
             if row is None:
                 raise UserError(f"{self.where} holds no run yet", "run a case first: accelbench run ...")
             return row[0]
