@@ -181,3 +181,19 @@ def test_sqlite_urls_and_test_conf_db_name_the_store(accelbench, root, tmp_path)
     bad = accelbench("runs", "--root", str(root))
     assert bad.returncode == 2 and f"{conf}: db:" in bad.stderr and "holds a password" in bad.stderr
     assert ":pw@" not in bad.stderr
+
+
+def test_only_the_store_talks_to_the_database():
+    """No module outside run_benchmarks/results/store/ imports sqlite3 or psycopg (lazy imports included): the
+    rest catches the store's own errors (faults.StoreError, StoreUnavailable)."""
+    import ast
+
+    found = []
+    for path in sorted((ROOT / "run_benchmarks").rglob("*.py")):
+        if path.parent == ROOT / "run_benchmarks" / "results" / "store":
+            continue
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
+                [node.module or ""] if isinstance(node, ast.ImportFrom) else []
+            found += [f"{path.relative_to(ROOT)}: {n}" for n in names if n.split(".")[0] in ("sqlite3", "psycopg")]
+    assert found == []

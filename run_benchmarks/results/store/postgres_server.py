@@ -8,7 +8,7 @@ a network cut) is opened again before the next statement that is not inside a wr
 retried whole by the store (store.py), within the same budget as a lock held elsewhere."""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Optional
+from typing import Any, Optional
 
 from run_benchmarks.errors import UserError
 from run_benchmarks.results.store.clock import WAIT_ENV
@@ -16,9 +16,6 @@ from run_benchmarks.results.store.connection import Connection, Result
 from run_benchmarks.results.store.dialect import POSTGRES, WRITE_LOCK_KEY
 from run_benchmarks.results.store.faults import StoreError, StoreUnavailable
 from run_benchmarks.results.store.schema import add_missing_columns, check_version, create_schema
-
-if TYPE_CHECKING:
-    from run_benchmarks.results.store.store import ResultStore
 
 CONNECT_TIMEOUT_S = 10  # libpq's own bound on reaching a server that does not answer (its minimum is 2)
 _LOCKED = ("55P03", "40001", "40P01")  # lock_not_available, serialization_failure, deadlock_detected
@@ -126,7 +123,7 @@ class PostgresConnection(Connection):
             self.raw.close()
 
 
-def open_server(store: "ResultStore", reader: bool) -> PostgresConnection:
+def open_server(store: Any, reader: bool) -> PostgresConnection:
     """The store's connection; a writer makes the tables in an empty database, a reader never does."""
     url = str(store.location)
     try:
@@ -151,7 +148,7 @@ def open_server(store: "ResultStore", reader: bool) -> PostgresConnection:
     return conn
 
 
-def open_error(store: "ResultStore", exc: StoreError) -> UserError:
+def open_error(store: Any, exc: StoreError) -> UserError:
     url = str(store.location)
     if exc.kind == "unreachable":
         failure = StoreUnavailable(f"the results store {url} cannot be reached: {exc}",

@@ -10,7 +10,7 @@ import secrets
 import sqlite3
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Optional
+from typing import Any, Optional
 from urllib.parse import quote
 
 from run_benchmarks.errors import UserError
@@ -22,9 +22,6 @@ from run_benchmarks.results.store.faults import (StoreCorrupt, StoreError, Store
                                                  locked_fix)
 from run_benchmarks.results.store.files import empty_file_error, file_size, held_by_another, write_blocked
 from run_benchmarks.results.store.schema import add_missing_columns, check_version, create_schema
-
-if TYPE_CHECKING:
-    from run_benchmarks.results.store.store import ResultStore
 
 _NO_HARD_LINKS = (errno.EPERM, errno.EOPNOTSUPP, errno.ENOTSUP, errno.EXDEV, errno.EMLINK, errno.ENOSYS)
 
@@ -62,7 +59,7 @@ class _Damaged(sqlite3.DatabaseError):
     """The integrity check found a problem."""
 
 
-def open_file(store: "ResultStore", reader: bool) -> SqliteConnection:
+def open_file(store: Any, reader: bool) -> SqliteConnection:
     """The store's connection; ``store.read_only`` says why a reader opened it read-only (None: to write)."""
     path = store.path
     size = file_size(path)
@@ -94,7 +91,7 @@ def open_file(store: "ResultStore", reader: bool) -> SqliteConnection:
     return conn
 
 
-def open_error(store: "ResultStore", exc: Exception) -> UserError:
+def open_error(store: Any, exc: Exception) -> UserError:
     path = store.path
     if is_locked(exc):
         return StoreUnavailable(f"the results store {path} is locked: another process has held a write "
@@ -154,7 +151,7 @@ def _create(path: Path) -> None:
                 pass
 
 
-def _open_read_only(store: "ResultStore", why: str) -> SqliteConnection:
+def _open_read_only(store: Any, why: str) -> SqliteConnection:
     """A reader's open of a store it cannot write (read-only media, another user's archive): SQLite's
     ``mode=ro``, which reads the -wal file too but needs its -shm file to exist or be creatable; else
     ``immutable=1``, which reads the main file alone (the store is then taken not to change while read).
