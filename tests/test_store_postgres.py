@@ -197,3 +197,10 @@ def test_only_the_store_talks_to_the_database():
                 [node.module or ""] if isinstance(node, ast.ImportFrom) else []
             found += [f"{path.relative_to(ROOT)}: {n}" for n in names if n.split(".")[0] in ("sqlite3", "psycopg")]
     assert found == []
+
+
+def test_without_the_driver_a_postgresql_store_names_the_extra_to_install(accelbench, monkeypatch):
+    monkeypatch.setitem(sys.modules, "psycopg", None)  # as where the postgres extra is not installed
+    done = accelbench("runs", "--db", "postgresql://bench@127.0.0.1:9/results")
+    assert done.returncode == 2 and "needs the psycopg driver" in done.stderr
+    assert "pip install 'accelbench[postgres]'" in done.stderr and "Traceback" not in done.stderr
