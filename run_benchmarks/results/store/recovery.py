@@ -221,7 +221,9 @@ class StoreRecovery:
                              "still running and stores its own attempts")
                 continue
 
-            def work(cur: Any, run_id=run_id, documents=documents, known=row is not None) -> str:
+            def work(cur: Any, run_id=run_id, documents=documents) -> str:
+                # asked again under the write lock: another repair may have rebuilt the run meanwhile
+                known = cur.execute("SELECT 1 FROM runs WHERE run_id = ?", (run_id,)).fetchone() is not None
                 if not known:
                     self._recreate_run(cur, run_id, documents)
                 added = self.add_missing(cur, run_id, documents, "repaired with accelbench store repair")
