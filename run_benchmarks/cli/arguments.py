@@ -15,6 +15,7 @@ from training.contract.names import GEMM_DTYPES
 
 from run_benchmarks import __version__
 from run_benchmarks.catalog import casename
+from run_benchmarks.cli.parser import ArgumentParser
 from run_benchmarks.cli.exit_codes import EXIT_CONVERGENCE, EXIT_NOTHING_CHECKED, EXIT_REGRESSION
 from run_benchmarks.results.store import location as store_location
 from run_benchmarks.results.store.location import StoreLocation
@@ -36,7 +37,7 @@ def db_argument(text: str) -> StoreLocation:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = ArgumentParser(
         prog="accelbench",
         description="Benchmark AI training across vendors, frameworks and parallel layouts.",
         epilog=f"case names: {casename.FORMAT}, e.g. {casename.EXAMPLE}",
@@ -231,7 +232,7 @@ def add_report(sub) -> None:
 def add_table(sub) -> None:
     table = sub.add_parser(
         "table", help="a reference table's shape from stored runs: finetune (Paddle vs Torch, LoRA and full)",
-        description="finetune: one row per model x method (LoRA, full finetune) x GPUs x global batch; each "
+        description="finetune: one row per model x method (LoRA, full finetune) x devices x global batch; each "
                     "framework's setup and effective tokens/s per device (padding excluded, mean ± CV over the "
                     "ok rounds of that workload), speedup Paddle/Torch; OOM where every round ran out of memory. "
                     "HTML adds a grouped bar chart per model.",

@@ -176,6 +176,6 @@ def check_run_args(args: argparse.Namespace) -> None:
 
 def print_flagperf_notes(console: Console, flagperf) -> None:
     if flagperf is not None and flagperf.notes:
-        console.print("FlagPerf's options, as this run takes them:", markup=False)
+        console.print(getattr(flagperf, "heading", "FlagPerf's options, as this run takes them:"), markup=False)
         for note in dict.fromkeys(flagperf.notes):
             console.print(f"  {note}", markup=False, soft_wrap=True)
