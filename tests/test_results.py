@@ -28,8 +28,10 @@ from training.contract.perflog import EndRecord, StartRecord, StepRecord
 from .conftest import ROOT, write
 
 
-def metrics_for(step_time: float, tokens: int = 4096, world: int = 2, steps: int = 6) -> dict:
-    """A round's metrics, computed from perf records of ranks that each take ``step_time`` a step."""
+def metrics_for(step_time: float, tokens: int = 4096, world: int = 2, steps: int = 6, peak: float | None = 100.0,
+                peak_note: str = "") -> dict:
+    """A round's metrics, computed from perf records of ranks that each take ``step_time`` a step, MFU against
+    ``peak`` (None: n/a, for ``peak_note``'s reason)."""
     ranks = []
     for rank in range(world):
         log = collect.RankLog(rank, start=StartRecord(
@@ -41,7 +43,7 @@ def metrics_for(step_time: float, tokens: int = 4096, world: int = 2, steps: int
             log.series.add_record(StepRecord(rank=rank, step=step, warmup=step < 2, step_time_s=step_time,
                                              tokens=tokens, loss=5.0 - step * 0.1))
         ranks.append(log)
-    return analyze.round_metrics(ranks, 100.0, "", samples_per_step=8).to_dict()
+    return analyze.round_metrics(ranks, peak, peak_note, samples_per_step=8).to_dict()
 
 
 def document(run_id: str, case: str, framework: str, step_time: float, round_: int = 1, status: str = "ok",
