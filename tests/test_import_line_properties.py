@@ -70,6 +70,7 @@ def test_the_figures_of_a_generated_log_are_its_truth(tmp_path, fmt, data):
     want, m = truth.expected(), result.metrics
     assert result.status == "ok", (result.reason, truth)
     assert result.details["rank"] == want["rank"] and result.details["measured"] == want["lines"], (result.details, truth)
+    assert result.details["validation_lines"] == len(truth.evals)  # read, counted, left out of training
     if fmt == "torchtitan":  # it prints tokens/s, and neither a step time nor a batch
         assert "step_time_s" not in m and "samples_per_s" not in m
         assert m["tokens_per_s_per_device"] == approx(want["tokens_per_s_per_device"])

@@ -42,10 +42,9 @@ def read(path: Path, table: FieldTable, world_size: Optional[int], skip_interval
         if stamp:
             span.see(stamp.group(1))
         iteration = _ITERATION.search(line) if "iteration" in line else None
-        if iteration and len(iteration.group(1)) <= MAX_STEP_DIGITS:
-            if "validation loss at" in line:
-                log.evaluations += 1
-                continue
+        if "validation loss at" in line:  # an evaluation's line: not training
+            log.evaluations += 1
+        elif iteration and len(iteration.group(1)) <= MAX_STEP_DIGITS:
             values = table.read(pipe_pairs(iteration.group(3)))
             if "step_time_s" in values:
                 if "seq_len" in values:
