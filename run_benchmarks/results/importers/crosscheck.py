@@ -15,6 +15,10 @@ them, where tools have been wrong (the 2022 PaddleNLP Trainer divides one step's
 whole interval's time). So a rate that disagrees is the one named: a warning says which field, what it implies
 and what the rest say, ``metrics["contradictions"]`` keeps it by its printed key, and the headline comes from
 the rest (samples/s from the batch and step time) or is left out.
+
+What no check can see: with ``logging_steps`` 1, the 2022 Trainer's figure is one device's samples/s, a whole
+batch per step, and only the layout (how many devices share the data) tells it from the job's; with no batch
+stated at all, only a samples/s under one sample per step is caught.
 """
 from __future__ import annotations
 
