@@ -366,8 +366,8 @@ def test_import_paddlenlp_and_mllog_logs_beside_accelbench_runs(accelbench, tmp_
     done = accelbench("import", str(broken), "--format", "mllog", "--case-name", "gpt3_13B:torch:A100:1:8",
                       "--db", str(db))
     assert done.returncode == 1 and "broken.log: failed" in done.stdout and "no run_stop event" in done.stdout
-    bad = accelbench("import", str(broken), "--format", "nemo", "--case-name", "x:torch:A100:1:8", "--db", str(db))
-    assert bad.returncode == 2 and "no log parser 'nemo'" in bad.stderr and "paddlenlp/1" in bad.stderr
+    bad = accelbench("import", str(broken), "--format", "maxtext", "--case-name", "x:torch:A100:1:8", "--db", str(db))
+    assert bad.returncode == 2 and "no log parser 'maxtext'" in bad.stderr and "paddlenlp/1" in bad.stderr
     unknown = accelbench("import", str(mlperf), "--format", "mllog", "--case-name", "gpt3_175B:torch:A100:1:8",
                          "--db", str(db))
     assert unknown.returncode == 2 and "no case 'gpt3_175B'" in unknown.stderr and "gpt3_13B" in unknown.stderr

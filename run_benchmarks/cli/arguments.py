@@ -265,13 +265,15 @@ def add_reference(sub) -> None:
 
 def add_import(sub) -> None:
     imp = sub.add_parser(
-        "import", help="store results from logs other tools wrote (MLPerf MLLOG, Megatron-LM, torchtitan, PaddleNLP)",
+        "import", help="store results from logs other tools wrote (MLPerf MLLOG, Megatron-LM/-Core/-DeepSpeed, NeMo, "
+                       "torchtitan, PaddleNLP, PaddleFormers, ERNIEKit)",
         description="Each file becomes one attempt (round 1, 2, ...) of one imported run. With --case-name, "
                     "accelbench's own TFLOP/s and MFU are derived from the case; without, only the log's own "
                     "figures are stored, under what the log says ran.")
     imp.add_argument("files", nargs="+", type=Path, metavar="LOG")
     imp.add_argument("--format", metavar="PARSER",  # not for a bundle (accelbench bundle), found by its manifest
-                     help="mllog, megatron, torchtitan or paddlenlp (newest version), or pinned: mllog/1, ...")
+                     help="mllog, megatron, megatron-deepspeed, nemo, torchtitan, paddlenlp, paddleformers or erniekit "
+                          "(newest version), or pinned: mllog/1, ...")
     imp.add_argument("--case-name", help=f"what ran, as a case of this checkout: {casename.FORMAT}, e.g. "
                                          "gpt3_6.7B:paddle_2.5.1:A100:1:8 (omit it for the log's own figures only)")
     imp.add_argument("--set", dest="assignments", action="append", default=[], metavar="KEY=VALUE",

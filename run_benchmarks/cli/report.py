@@ -14,7 +14,7 @@ from run_benchmarks.errors import UserError
 from run_benchmarks.pathnames import write_text_file
 from run_benchmarks.results.report import export, markdown
 from run_benchmarks.results.report.compare import FACT_FILTERS, Selection, compare, nothing_in_common
-from run_benchmarks.results.report.summary import summarize
+from run_benchmarks.results.report.summary import summarize, untrained_flags
 from run_benchmarks.results.report.terminal import checks_table, print_table, print_summaries
 from run_benchmarks.results.store.store import ResultStore
 from run_benchmarks.cli.store_options import open_store
@@ -180,4 +180,7 @@ def cmd_compare(args: argparse.Namespace, console: Console) -> int:
     print_table(console, compare_table(a, b, rows))
     for label, line in changed_parts(rows):  # where the step's time moved (both sides measured a breakdown)
         console.print(f"{label}: {line}", markup=False, highlight=False, soft_wrap=True)
+    for side, summary in ((side, getattr(row, side.lower())) for row in rows for side in ("A", "B")):
+        for flag in untrained_flags(summary.attempts) if summary is not None else []:  # why a side has no figure
+            console.print(f"⚑ {side} {summary.label}: {flag}", markup=False, highlight=False, soft_wrap=True)
     return EXIT_OK

@@ -199,6 +199,7 @@ def summarize(attempts: Sequence[Attempt], fields: Sequence[str] = KEY_FIELDS) -
     for what, members in groups.values():
         summary = CaseSummary(dict(zip(fields, case_key(members[0], fields))), members, what=what)
         summary.flags += [what.note] if what.note else []
+        summary.flags += untrained_flags(members)
         noisy = []  # (label, cv): throughput, TFLOP/s and MFU scale together, so one flag names them all
         for name in [f.key for f in FIGURES] + ["samples_per_step", "memory_total_bytes", "peak_memory_reserved_bytes",
                                                "device_memory_used_bytes"]:
@@ -214,6 +215,18 @@ def summarize(attempts: Sequence[Attempt], fields: Sequence[str] = KEY_FIELDS) -
             summary.flags.append(f"varies across {len(summary.ok)} rounds (> {CV_FLAG:.0%}): "
                                  + ", ".join(f"{label} {cv:.1%}" for label, cv in noisy))
         out.append(summary)
+    return out
+
+
+def untrained_flags(attempts: Sequence[Attempt]) -> list[str]:
+    """An imported round that trained nothing (importers/untrained.py): one flag line per round, its causes named,
+    so no view shows the row as a plain result."""
+    out = []
+    for attempt in attempts:
+        causes = (attempt.get("metrics") or {}).get("trained_nothing")
+        if causes:
+            out.append(f"round {attempt.get('round')} trained nothing (flag trained_nothing, status "
+                       f"{attempt.get('status')}): " + "; ".join(map(str, causes)))
     return out
 
 
