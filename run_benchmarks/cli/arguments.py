@@ -94,6 +94,10 @@ def add_run_options(parser: argparse.ArgumentParser) -> None:
                                                   "(default: this checkout; or $ACCELBENCH_ROOT)")
     parser.add_argument("--db", type=Path, help="results store every attempt is written to "
                                                 "(default: <log root>/results.db)")
+    parser.add_argument("--strict", action="store_true",
+                        help="refuse (exit 2, before anything runs) a case whose resolved workload departs from its "
+                             "case's policy (cases/policy.yaml, cases/<case>/policy.yaml); without it such a run "
+                             "runs and is marked non-compliant")
     parser.add_argument("--check", action="store_true",
                         help="after the run, check each figure against the case's and vendor's references.yaml, "
                              "and the loss curve against the case's loss_reference.yaml; "

@@ -228,7 +228,7 @@ def result_document(case: CasePlan, result: RoundResult, orchestrator_env: dict)
         wall_time_s=result.wall_time_s, results_path=str(result.dir / "results.json"),
         steps_completed=result.steps_completed, metrics=result.metrics.to_dict() if result.metrics else None,
         monitor=result.monitor, figures=result.figures, workload=case.workload.model_dump(mode="json"),
-        workload_hash=workload_hash(workload),
+        workload_hash=workload_hash(workload), compliance=case.compliance,
         environment=Environment(orchestrator=orchestrator_env, nodes=result.nodes))
 
 

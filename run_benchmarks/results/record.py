@@ -13,6 +13,8 @@ from typing import Any, Literal, Optional
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from run_benchmarks.catalog.compliance import Compliance
+
 RESULTS_SCHEMA = "accelbench.results/1"
 
 
@@ -91,6 +93,8 @@ class RoundRecord(_Record):
     workload_hash: Optional[str] = Field(None, description="workload.workload_hash of it: what groups rounds")
     environment: Environment = Field(default_factory=Environment)
     source: str = Field("accelbench", description="accelbench, or import:<parser>/<version>")
+    compliance: Optional[Compliance] = Field(None, description="the workload against its case's policy "
+                                             "(catalog/compliance.py); None: not judged (an import, an older run)")
 
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
 
