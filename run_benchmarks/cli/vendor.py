@@ -4,7 +4,8 @@ about one validated before any host is touched.
 The check reports every finding, file by file, instead of stopping at the first: a vendor engineer
 fixes them in one pass. Extern configs are checked the way a run would use them: each is planned
 (dry) on the accelerator and node layout its name states, so a layout that does not fit its node
-count is caught here and not on the cluster.
+count is caught here and not on the cluster, and each planned workload is held against its case's policy:
+every departure is listed.
 """
 from __future__ import annotations
 
@@ -219,8 +220,21 @@ def _check_extern_configs(paths: Paths, folder: Path, vendor: str, spec: VendorS
         inputs = PlanInputs(paths, TestConf(), paths.configs_dir / "test_conf.yaml", cluster,
                             paths.configs_dir / "cluster.yaml", VendorRegistry(paths.vendors_dir), catalog, "python3")
         try:
-            build_run_plan(inputs, [f"{case}:{framework}:{hardware}:{nnodes}:{nprocs}"], "vendor-check",
-                           paths.root / "logs", str(config), (), None, ports=[29500] * 4)
+            plan = build_run_plan(inputs, [f"{case}:{framework}:{hardware}:{nnodes}:{nprocs}"], "vendor-check",
+                                  paths.root / "logs", str(config), (), None, ports=[29500] * 4)
         except UserError as exc:
             out.append(Finding(config, exc.message.removeprefix(f"{config}: "), exc.fix or ""))
+            continue
+        out += _policy_findings(config, plan.cases[0].compliance)
     return out
+
+
+def _policy_findings(config: Path, verdict) -> list[Finding]:
+    """The config held against its case's policy: each departure is an error (its runs would be marked
+    non-compliant and ranked apart from every compliant run of the case)."""
+    if verdict is None:
+        return [Finding(config, "not held against a policy: the tree has no cases/policy.yaml",
+                        "restore cases/policy.yaml from the accelbench checkout", "warning")]
+    return [Finding(config, f"departs from its case's policy: {d.sentence()}",
+                    f"leave {d.key} to the case, or change the case's policy ({d.policy_file}) if the published "
+                    "benchmark allows it") for d in verdict.departures]
