@@ -92,6 +92,8 @@ def show_record(console: Console, r, attempt: int, columns, allreduce: Sequence[
     if r.workload_hash:
         console.print(f"  workload: {r.workload_hash}", markup=False)
     _show_compliance(console, r)
+    if r.device_definition is not None:  # what every per-device figure below divides by
+        console.print(f"  device: {r.device_definition.words()}", markup=False, soft_wrap=True)
     for figure in FIGURE_BY_KEY.values():
         if figure.key == "peak_memory_bytes":
             _show_memory(console, r, columns)  # in its place, in the definition every view shows

@@ -15,6 +15,7 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
+from run_benchmarks.catalog import fairness, measured_peaks
 from run_benchmarks.catalog.cases import CaseCatalog
 from run_benchmarks.cli import vendor_probe
 from run_benchmarks.catalog.config_files import ClusterSpec, HostSpec, TestConf
@@ -91,6 +92,7 @@ def check(root: Path, name: str, run_tools: bool = False) -> list[Finding]:
         return [Finding(vendor_file, exc.message.removeprefix(f"{vendor_file}: "), exc.fix or "")]
     findings: list[Finding] = _todos(folder) if name != TEMPLATE else []
     findings += _check_peaks(vendor_file, spec)
+    findings += _fairness(vendor_file, spec)
     findings += _check_images(folder, vendor_file, spec)
     findings += _check_kinds(vendor_file, spec)
     # the tools of the kinds its accelerators use (its own, or shipped ones), installed here: run only when asked
@@ -154,6 +156,22 @@ def _check_peaks(vendor_file: Path, spec: VendorSpec) -> list[Finding]:
         if accel.kind != "cpu" and not accel.memory_gib:
             out.append(Finding(vendor_file, f"accelerators.{hw}.memory_gib is not set",
                                "set the device memory in GiB (reports show memory as actual / total)", "warning"))
+    return out
+
+
+def _fairness(vendor_file: Path, spec: VendorSpec) -> list[Finding]:
+    """catalog/fairness.py's lint: peaks far above the calibrated GEMM (sparse figures?), devices not defined."""
+    try:
+        measured = measured_peaks.load(vendor_file.parent).accelerators
+    except UserError as exc:
+        return [Finding(vendor_file.parent / measured_peaks.FILE_NAME, exc.message, exc.fix or "")]
+    out = []
+    for hw, accel in spec.accelerators.items():
+        kind = spec.kinds.get(accel.kind) or (KINDS.get(accel.kind) if accel.kind in KINDS else None)
+        found = fairness.device_definition(hw, accel.dies_per_device, accel.devices_per_card,
+                                           kind is not None and kind.torch_device == "cpu")
+        found += fairness.sparse_peaks(hw, dict(accel.peak_tflops), measured.get(hw, {}))
+        out += [Finding(vendor_file, problem, fix, severity) for problem, fix, severity in found]
     return out
 
 

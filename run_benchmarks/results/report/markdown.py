@@ -8,6 +8,7 @@ from run_benchmarks.results.report import compliance_marks
 from run_benchmarks.results.report.compare import Row, Selection, compared, format_change, format_value
 from run_benchmarks.results.report.ppo_phases import ppo_phase_views
 from run_benchmarks.results.report.summary import FIGURE_BY_KEY, CaseSummary
+from run_benchmarks.results.report.terminal import device_lines
 from run_benchmarks.results.report.views import to_markdown
 
 STATUS_NOTE = "n/a"
@@ -86,6 +87,8 @@ def report(summaries: Sequence[CaseSummary], title: str) -> str:
     parts += ["", f"**{note}**"] if note else []
     if formulas:
         parts += ["", *[f"FLOPs: {f}" for f in formulas]]
+    devices = device_lines(summaries)  # what one device was: every per-device figure is per it
+    parts += ["", *devices] if devices else []
     parts += [f"\n{to_markdown(view)}" for view in ppo_phase_views(summaries)]  # PPO workloads' phases
     if notes:
         parts += ["", "Flags:", *notes]

@@ -9,6 +9,7 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
+from run_benchmarks.results.record import DeviceDefinition
 from run_benchmarks.results.report import compliance_marks
 
 
@@ -197,7 +198,19 @@ def footnotes(summaries) -> list[str]:
                 if s.label not in rows:
                     rows.append(s.label)
     labels = {s.label for s in summaries}
-    return [line if set(rows) == labels else f"{line} [{', '.join(rows)}]" for (_, line), rows in sorted(notes.items())]
+    return ([line if set(rows) == labels else f"{line} [{', '.join(rows)}]" for (_, line), rows in sorted(notes.items())]
+            + device_lines(summaries))
+
+
+def device_lines(summaries) -> list[str]:
+    """What one device was, per hardware (its vendor file's dies_per_device): every per-device figure is per it."""
+    words = {}
+    for s in summaries:
+        for attempt in s.attempts:
+            found = ((attempt.get("record") or {}).get("device_definition") or {})
+            if found:
+                words.setdefault(DeviceDefinition.model_validate(found).words(), None)
+    return [f"per device: {line}" for line in words]
 
 
 def compare_table(a, b, rows) -> Table:
