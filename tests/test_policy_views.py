@@ -73,6 +73,7 @@ def test_report_marks_the_departing_row_and_says_the_ranking_mixes_them(accelben
     html = accelbench("report", "run-ok", "run-deep", "--db", str(db), "--format", "html").stdout
     assert html.count('<span class="bad">non-compliant</span>') == 2  # a row in each of the two tables
     assert "not comparable with the compliant rows" in html
+    assert "[non-compliant]" in html  # the bars that rank it: their labels say it too
 
 
 def test_a_speedup_over_a_departing_baseline_says_so(accelbench, tmp_path):
