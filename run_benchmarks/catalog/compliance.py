@@ -130,6 +130,7 @@ def judge(policy: Optional[Policy], baseline: WorkloadSpec, resolved: WorkloadSp
         return None
     mine, theirs = flat(resolved.model_dump(mode="json")), flat(baseline.model_dump(mode="json"))
     departures = []
+    inside = f"{Path(root).resolve()}/" if root is not None else None
     for key in sorted(set(mine) | set(theirs)):
         value, case_value = mine.get(key), theirs.get(key)
         if value == case_value:
@@ -138,7 +139,9 @@ def judge(policy: Optional[Policy], baseline: WorkloadSpec, resolved: WorkloadSp
         allowed = _departs(matched, key, value, baseline, resolved, world_size)
         if allowed is None:
             continue
-        departures.append(Departure(key=key, value=value, case_value=case_value, set_in=set_in(key),
+        where = set_in(key)
+        where = where[len(inside):] if inside and where.startswith(inside) else where  # a file in the checkout
+        departures.append(Departure(key=key, value=value, case_value=case_value, set_in=where,
                                     rule=matched.words, allowed=allowed, source=matched.source.title,
                                     url=matched.source.url, policy_file=_relative(matched.file, root)))
     hashed = {_relative(p, root): file_sha256(Path(p)) for p in [*files, *policy.paths]}
@@ -147,12 +150,14 @@ def judge(policy: Optional[Policy], baseline: WorkloadSpec, resolved: WorkloadSp
 
 
 def _relative(path, root: Optional[Path]) -> str:
+    """Inside the checkout: its path there; outside it: its file name only (as exports name a config), so a
+    record or certificate handed on names no folder of the machine it ran on; the hash identifies the file."""
     if root is None:
         return str(path)
     try:
         return Path(path).resolve().relative_to(Path(root).resolve()).as_posix()
     except ValueError:
-        return str(path)
+        return Path(path).name
 
 
 def file_sha256(path: Path) -> Optional[str]:
