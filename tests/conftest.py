@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from .infra.postgres import postgres  # noqa: F401 - session fixture: a private PostgreSQL server, started once
 from .infra.slurm import slurm_cluster  # noqa: F401 - session fixture: the test Slurm, started once
 
 from .runner import ROOT, CliResult, copy_tree, run_cli  # noqa: F401 - what test modules import from here
@@ -45,7 +46,7 @@ def pytest_runtest_makereport(item, call):
 
 # What makes a test end to end (marker e2e, skipped by the inner loop's -m "not e2e"): a fixture that starts
 # something real, or a module whose tests start processes themselves.
-E2E_FIXTURES = {"cli", "sshd", "engine", "cpu_torch_image", "slurm_cluster", "accelbench_containers"}
+E2E_FIXTURES = {"cli", "sshd", "engine", "cpu_torch_image", "slurm_cluster", "accelbench_containers", "postgres"}
 E2E_MODULES = {"test_parity", "test_paddle", "test_paddle_layouts", "test_torch_memory", "test_signals",
                "test_slurm", "test_micro_paddle", "test_store_faults", "test_sweep", "test_cli_imports",
                "test_paddle_finetune_layouts", "test_loss_runs", "test_breakdown_pipeline"}
@@ -59,12 +60,17 @@ E2E_MODULES = {"test_parity", "test_paddle", "test_paddle_layouts", "test_torch_
 # are moved to even the lanes out (LANE_OF_MODULE, from the lanes' times in one run: docs/benchmarks.md).
 LANES = ("inprocess", "local", "infra")
 INFRA_FIXTURES = {"sshd", "engine", "cpu_torch_image", "slurm_cluster", "accelbench_containers"}
+# Session services outside "infra", each in the one lane LANE_OF_MODULE gives every module that uses it: the private
+# PostgreSQL server (tests/infra/postgres.py) runs in "inprocess", the lane with the most room.
+ONE_LANE_FIXTURES = INFRA_FIXTURES | {"postgres"}
 # Lanes of one CI run (2026-11-27, after issue 33's rank tests were added): local 1,126 s, infra 1,015 s,
 # inprocess 645 s of test time; so the new rank tests and Paddle's micro-benchmarks run in "inprocess".
 LANE_OF_MODULE = {"test_sweep": "infra", "test_micro_paddle": "inprocess", "test_paddle_finetune_layouts": "infra",
                   "test_paddle": "inprocess", "test_kubernetes_netns": "infra", "test_ppo_breakdown_worker": "inprocess",
                   "test_breakdown_pipeline": "inprocess", "test_breakdown_tp": "inprocess",
-                  "test_paddle_breakdown_fleet_launch": "inprocess", "test_paddle_breakdown_launch": "inprocess"}
+                  "test_paddle_breakdown_fleet_launch": "inprocess", "test_paddle_breakdown_launch": "inprocess",
+                  "test_store_postgres": "inprocess", "test_store_postgres_cli": "inprocess",
+                  "test_store_postgres_runs": "inprocess"}
 
 
 def pytest_addoption(parser):
@@ -85,7 +91,7 @@ def _one_lane_per_session_fixture(items) -> None:
     lanes: dict[str, set] = {}
     for item in items:
         for name in getattr(item, "fixturenames", ()):
-            if name in INFRA_FIXTURES or name.startswith("golden_"):
+            if name in ONE_LANE_FIXTURES or name.startswith("golden_"):
                 lanes.setdefault(name, set()).add(lane_of(item))
     shared = {name: sorted(found) for name, found in lanes.items() if len(found) > 1}
     if shared:

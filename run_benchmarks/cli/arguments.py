@@ -16,6 +16,8 @@ from training.contract.names import GEMM_DTYPES
 from run_benchmarks import __version__
 from run_benchmarks.catalog import casename
 from run_benchmarks.cli.exit_codes import EXIT_CONVERGENCE, EXIT_NOTHING_CHECKED, EXIT_REGRESSION
+from run_benchmarks.results.store import location as store_location
+from run_benchmarks.results.store.location import StoreLocation
 from run_benchmarks.results.store.schema import FILTER_KEYS
 
 SWEEP_FORMATS = ("terminal", "markdown", "html")
@@ -23,6 +25,14 @@ REPORT_FORMATS = ("terminal", "markdown", "html", "json", "csv", "summary-json",
 CALIBRATE = ("``accelbench calibrate HARDWARE``: run the GEMM micro-benchmark on this machine's device of that "
              "hardware and record the best TFLOP/s per dtype in the vendor's measured_peaks.yaml, which MFU is "
              "then also shown against.")
+
+
+def db_argument(text: str) -> StoreLocation:
+    """``--db``'s type: a file path or a URL accelbench serves; anything else refused by argparse (exit 2)."""
+    try:
+        return store_location.parse(text)
+    except store_location.LocationError as exc:
+        raise argparse.ArgumentTypeError(f"{exc.message}; fix: {exc.fix}") from None
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -92,8 +102,9 @@ def add_run_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--cluster", type=Path, help="hosts (default: <root>/configs/cluster.yaml)")
     parser.add_argument("--root", type=Path, help="folder with cases/, vendors/, configs/ and training/ "
                                                   "(default: this checkout; or $ACCELBENCH_ROOT)")
-    parser.add_argument("--db", type=Path, help="results store every attempt is written to "
-                                                "(default: <log root>/results.db)")
+    parser.add_argument("--db", type=db_argument, help="results store every attempt is written to: a file, or "
+                        "postgresql://USER@HOST:PORT/DATABASE (password from $PGPASSWORD or ~/.pgpass) "
+                        "(default: test_conf's db, else <log root>/results.db)")
     parser.add_argument("--strict", action="store_true",
                         help="refuse (exit 2, before anything runs) a case whose resolved workload departs from its "
                              "case's policy (cases/policy.yaml, cases/<case>/policy.yaml); without it such a run "
@@ -112,7 +123,8 @@ def add_check_expectation(parser: argparse.ArgumentParser) -> None:
 
 
 def add_store_options(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--db", type=Path, help="results store (default: <log root>/results.db)")
+    parser.add_argument("--db", type=db_argument, help="results store: a file, or postgresql://USER@HOST:PORT/DATABASE "
+                        "(default: test_conf's db, else <log root>/results.db)")
     parser.add_argument("--log-root", type=Path, help="log root holding results.db (default: test_conf log_root)")
     parser.add_argument("--root", type=Path, help="folder with cases/, vendors/, configs/ (default: this checkout)")
 
@@ -163,7 +175,7 @@ def add_store_commands(sub) -> None:
     add_bundle(sub)
     add_certify(sub)
 
-    store = sub.add_parser("store", help="look after the results store: repair",
+    store = sub.add_parser("store", help="look after the results store: repair, copy",
                            description="The results store's upkeep.")
     store_sub = store.add_subparsers(dest="store_command", metavar="ACTION", required=True)
     repair = store_sub.add_parser(
@@ -176,6 +188,15 @@ def add_store_commands(sub) -> None:
     repair.add_argument("paths", nargs="*", type=Path, metavar="PATH",
                         help="results.json files or folders to read (default: the log root)")
     add_store_options(repair)
+    copy = store_sub.add_parser(
+        "copy", help="copy every run of one store into another (SQLite <-> PostgreSQL), never twice",
+        description="Copies every run and attempt FROM holds that TO lacks, as stored: run ids, attempt ids, row "
+                    "versions and log references (log_dir, results_path). A run TO holds already is left as it is, "
+                    "so the copy can run again. The log folders stay where they are.",
+        epilog="e.g. accelbench store copy logs/results.db postgresql://bench@db.example:5432/results")
+    copy.add_argument("source", type=db_argument, metavar="FROM", help="a results.db file or a postgresql:// URL")
+    copy.add_argument("target", type=db_argument, metavar="TO", help="a results.db file (made if missing) or a "
+                                                                       "postgresql:// URL")
 
 
 def add_report(sub) -> None:

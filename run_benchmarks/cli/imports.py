@@ -157,7 +157,7 @@ def cmd_import(args: argparse.Namespace, console: Console) -> int:
             console.print(f"{path}: {imported.status}{_headline(imported.metrics)}"
                           + (f" — {imported.reason}" if imported.reason else ""), markup=False, soft_wrap=True)
         store.end_run(run_id, datetime.now(timezone.utc).isoformat(timespec="seconds"))
-    console.print(f"imported as run {run_id} into {store.path} ({parser.name})", markup=False, soft_wrap=True)
+    console.print(f"imported as run {run_id} into {store.where} ({parser.name})", markup=False, soft_wrap=True)
     return EXIT_FAILED if failed else EXIT_OK
 
 

@@ -52,7 +52,7 @@ def select(store: ResultStore, selection: Selection):
             return {str(value), fact_text(value), fact_text(value).replace(",", "")}
         attempts = [a for a in attempts if all(v in value_of(a, k) for k, v in wanted.items())]
     if not attempts:
-        raise UserError(f"no attempt matches {selection.text!r} in {store.path}", "list the runs: accelbench runs")
+        raise UserError(f"no attempt matches {selection.text!r} in {store.where}", "list the runs: accelbench runs")
     return attempts
 
 

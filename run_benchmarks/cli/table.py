@@ -18,6 +18,7 @@ from run_benchmarks.cli.store_options import open_store
 from run_benchmarks.errors import UserError
 from run_benchmarks.results.report import finetune_table, views
 from run_benchmarks.results.report.summary import summarize
+from run_benchmarks.results.store.location import StoreLocation
 from run_benchmarks.results.store.store import ResultStore
 
 
@@ -27,10 +28,10 @@ def charts(table: list[finetune_table.TableRow]) -> str:
     return "".join(finetune_chart.by_model(table))
 
 
-def sweep_table(db: Path, run_id: str, html: bool) -> Optional[tuple[views.View, str]]:
+def sweep_table(db: StoreLocation, run_id: str, html: bool) -> Optional[tuple[views.View, str]]:
     """A sweep file's ``table: finetune``: the table of the sweep's run and, for HTML, its charts; None while
     the store holds no finetune of the run (a sweep whose points were all skipped)."""
-    if not os.path.lexists(db):
+    if not db.exists():
         return None
     with ResultStore(db, reader=True) as store:
         attempts = store.attempts(run_ids=[run_id])
