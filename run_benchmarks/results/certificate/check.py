@@ -19,11 +19,11 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 from run_benchmarks import limits
 from run_benchmarks.errors import UserError
+from run_benchmarks.results.bundle import ATTEMPTS, MANIFEST, RUN_PREFIX
 from run_benchmarks.results.certificate import signing
 from run_benchmarks.results.certificate.document import SCHEMA
 from run_benchmarks.results.certificate.signing import sha256_of
 
-RUN_PREFIX, ATTEMPTS, MANIFEST = "run/", "store/attempts.json", "bundle.json"  # results/bundle.py's layout
 CLOCK_SKEW_S = 300  # a certificate issued by a machine whose clock runs a little ahead is not "not yet valid"
 
 

@@ -28,6 +28,7 @@ from typing import Any, Optional
 
 from run_benchmarks import __version__
 from run_benchmarks.errors import UserError
+from run_benchmarks.results.bundle import IMPORTED
 from run_benchmarks.results.certificate.signing import sha256_of
 from run_benchmarks.results.report import compliance_marks
 from run_benchmarks.results.report.compare import Selection, compare
@@ -36,7 +37,6 @@ from run_benchmarks.results.store.schema import METRIC_COLUMNS, MONITOR_COLUMNS,
 from run_benchmarks.results.store.store import ResultStore
 
 SCHEMA = "accelbench.certificate/1"
-IMPORTED = "imported"  # a bundle's folder for an imported run's logs (results/bundle.py)
 FIGURE = "tokens_per_s_per_device"  # what a baseline verdict compares
 ROUND_FIGURES = tuple(c for c, _, _ in METRIC_COLUMNS) + MONITOR_COLUMNS + ("wall_time_s",)
 
