@@ -139,12 +139,14 @@ def test_the_max_batch_search_stays_compliant_and_a_departing_point_is_marked(ac
     assert refused.returncode == 2 and "model.n_layer 3" in refused.stderr
 
 
-def test_a_policy_file_with_an_unknown_source_or_a_bad_rule_is_refused_naming_it(root):
+def test_a_policy_file_with_an_unknown_source_or_a_bad_rule_is_refused_naming_it(root, accelbench):
     own = write(root / "cases/gpt2_tiny/policy.yaml", "rules:\n  - {keys: [model.n_layer], rule: free, why: x, "
                                                       "source: nowhere}\n")
     with pytest.raises(UserError) as caught:
         verdict(root)
     assert str(own) in caught.value.message and "'nowhere' names no source" in caught.value.message
+    listed = accelbench("list", "--check", "--root", str(root))  # list --check validates policies with their cases
+    assert listed.returncode == 2 and "'nowhere' names no source" in listed.stderr
     write(own, "rules:\n  - {keys: [model.n_layer], rule: one_of, why: x, source: flagperf}\n")
     with pytest.raises(UserError) as caught:
         verdict(root)
