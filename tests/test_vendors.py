@@ -86,7 +86,7 @@ def test_check_names_each_bad_file_and_its_fix(accelbench, root):
     out = done.stdout
     assert "config_TP2PP4SH1SP1A10080Gx1x4.yaml" in out and "runs 1 node(s) x 4 process(es) = 4" in out
     assert "config_unnamed.yaml" in out and "<accelerator>x<nnodes>x<nprocs>" in out
-    assert "config_FASTA100x1x8.yaml" in out and "may not change the optimizer" in out
+    assert "config_FASTA100x1x8.yaml" in out and "departs from its case's policy: train.lr 1" in out
     assert "accelerators.A100_40G.peak_tflops: no dense peak for fp8" in out
     assert "Traceback" not in done.stderr
 

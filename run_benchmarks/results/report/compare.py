@@ -18,6 +18,9 @@ drops with the facts it implies (the global batch). Two sides with no pair at al
 
 The figures are COMPARED's, then MLPerf's time to train and last eval accuracy where a side has them.
 
+A side that departs from its case's policy is named in the row's label and beside every change
+(``+12% (B non-compliant)``; report/compliance_marks.py): a comparison is never shown without saying so.
+
 Noise: a change is marked "within noise" when both sides have at least two ok rounds and
 |B / A - 1| < CV_A + CV_B, the sum of the two sides' coefficients of variation over rounds (NOISE_RULE).
 With one round on a side its spread is unknown and nothing is marked.
@@ -30,6 +33,7 @@ from itertools import zip_longest
 from typing import Optional, Sequence
 
 from run_benchmarks.results import memory
+from run_benchmarks.results.report import compliance_marks
 from run_benchmarks.results.store.schema import Attempt
 from run_benchmarks.results.report.facts import FACT_LABEL, MATCH_FACTS, differing, fact_text, settings_key
 from run_benchmarks.results.report.summary import CaseSummary, summarize
@@ -134,7 +138,14 @@ class Row:
             parts.append(f"({', '.join(words)})")
         if self.differs:
             parts.append(f"[differs: {', '.join(self.differs)}]")
+        if self.departs:
+            parts.append(f"[{self.departs}]")
         return " ".join(parts)
+
+    @property
+    def departs(self) -> str:
+        """Which side departs from its case's policy (``B non-compliant``), or empty."""
+        return compliance_marks.sides(self.a, self.b)
 
 
 def compared(rows: Sequence[Row]) -> tuple[str, ...]:
@@ -249,7 +260,8 @@ def format_change(row: Row, figure: str) -> str:
     if change is None:
         return "n/a"
     text = f"{change:+.0%}" if abs(change) >= 0.005 else f"{change:+.1%}"
-    return text + " (within noise)" if row.within_noise(figure) else text
+    text = text + " (within noise)" if row.within_noise(figure) else text
+    return f"{text} ({row.departs})" if row.departs else text  # never a ranking without saying a side departs
 
 
 def format_rounds(summary: Optional[CaseSummary]) -> str:

@@ -17,7 +17,7 @@ from run_benchmarks import __version__
 from run_benchmarks.results.analyze import CV_FLAG
 from run_benchmarks.results import breakdown_words
 from run_benchmarks.results.store.schema import Attempt
-from run_benchmarks.results.report import breakdown_chart, chart_data, charts, loss_chart, micro_charts
+from run_benchmarks.results.report import breakdown_chart, chart_data, charts, compliance_marks, loss_chart, micro_charts
 from run_benchmarks.results.report.ppo_phases import ppo_phase_views
 from run_benchmarks.results.report.summary import FIGURE_BY_KEY, CaseSummary
 from run_benchmarks.results.report.views import to_html
@@ -116,6 +116,7 @@ def render(title: str, summaries: Sequence[CaseSummary], attempts: Sequence[Atte
         ppo_phases=[to_html(v) for v in ppo_phase_views(summaries)],
         loss_charts=[loss_chart.loss_band(v, f"band{i}") for i, v in enumerate(losses) if v.steps],
         facts=facts, fact_text=fact_text, attempts=[a.row for a in attempts],
+        ranking_note=compliance_marks.ranking_note(summaries),
         environment=lambda s: json.dumps(s.environment, indent=2, default=str, sort_keys=True))
 
 

@@ -15,7 +15,9 @@ from pathlib import Path
 from typing import Callable, Optional, Sequence
 
 from run_benchmarks.results import memory
+from run_benchmarks.results.report import compliance_marks
 from run_benchmarks.results.analyze import CV_FLAG, Stats
+from run_benchmarks.results.record import DeviceDefinition
 from run_benchmarks.results.store.schema import Attempt
 from run_benchmarks.results.report.facts import RoundFacts, flat_settings, round_facts, settings_key
 
@@ -91,6 +93,11 @@ class CaseSummary:
     @property
     def workload_hash(self) -> Optional[str]:
         return self.what.workload_hash
+
+    @property
+    def non_compliant(self) -> bool:
+        """Whether a round of this workload departs from its case's policy (report/compliance_marks.py)."""
+        return compliance_marks.departs(self.attempts)
 
     @property
     def statuses(self) -> Counter:
@@ -200,6 +207,7 @@ def summarize(attempts: Sequence[Attempt], fields: Sequence[str] = KEY_FIELDS) -
         summary = CaseSummary(dict(zip(fields, case_key(members[0], fields))), members, what=what)
         summary.flags += [what.note] if what.note else []
         summary.flags += untrained_flags(members)
+        summary.flags += compliance_marks.flags(members)  # each departure from the case's policy, named
         noisy = []  # (label, cv): throughput, TFLOP/s and MFU scale together, so one flag names them all
         for name in [f.key for f in FIGURES] + ["samples_per_step", "memory_total_bytes", "peak_memory_reserved_bytes",
                                                "device_memory_used_bytes"]:
@@ -265,4 +273,16 @@ def footnotes(summaries) -> list[str]:
                 if s.label not in rows:
                     rows.append(s.label)
     labels = {s.label for s in summaries}
-    return [line if set(rows) == labels else f"{line} [{', '.join(rows)}]" for (_, line), rows in sorted(notes.items())]
+    return ([line if set(rows) == labels else f"{line} [{', '.join(rows)}]" for (_, line), rows in sorted(notes.items())]
+            + device_lines(summaries))
+
+
+def device_lines(summaries) -> list[str]:
+    """What one device was, per hardware (its vendor file's dies_per_device): every per-device figure is per it."""
+    words = {}
+    for s in summaries:
+        for attempt in s.attempts:
+            found = ((attempt.get("record") or {}).get("device_definition") or {})
+            if found:
+                words.setdefault(DeviceDefinition.model_validate(found).words(), None)
+    return [f"per device: {line}" for line in words]

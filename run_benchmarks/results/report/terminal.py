@@ -9,6 +9,8 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
+from run_benchmarks.results.report import compliance_marks
+
 
 
 STATUS_STYLE = {"ok": "green", "failed": "red", "oom": "red", "unsupported": "magenta", "timeout": "yellow",
@@ -118,14 +120,22 @@ def summary_table(summaries, title: str) -> Table:
     for key in varying:
         table.add_column(FACT_LABEL.get(key, key), justify="right")
     table.add_column("rounds")
+    policy = compliance_marks.any_departs(summaries)  # a column only where some row departs
+    if policy:
+        table.add_column("policy")
     for key in columns:
         table.add_column(FIGURE_BY_KEY[key].label, justify="right")
     table.add_column("memory actual / total", justify="right")
     for s in summaries:
         rounds = ", ".join(f"[{STATUS_STYLE.get(st, '')}]{n} {st}[/]" for st, n in s.statuses.items())
         table.add_row(s.label, s.config, *[fact_text(s.facts.get(k)) for k in varying], rounds,
-                      *[s.cell(key) for key in columns], s.memory())
+                      *([_policy_cell(s)] if policy else []), *[s.cell(key) for key in columns], s.memory())
     return table
+
+
+def _policy_cell(summary) -> str:
+    word = compliance_marks.word(summary.attempts)
+    return f"[red]{word.upper()}[/]" if word == compliance_marks.NON_COMPLIANT else word
 
 
 def checks_table(checks) -> Table:
@@ -153,6 +163,9 @@ def print_summaries(console: Console, summaries, title: str) -> None:
     from run_benchmarks.results.report.summary import footnotes
 
     print_table(console, summary_table(summaries, title))
+    note = compliance_marks.ranking_note(summaries)
+    if note:
+        console.print(f"[red]⚑[/] {escape(note)}", soft_wrap=True)
     for line in footnotes(summaries):
         console.print(line, markup=False, highlight=False, soft_wrap=True)
     for view in ppo_phase_views(summaries):  # an RLHF workload's phases, as ColossalAI's benchmark sums them up
