@@ -89,7 +89,10 @@ def test_compare_names_the_departing_side_beside_every_change(accelbench, tmp_pa
     out = accelbench("compare", "run-ok", "run-deep", "--db", str(db)).stdout
     changes = [line for line in out.splitlines() if "%" in line and "│" in line]
     assert changes and all("(B non-compliant)" in line for line in changes), out
-    assert "[B non-compliant]" in out and "⚑ B gpt2_tiny:torch:cpu:1:2 -: non-compliant" in out
+    # the row label names the departing side (the label may wrap inside its cell: "[differs: ...] [B" / "non-compliant]")
+    label = " ".join(cell.strip() for line in out.splitlines() if line.startswith("│")
+                     for cell in [line.split("│")[1]] if cell.strip())
+    assert "[B non-compliant]" in label and "⚑ B gpt2_tiny:torch:cpu:1:2 -: non-compliant" in out
     md = accelbench("compare", "run-ok", "run-deep", "--db", str(db), "--format", "markdown").stdout
     assert "+25% (B non-compliant)" in md and "Departing from the case's policy:" in md
     html = tmp_path / "compare.html"

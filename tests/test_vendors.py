@@ -41,7 +41,7 @@ def fill_template(text: str) -> str:
     text = text.replace("description: TODO one line on the accelerators and how frameworks reach them",
                         "description: Acme X1").replace("TODO_VISIBLE_DEVICES", "ACME_VISIBLE_DEVICES")
     text = text.replace("interconnect: TODO e.g. 8-way mesh, 400 GB/s per device", "interconnect: mesh")
-    text = text.replace("memory_gib: null", "memory_gib: 64").replace(
+    text = text.replace("memory_gib: null", "memory_gib: 64").replace("dies_per_device: null", "dies_per_device: 1").replace(
         "peak_tflops: {}  ", "peak_tflops: {fp32: 60, fp16: 480, bf16: 480}").replace(
         "unsupported_dtypes: []", "unsupported_dtypes: [tf32, fp8]")
     for placeholder, value in (("TODO_TORCH_DEVICE", "xpu"), ("TODO_PADDLE_DEVICE", "xpu"),
