@@ -91,6 +91,26 @@ def _steering_keys(ruleset: str) -> frozenset[str]:
     return frozenset(k for k in keys if isinstance(k, str))
 
 
+@functools.lru_cache(maxsize=None)
+def _required(ruleset: str) -> tuple[tuple[str, str], ...]:
+    """(key, requirement) of each key the ruleset's common rules require at least once."""
+    from mlperf_logging.compliance_checker import mlp_compliance
+
+    path = Path(mlp_compliance.__file__).parent / f"{USAGE}_{ruleset}" / "common.yaml"
+    records = yaml.load(path.read_text(), Loader=yaml.BaseLoader) or []
+    keys = [(r["KEY"].get("NAME"), r["KEY"].get("REQ")) for r in records if isinstance(r, dict)
+            and isinstance(r.get("KEY"), dict)]
+    return tuple((k, req) for k, req in keys if req in ("EXACTLY_ONE", "AT_LEAST_ONE") and isinstance(k, str))
+
+
+def _missing(loglines: list, ruleset: str) -> list[str]:
+    """The package's own complaint for each required key the log lacks: a log missing one fails the ruleset
+    whatever else it holds, so the checker (seconds over every ruleset) is not run for it."""
+    present = {line.key for line in loglines}
+    return [f"Required {req} occurrence of '{key}' but found 0" for key, req in _required(ruleset)
+            if key not in present]
+
+
 def _unsafe(loglines: list, ruleset: str) -> str:
     steering = _steering_keys(ruleset)
     for line in loglines:
@@ -118,8 +138,6 @@ def _quiet() -> Iterator[None]:
 
 def check(loglines: Optional[list], benchmark: Optional[str], unchecked: str = "") -> Verdict:
     """The log against each ruleset that has its benchmark, newest first, until one passes."""
-    from mlperf_logging.compliance_checker import mlp_compliance
-
     if loglines is None:
         return Verdict(False, messages=[unchecked])
     if not isinstance(benchmark, str) or not rulesets(benchmark):
@@ -131,20 +149,26 @@ def check(loglines: Optional[list], benchmark: Optional[str], unchecked: str = "
         if why:
             return Verdict(False, messages=[why])
         verdict.tried.append(ruleset)
-        checker = mlp_compliance.make_checker(USAGE, ruleset, quiet=True, werror=False)
-        try:
-            with _quiet():
-                checker.check_loglines(list(loglines), f"{USAGE}_{ruleset}/common.yaml")
-        except Exception as exc:  # noqa: BLE001 - the rules' own code run over an untrusted log's values
-            messages = [f"the rules could not run over this log ({type(exc).__name__}: {clip(str(exc), 80)})"]
-        else:
-            messages = [*checker.overwritable.values(), *checker.not_overwritable]
+        messages = _missing(loglines, ruleset) or _run(loglines, ruleset)
         if not messages:
             verdict.passed, verdict.ruleset = True, ruleset
             return verdict
         if verdict.ruleset is None:
             verdict.ruleset, verdict.messages = ruleset, [clip(" ".join(m.split()), 160) for m in messages[:SHOWN]]
     return verdict
+
+
+def _run(loglines: list, ruleset: str) -> list[str]:
+    """The ruleset's checker over the log: its complaints (none: the log passes)."""
+    from mlperf_logging.compliance_checker import mlp_compliance
+
+    checker = mlp_compliance.make_checker(USAGE, ruleset, quiet=True, werror=False)
+    try:
+        with _quiet():
+            checker.check_loglines(list(loglines), f"{USAGE}_{ruleset}/common.yaml")
+    except Exception as exc:  # noqa: BLE001 - the rules' own code run over an untrusted log's values
+        return [f"the rules could not run over this log ({type(exc).__name__}: {clip(str(exc), 80)})"]
+    return [*checker.overwritable.values(), *checker.not_overwritable]
 
 
 @dataclass
