@@ -29,7 +29,8 @@ from typing import Optional
 from run_benchmarks.results.importers import CappedWarnings, Imported, clip, register, whole
 from run_benchmarks.results.importers import mllog_blocks, mllog_compliance
 from run_benchmarks.results.importers.mllog_folder import Folder
-from run_benchmarks.results.importers.mllog_events import MAX_EVENTS, SUBMISSION, Event, Log, read
+from run_benchmarks.results.importers import mllog_events
+from run_benchmarks.results.importers.mllog_events import SUBMISSION, Event, Log, read
 from run_benchmarks.results.importers.mllog_tracked import Tracked
 from run_benchmarks.results.importers.mlperf_table import Benchmark, table
 
@@ -74,7 +75,7 @@ def imported(path: Path, read_: tuple[Log, CappedWarnings, list[str]], world_siz
         result.warnings.extend(warnings.final())
         return result
     if log.overflow:
-        _fail(result, f"the log holds more than {MAX_EVENTS:,} training and evaluation events ({log.overflow:,} "
+        _fail(result, f"the log holds more than {mllog_events.MAX_EVENTS:,} training and evaluation events ({log.overflow:,} "
                       "past them unread): its intervals are not read")
     if not found:
         warnings.add(f"benchmark {clip(repr(benchmark), 60)} is not in accelbench's MLPerf table "

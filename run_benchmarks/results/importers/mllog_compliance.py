@@ -48,7 +48,7 @@ class Verdict:
             return (f"passes mlperf-logging's training {self.ruleset} rules"
                     + (f" (newer rulesets tried first: {', '.join(self.tried[:-1])})" if len(self.tried) > 1 else ""))
         return (f"fails mlperf-logging's rules of every round that has this benchmark ({', '.join(self.tried)}); "
-                f"training {self.ruleset}: " + " | ".join(self.messages))
+                f"the closest, training {self.ruleset}: " + " | ".join(self.messages))
 
 
 def _version() -> str:
@@ -143,7 +143,7 @@ def check(loglines: Optional[list], benchmark: Optional[str], unchecked: str = "
     if not isinstance(benchmark, str) or not rulesets(benchmark):
         return Verdict(False, messages=[f"mlperf-logging {_version()} has no rules for submission_benchmark "
                                         f"{clip(repr(benchmark), 60)}"])
-    verdict = Verdict(True)
+    verdict, fewest = Verdict(True), 0
     for ruleset in rulesets(benchmark):
         why = _unsafe(loglines, ruleset)
         if why:
@@ -151,11 +151,19 @@ def check(loglines: Optional[list], benchmark: Optional[str], unchecked: str = "
         verdict.tried.append(ruleset)
         messages = _missing(loglines, ruleset) or _run(loglines, ruleset)
         if not messages:
-            verdict.passed, verdict.ruleset = True, ruleset
+            verdict.passed, verdict.ruleset, verdict.messages = True, ruleset, []
             return verdict
-        if verdict.ruleset is None:
-            verdict.ruleset, verdict.messages = ruleset, [clip(" ".join(m.split()), 160) for m in messages[:SHOWN]]
+        if verdict.ruleset is None or len(messages) < fewest:  # the closest ruleset's complaints say most
+            fewest, verdict.ruleset = len(messages), ruleset
+            verdict.messages = [_compact(m) for m in messages[:SHOWN]]
     return verdict
+
+
+def _compact(message: str) -> str:
+    """A complaint on one line: what failed and the test, without the log line and the checker's state dumps."""
+    kept = [line.strip() for line in message.splitlines() if line.strip() and not line.lstrip().startswith(
+        (":::MLLOG", "current context", "current line", '"', "}", "{"))]
+    return clip(" ".join(kept), 160)
 
 
 def _run(loglines: list, ruleset: str) -> list[str]:
