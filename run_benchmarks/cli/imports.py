@@ -147,11 +147,10 @@ def cmd_import(args: argparse.Namespace, console: Console) -> int:
         members = parser.folder.files(given) if given.is_dir() else [given]
         for path in members:
             imported = parser.parse(path, name.world_size if name else None, args.skip_intervals)
-            which, layout = (name, f"case name {name}") if name else _log_name(args, imported.stated, parser.name,
-                                                                               path)
+            which, layout = (name, "") if name else _log_name(args, imported.stated, parser.name, path)
             before = len(imported.warnings)
-            complete(imported, facts or hardware_facts(root, which.hardware), which.world_size if layout else None,
-                     layout)
+            complete(imported, facts or hardware_facts(root, which.hardware),
+                     which.world_size if name or layout else None, layout)
             for warning in imported.warnings[before:]:  # the parser's were printed as it read
                 print(f"warning: {path}: {warning}", file=sys.stderr)
             parsed.append((path, which, imported))
