@@ -67,7 +67,8 @@ def _log_name(args: argparse.Namespace, stated: dict, fmt: str, path: Path) -> t
                         "states no other half", "give both --nnodes N and --nprocs-per-node P, or neither")
     layout = ("--nnodes/--nprocs-per-node" if args.nnodes and args.nprocs_per_node
               else stated.get("layout_source", "the log") if nnodes else "")
-    text = (f"{_plain(args.model or stated.get('model'), 'unknown')}:{fmt.split('/')[0]}:"
+    framework = re.sub(r"[^A-Za-z0-9]", "", fmt.split("/")[0])  # megatron-deepspeed: a case name's framework field
+    text = (f"{_plain(args.model or stated.get('model'), 'unknown')}:{framework}:"
             f"{_plain(args.hardware or stated.get('hardware'), 'unknown')}:{nnodes or 1}:{nprocs or 1}")
     return casename.parse(text), layout
 
@@ -124,7 +125,8 @@ def cmd_import(args: argparse.Namespace, console: Console) -> int:
         return bundle_cli.cmd_import_bundles(args, console)
     if not args.format:
         raise UserError("import needs --format for a log (only a bundle says what it holds)",
-                        f"add --format mllog|megatron|torchtitan|paddlenlp, and --case-name {casename.EXAMPLE} "
+                        f"add --format with one of {', '.join(sorted(importers.PARSERS))} (the format alone for its "
+                        f"newest version), and --case-name {casename.EXAMPLE} "
                         "for accelbench's TFLOP/s and MFU")
     parser = importers.get(args.format)
     _check_options(args)
@@ -171,7 +173,7 @@ def cmd_import(args: argparse.Namespace, console: Console) -> int:
         store.end_run(run_id, datetime.now(timezone.utc).isoformat(timespec="seconds"))
     for line in folders:
         console.print(line, markup=False, soft_wrap=True)
-    console.print(f"imported as run {run_id} into {store.path} ({parser.name})", markup=False, soft_wrap=True)
+    console.print(f"imported as run {run_id} into {store.where} ({parser.name})", markup=False, soft_wrap=True)
     return EXIT_FAILED if failed else EXIT_OK
 
 
