@@ -343,8 +343,7 @@ def test_import_paddlenlp_and_mllog_logs_beside_accelbench_runs(accelbench, tmp_
     assert row["source"] == "import:paddlenlp/1" and row["wall_time_s"] == 180
 
     mlperf = tmp_path / "mlperf.log"
-    # (seconds, key, value, metadata): a warm-up block, then 31 steps of 1,536 samples in 7,680 s (6.2 samples/s);
-    # tracked_stats' own throughput beside it (issue 40: never the headline, the rules do not define it)
+    # (s, key, value, metadata): a warm-up block, 31 steps of 1,536 samples in 7,680 s; tracked_stats beside (issue 40)
     events = [(0, "run_start", None, {}), (0, "global_batch_size", 1536, {}), (0, "max_sequence_length", 2048, {}),
               (0, "submission_platform", "8xA100", {}), (0, "block_start", None, {"samples_count": 0}),
               (300, "block_stop", None, {"samples_count": 1536}), (300, "block_start", None, {"samples_count": 1536}),
