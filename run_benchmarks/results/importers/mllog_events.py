@@ -32,8 +32,9 @@ META = ("samples_count", "epoch_num", "first_epoch_num", "epoch_count", "metric"
 TRACKED = ("throughput", "train_step_time", "reduced_train_loss", "max_memory_usage")
 SYSTEM_FIELDS = ("system_name", "accelerator_model_name", "number_of_nodes", "accelerators_per_node",
                  "accelerator_memory_capacity", "framework")
-MAX_EVENTS = 200_000  # training and evaluation events kept (a real result log has a few thousand)
-MAX_CHECKED_BYTES = 32 << 20  # the package's lines kept for its compliance rules
+MAX_EVENTS = 100_000  # training and evaluation events kept (a real result log has a few hundred)
+MAX_CHECKED_BYTES = 32 << 20  # the package's lines kept for its compliance rules ...
+MAX_CHECKED_LINES = 50_000  # ... and how many (each a parsed JSON object: some hundred bytes beside its text)
 MAX_DICT = 16  # numbers kept of one dict value (an eval_accuracy {BBOX, SEGM}, a tracked_stats)
 LAST_TIME_MS = 253402300799999  # 9999-12-31T23:59:59.999Z, the last time a datetime holds
 
@@ -95,9 +96,10 @@ def read(path: Path, warnings: CappedWarnings, notes: list[str]) -> Log:
         log.parsed += 1
         if log.loglines is not None:
             checked_bytes += len(logline.full_string)
-            if checked_bytes > MAX_CHECKED_BYTES:
-                log.loglines, log.unchecked = None, (f"its MLLOG lines pass {MAX_CHECKED_BYTES >> 20} MiB, more than "
-                                                     "the compliance rules are run on")
+            if checked_bytes > MAX_CHECKED_BYTES or len(log.loglines) >= MAX_CHECKED_LINES:
+                log.loglines, log.unchecked = None, (f"its MLLOG lines pass {MAX_CHECKED_LINES:,} or "
+                                                     f"{MAX_CHECKED_BYTES >> 20} MiB, more than the compliance rules "
+                                                     "are run on")
             else:
                 log.loglines.append(logline)
         if logline.key in KEEP:
