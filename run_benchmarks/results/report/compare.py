@@ -60,7 +60,8 @@ COMPARED = ("tokens_per_s_per_device", "tflops_per_device", "mfu", "memory")
 # MLPerf's score and its quality metric (an imported result log's): compared where a side has them (compared()).
 HEADLINE = ("time_to_train_s", "eval_accuracy")
 SHORT = {"tokens_per_s_per_device": "tok/s/dev", "tflops_per_device": "TFLOP/s/dev", "mfu": "MFU",
-         "memory": "memory", "time_to_train_s": "time to train", "eval_accuracy": "eval accuracy (last)"}
+         "memory": "memory", "time_to_train_s": "time to train", "eval_accuracy": "eval accuracy (last)",
+         "samples_per_s": "samples/s"}
 NOISE_RULE = "within noise: |B/A - 1| < CV(A) + CV(B), the spreads over rounds (both sides need 2+ ok rounds)"
 
 
@@ -151,7 +152,10 @@ class Row:
 def compared(rows: Sequence[Row]) -> tuple[str, ...]:
     """COMPARED, then each HEADLINE figure that a side of some row has (an MLPerf import's time to train)."""
     sides = [s for row in rows for s in (row.a, row.b) if s is not None]
-    return COMPARED + tuple(f for f in HEADLINE if any(s.mean(f) is not None for s in sides))
+    samples = ("samples_per_s",) if any(s.mean("samples_per_s") is not None and s.mean("tokens_per_s_per_device")
+                                        is None for s in sides) else ()  # a side with no tokens/s: BERT, DLRM
+    return COMPARED[:1] + samples + COMPARED[1:] + tuple(f for f in HEADLINE if any(s.mean(f) is not None
+                                                                                   for s in sides))
 
 
 def match_fields(a: Selection, b: Selection, by_workload: bool = True) -> tuple[str, ...]:

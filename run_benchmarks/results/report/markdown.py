@@ -60,21 +60,26 @@ def figures_table(summaries: Sequence[CaseSummary]) -> str:
     settings that differ between rows (report/facts.py) as columns, so two rows never look alike."""
     from run_benchmarks.results.report.facts import FACT_LABEL, fact_text, varying_settings
 
+    from run_benchmarks.results.report.terminal import samples_only
+
     keys = varying_settings(summaries)
     extra = [f for f in HEADLINE if any(s.mean(f) is not None for s in summaries)]
     policy = compliance_marks.any_departs(summaries)  # a column only where some row departs
+    samples = ["samples_per_s"] if samples_only(summaries) else []  # where a row has no tokens/s
     rows = []
     for s in summaries:
         statuses = ", ".join(f"{n} {st}" for st, n in s.statuses.items())
         statuses += f" ({compliance_marks.word(s.attempts)})" if policy else ""
         rows.append([s.label, s.config, *[fact_text(s.facts.get(k)) for k in keys], statuses,
-                     s.cell("tokens_per_s_per_device"), s.cell("tokens_per_s_total"), s.cell("tflops_per_device"),
-                     s.cell("mfu"), s.memory(), s.cell("step_time_median_s"), *[s.cell(f) for f in extra]])
+                     s.cell("tokens_per_s_per_device"), s.cell("tokens_per_s_total"), *[s.cell(f) for f in samples],
+                     s.cell("tflops_per_device"), s.cell("mfu"), s.memory(), s.cell("step_time_median_s"),
+                     *[s.cell(f) for f in extra]])
     header = ("case", "config", *[FACT_LABEL.get(k, k) for k in keys], "rounds (policy)" if policy else "rounds",
               "tokens/s/device",
-              "tokens/s total", "TFLOP/s/device", "MFU", "memory actual / total", "step time",
-              *[FIGURE_BY_KEY[f].label for f in extra])
-    return _table(header, rows, (False, False) + (True,) * len(keys) + (False,) + (True,) * (6 + len(extra)))
+              "tokens/s total", *["samples/s" for _ in samples], "TFLOP/s/device", "MFU", "memory actual / total",
+              "step time", *[FIGURE_BY_KEY[f].label for f in extra])
+    return _table(header, rows, (False, False) + (True,) * len(keys) + (False,)
+                  + (True,) * (6 + len(samples) + len(extra)))
 
 
 def report(summaries: Sequence[CaseSummary], title: str) -> str:

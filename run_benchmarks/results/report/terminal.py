@@ -101,6 +101,13 @@ def layout_summary(workload, world_size: int) -> str:
 _WHERE_MEASURED = ("effective_tokens_per_s_per_device", "mfu_measured", "time_to_train_s", "eval_accuracy")
 
 
+def samples_only(summaries) -> bool:
+    """A row with samples/s and no tokens/s (an MLPerf import of BERT, DLRM, R-GAT, RetinaNet): the report then
+    shows samples/s, where every throughput column would read n/a."""
+    return any(s.mean("samples_per_s") is not None and s.mean("tokens_per_s_per_device") is None
+               and s.mean("tokens_per_s_total") is None for s in summaries)
+
+
 def summary_table(summaries, title: str) -> Table:
     """One row per workload: each figure's mean over ok rounds (± its coefficient of variation). The layout
     and batch facts that differ between the rows are columns of their own, so no two rows look alike."""
@@ -108,12 +115,13 @@ def summary_table(summaries, title: str) -> Table:
     from run_benchmarks.results.report.summary import FIGURE_BY_KEY
 
     table = Table(title=title)
-    columns = ("tokens_per_s_per_device", "effective_tokens_per_s_per_device", "tokens_per_s_total",
+    columns = ("tokens_per_s_per_device", "effective_tokens_per_s_per_device", "tokens_per_s_total", "samples_per_s",
                "tflops_per_device", "mfu", "mfu_measured", "step_time_median_s", "time_to_train_s", "eval_accuracy")
     # Effective tokens/s (padding left out) only where a round pads, "MFU (measured)" only once a round has a
     # calibrated peak, MLPerf's time to train and eval accuracy only where an imported MLPerf log gave them:
     # a column of n/a would push the others to wrap
     columns = tuple(k for k in columns if k not in _WHERE_MEASURED or any(s.mean(k) is not None for s in summaries))
+    columns = tuple(k for k in columns if k != "samples_per_s" or samples_only(summaries))
     varying = varying_settings(summaries)  # train.steps 15 and 12 are a column too, not two identical rows
     table.add_column("case", no_wrap=True)
     table.add_column("config", overflow="fold")
