@@ -7,7 +7,8 @@ from run_benchmarks.results.breakdown_words import changed_parts
 from run_benchmarks.results.report import compliance_marks
 from run_benchmarks.results.report.compare import Row, Selection, compared, format_change, format_value
 from run_benchmarks.results.report.ppo_phases import ppo_phase_views
-from run_benchmarks.results.report.summary import FIGURE_BY_KEY, CaseSummary, footnotes
+from run_benchmarks.results.report.footnotes import footnotes
+from run_benchmarks.results.report.summary import FIGURE_BY_KEY, CaseSummary
 from run_benchmarks.results.report.views import to_markdown
 
 STATUS_NOTE = "n/a"

@@ -168,7 +168,7 @@ def print_summaries(console: Console, summaries, title: str) -> None:
     from run_benchmarks.results.report.ppo_phases import ppo_phase_views
     from run_benchmarks.results.report.views import to_rich
 
-    from run_benchmarks.results.report.summary import footnotes
+    from run_benchmarks.results.report.footnotes import footnotes
 
     print_table(console, summary_table(summaries, title))
     note = compliance_marks.ranking_note(summaries)
