@@ -94,9 +94,9 @@ def environment(device: torch.device) -> dict:
 
 def _nccl_version(device: torch.device) -> Optional[str]:
     """NCCL's (or RCCL's) version as torch was built with it; None off CUDA/ROCm or where it cannot say."""
-    if device.type != "cuda":
-        return None
-    try:
+    try:  # only where the device is driven by torch.cuda's module (CUDA, ROCm): no device name spelled out here
+        if torch.get_device_module(device.type) is not torch.cuda:
+            return None
         version = torch.cuda.nccl.version()
     except (AttributeError, RuntimeError):
         return None
