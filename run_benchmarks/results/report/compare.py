@@ -18,9 +18,10 @@ drops with the facts it implies (the global batch). Two sides with no pair at al
 
 The figures are COMPARED's, then MLPerf's time to train and last eval accuracy where a side has them.
 
-Noise: a change is marked "within noise" when both sides have at least two ok rounds and
-|B / A - 1| < CV_A + CV_B, the sum of the two sides' coefficients of variation over rounds (NOISE_RULE).
-With one round on a side its spread is unknown and nothing is marked.
+Noise: every change has its 95 % interval, from each side's steps resampled and its rounds' spread
+(results/noise.py), one round against one round included; "within noise" where it holds 0, otherwise a
+regression or an improvement by the figure's direction (NOISE_RULE). A pair with a contended round on a side
+judges nothing: every change reads "not judged: contended" and the row names the contention.
 """
 from __future__ import annotations
 
@@ -29,10 +30,10 @@ from dataclasses import dataclass
 from itertools import zip_longest
 from typing import Optional, Sequence
 
-from run_benchmarks.results import memory
+from run_benchmarks.results import memory, noise
 from run_benchmarks.results.store.schema import Attempt
 from run_benchmarks.results.report.facts import MATCH_FACTS, describe, differing, settings_key
-from run_benchmarks.results.report.summary import CaseSummary, summarize
+from run_benchmarks.results.report.summary import FIGURE_BY_KEY, CaseSummary, summarize
 
 # Rows without a stored workload pair as before workloads were stored:
 MATCH_FIELDS = ("case", "framework", "hardware", "nnodes", "nprocs_per_node", "extern_config")
@@ -57,7 +58,8 @@ COMPARED = ("tokens_per_s_per_device", "tflops_per_device", "mfu", "memory")
 HEADLINE = ("time_to_train_s", "eval_accuracy")
 SHORT = {"tokens_per_s_per_device": "tok/s/dev", "tflops_per_device": "TFLOP/s/dev", "mfu": "MFU",
          "memory": "memory", "time_to_train_s": "time to train", "eval_accuracy": "eval accuracy (last)"}
-NOISE_RULE = "within noise: |B/A - 1| < CV(A) + CV(B), the spreads over rounds (both sides need 2+ ok rounds)"
+NOISE_RULE = "B vs A with its 95 % interval (steps resampled, rounds' spread); within noise where the interval holds 0"
+NOT_JUDGED = "not judged: contended"
 
 
 @dataclass(frozen=True)
@@ -102,20 +104,33 @@ class Row:
             return None
         return vb / va - 1
 
-    def noise(self, figure: str) -> Optional[float]:
-        """CV(A) + CV(B) over ok rounds; None when a side has fewer than two rounds of the figure."""
-        figure = self.key_of(figure) or figure
-        spreads = [s.figures.get(figure) if s else None for s in (self.a, self.b)]
-        if any(st is None or st.n < 2 or st.cv != st.cv for st in spreads):
+    @property
+    def contended(self) -> list[str]:
+        """``A round 1: others used 63% ...`` for each contended round of either side: the row judges nothing."""
+        return [f"{side} {line}" for side, summary in (("A", self.a), ("B", self.b)) if summary
+                for line in summary.contended]
+
+    def interval(self, figure: str) -> Optional[tuple[float, float]]:
+        """The 95 % interval of B/A - 1 (results/noise.py); None where a side has no figure or no noise."""
+        key = self.key_of(figure) or figure
+        if self.a is None or self.b is None:
             return None
-        return spreads[0].cv + spreads[1].cv
+        return noise.change_interval(self.a.mean(key), self.b.mean(key), self.a.log_se(key), self.b.log_se(key))
+
+    def verdict(self, figure: str) -> Optional[str]:
+        """within noise, regression, improvement, or not judged (a contended side); None without an interval."""
+        if self.change(figure) is None:
+            return None
+        if self.contended:
+            return NOT_JUDGED
+        key = self.key_of(figure) or figure
+        better = FIGURE_BY_KEY[key].higher_is_better if key in FIGURE_BY_KEY else False  # memory: less is better
+        return noise.verdict(self.interval(figure), better)
 
     def within_noise(self, figure: str) -> Optional[bool]:
-        """True when the change is smaller than the combined noise (NOISE_RULE); None when unknown."""
-        change, noise = self.change(figure), self.noise(figure)
-        if change is None or noise is None:
-            return None
-        return abs(change) < noise
+        """True when the change's interval holds 0; None when it is unknown or not judged."""
+        verdict = self.verdict(figure)
+        return None if verdict in (None, NOT_JUDGED) else verdict == "within noise"
 
     @property
     def label(self) -> str:
@@ -240,12 +255,18 @@ def nothing_in_common(rows: Sequence[Row], closest: int = 3) -> Optional[list[st
     return lines
 
 
+def _percent(x: float) -> str:
+    return f"{x:+.0%}" if abs(x) >= 0.005 else f"{x:+.1%}"
+
+
 def format_change(row: Row, figure: str) -> str:
+    """``-66% [-70%, -61%] regression``: the change, its interval and the verdict (NOISE_RULE)."""
     change = row.change(figure)
     if change is None:
         return "n/a"
-    text = f"{change:+.0%}" if abs(change) >= 0.005 else f"{change:+.1%}"
-    return text + " (within noise)" if row.within_noise(figure) else text
+    interval, verdict = row.interval(figure), row.verdict(figure)
+    text = _percent(change) + (f" [{_percent(interval[0])}, {_percent(interval[1])}]" if interval else "")
+    return f"{text} ({verdict})" if verdict else text
 
 
 def format_rounds(summary: Optional[CaseSummary]) -> str:

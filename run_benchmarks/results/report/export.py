@@ -14,6 +14,7 @@ import json
 from pathlib import Path
 from typing import Any, Optional, Sequence
 
+from run_benchmarks.results import contention
 from run_benchmarks.results.store.schema import CASE_COLUMNS, METRIC_COLUMNS, MONITOR_COLUMNS, Attempt
 from run_benchmarks.results.report.facts import FACT_KEYS, round_facts
 from run_benchmarks.results.report.summary import FIGURES, CaseSummary
@@ -25,11 +26,16 @@ CSV_COLUMNS = ("run_id",) + CASE_COLUMNS + ("round", "attempt", "status", "reaso
 # Figures no store column holds, read from the metrics: MLPerf's own result in an imported MLPerf log
 METRIC_CSV = ("time_to_train_s", "eval_accuracy")
 FACT_CSV = ("workload_hash",) + tuple(k for k in FACT_KEYS if k != "precision")  # precision is a column already
+# How clean each round's measurement was (results/contention.py, results/noise.py): the verdict with its figures,
+# and the rate's own 95 % interval, relative to the rate
+CLEAN_CSV = ("contention", "contention_reasons", "others_cpu_share", "steal_share", "memory_pressure_share",
+             "load_average", "rate_interval95_low", "rate_interval95_high")
 CASE_FIELDS = ("case", "framework", "framework_version", "hardware", "vendor", "nnodes", "nprocs_per_node")
 SUMMARY_COLUMNS = (CASE_FIELDS + ("config", "extern_config", "workload_hash") + FACT_KEYS
                    + ("rounds", "rounds_ok") + tuple(f"{f.key}{s}" for f in FIGURES for s in ("", "_cv"))
                    + ("flop_formula", "mfu_peak_tflops", "mfu_peak_source", "mfu_measured_peak_tflops")
-                   + ("memory_bytes", "memory_definition"))  # the memory figure the report's table shows
+                   + ("memory_bytes", "memory_definition")  # the memory figure the report's table shows
+                   + ("contention",))  # quiet, contended (n of k rounds), n/a: a contended row is not judged
 # What each row's MFU divides by and how its FLOPs were counted (6N, 6N + attention, a PPO phase): MFU from
 # two tools that count differently is never compared without these beside it.
 
@@ -53,6 +59,12 @@ def _attempt_row(attempt: Attempt, root: Optional[Path]) -> dict:
     row["workload_hash"] = what.workload_hash
     row.update({k: (attempt.get("metrics") or {}).get(k) for k in METRIC_CSV})
     row.update({k: what.facts.get(k) for k in FACT_KEYS if k != "precision"})
+    found = contention.of(attempt.get("monitor")) or {}
+    row["contention"] = found.get("verdict")
+    row["contention_reasons"] = "; ".join(found.get("reasons") or []) or None
+    row.update({k: found.get(k) for k in CLEAN_CSV[2:6]})
+    interval = ((attempt.get("metrics") or {}).get("rate_noise") or {}).get("interval95") or (None, None)
+    row["rate_interval95_low"], row["rate_interval95_high"] = interval
     return row
 
 
@@ -70,7 +82,7 @@ def _csv(columns: Sequence[str], rows: Sequence[dict]) -> str:
 
 
 def to_csv(attempts: Sequence[Attempt], root: Optional[Path] = None) -> str:
-    return _csv(CSV_COLUMNS + METRIC_CSV + FACT_CSV, [_attempt_row(a, root) for a in attempts])
+    return _csv(CSV_COLUMNS + METRIC_CSV + FACT_CSV + CLEAN_CSV, [_attempt_row(a, root) for a in attempts])
 
 
 def summary_row(summary: CaseSummary, root: Optional[Path] = None) -> dict[str, Any]:
@@ -97,6 +109,7 @@ def summary_row(summary: CaseSummary, root: Optional[Path] = None) -> dict[str, 
     row["mfu_measured_peak_tflops"] = distinct("measured_peak_tflops")
     chosen = summary.memory_figure
     row["memory_bytes"], row["memory_definition"] = (chosen.value, chosen.label) if chosen else (None, None)
+    row["contention"] = summary.contention_cell()
     return row
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 from typing import Sequence
 
 from run_benchmarks.results.breakdown_words import changed_parts
-from run_benchmarks.results.report.compare import Row, Selection, compared, format_change, format_value
+from run_benchmarks.results.report.compare import NOISE_RULE, Row, Selection, compared, format_change, format_value
 from run_benchmarks.results.report.ppo_phases import ppo_phase_views
 from run_benchmarks.results.report.summary import FIGURE_BY_KEY, CaseSummary
 from run_benchmarks.results.report.views import to_markdown
@@ -46,8 +46,9 @@ def published_table(summaries: Sequence[CaseSummary]) -> str:
                   (False, False, False, True, False, True, True))
 
 
-# MLPerf's score and quality metric (imports of its result logs): columns only where a row has them.
-HEADLINE = ("time_to_train_s", "eval_accuracy")
+# MLPerf's score and quality metric (imports of its result logs), and MFU against a peak calibrated since the
+# rounds ran (current_peaks.py): columns only where a row has them.
+HEADLINE = ("mfu_current_peak", "time_to_train_s", "eval_accuracy")
 
 
 def figures_table(summaries: Sequence[CaseSummary]) -> str:
@@ -62,11 +63,13 @@ def figures_table(summaries: Sequence[CaseSummary]) -> str:
         statuses = ", ".join(f"{n} {st}" for st, n in s.statuses.items())
         rows.append([s.label, s.config, *[fact_text(s.facts.get(k)) for k in keys], statuses,
                      s.cell("tokens_per_s_per_device"), s.cell("tokens_per_s_total"), s.cell("tflops_per_device"),
-                     s.cell("mfu"), s.memory(), s.cell("step_time_median_s"), *[s.cell(f) for f in extra]])
+                     s.cell("mfu"), s.memory(), s.cell("step_time_median_s"), *[s.cell(f) for f in extra],
+                     s.contention_cell()])
     header = ("case", "config", *[FACT_LABEL.get(k, k) for k in keys], "rounds", "tokens/s/device",
               "tokens/s total", "TFLOP/s/device", "MFU", "memory actual / total", "step time",
-              *[FIGURE_BY_KEY[f].label for f in extra])
-    return _table(header, rows, (False, False) + (True,) * len(keys) + (False,) + (True,) * (6 + len(extra)))
+              *[FIGURE_BY_KEY[f].label for f in extra], "contention")
+    return _table(header, rows, (False, False) + (True,) * len(keys) + (False,) + (True,) * (6 + len(extra))
+                  + (False,))
 
 
 def report(summaries: Sequence[CaseSummary], title: str) -> str:
@@ -76,6 +79,7 @@ def report(summaries: Sequence[CaseSummary], title: str) -> str:
              "Warm-up steps excluded; ± is the coefficient of variation over rounds."]
     if formulas:
         parts += ["", *[f"FLOPs: {f}" for f in formulas]]
+    parts += list(dict.fromkeys(f"\n{s.current_peak_note}" for s in summaries if s.current_peak_note))
     parts += [f"\n{to_markdown(view)}" for view in ppo_phase_views(summaries)]  # PPO workloads' phases
     if notes:
         parts += ["", "Flags:", *notes]
@@ -91,8 +95,11 @@ def compare_table(a: Selection, b: Selection, rows: Sequence[Row]) -> str:
                            (*_sides(row, figure), format_change(row, figure))]
             for row in rows]
     moved = [f"- {label}: {line}" for label, line in changed_parts(rows)]  # where the step's time moved
+    contended = [f"- {row.label}: not judged: {line}" for row in rows for line in row.contended]
     return (f"A = `{a.text}`, B = `{b.text}`\n\n"
             + _table(header, body, (False,) + (True,) * (len(header) - 1)) + "\n"
+            + f"\n{NOISE_RULE}\n"
+            + ("\nContended (not judged):\n\n" + "\n".join(contended) + "\n" if contended else "")
             + ("\nWhere the step's time moved (time breakdown):\n\n" + "\n".join(moved) + "\n" if moved else ""))
 
 

@@ -96,7 +96,8 @@ def layout_summary(workload, world_size: int) -> str:
 # ---------------------------------------------------------------- from the results store
 
 
-_WHERE_MEASURED = ("effective_tokens_per_s_per_device", "mfu_measured", "time_to_train_s", "eval_accuracy")
+_WHERE_MEASURED = ("effective_tokens_per_s_per_device", "mfu_measured", "mfu_current_peak", "time_to_train_s",
+                   "eval_accuracy")
 
 
 def summary_table(summaries, title: str) -> Table:
@@ -107,7 +108,8 @@ def summary_table(summaries, title: str) -> Table:
 
     table = Table(title=title)
     columns = ("tokens_per_s_per_device", "effective_tokens_per_s_per_device", "tokens_per_s_total",
-               "tflops_per_device", "mfu", "mfu_measured", "step_time_median_s", "time_to_train_s", "eval_accuracy")
+               "tflops_per_device", "mfu", "mfu_measured", "mfu_current_peak", "step_time_median_s", "time_to_train_s",
+               "eval_accuracy")
     # Effective tokens/s (padding left out) only where a round pads, "MFU (measured)" only once a round has a
     # calibrated peak, MLPerf's time to train and eval accuracy only where an imported MLPerf log gave them:
     # a column of n/a would push the others to wrap
@@ -121,10 +123,13 @@ def summary_table(summaries, title: str) -> Table:
     for key in columns:
         table.add_column(FIGURE_BY_KEY[key].label, justify="right")
     table.add_column("memory actual / total", justify="right")
+    table.add_column("contention")  # a contended row is never judged (results/contention.py)
     for s in summaries:
         rounds = ", ".join(f"[{STATUS_STYLE.get(st, '')}]{n} {st}[/]" for st, n in s.statuses.items())
+        cell = s.contention_cell()
         table.add_row(s.label, s.config, *[fact_text(s.facts.get(k)) for k in varying], rounds,
-                      *[s.cell(key) for key in columns], s.memory())
+                      *[s.cell(key) for key in columns], s.memory(),
+                      f"[yellow]{cell}[/]" if cell.startswith("contended") else cell)
     return table
 
 
@@ -138,7 +143,8 @@ def checks_table(checks) -> Table:
         fmt = FIGURE_BY_KEY[c.figure].fmt
         table.add_row(c.case, c.config, c.figure, "n/a" if c.measured is None else fmt(c.measured),
                       f"{fmt(c.reference.value)} ({fmt(c.low)} – {fmt(c.high)})",
-                      f"[{'green' if c.passed else 'red'}]{c.verdict}[/]", escape(c.source))
+                      f"[{'yellow' if c.contended else 'green' if c.passed else 'red'}]{escape(c.verdict)}[/]",
+                      escape(c.source))
     return table
 
 
@@ -175,9 +181,12 @@ def footnotes(summaries) -> list[str]:
                 continue
             lines = [m.get("mfu_note") and (m["mfu_note"] if m.get("mfu") is not None else f"MFU n/a: {m['mfu_note']}")]
             note = m.get("mfu_measured_note") or ""
+            if s.current_peak_note and m.get("mfu_measured") is None:
+                note = ""  # calibrated since: the old "run calibrate" advice no longer holds
             if note:
                 lines.append(note if note.startswith("MFU (measured)") else
                              ("² MFU (measured) n/a: " if measured else "MFU against a measured peak: n/a, ") + note)
+            lines.append(s.current_peak_note)
             lines.append(m.get("flop_formula") and f"FLOPs: {m['flop_formula']}")
             for line in filter(None, lines):
                 rows = notes.setdefault((2 if line.startswith("FLOPs") else int("measured" in line[:30]), line), [])
