@@ -127,6 +127,8 @@ def print_plan(console: Console, plan: RunPlan) -> None:
             f"deadline {case.timeout_s:g} s")
         say(f"  layout: {layout_summary(w, case.name.world_size)}")
         say(f"  device: {_device_summary(case)}")
+        say("  contended past: " + ", ".join(f"{key} {'off' if value is None else value}"
+                                             for key, value in case.contention.model_dump().items()))
         guess = estimate(case)
         for note in guess.notes:
             say(f"  estimate: {note}")
