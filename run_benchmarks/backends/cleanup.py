@@ -211,5 +211,6 @@ def clean(hosts: dict[str, Host], container_hosts: Iterable[str], docker_hosts: 
     return lines
 
 
-__all__ = ["clean", "describe", "groups", "kill_leftovers", "leftover_warnings", "leftovers", "scan", "sweep_bridge_folders",
+__all__ = ["clean", "describe", "groups", "kill_leftovers", "leftover_warnings", "leftovers", "scan",
+           "sweep_bridge_folders",
            "sweep_containers"]

@@ -51,7 +51,8 @@ class ContentionLimits(Strict):
 
 def _fix() -> str:
     keys = ", ".join(f"contention.{k}" for k in ContentionLimits.model_fields)
-    return f"e.g. --set contention.others_cpu_share=0.5 (a share of the cores) or =null to judge nothing on it; keys: {keys}"
+    return (f"e.g. --set contention.others_cpu_share=0.5 (a share of the cores) or =null to judge nothing on it; "
+            f"keys: {keys}")
 
 
 def split(assignments: Sequence[str]) -> tuple[list[str], list[str]]:

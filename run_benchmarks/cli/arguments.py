@@ -101,8 +101,8 @@ def add_run_options(parser: argparse.ArgumentParser) -> None:
                              f"{EXIT_CONTENDED} when a contended round was not judged, "
                              f"{EXIT_NOTHING_CHECKED} when no reference matches any case")
     parser.add_argument("--require-quiet", type=float, nargs="?", const=300.0, metavar="SECONDS",
-                        help="before each round, wait up to SECONDS (default 300) for its hosts to be within test_conf's "
-                             f"contention limits; past that, stop with the figures (exit {EXIT_CONTENDED})")
+                        help="before each round, wait up to SECONDS (default 300) for its hosts to be within "
+                             f"test_conf's contention limits; past that, stop with the figures (exit {EXIT_CONTENDED})")
     add_check_expectation(parser)
 
 

@@ -180,7 +180,8 @@ def cmd_compare(args: argparse.Namespace, console: Console) -> int:
     from run_benchmarks.results.report.terminal import compare_table
 
     print_table(console, compare_table(a, b, rows))
-    for label, line in changed_parts(rows):  # where the step's time moved (both sides measured a breakdown)
+    judged = [r for r in rows if not r.contended]  # a contended pair: not even where its time moved
+    for label, line in changed_parts(judged):  # where the step's time moved (both sides measured a breakdown)
         console.print(f"{label}: {line}", markup=False, highlight=False, soft_wrap=True)
     for row in rows:  # named once per round, each in one line: the table's cells only say "not judged"
         for line in row.contended:

@@ -248,6 +248,10 @@ class DebugSpec(StrictModel):
         None, le=60_000, why="a delay, not a hang (hang_at_step is that)",
         description="on fail_rank only, sleep this long before each step's forward and backward (PPO: before "
                     "each experience making and each trained role's forward and backward): a straggler")
+    compute_delay_spins: bool = Field(
+        False, description="compute_delay_ms spins on the CPU instead of sleeping: a slow kernel's time, which keeps "
+                           "the rank's core busy (a sleeping rank leaves its core to other processes, whose use of it "
+                           "a round's contention counts)")
 
 
 class WorkloadSpec(StrictModel):

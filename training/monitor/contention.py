@@ -9,10 +9,11 @@ samples around them (run_benchmarks/execute/contention.py), however short the st
   orchestrator when it runs here, the monitor), accumulated per process so a process that ends keeps what it
   used; their reaped children's time counts too (the command monitor's tool lives between two samples), less
   what an ended process of the run was already seen using;
-- ``load1``: the 1-minute load average (and ``machine_cpus``, what it is read against); ``psi_memory_some_s``: /proc/pressure/memory's ``some`` total (time at
-  least one task stalled on memory), None where the kernel has no PSI;
+- ``load1``: the 1-minute load average (and ``machine_cpus``, what it is read against);
+- ``psi_memory_some_s``: /proc/pressure/memory's ``some`` total (time at least one task stalled on memory), None
+  where the kernel has no PSI;
 - ``own_pids``: the run's processes here, which the accelerator monitor's device processes are told apart by;
-- ``others``: the processes that are not the run's own and used CPU since the last sample, the most first
+- ``others``: the processes (on any core) that are not the run's own and used CPU since the last sample, the most first
   (pid, name, seconds): who, for ``show --verbose``.
 
 Others' CPU is busy - own on the run's cores: it counts what /proc lists no process for (short-lived
@@ -76,7 +77,8 @@ class ContentionCounters:
             "total_s": round(total * TICK_S, 2), "own_cpu_s": round(self.own_ticks * TICK_S, 2),
             "own_processes": sum(1 for s in self.seen.values() if s.tagged and s.own),
             "own_pids": sorted(pid for (pid, _), s in self.seen.items() if s.own),
-            "load1": round(os.getloadavg()[0], 2), "machine_cpus": os.cpu_count(), "psi_memory_some_s": _psi_some_s(self.proc / "pressure/memory"),
+            "load1": round(os.getloadavg()[0], 2), "machine_cpus": os.cpu_count(),
+            "psi_memory_some_s": _psi_some_s(self.proc / "pressure/memory"),
             "others": [[pid, name, round(ticks * TICK_S, 2)] for pid, name, ticks in others[:OTHERS_KEPT]],
         }
 

@@ -94,7 +94,8 @@ def compare_table(a: Selection, b: Selection, rows: Sequence[Row]) -> str:
     body = [[row.label] + [cell for figure in figures for cell in
                            (*_sides(row, figure), format_change(row, figure))]
             for row in rows]
-    moved = [f"- {label}: {line}" for label, line in changed_parts(rows)]  # where the step's time moved
+    moved = [f"- {label}: {line}"  # where the step's time moved; a contended pair's is not judged either
+             for label, line in changed_parts([r for r in rows if not r.contended])]
     contended = [f"- {row.label}: not judged: {line}" for row in rows for line in row.contended]
     return (f"A = `{a.text}`, B = `{b.text}`\n\n"
             + _table(header, body, (False,) + (True,) * (len(header) - 1)) + "\n"
