@@ -58,18 +58,19 @@ def figures_table(summaries: Sequence[CaseSummary]) -> str:
 
     keys = varying_settings(summaries)
     extra = [f for f in HEADLINE if any(s.mean(f) is not None for s in summaries)]
+    contention = ["contention"] if any(s.contention_cell() != "n/a" for s in summaries) else []
     rows = []
     for s in summaries:
         statuses = ", ".join(f"{n} {st}" for st, n in s.statuses.items())
         rows.append([s.label, s.config, *[fact_text(s.facts.get(k)) for k in keys], statuses,
                      s.cell("tokens_per_s_per_device"), s.cell("tokens_per_s_total"), s.cell("tflops_per_device"),
                      s.cell("mfu"), s.memory(), s.cell("step_time_median_s"), *[s.cell(f) for f in extra],
-                     s.contention_cell()])
+                     *[s.contention_cell() for _ in contention]])
     header = ("case", "config", *[FACT_LABEL.get(k, k) for k in keys], "rounds", "tokens/s/device",
               "tokens/s total", "TFLOP/s/device", "MFU", "memory actual / total", "step time",
-              *[FIGURE_BY_KEY[f].label for f in extra], "contention")
+              *[FIGURE_BY_KEY[f].label for f in extra], *contention)
     return _table(header, rows, (False, False) + (True,) * len(keys) + (False,) + (True,) * (6 + len(extra))
-                  + (False,))
+                  + (False,) * len(contention))
 
 
 def report(summaries: Sequence[CaseSummary], title: str) -> str:

@@ -123,13 +123,15 @@ def summary_table(summaries, title: str) -> Table:
     for key in columns:
         table.add_column(FIGURE_BY_KEY[key].label, justify="right")
     table.add_column("memory actual / total", justify="right")
-    table.add_column("contention")  # a contended row is never judged (results/contention.py)
+    measured = any(s.contention_cell() != "n/a" for s in summaries)  # imports and older rows: no such column
+    if measured:
+        table.add_column("contention")  # a contended row is never judged (results/contention.py)
     for s in summaries:
         rounds = ", ".join(f"[{STATUS_STYLE.get(st, '')}]{n} {st}[/]" for st, n in s.statuses.items())
         cell = s.contention_cell()
         table.add_row(s.label, s.config, *[fact_text(s.facts.get(k)) for k in varying], rounds,
                       *[s.cell(key) for key in columns], s.memory(),
-                      f"[yellow]{cell}[/]" if cell.startswith("contended") else cell)
+                      *([f"[yellow]{cell}[/]" if cell.startswith("contended") else cell] if measured else []))
     return table
 
 
