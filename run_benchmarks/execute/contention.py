@@ -13,29 +13,21 @@ others were (pids, names, CPU seconds) is kept for ``show --verbose``, never in 
 """
 from __future__ import annotations
 
-import json
 import math
 from pathlib import Path
 from typing import Iterator, Optional, Sequence
 
 from training.contract.names import MONITOR_ACCELERATOR_FILE, MONITOR_HOST_FILE
 
+from run_benchmarks.execute import monitoring
 from run_benchmarks.results.contention import judge, warning  # noqa: F401 - the round's verdict, re-exported
 
 OTHERS_KEPT = 8
 
 
 def _lines(path: Path) -> Iterator[dict]:
-    if not path.is_file():
-        return
-    with open(path, encoding="utf-8", errors="replace") as f:
-        for line in f:
-            try:
-                sample = json.loads(line)
-            except json.JSONDecodeError:
-                continue  # the last line of a monitor stopped mid-write
-            if isinstance(sample, dict) and isinstance(sample.get("t"), (int, float)):
-                yield sample
+    """The monitor file's samples that carry their time."""
+    return (s for s in monitoring.read_samples(path) if isinstance(s, dict) and isinstance(s.get("t"), (int, float)))
 
 
 def _bracket(samples: list[dict], window: Optional[tuple[float, float]]) -> tuple[Optional[dict], Optional[dict]]:
