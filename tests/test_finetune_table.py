@@ -106,7 +106,7 @@ def test_markdown_has_the_reference_shape(accelbench, store):
     done = accelbench("table", "finetune", "run-a", "run-b", "--db", store, "--format", "markdown")
     assert done.returncode == 0, done.stderr
     lines = [line for line in done.stdout.splitlines() if line.startswith("|")]
-    assert lines[0] == ("| model | method | GPUs | batch | Paddle setup | Paddle effective tok/s/dev | Torch setup | "
+    assert lines[0] == ("| model | method | CPU processes | batch | Paddle setup | Paddle effective tok/s/dev | Torch setup | "
                         "Torch effective tok/s/dev | speedup (Paddle/Torch) |")
     lora, sft = (line.split(" | ") for line in lines[2:])
     assert lora[:4] == ["| llama_tiny", "LoRA", "1", "4"] and lora[5] == "12,000" and lora[-1] == "1.78x |"

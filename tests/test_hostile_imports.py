@@ -145,7 +145,10 @@ def test_a_long_line_inside_a_log_is_skipped_and_the_cap_can_be_raised_or_is_ref
     ("paddlenlp", "interval_samples_per_second " + "a" * ((1 << 20) - 100)),
     ("torchtitan", "step: 1 tps: 5 memory: " + "1" * ((1 << 20) - 100)),
     ("torchtitan", "step: 1 tps: 5 mfu: " + "1" * ((1 << 20) - 100)),
-], ids=["megatron-word", "megatron-digits", "paddlenlp-word", "torchtitan-memory", "torchtitan-mfu"])
+    ("nemo", "Epoch 0: :  1%| 1/2 [00:01<00:01, " + "k" * ((1 << 20) - 100) + "=1]"),
+    ("paddleformers", "[x] - " + "a" * ((1 << 20) - 100) + " : 1"),
+], ids=["megatron-word", "megatron-digits", "paddlenlp-word", "torchtitan-memory", "torchtitan-mfu", "nemo-bar",
+        "paddleformers-argument"])
 def test_a_megabyte_line_built_to_make_a_pattern_backtrack_takes_seconds(tmp_path, fmt, line):
     log = tmp_path / "hostile.log"
     log.write_text((line + "\n") * 3)

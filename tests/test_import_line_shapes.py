@@ -43,7 +43,8 @@ def test_torchtitan_with_four_ranks_interleaved_keeps_rank_0_and_skips_warm_up_b
     assert "4 ranks log metric lines (ranks 0-3): rank 0's kept, the others' left out" in warnings
     assert "1 validation line(s) (validate step) left out: not training throughput" in warnings
     assert row["metrics"]["sources"]["tokens_per_s_per_device"] == (
-        "log: tps (tokens/s per device), time-weighted over 2 line(s) after the first 1 logged step(s)")
+        "log: tps (tokens/s per device), time-weighted over 2 line(s) after the first 1 (warm-up), each covering one "
+        "log interval of 10 step(s) (the smallest gap between consecutive lines)")
 
 
 def test_torchtitan_unprefixed_lines_repeating_each_step_keep_one_line_per_step(accelbench, tmp_path):
@@ -91,7 +92,8 @@ def test_paddlenlp_summary_figures_beside_the_interval_means_and_train_loss_as_t
     assert metrics["samples_per_s_run"] == 8.5 and metrics["effective_tokens_per_s_logged"] == 3456.78
     assert row["loss_last"] == 6.9012 and metrics["loss_last_interval"] == 6.25
     assert metrics["sources"]["loss_last"].startswith("log: train_loss of the end-of-run summary")
-    assert metrics["sources"]["samples_per_s"].startswith("log: interval_samples_per_second, mean of 2 interval(s)")
+    assert metrics["sources"]["samples_per_s"].startswith(
+        "log: interval_samples_per_second (samples/s), time-weighted over 2 line(s) after the first 1 (warm-up)")
     assert any("train_samples_per_second 8.5 (warm-up included) and the interval mean 10.25 differ by -17.1%" in w
                for w in row["warnings"])
     shown = accelbench("show", "summary", "--db", str(db)).stdout
@@ -113,9 +115,12 @@ def test_paddlenlp_older_global_step_lines_are_read(accelbench, tmp_path):
     done = imported(accelbench, db, log, "paddlenlp", "gpt3_6.7B:paddle_2.5.1:A100:1:8", "old-tokens")
     assert done.returncode == 0, done.stdout + done.stderr
     row = stored(db, "old-tokens")
-    assert row["tokens_per_s_per_device"] == pytest.approx((3891 + 4301) / 2)
-    assert row["tokens_per_s_total"] == pytest.approx((31130 + 34406) / 2)  # the log's own, not x 8
-    assert row["step_time_median_s"] == pytest.approx(1 / 2.0) and row["loss_last"] == pytest.approx(8.7)
+    # each line's rate over the time its step took (avg_batch_cost, as printed): tokens over time, not the mean
+    # of the two lines' rates
+    t2, t3 = round(1 / 1.9, 5), round(1 / 2.1, 5)
+    assert row["tokens_per_s_per_device"] == pytest.approx((3891 * t2 + 4301 * t3) / (t2 + t3))
+    assert row["tokens_per_s_total"] == pytest.approx((31130 * t2 + 34406 * t3) / (t2 + t3))  # the log's own, not x 8
+    assert row["step_time_median_s"] == pytest.approx((t2 + t3) / 2) and row["loss_last"] == pytest.approx(8.7)
 
     log.write_text(old_line(1, 0.5, "ips: 0.1 seqs/s") + old_line(2, 2.0, "ips: 0.25 seqs/s")
                    + old_line(3, 2.0, "ips: 0.27 seqs/s"))
@@ -138,7 +143,8 @@ def test_megatrons_own_tflops_is_shown_beside_accelbenchs_and_a_gap_past_the_tol
     assert any(w.startswith(said) and "past the 10% tolerance" in w for w in row["warnings"]) and said in done.stderr
     shown = accelbench("show", "gap", "--db", str(db)).stdout
     assert f"TFLOP/s/device (model): {ours:.3g} — case gpt3_6.7B: " in shown
-    assert "TFLOP/s/device as logged: 150 — log: throughput per GPU (TFLOP/s/GPU) (Megatron's own FLOP count)" in shown
+    assert ("TFLOP/s/device as logged: 150 — log: throughput per GPU (TFLOP/s/GPU) (TFLOP/s per device; Megatron's "
+            "own FLOP count") in shown
 
 
 # ---------------------------------------------------------------- what an import names

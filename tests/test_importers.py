@@ -155,7 +155,8 @@ def test_megatron_iteration_and_memory_lines(accelbench, tmp_path):
                          "memory_total_bytes": 80 * GIB, "step_time_median_s": (14.0 + 14.5) / 2,
                          "loss_last": 2.25, "samples_per_step": 512})
     metrics = row["metrics"]
-    assert metrics["tflops_per_device_logged"] == pytest.approx((400.0 * 10 + 386.2 * 10) / 20, rel=1e-12)
+    # Megatron's own TFLOP/s over the two intervals: their FLOPs over their time, not the mean of the two lines
+    assert metrics["tflops_per_device_logged"] == pytest.approx((400.0 * 14.0 + 386.2 * 14.5) / (14.0 + 14.5), rel=1e-12)
     assert metrics["loss_first"] == 3.0 and metrics["memory_kind"] == "allocated"
     assert metrics["step_time_s"]["n"] == 2 and row["wall_time_s"] == 8 * 60 + 5 - (3 * 60 + 20)
 

@@ -28,8 +28,10 @@ from training.contract.perflog import EndRecord, StartRecord, StepRecord
 from .conftest import ROOT, write
 
 
-def metrics_for(step_time: float, tokens: int = 4096, world: int = 2, steps: int = 6) -> dict:
-    """A round's metrics, computed from perf records of ranks that each take ``step_time`` a step."""
+def metrics_for(step_time: float, tokens: int = 4096, world: int = 2, steps: int = 6, peak: float | None = 100.0,
+                peak_note: str = "") -> dict:
+    """A round's metrics, computed from perf records of ranks that each take ``step_time`` a step, MFU against
+    ``peak`` (None: n/a, for ``peak_note``'s reason)."""
     ranks = []
     for rank in range(world):
         log = collect.RankLog(rank, start=StartRecord(
@@ -41,7 +43,7 @@ def metrics_for(step_time: float, tokens: int = 4096, world: int = 2, steps: int
             log.series.add_record(StepRecord(rank=rank, step=step, warmup=step < 2, step_time_s=step_time,
                                              tokens=tokens, loss=5.0 - step * 0.1))
         ranks.append(log)
-    return analyze.round_metrics(ranks, 100.0, "", samples_per_step=8).to_dict()
+    return analyze.round_metrics(ranks, peak, peak_note, samples_per_step=8).to_dict()
 
 
 def document(run_id: str, case: str, framework: str, step_time: float, round_: int = 1, status: str = "ok",
@@ -365,8 +367,8 @@ def test_import_paddlenlp_and_mllog_logs_beside_accelbench_runs(accelbench, tmp_
     done = accelbench("import", str(broken), "--format", "mllog", "--case-name", "gpt3_13B:torch:A100:1:8",
                       "--db", str(db))
     assert done.returncode == 1 and "broken.log: failed" in done.stdout and "no run_stop event" in done.stdout
-    bad = accelbench("import", str(broken), "--format", "nemo", "--case-name", "x:torch:A100:1:8", "--db", str(db))
-    assert bad.returncode == 2 and "no log parser 'nemo'" in bad.stderr and "paddlenlp/1" in bad.stderr
+    bad = accelbench("import", str(broken), "--format", "maxtext", "--case-name", "x:torch:A100:1:8", "--db", str(db))
+    assert bad.returncode == 2 and "no log parser 'maxtext'" in bad.stderr and "paddlenlp/1" in bad.stderr
     unknown = accelbench("import", str(mlperf), "--format", "mllog", "--case-name", "gpt3_175B:torch:A100:1:8",
                          "--db", str(db))
     assert unknown.returncode == 2 and "no case 'gpt3_175B'" in unknown.stderr and "gpt3_13B" in unknown.stderr

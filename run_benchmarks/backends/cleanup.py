@@ -47,14 +47,16 @@ def _owner_words(owner: str) -> str:
 
 
 def groups(host_name: str, processes: list[dict]) -> list[dict]:
-    """Another run's processes on a host, one entry per run and owner: what ``show --verbose`` lists."""
-    found: dict[tuple, dict] = {}
+    """Another run's processes on a host, one entry per run: what ``show --verbose`` lists. Processes of one
+    orchestrator are one run's, also those that carry no run id (a launcher or monitor started before the id was
+    in their environment): grouped by owner, named by the run id any of them carries."""
+    found: dict[tuple, list[dict]] = {}
     for proc in processes:
-        entry = found.setdefault((proc["run"], proc["owner"], proc["alive"]), {
-            "host": host_name, "run": proc["run"], "owner": proc["owner"], "alive": proc["alive"], "pids": [],
-            "cmd": proc["cmd"][:100]})
-        entry["pids"].append(proc["pid"])
-    return list(found.values())
+        key = (proc["owner"], proc["alive"]) if proc["owner"] else (proc["run"], "", proc["alive"])
+        found.setdefault(key, []).append(proc)
+    return [{"host": host_name, "run": next((p["run"] for p in procs if p["run"]), "") or "(no run id)",
+             "owner": procs[0]["owner"], "alive": procs[0]["alive"], "pids": [p["pid"] for p in procs],
+             "cmd": procs[0]["cmd"][:100]} for procs in found.values()]
 
 
 def describe(host_name: str, processes: list[dict]) -> list[str]:

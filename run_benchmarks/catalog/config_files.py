@@ -37,6 +37,9 @@ class TestConf(Strict):
     cases: list[Union[str, CaseEntry]] = Field(default_factory=list, description="case names run when none is "
                                                                                   "given; or {case, extern_config, set}")
     log_root: str = Field("logs", description="where run folders go; relative: inside the checkout")
+    db: Optional[str] = Field(None, min_length=1, description="results store, as --db names it: a file (relative: "
+                                                              "inside the checkout) or postgresql://USER@HOST:PORT/DB; "
+                                                              "default <log_root>/results.db")
     timeout_s: PositiveFloat = Field(3600, allow_inf_nan=False, description="deadline for one round of one case")
     monitor_interval_s: NonNegativeFloat = Field(1.0, description="seconds between host and accelerator "
                                                                   "samples beside every node; 0 turns monitors off")

@@ -175,9 +175,15 @@ class Hardware:
         """The peak for ``precision`` and, when there is none, why not."""
         key = PEAK_KEY_FOR_PRECISION.get(precision, precision)
         peak = self.spec.peak_tflops.get(key)
-        if peak is None:
-            return None, (f"no {key} peak for {self.name}: set accelerators.{self.name}.peak_tflops.{key} "
-                          f"in {self.vendor_dir / 'vendor.yaml'}")
+        if peak is None:  # the vendor's reason (peak_note); a CPU has no datasheet to copy one from: measure it
+            calibrate = f"`accelbench calibrate {self.name}` measures one, and MFU is then shown against it"
+            why = self.spec.peak_note or (f"a CPU has no datasheet peak (it depends on the model, clock and vector "
+                                          f"units); {calibrate}" if self.on_cpu else
+                                          f"set accelerators.{self.name}.peak_tflops.{key} in "
+                                          f"{self.vendor_dir / 'vendor.yaml'}")
+            if self.on_cpu and "accelbench calibrate" not in why:
+                why += f"; {calibrate}"
+            return None, f"no {key} peak for {self.name}: {why}"
         return peak, PEAK_BASIS.get(key, "")
 
     def measured_peak_tflops(self, precision: str) -> tuple[Optional[float], str]:

@@ -63,7 +63,8 @@ def _log_name(args: argparse.Namespace, stated: dict, fmt: str, path: Path) -> c
     if not nnodes or not nprocs:
         raise UserError(f"{path}: the log states no layout (nodes and devices per node) and no --case-name gives "
                         "one", "give --nnodes N --nprocs-per-node P, or --case-name")
-    text = (f"{_plain(args.model or stated.get('model'), 'unknown')}:{fmt.split('/')[0]}:"
+    framework = re.sub(r"[^A-Za-z0-9]", "", fmt.split("/")[0])  # megatron-deepspeed: a case name's framework field
+    text = (f"{_plain(args.model or stated.get('model'), 'unknown')}:{framework}:"
             f"{_plain(args.hardware or stated.get('hardware'), 'unknown')}:{nnodes}:{nprocs}")
     return casename.parse(text)
 
@@ -120,7 +121,8 @@ def cmd_import(args: argparse.Namespace, console: Console) -> int:
         return bundle_cli.cmd_import_bundles(args, console)
     if not args.format:
         raise UserError("import needs --format for a log (only a bundle says what it holds)",
-                        f"add --format mllog|megatron|torchtitan|paddlenlp, and --case-name {casename.EXAMPLE} "
+                        f"add --format with one of {', '.join(sorted(importers.PARSERS))} (the format alone for its "
+                        f"newest version), and --case-name {casename.EXAMPLE} "
                         "for accelbench's TFLOP/s and MFU")
     parser = importers.get(args.format)
     _check_options(args)
@@ -157,7 +159,7 @@ def cmd_import(args: argparse.Namespace, console: Console) -> int:
             console.print(f"{path}: {imported.status}{_headline(imported.metrics)}"
                           + (f" — {imported.reason}" if imported.reason else ""), markup=False, soft_wrap=True)
         store.end_run(run_id, datetime.now(timezone.utc).isoformat(timespec="seconds"))
-    console.print(f"imported as run {run_id} into {store.path} ({parser.name})", markup=False, soft_wrap=True)
+    console.print(f"imported as run {run_id} into {store.where} ({parser.name})", markup=False, soft_wrap=True)
     return EXIT_FAILED if failed else EXIT_OK
 
 

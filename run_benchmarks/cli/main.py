@@ -29,7 +29,7 @@ COMMANDS = {
     "calibrate": "run_benchmarks.cli.calibrate:cmd_calibrate",
     "runs": "run_benchmarks.cli.results:cmd_runs",
     "show": "run_benchmarks.cli.results:cmd_show",
-    "store": "run_benchmarks.cli.results:cmd_store",
+    "store": "run_benchmarks.cli.store:cmd_store",
     "report": "run_benchmarks.cli.report:cmd_report",
     "reference": "run_benchmarks.cli.reference:cmd_reference",
     "compare": "run_benchmarks.cli.report:cmd_compare",

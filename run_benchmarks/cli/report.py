@@ -14,7 +14,7 @@ from run_benchmarks.errors import UserError
 from run_benchmarks.pathnames import write_text_file
 from run_benchmarks.results.report import current_peaks, export, markdown
 from run_benchmarks.results.report.compare import FACT_FILTERS, Selection, compare, nothing_in_common
-from run_benchmarks.results.report.summary import summarize
+from run_benchmarks.results.report.summary import summarize, untrained_flags
 from run_benchmarks.results.report.terminal import checks_table, print_table, print_summaries
 from run_benchmarks.results.store.store import ResultStore
 from run_benchmarks.cli.store_options import open_store
@@ -26,18 +26,26 @@ from run_benchmarks.planner.inputs import default_root
 
 
 def parse_selection(store: ResultStore, words: Sequence[str]) -> Selection:
-    run_ids, filters = [], {}
-    for word in (w for text in words for w in text.split(",") if w.strip()):
+    """Run ids, prefixes and ``last`` (the run each resolves to), and KEY=VALUE filters. The selection's text,
+    which titles reports, names the run ``last`` stood for: a saved report says which run it is."""
+    run_ids, filters, shown = [], {}, []
+    for word in (w.strip() for text in words for w in text.split(",") if w.strip()):
         if "=" in word:
             key, value = (part.strip() for part in word.split("=", 1))
             if key not in FILTER_KEYS + FACT_FILTERS:
                 raise UserError(f"cannot select by {key!r}", f"use one of: {', '.join(FILTER_KEYS + FACT_FILTERS)}")
             filters[key] = value
+            shown.append(word)
         else:
-            run_ids.append(store.resolve_run(word.strip()))
+            run_ids.append(store.resolve_run(word))
+            shown.append(run_ids[-1] if word in LAST else word)
     if not run_ids and not filters:
         run_ids.append(store.resolve_run("last"))
-    return Selection(" ".join(words) or "last", tuple(run_ids), filters)
+        shown.append(run_ids[-1])
+    return Selection(" ".join(shown), tuple(run_ids), filters)
+
+
+LAST = ("last", "latest")
 
 
 def select(store: ResultStore, selection: Selection):
@@ -53,7 +61,7 @@ def select(store: ResultStore, selection: Selection):
             return {str(value), fact_text(value), fact_text(value).replace(",", "")}
         attempts = [a for a in attempts if all(v in value_of(a, k) for k, v in wanted.items())]
     if not attempts:
-        raise UserError(f"no attempt matches {selection.text!r} in {store.path}", "list the runs: accelbench runs")
+        raise UserError(f"no attempt matches {selection.text!r} in {store.where}", "list the runs: accelbench runs")
     return attempts
 
 
@@ -186,4 +194,7 @@ def cmd_compare(args: argparse.Namespace, console: Console) -> int:
     for row in rows:  # named once per round, each in one line: the table's cells only say "not judged"
         for line in row.contended:
             console.print(f"not judged: {row.label}: {line}", markup=False, highlight=False, soft_wrap=True)
+    for side, summary in ((side, getattr(row, side.lower())) for row in rows for side in ("A", "B")):
+        for flag in untrained_flags(summary.attempts) if summary is not None else []:  # why a side has no figure
+            console.print(f"⚑ {side} {summary.label}: {flag}", markup=False, highlight=False, soft_wrap=True)
     return EXIT_OK

@@ -1,5 +1,5 @@
-"""The commands that read the results store: runs, show, store repair (report and compare live in report.py,
-import in imports.py, bundle in bundle.py)."""
+"""The commands that read the results store: runs, show (store repair and copy live in store.py, report and
+compare in report.py, import in imports.py, bundle in bundle.py)."""
 from __future__ import annotations
 
 import argparse
@@ -21,9 +21,8 @@ from run_benchmarks.results.report.views import to_rich
 from run_benchmarks.results.report.task_figures import interconnect_line, micro_views
 from run_benchmarks.results.breakdown_words import describe as describe_breakdown
 from run_benchmarks.results.report.summary import human_bytes
-from run_benchmarks.results.store.store import ResultStore, store_path
-from run_benchmarks.results.store.faults import StoreCorrupt, process_alive
-from run_benchmarks.cli.store_options import log_root_of, open_store
+from run_benchmarks.results.store.faults import process_alive
+from run_benchmarks.cli.store_options import open_store
 from run_benchmarks.execute.monitoring import WHOLE_ROUND
 
 WINDOWED = ("accel_util_mean", "power_w_mean", "energy_j")  # the monitor's figures over its window
@@ -33,7 +32,7 @@ def cmd_runs(args: argparse.Namespace, console: Console) -> int:
     with open_store(args) as store:
         rows = store.runs(args.limit or None)
     host = socket.gethostname()
-    table = Table(title=f"runs in {store.path}")
+    table = Table(title=f"runs in {store.where}")
     for column in ("run", "started", "status", "attempts", "ok", "cases", "commit", "source"):
         table.add_column(column, no_wrap=column in ("run", "started"))
     for r in rows:
@@ -167,35 +166,3 @@ def _show_memory(console: Console, r, columns) -> None:
         console.print(f"{head} ({figure.label})" + (f" — {said}" if said else ""), markup=False, soft_wrap=True)
     if total and not found:
         console.print(f"  device memory total: {human_bytes(total)}", markup=False)
-
-
-def cmd_store(args: argparse.Namespace, console: Console) -> int:
-    """``store repair``: the attempts results.json files hold that the store lacks, added once."""
-    path = (args.db or store_path(log_root_of(args))).resolve()
-    if args.paths:
-        folders = [p.resolve() for p in args.paths]
-    elif args.db is not None and args.log_root is None:
-        folders = [path.parent]  # the default layout: the store beside the run folders
-    else:
-        folders = [log_root_of(args)]
-    missing = [str(f) for f in folders if not f.exists()]
-    if missing:
-        raise UserError(f"{missing[0]}: no such file or folder", "give the log root (--log-root) or results.json paths")
-    try:
-        store = ResultStore(path)
-    except StoreCorrupt as exc:
-        aside = path.with_name(f"{path.name}.damaged-{datetime.now().strftime('%Y%m%d-%H%M%S')}")
-        for suffix in ("", "-wal", "-shm"):
-            part = Path(f"{path}{suffix}")
-            if part.exists():
-                part.rename(Path(f"{aside}{suffix}"))
-        console.print(f"{exc.message}\nmoved it aside to {aside}; rebuilding {path} from results.json",
-                      markup=False, soft_wrap=True)
-        store = ResultStore(path)
-    with store:
-        lines = store.repair(folders)
-    for line in lines:
-        console.print(line, markup=False, soft_wrap=True)
-    console.print(f"repaired {path} from {', '.join(map(str, folders))}", markup=False, soft_wrap=True)
-    return EXIT_OK
-

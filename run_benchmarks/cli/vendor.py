@@ -14,6 +14,8 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
+import yaml
+
 from run_benchmarks.catalog.cases import CaseCatalog
 from run_benchmarks.cli import vendor_probe
 from run_benchmarks.catalog.config_files import ClusterSpec, HostSpec, TestConf
@@ -61,7 +63,9 @@ def scaffold(vendors_dir: Path, name: str) -> Path:
 
 
 def _todos(folder: Path) -> list[Finding]:
-    """Every line of the vendor's files that still says TODO (left from the template)."""
+    """Every value of the vendor's files that still says TODO (left from the template). Comments do not count:
+    the template's commented examples and hints may stay (YAML: its scalars only; requirements.txt and
+    Dockerfiles: what is not a # comment)."""
     out = []
     for path in sorted(p for p in folder.rglob("*") if p.is_file() and p.suffix in (".yaml", ".txt", "")
                        and "wheels" not in p.parts):
@@ -69,11 +73,34 @@ def _todos(folder: Path) -> list[Finding]:
             lines = path.read_text(encoding="utf-8").splitlines()
         except (UnicodeDecodeError, OSError):
             continue
-        for number, line in enumerate(lines, 1):
-            if "TODO" in line:
-                out.append(Finding(path, f"line {number} still says TODO: {line.strip()}",
-                                   "replace it with the real value (or delete the line where optional)"))
+        numbers = _todo_values(path, lines) if path.suffix == ".yaml" else [
+            n for n, line in enumerate(lines, 1) if "TODO" in re.sub(r"(^|\s)#.*$", "", line)]
+        for number in numbers:
+            out.append(Finding(path, f"line {number} still says TODO: {lines[number - 1].strip()}",
+                               "replace it with the real value (or delete the line where optional)"))
     return out
+
+
+def _todo_values(path: Path, lines: list[str]) -> list[int]:
+    """The lines of the YAML scalars (keys or values) holding TODO; a file YAML cannot read: every such line."""
+    try:
+        root = yaml.compose("\n".join(lines), Loader=yaml.SafeLoader)
+    except yaml.YAMLError:
+        return [n for n, line in enumerate(lines, 1) if "TODO" in line]
+    found, seen, stack = set(), set(), [root] if root is not None else []
+    while stack:
+        node = stack.pop()
+        if id(node) in seen:  # an alias points at a node already walked
+            continue
+        seen.add(id(node))
+        if isinstance(node, yaml.ScalarNode):
+            if "TODO" in str(node.value):
+                found.add(node.start_mark.line + 1)
+        elif isinstance(node, yaml.SequenceNode):
+            stack.extend(node.value)
+        elif isinstance(node, yaml.MappingNode):
+            stack.extend(item for pair in node.value for item in pair)
+    return sorted(found)
 
 
 def check(root: Path, name: str, run_tools: bool = False) -> list[Finding]:

@@ -10,7 +10,6 @@ import hashlib
 import json
 import shutil
 import signal
-import sqlite3
 import sys
 import time
 from datetime import datetime, timezone
@@ -29,7 +28,7 @@ from run_benchmarks.plan import CasePlan, NodePlan, RoundPlan
 from run_benchmarks.results.record import CaseFacts, Environment, RoundRecord, Status
 from run_benchmarks.results.round_result import RoundResult
 from run_benchmarks.results.store.store import ResultStore
-from run_benchmarks.results.store.faults import StoreUnavailable, is_full
+from run_benchmarks.results.store.faults import StoreError, StoreUnavailable, is_full
 from run_benchmarks.results.workload import resolved_workload, workload_hash
 from training.contract import perflog
 
@@ -296,11 +295,11 @@ def store_attempt(store: Optional[ResultStore], case: CasePlan, result: RoundRes
             store.add_attempt(record.to_row(attempt),
                               what=f"round {result.round} of {result.case_name}")
             stored = True
-        except (sqlite3.Error, StoreUnavailable) as exc:
+        except (StoreError, StoreUnavailable) as exc:
             why = getattr(exc, "reason", "") or str(exc).splitlines()[0]
             kept = result.write_error is None and path.is_file()
-            warning = (f"this attempt is NOT in the results store {store.path}: {why}; "
-                       + (f"add it from this file with: accelbench store repair --db {store.path} --log-root "
+            warning = (f"this attempt is NOT in the results store {store.where}: {why}; "
+                       + (f"add it from this file with: accelbench store repair --db {store.where} --log-root "
                           f"{_log_root_of(path)}" if kept else "and its results.json could not be written: "
                           "its figures are lost"))
             result.warnings.append(warning)
@@ -310,11 +309,11 @@ def store_attempt(store: Optional[ResultStore], case: CasePlan, result: RoundRes
             if kept:
                 _add_warning(path, warning)
             if is_full(exc) and result.write_error is None:
-                raise ResultsUnwritable(errno.ENOSPC, f"the results store {store.path} is full: {why}") from None
+                raise ResultsUnwritable(errno.ENOSPC, f"the results store {store.where} is full: {why}") from None
     if result.write_error is not None:
         exc = result.write_error
         if stored:
-            _loud(f"round {result.round} of {result.case_name}: the attempt is in the store {store.path}, not in "
+            _loud(f"round {result.round} of {result.case_name}: the attempt is in the store {store.where}, not in "
                   f"a results.json; the run stops here")
         raise ResultsUnwritable(exc.errno or errno.EIO, f"{path} could not be written: {exc.strerror or exc}")
 

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import shutil
 import signal
-import sqlite3
 import sys
 import time
 from pathlib import Path
@@ -29,7 +28,7 @@ from run_benchmarks.results.report.live import LiveStep
 from run_benchmarks.backends.runtimes import RunRuntimes
 from run_benchmarks.backends.schedulers import Scheduler
 from run_benchmarks.results.store.store import ResultStore
-from run_benchmarks.results.store.faults import StoreUnavailable
+from run_benchmarks.results.store.faults import StoreError, StoreUnavailable
 
 MONITOR_GRACE_S = 5.0
 POLL_S = 0.5  # how often the orchestrator looks at its nodes; it shares the cores being measured
@@ -199,7 +198,7 @@ class RoundExecutor:
         try:
             return [a.row for case in breakdown.COLLECTIVE_CASES
                     for a in self.store.attempts({"case": case, "status": "ok"})]
-        except (sqlite3.Error, StoreUnavailable):  # the breakdown then says the figure is missing
+        except (StoreError, StoreUnavailable):  # the breakdown then says the figure is missing
             return []
 
     def _node_facts(self, case: CasePlan, node: NodePlan) -> dict:

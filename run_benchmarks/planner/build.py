@@ -96,6 +96,13 @@ def _case_plan(inputs: PlanInputs, name: casename.CaseName, run_id: str, case_di
         raise UserError(f"case {name.case!r} has no {name.framework} workload ({case_path}: frameworks)",
                         f"use one of: {', '.join(case.frameworks)}")
     hardware = inputs.vendors.find_hardware(name.hardware)
+    declared = hardware.vendor_spec.frameworks
+    if name.framework not in declared:  # its image, container and env would be guessed: refused, not run silently
+        vendor_file = hardware.vendor_dir / "vendor.yaml"
+        raise UserError(f"case name {str(name)!r}: vendor {hardware.vendor} does not declare framework "
+                        f"{name.framework} ({vendor_file}: frameworks lists {', '.join(declared) or 'none'})",
+                        f"declare frameworks.{name.framework} in {vendor_file} (its env, and an image or "
+                        f"docker/{name.framework}_<version>/), or run a framework it declares")
     hosts = inputs.cluster.node_hosts()
     if name.nnodes > len(hosts):
         where = (f"{inputs.cluster_path} lists {len(hosts)} host(s)" if inputs.cluster.scheduler == "hosts"

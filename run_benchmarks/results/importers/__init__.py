@@ -80,7 +80,7 @@ class Parser:
 
 # Each parser module registers its parsers when imported: on the first lookup, never with the package.
 PARSERS: Registry[Parser] = Registry("log parser", modules=tuple(f"{__name__}.{module}" for module in (
-    "megatron", "mllog", "paddlenlp", "torchtitan")))
+    "megatron", "mllog", "nemo", "paddlenlp", "torchtitan")))
 
 
 class Span:

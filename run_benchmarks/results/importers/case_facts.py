@@ -11,6 +11,8 @@ workload the run path would train resolves here, and the same definitions apply 
     TFLOP/s/device   flops_per_token x tokens/s/device / 1e12    (training/contract/flops.py, as a run's)
     MFU              TFLOP/s/device / the vendor's peak for the case's precision
 
+(TFLOP/s, MFU and its note by results/derive.py: the functions a run's round uses, not a copy of them.)
+
 An import that names no case stores the log's own figures only (``hardware_facts``: the declared memory
 and nothing else): tokens/s where the log counts tokens or states its sequence length, no TFLOP/s or MFU
 of accelbench's formula (they need a case's model, and MFU its precision's peak); a warning says which
@@ -36,8 +38,9 @@ from run_benchmarks.catalog.casename import CaseName
 from run_benchmarks.catalog.cases import CaseCatalog
 from run_benchmarks.catalog.config import Layer, merge, parse_assignment, validate_layered
 from run_benchmarks.errors import UserError
+from run_benchmarks.results import derive
 from run_benchmarks.results.figure_checks import impossible
-from run_benchmarks.results.importers import Imported
+from run_benchmarks.results.importers import Imported, crosscheck
 
 # Figures any parser may yield; a log that yields none of them gave nothing to store.
 FIGURES = ("tokens_per_s_per_device", "tokens_per_s_total", "samples_per_s", "samples_per_s_per_device",
@@ -137,6 +140,7 @@ def complete(imported: Imported, facts: CaseFacts, world_size: int) -> None:
                                  f"--set model.seq_len={logged_seq})")
     if facts.precision:
         m.setdefault("precision", facts.precision)
+    crosscheck.device_memory(imported, facts.memory_total_bytes)  # a logged memory share against the hardware's size
     if facts.memory_total_bytes and "memory_total_bytes" not in m:
         m["memory_total_bytes"], m["memory_total_source"] = facts.memory_total_bytes, "declared"
     _throughput(imported, facts, world_size)
@@ -171,11 +175,12 @@ def _throughput(imported: Imported, facts: CaseFacts, world_size: int) -> None:
 
 
 def _tflops(imported: Imported, facts: CaseFacts) -> None:
+    """TFLOP/s/device and MFU by the function a run's round uses (results/derive.py), each with its source."""
     m = imported.metrics
     per_device, logged = m.get("tokens_per_s_per_device"), m.get("tflops_per_device_logged")
     if facts.flops_per_token and per_device is not None and math.isfinite(per_device):
         m["flops_per_token"], m["flop_formula"] = facts.flops_per_token, facts.flop_formula
-        m["tflops_per_device"] = facts.flops_per_token * per_device / 1e12
+        m["tflops_per_device"] = derive.tflops_per_device(facts.flops_per_token, per_device)
         imported.source("tflops_per_device", f"case {facts.case}: {facts.flops_per_token:,.4g} FLOPs per token "
                                              f"({facts.flop_formula}) x tokens/s/device")
         if logged and m["tflops_per_device"] and abs(logged / m["tflops_per_device"] - 1) > TOLERANCE:
@@ -189,14 +194,14 @@ def _tflops(imported: Imported, facts: CaseFacts) -> None:
         m["flop_formula"] = "as the imported tool logged it (no case FLOPs per token)"
         imported.source("tflops_per_device", "log: the tool's own TFLOP/s (no case FLOPs per token)")
     tflops = m.get("tflops_per_device")
-    if tflops is not None and facts.peak_tflops:
-        m["peak_tflops"], m["mfu"] = facts.peak_tflops, tflops / facts.peak_tflops
-        m["mfu_note"] = (f"MFU = {tflops:.4g} / {facts.peak_tflops:g} TFLOP/s ({facts.precision} peak)"
-                         + (f"; {facts.peak_note}" if facts.peak_note else ""))
+    if tflops is None:
+        return
+    used = derive.utilisation(tflops, facts.peak_tflops, facts.precision, facts.peak_note)
+    m["mfu_note"] = used.note
+    if used.mfu is not None:
+        m["peak_tflops"], m["mfu"] = facts.peak_tflops, used.mfu
         imported.source("mfu", f"derived: TFLOP/s/device / the declared {facts.precision} peak "
                                f"{facts.peak_tflops:g} TFLOP/s")
-    elif tflops is not None:
-        m["mfu_note"] = facts.peak_note or "no peak for this hardware"
 
 
 def refuse_impossible(imported: Imported, facts: CaseFacts) -> None:

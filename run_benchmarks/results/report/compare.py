@@ -32,7 +32,7 @@ from typing import Optional, Sequence
 
 from run_benchmarks.results import memory, noise
 from run_benchmarks.results.store.schema import Attempt
-from run_benchmarks.results.report.facts import MATCH_FACTS, describe, differing, settings_key
+from run_benchmarks.results.report.facts import FACT_LABEL, MATCH_FACTS, differing, fact_text, settings_key
 from run_benchmarks.results.report.summary import FIGURE_BY_KEY, CaseSummary, summarize
 
 # Rows without a stored workload pair as before workloads were stored:
@@ -140,9 +140,13 @@ class Row:
             parts.append(f"{k['nnodes']}x{k['nprocs_per_node']}")
         if k.get("extern_config") not in (None, "-"):
             parts.append(str(k["extern_config"]))
-        summary = self.a or self.b
-        if self.varying and summary is not None and summary.workload_hash is not None:
-            parts.append(f"({describe(summary.facts, self.varying)})")
+        sides = [s for s in (self.a, self.b) if s is not None and s.workload_hash is not None]
+        if self.varying and sides:  # a fact the two sides differ in reads A/B, as the differing setting does
+            words = []
+            for key in self.varying:
+                values = dict.fromkeys(fact_text(s.facts.get(key)) for s in sides)
+                words.append(f"{FACT_LABEL.get(key, key)} {'/'.join(values)}")
+            parts.append(f"({', '.join(words)})")
         if self.differs:
             parts.append(f"[differs: {', '.join(self.differs)}]")
         return " ".join(parts)

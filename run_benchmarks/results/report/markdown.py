@@ -6,7 +6,7 @@ from typing import Sequence
 from run_benchmarks.results.breakdown_words import changed_parts
 from run_benchmarks.results.report.compare import NOISE_RULE, Row, Selection, compared, format_change, format_value
 from run_benchmarks.results.report.ppo_phases import ppo_phase_views
-from run_benchmarks.results.report.summary import FIGURE_BY_KEY, CaseSummary
+from run_benchmarks.results.report.summary import FIGURE_BY_KEY, CaseSummary, footnotes
 from run_benchmarks.results.report.views import to_markdown
 
 STATUS_NOTE = "n/a"
@@ -27,7 +27,7 @@ def _method(summary: CaseSummary) -> str:
 
 
 def published_table(summaries: Sequence[CaseSummary]) -> str:
-    """model | method | GPUs | batch size | setup | tokens/s/device | speedup (over the first row of the
+    """model | method | devices | batch size | setup | tokens/s/device | speedup (over the first row of the
     same model and hardware)."""
     rows, baseline = [], {}
     for s in summaries:
@@ -74,13 +74,14 @@ def figures_table(summaries: Sequence[CaseSummary]) -> str:
 
 
 def report(summaries: Sequence[CaseSummary], title: str) -> str:
+    """The terminal report's tables and its footnotes (what MFU divides by or why it is n/a, the FLOP formula),
+    titled as the terminal's is (with the run id ``last`` stood for)."""
     notes = [f"- {s.label} {s.config}: {flag}" for s in summaries for flag in s.flags]
-    formulas = sorted({(a.get("metrics") or {}).get("flop_formula") for s in summaries for a in s.ok} - {None})
     parts = [f"## {title}", "", published_table(summaries), "", figures_table(summaries), "",
              "Warm-up steps excluded; ± is the coefficient of variation over rounds."]
-    if formulas:
-        parts += ["", *[f"FLOPs: {f}" for f in formulas]]
-    parts += list(dict.fromkeys(f"\n{s.current_peak_note}" for s in summaries if s.current_peak_note))
+    lines = footnotes(summaries)
+    if lines:
+        parts += ["", *[f"- {line}" for line in lines]]
     parts += [f"\n{to_markdown(view)}" for view in ppo_phase_views(summaries)]  # PPO workloads' phases
     if notes:
         parts += ["", "Flags:", *notes]

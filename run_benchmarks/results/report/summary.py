@@ -228,6 +228,7 @@ def summarize(attempts: Sequence[Attempt], fields: Sequence[str] = KEY_FIELDS) -
     for what, members in groups.values():
         summary = CaseSummary(dict(zip(fields, case_key(members[0], fields))), members, what=what)
         summary.flags += [what.note] if what.note else []
+        summary.flags += untrained_flags(members)
         noisy = []  # (label, cv): throughput, TFLOP/s and MFU scale together, so one flag names them all
         for name in [f.key for f in FIGURES] + ["samples_per_step", "memory_total_bytes", "peak_memory_reserved_bytes",
                                                "device_memory_used_bytes"]:
@@ -247,6 +248,18 @@ def summarize(attempts: Sequence[Attempt], fields: Sequence[str] = KEY_FIELDS) -
     return out
 
 
+def untrained_flags(attempts: Sequence[Attempt]) -> list[str]:
+    """An imported round that trained nothing (importers/untrained.py): one flag line per round, its causes named,
+    so no view shows the row as a plain result."""
+    out = []
+    for attempt in attempts:
+        causes = (attempt.get("metrics") or {}).get("trained_nothing")
+        if causes:
+            out.append(f"round {attempt.get('round')} trained nothing (flag trained_nothing, status "
+                       f"{attempt.get('status')}): " + "; ".join(map(str, causes)))
+    return out
+
+
 def _value(attempt: Attempt, name: str) -> Optional[float]:
     """A figure of a round: its store column, else its metrics (figures no column holds, e.g. mfu_measured)."""
     value = attempt.get(name)
@@ -256,3 +269,41 @@ def _value(attempt: Attempt, name: str) -> Optional[float]:
 
 
 FLAGGED = ("tokens_per_s_per_device", "tokens_per_s_total", "tflops_per_device", "mfu", "step_time_median_s")
+
+
+def footnotes(summaries) -> list[str]:
+    """Per distinct note, from the rounds' stored metrics: why MFU is n/a, which peak it divides by
+    (datasheet or measured, with the value), the FLOP formula. A note that holds for only some rows names
+    them, so MFU figures counted two ways are never read as one."""
+    notes: dict[tuple[int, str], list[str]] = {}  # (order: MFU, measured MFU, FLOPs; line) -> row labels
+    measured = any((a.get("metrics") or {}).get("mfu_measured") is not None for s in summaries for a in s.attempts)
+    for s in summaries:
+        for attempt in s.attempts:
+            m = attempt.get("metrics") or {}
+            if not m:
+                continue
+            mfu_note = _calibrated(m.get("mfu_note"), s.current_peak_note)
+            lines = [mfu_note and (mfu_note if m.get("mfu") is not None else f"MFU n/a: {mfu_note}")]
+            note = m.get("mfu_measured_note") or ""
+            if note and m.get("mfu_measured") is None and ("`accelbench calibrate" in (m.get("mfu_note") or "")
+                                                           or s.current_peak_note):
+                note = ""  # the first line already says to measure one (a CPU), or one was measured since
+            if note:
+                lines.append(note if note.startswith("MFU (measured)") else
+                             ("² MFU (measured) n/a: " if measured else "MFU against a measured peak: n/a, ") + note)
+            lines.append(s.current_peak_note)  # an older row against a peak calibrated since (current_peaks.py)
+            lines.append(m.get("flop_formula") and f"FLOPs: {m['flop_formula']}")
+            for line in filter(None, lines):
+                rows = notes.setdefault((2 if line.startswith("FLOPs") else int("measured" in line[:30]), line), [])
+                if s.label not in rows:
+                    rows.append(s.label)
+    labels = {s.label for s in summaries}
+    return [line if set(rows) == labels else f"{line} [{', '.join(rows)}]" for (_, line), rows in sorted(notes.items())]
+
+
+def _calibrated(note: Optional[str], current_peak_note: str) -> Optional[str]:
+    """A stored MFU note without its advice to calibrate once a peak was calibrated since (the row's
+    ``current_peak_note`` then says what MFU is against it)."""
+    if not note or not current_peak_note:
+        return note
+    return "; ".join(part for part in note.split("; ") if "accelbench calibrate" not in part)

@@ -158,6 +158,8 @@ def print_summaries(console: Console, summaries, title: str) -> None:
     from run_benchmarks.results.report.ppo_phases import ppo_phase_views
     from run_benchmarks.results.report.views import to_rich
 
+    from run_benchmarks.results.report.summary import footnotes
+
     print_table(console, summary_table(summaries, title))
     for line in footnotes(summaries):
         console.print(line, markup=False, highlight=False, soft_wrap=True)
@@ -170,40 +172,12 @@ def print_summaries(console: Console, summaries, title: str) -> None:
             console.print(f"[yellow]⚑[/] {s.label} {s.config}{which}: {flag}", soft_wrap=True)
 
 
-def footnotes(summaries) -> list[str]:
-    """Per distinct note, from the rounds' stored metrics: why MFU is n/a, which peak it divides by
-    (datasheet or measured, with the value), the FLOP formula. A note that holds for only some rows names
-    them, so MFU figures counted two ways are never read as one."""
-    notes: dict[tuple[int, str], list[str]] = {}  # (order: MFU, measured MFU, FLOPs; line) -> row labels
-    measured = any((a.get("metrics") or {}).get("mfu_measured") is not None for s in summaries for a in s.attempts)
-    for s in summaries:
-        for attempt in s.attempts:
-            m = attempt.get("metrics") or {}
-            if not m:
-                continue
-            lines = [m.get("mfu_note") and (m["mfu_note"] if m.get("mfu") is not None else f"MFU n/a: {m['mfu_note']}")]
-            note = m.get("mfu_measured_note") or ""
-            if s.current_peak_note and m.get("mfu_measured") is None:
-                note = ""  # calibrated since: the old "run calibrate" advice no longer holds
-            if note:
-                lines.append(note if note.startswith("MFU (measured)") else
-                             ("² MFU (measured) n/a: " if measured else "MFU against a measured peak: n/a, ") + note)
-            lines.append(s.current_peak_note)
-            lines.append(m.get("flop_formula") and f"FLOPs: {m['flop_formula']}")
-            for line in filter(None, lines):
-                rows = notes.setdefault((2 if line.startswith("FLOPs") else int("measured" in line[:30]), line), [])
-                if s.label not in rows:
-                    rows.append(s.label)
-    labels = {s.label for s in summaries}
-    return [line if set(rows) == labels else f"{line} [{', '.join(rows)}]" for (_, line), rows in sorted(notes.items())]
-
-
 def compare_table(a, b, rows) -> Table:
     """A against B per paired workload: each side's mean ± CV with its rounds, and the change, marked when
     it is inside the two sides' combined noise (compare.NOISE_RULE, printed as the caption)."""
     from run_benchmarks.results.report.compare import (NOISE_RULE, compared, format_change, format_rounds, format_value)
 
-    table = Table(title=f"A = {a.text}   B = {b.text}   (B vs A: +32% = B does 32% more)", caption=NOISE_RULE)
+    table = Table(title=escape(f"A = {a.text}   B = {b.text}   (B vs A: +32% = B does 32% more)"), caption=NOISE_RULE)
     for column, justify in (("case", "left"), ("figure", "left"), ("A (mean ±CV)", "right"), ("A rounds", "left"),
                             ("B (mean ±CV)", "right"), ("B rounds", "left"), ("B vs A", "right")):
         table.add_column(column, justify=justify, overflow="fold")
@@ -211,7 +185,8 @@ def compare_table(a, b, rows) -> Table:
     for row in rows:
         for i, figure in enumerate(figures):
             first = i == 0
-            table.add_row(row.label if first else "", row.figure_label(figure), format_value(row.a, figure, row),
+            # the label names the differing setting in brackets: text, never read as markup
+            table.add_row(Text(row.label) if first else "", row.figure_label(figure), format_value(row.a, figure, row),
                           format_rounds(row.a) if first else "", format_value(row.b, figure, row),
                           format_rounds(row.b) if first else "", format_change(row, figure),
                           end_section=i == len(figures) - 1)
