@@ -36,9 +36,10 @@ def test_calibrate_under_contention_marks_the_peak_and_says_so_in_one_short_line
     orphan = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"], env={
         **os.environ, "ACCELBENCH_JOB_TAG": "accelbench-test-calibrate", "ACCELBENCH_RUN_ID": "20200101-000000-calib",
         "ACCELBENCH_ORCHESTRATOR": "elsewhere:1:1"}, start_new_session=True)
+    conf = write(root / "configs/strict.yaml", "contention: {others_cpu_share: 0.25}\n")  # a machine of its own
     hogs = _hogs(2 * (os.cpu_count() or 1))  # every core busy twice over: others past any limit of 25 %
     try:
-        done = accelbench("calibrate", "cpu", "--root", str(root))
+        done = accelbench("calibrate", "cpu", "--root", str(root), "--test-conf", str(conf))
     finally:
         for proc in [orphan, *hogs]:
             proc.kill()

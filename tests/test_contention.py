@@ -95,7 +95,7 @@ def test_a_process_of_the_run_that_ends_keeps_its_cpu_counted_once():
     parent.wait(timeout=30)
     last = counters.sample()
     used = last["own_cpu_s"] - first["own_cpu_s"]
-    assert 0.4 <= used <= 0.75, used  # the child's 0.4 s (and the interpreters' start), not twice that
+    assert 0.3 <= used <= 0.75, used  # the child's 0.4 s (its ticks, less their rounding), not twice that
 
 
 def test_other_processes_on_the_runs_device_through_the_test_kinds_tool(tmp_path):

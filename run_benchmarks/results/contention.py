@@ -114,3 +114,22 @@ def verbose_lines(found: Optional[dict]) -> list[str]:
         if devices.get("why"):
             out.append(f"  device processes: {devices['why']}")
     return out
+
+
+def contended_rounds(attempts) -> list[str]:
+    """``round 2: others used 63% of the run's 2 core(s) (limit 25%)`` for each contended one of ``attempts``."""
+    out = []
+    for a in attempts:
+        found = of(a.get("monitor"))
+        if found and found["verdict"] == CONTENDED:
+            out.append(f"round {a.get('round')}: {'; '.join(found['reasons'])}")
+    return out
+
+
+def cell(attempts) -> str:
+    """What the report's column says of a row's rounds: quiet, contended (how many), or n/a (not measured)."""
+    verdicts = [(of(a.get("monitor")) or {}).get("verdict") for a in attempts]
+    bad = sum(v == CONTENDED for v in verdicts)
+    if bad:
+        return f"contended ({bad} of {len(verdicts)})" if len(verdicts) > 1 else "contended"
+    return "quiet" if verdicts and all(v == QUIET for v in verdicts) else "n/a"

@@ -112,10 +112,8 @@ class Row:
 
     def interval(self, figure: str) -> Optional[tuple[float, float]]:
         """The 95 % interval of B/A - 1 (results/noise.py); None where a side has no figure or no noise."""
-        key = self.key_of(figure) or figure
-        if self.a is None or self.b is None:
-            return None
-        return noise.change_interval(self.a.mean(key), self.b.mean(key), self.a.log_se(key), self.b.log_se(key))
+        key, a, b = self.key_of(figure) or figure, self.a, self.b
+        return noise.change_interval(a.mean(key), b.mean(key), a.log_se(key), b.log_se(key)) if a and b else None
 
     def verdict(self, figure: str) -> Optional[str]:
         """within noise, regression, improvement, or not judged (a contended side); None without an interval."""
@@ -263,14 +261,18 @@ def _percent(x: float) -> str:
     return f"{x:+.0%}" if abs(x) >= 0.005 else f"{x:+.1%}"
 
 
-def format_change(row: Row, figure: str) -> str:
-    """``-66% [-70%, -61%] regression``: the change, its interval and the verdict (NOISE_RULE)."""
+def format_change(row: Row, figure: str, lines: bool = False) -> str:
+    """``-66% [-70%, -61%] (regression)``: the change, its interval and the verdict (NOISE_RULE); ``lines``: the
+    interval on a line of its own, so a terminal's column stays narrow."""
     change = row.change(figure)
     if change is None:
         return "n/a"
     interval, verdict = row.interval(figure), row.verdict(figure)
-    text = _percent(change) + (f" [{_percent(interval[0])}, {_percent(interval[1])}]" if interval else "")
-    return f"{text} ({verdict})" if verdict else text
+    bounds = f"[{_percent(interval[0])}, {_percent(interval[1])}]" if interval else ""
+    said = f"({verdict})" if verdict else ""
+    if lines:
+        return "\n".join(filter(None, [" ".join(filter(None, [_percent(change), said])), bounds]))
+    return " ".join(filter(None, [_percent(change), bounds, said]))
 
 
 def format_rounds(summary: Optional[CaseSummary]) -> str:

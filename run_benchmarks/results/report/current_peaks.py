@@ -48,3 +48,11 @@ def add(summaries: Sequence, vendors_dir: Path) -> None:
             f"MFU (peak calibrated since) = TFLOP/s/device / {peak.tflops:.4g} TFLOP/s: the {first.get('precision')} "
             f"GEMM peak calibrated on {peak.host} at {peak.measured_at}, after these rounds ran; their stored MFU "
             f"stands beside it{measured_peaks.contended(peak)}")
+
+
+def without_advice(note: Optional[str], current_peak_note: str) -> Optional[str]:
+    """A stored MFU note without its advice to calibrate once a peak was calibrated since (the row's
+    ``current_peak_note`` then says what MFU is against it)."""
+    if not note or not current_peak_note:
+        return note
+    return "; ".join(part for part in note.split("; ") if "accelbench calibrate" not in part)

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Callable, Optional, Sequence
 
 from run_benchmarks.results import contention, memory, noise
+from run_benchmarks.results.report import current_peaks
 from run_benchmarks.results.analyze import CV_FLAG, Stats
 from run_benchmarks.results.store.schema import Attempt
 from run_benchmarks.results.report.facts import RoundFacts, flat_settings, round_facts, settings_key
@@ -175,22 +176,11 @@ class CaseSummary:
 
     @property
     def contended(self) -> list[str]:
-        """``round 2: others used 63% of the run's 2 core(s) (limit 25%)`` for each ok round that was contended:
-        such a row is not judged (compare, --check)."""
-        out = []
-        for a in self.ok:
-            found = contention.of(a.get("monitor"))
-            if found and found["verdict"] == contention.CONTENDED:
-                out.append(f"round {a.get('round')}: {'; '.join(found['reasons'])}")
-        return out
+        """``round 2: others used 63% ...`` per contended ok round: such a row is not judged (compare, --check)."""
+        return contention.contended_rounds(self.ok)
 
     def contention_cell(self) -> str:
-        """What the report's column says: quiet, contended (which rounds), or n/a (not measured)."""
-        verdicts = [(contention.of(a.get("monitor")) or {}).get("verdict") for a in self.ok]
-        bad = sum(v == contention.CONTENDED for v in verdicts)
-        if bad:
-            return f"contended ({bad} of {len(verdicts)})" if len(verdicts) > 1 else "contended"
-        return "quiet" if verdicts and all(v == contention.QUIET for v in verdicts) else "n/a"
+        return contention.cell(self.ok)
 
     def log_se(self, key: str) -> Optional[float]:
         """The standard error of the figure's mean on the log scale (results/noise.py), None when unknown."""
@@ -282,7 +272,7 @@ def footnotes(summaries) -> list[str]:
             m = attempt.get("metrics") or {}
             if not m:
                 continue
-            mfu_note = _calibrated(m.get("mfu_note"), s.current_peak_note)
+            mfu_note = current_peaks.without_advice(m.get("mfu_note"), s.current_peak_note)
             lines = [mfu_note and (mfu_note if m.get("mfu") is not None else f"MFU n/a: {mfu_note}")]
             note = m.get("mfu_measured_note") or ""
             if note and m.get("mfu_measured") is None and ("`accelbench calibrate" in (m.get("mfu_note") or "")
@@ -300,10 +290,3 @@ def footnotes(summaries) -> list[str]:
     labels = {s.label for s in summaries}
     return [line if set(rows) == labels else f"{line} [{', '.join(rows)}]" for (_, line), rows in sorted(notes.items())]
 
-
-def _calibrated(note: Optional[str], current_peak_note: str) -> Optional[str]:
-    """A stored MFU note without its advice to calibrate once a peak was calibrated since (the row's
-    ``current_peak_note`` then says what MFU is against it)."""
-    if not note or not current_peak_note:
-        return note
-    return "; ".join(part for part in note.split("; ") if "accelbench calibrate" not in part)

@@ -188,6 +188,6 @@ def compare_table(a, b, rows) -> Table:
             # the label names the differing setting in brackets: text, never read as markup
             table.add_row(Text(row.label) if first else "", row.figure_label(figure), format_value(row.a, figure, row),
                           format_rounds(row.a) if first else "", format_value(row.b, figure, row),
-                          format_rounds(row.b) if first else "", format_change(row, figure),
+                          format_rounds(row.b) if first else "", escape(format_change(row, figure, lines=True)),
                           end_section=i == len(figures) - 1)
     return table
