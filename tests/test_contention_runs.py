@@ -104,12 +104,14 @@ def test_a_busy_machine_is_never_judged_and_a_real_slowdown_still_is(tmp_path, r
         slow_doc = _round(slow_logs)
         assert slow_doc["monitor"]["contention"]["verdict"] == "quiet", slow_doc["monitor"]["contention"]
         code, hogged, hog_pids = _beside_hogs(tmp_path / "hogged", tmp_path / "logs-hogged", root, core, logs / "results.db")
-    print(f"the three runs took {time.monotonic() - began:.0f} s")
+    print(f"the three runs took {time.monotonic() - began:.0f} s")  # the cost, for tests/README
     out = hogged.out.read_text()
     assert code == 7, out[-3000:] + hogged.stderr()[-3000:]  # --check: not judged, contended
     busy_doc = _round(hogged.log_root)
     busy = busy_doc["monitor"]["contention"]
     assert busy["verdict"] == "contended" and busy["others_cpu_share"] > LIMIT, busy
+    print(f"others' share of the run's core: quiet {calm['others_cpu_share']:.0%}, with the hogs "
+          f"{busy['others_cpu_share']:.0%} (limit {LIMIT:.0%})")
     assert busy["reasons"] == [f"others used {busy['others_cpu_share']:.0%} of the run's 1 core(s) (limit 40%)"]
     named = {other["pid"] for other in busy["nodes"][0]["others"]}  # who, by pid, for show --verbose
     assert hog_pids & named, (hog_pids, busy["nodes"][0]["others"])
