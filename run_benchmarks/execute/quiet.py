@@ -4,9 +4,9 @@ Quiet means within every CPU limit of ``contention:`` (others' CPU share of the 
 load per core; catalog/contention_limits.py) over a probe of ``PROBE_S`` seconds on each of the round's hosts
 (``python -m training.monitor.quiet``, the node monitor's own counters). The probes repeat until every host is
 quiet or the deadline passes; then the round starts, or the run stops with the last figures (exit 7). Other
-processes on the devices are judged over the measured steps only: no device monitor runs between rounds.
-The round's own figures over its measured steps still decide whether it is judged: the machine may change
-after the wait.
+processes on the devices are judged over the measured steps only (no device monitor runs between rounds), and
+so are hosts a scheduler assigns only when the round starts (Slurm, Kubernetes). The round's own figures over
+its measured steps still decide whether it is judged: the machine may change after the wait.
 """
 from __future__ import annotations
 
