@@ -12,7 +12,7 @@ from typing import Optional
 from training.contract.names import ENV_NODE_RANK, MONITOR_MODULE
 from training.contract.spec import RuntimeSpec, WorkerConfig, WorkloadSpec
 
-from run_benchmarks.catalog import casename, compliance, frameworks, policy
+from run_benchmarks.catalog import casename, compliance, contention_limits, frameworks, policy
 from run_benchmarks.planner import checks
 from run_benchmarks.backends.codesync import code_digest, remote_code_root
 from run_benchmarks.catalog.config_files import CaseEntry, HostSpec
@@ -117,6 +117,8 @@ def _case_plan(inputs: PlanInputs, name: casename.CaseName, run_id: str, case_di
         layers += [Layer(source, layer) for source, layer in extern.layers]
     if inputs.test_conf.overrides:
         layers.append(Layer(f"{inputs.test_conf_path} (overrides)", inputs.test_conf.overrides))
+    limits, assignments = contention_limits.split(assignments)  # the run's judgement, not the workload's
+    contention = inputs.test_conf.contention.applied(limits)
     for text in assignments:
         layers.append(Layer(f"--set {text}", parse_assignment(text)))
     layered = merge(layers)
@@ -147,7 +149,7 @@ def _case_plan(inputs: PlanInputs, name: casename.CaseName, run_id: str, case_di
         rounds.append(RoundPlan(index, round_dir, worker_config, nodes))
     return CasePlan(name, framework, hardware, case_path, extern.path if extern else None, workload,
                     layered.provenance, timeout_s, case_dir, rounds,
-                    tuple(extern.notes_for(workload)) if extern else (), verdict)
+                    tuple(extern.notes_for(workload)) if extern else (), verdict, contention)
 
 
 def _judge(inputs: PlanInputs, name: casename.CaseName, case, layered, workload: WorkloadSpec,

@@ -1,7 +1,9 @@
 """Reference figures with tolerances, and the pass/fail check against them.
 
 A case (``cases/<case>/references.yaml``) or a vendor (``vendors/<vendor>/references.yaml``) holds
-reference values per hardware and layout. A figure passes when it lies in
+reference values per hardware and layout. A row with a contended round (results/contention.py) is not judged:
+its checks say so and neither pass nor fail (``--check`` exits 7 where nothing else failed). A figure passes
+when it lies in
 ``[value x (1 - lower), value x (1 + upper)]``: a throughput below the band is a regression, one above
 it means the reference is stale (update it, deliberately). A case with references but no ok round
 fails every figure. The vendor's entry wins over the case's where both match the same figure.
@@ -71,6 +73,7 @@ class Check:
     measured: Optional[float]
     reference: Tolerance
     source: str
+    contended: tuple[str, ...] = ()  # the row's contended rounds: not judged (exit 7), neither pass nor fail
 
     @property
     def low(self) -> float:
@@ -86,6 +89,8 @@ class Check:
 
     @property
     def verdict(self) -> str:
+        if self.contended:
+            return f"not judged: contended ({'; '.join(self.contended)})"
         if self.measured is None:
             return "FAIL (no figure: no ok round)"
         if self.passed:
@@ -139,7 +144,7 @@ def check(summary: CaseSummary, references: list[tuple[Reference, str]], varying
             for figure, tolerance in ref.figures.items():
                 chosen[figure] = (tolerance, source)
     config = summary.config + (f" ({describe(summary.facts, varying)})" if varying else "")
-    return [Check(summary.label, config, figure, summary.mean(figure), tol, source)
+    return [Check(summary.label, config, figure, summary.mean(figure), tol, source, tuple(summary.contended))
             for figure, (tol, source) in chosen.items()]
 
 

@@ -23,8 +23,12 @@ MONITOR_MODULE = "training.monitor"
 # micro-benchmark's dtype), in the order tables show them.
 GEMM_DTYPES = ("fp32", "tf32", "fp16", "bf16", "fp8")
 
-# Environment the orchestrator sets for every process of a node.
+# Environment the orchestrator sets for every process of a node. The run's id and its orchestrator
+# (``host:pid:start``) say whose process it is: a later run's leftover scan and the node's monitor, which
+# tells the run's own CPU time from everyone else's (training/monitor/contention.py), read them.
 ENV_NODE_RANK = "ACCELBENCH_NODE_RANK"
+ENV_RUN_ID = "ACCELBENCH_RUN_ID"
+ENV_ORCHESTRATOR = "ACCELBENCH_ORCHESTRATOR"
 
 # A worker whose device cannot run the case emits an ``unsupported`` perf record and exits with this.
 EXIT_UNSUPPORTED = 3
@@ -37,6 +41,8 @@ MONITOR_ACCELERATOR_FILE = "accelerator.jsonl"
 # Fields a device reading may carry (any may be missing or None): what a command monitor's parser fills.
 DEVICE_FIELDS = ("index", "name", "util_percent", "mem_used_bytes", "mem_total_bytes", "power_w", "temp_c",
                  "sm_clock_mhz", "mem_clock_mhz")
+# Fields of a process on a device (a command monitor's ``processes`` query; NVML's compute processes).
+PROCESS_FIELDS = ("index", "pid", "util_percent", "mem_used_bytes")
 
 # Words a vendor may write in a declared command (device count, monitor): the node's interpreter and the
 # folder holding training/ and vendors/ there. Filled into argv words, never into a shell line.
