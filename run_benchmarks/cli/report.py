@@ -13,7 +13,8 @@ from run_benchmarks.results.breakdown_words import changed_parts
 from run_benchmarks.errors import UserError
 from run_benchmarks.pathnames import write_text_file
 from run_benchmarks.results.report import compliance_marks, current_peaks, export, markdown
-from run_benchmarks.results.report.compare import FACT_FILTERS, Selection, compare, nothing_in_common
+from run_benchmarks.results.report.compare import FACT_FILTERS, Selection, compare
+from run_benchmarks.results.report.pairing import nothing_in_common
 from run_benchmarks.results.report.summary import summarize, untrained_flags
 from run_benchmarks.results.report.terminal import checks_table, print_table, print_summaries
 from run_benchmarks.results.store.store import ResultStore

@@ -14,13 +14,12 @@ Rows that pair on nothing above (two runs, micro batch 4 and 8) pair when their 
 one (the flattened workload plus the case columns): the row says which setting, ``train.micro_batch_size
 4/8``. A side may also filter on a layout fact (``micro_batch_size=4``; FACT_FILTERS), which the pairing then
 drops with the facts it implies (the global batch). Two sides with no pair at all are "nothing in common":
-``nothing_in_common`` says so once, with the closest pairs and what differs in each.
+``pairing.nothing_in_common`` says so once, with the closest pairs and what differs in each.
 
 The figures are COMPARED's, then MLPerf's time to train and last eval accuracy where a side has them.
 
 A side that departs from its case's policy is named in the row's label and beside every change
 (``+12% (B non-compliant)``; report/compliance_marks.py): a comparison is never shown without saying so.
-
 
 Noise: every change has its 95 % interval, from each side's steps resampled and its rounds' spread
 (results/noise.py), one round against one round included; "within noise" where it holds 0, otherwise a
@@ -38,6 +37,7 @@ from run_benchmarks.results import memory, noise
 from run_benchmarks.results.report import compliance_marks
 from run_benchmarks.results.store.schema import Attempt
 from run_benchmarks.results.report.facts import FACT_LABEL, MATCH_FACTS, differing, fact_text, settings_key
+from run_benchmarks.results.report.pairing import CASE_SETTINGS, pair_by_one_setting, setting_differences
 from run_benchmarks.results.report.summary import FIGURE_BY_KEY, CaseSummary, summarize
 
 # Rows without a stored workload pair as before workloads were stored:
@@ -55,7 +55,6 @@ DROPPED_BY = {"framework": ("framework", "framework_version"), "framework_versio
               "seq_len": ("global_batch_tokens", "model")}
 # Layout facts a side may filter on besides the store's columns (report/facts.py computes them per round).
 FACT_FILTERS = tuple(k for k in MATCH_FACTS if k not in ("nnodes", "nprocs_per_node", "precision"))
-CASE_SETTINGS = ("case", "framework", "framework_version", "hardware", "nnodes", "nprocs_per_node")
 # "memory" is the memory definition both sides have (results/memory.py: device in use, reserved, the worker's
 # peak), named in the row: two definitions are never compared with each other
 COMPARED = ("tokens_per_s_per_device", "tflops_per_device", "mfu", "memory")
@@ -203,7 +202,7 @@ def compare(a: Selection, b: Selection, a_attempts: Sequence[Attempt], b_attempt
     varying = tuple(differing([s.facts for s in everything if s.workload_hash is not None]))
     pairs = [pair for key in list(left) + [k for k in right if k not in left]
              for pair in zip_longest(left.get(key, []), right.get(key, []))]
-    pairs = _pair_by_one_setting(pairs)
+    pairs = pair_by_one_setting(pairs)
     rows = []
     for sa, sb in pairs:
         shown, differs = (sa or sb).key, ()
@@ -212,65 +211,6 @@ def compare(a: Selection, b: Selection, a_attempts: Sequence[Attempt], b_attempt
             differs = tuple(d for d in setting_differences(sa, sb) if d.split(" ", 1)[0] not in CASE_SETTINGS)
         rows.append(Row(shown, sa, sb, varying, differs))
     return rows
-
-
-def _flat(tree: dict, prefix: str = "") -> dict:
-    out = {}
-    for key, value in tree.items():
-        if isinstance(value, dict):
-            out.update(_flat(value, f"{prefix}{key}."))
-        else:
-            out[f"{prefix}{key}"] = value
-    return out
-
-
-def setting_differences(sa: CaseSummary, sb: CaseSummary) -> list[str]:
-    """``name A/B`` for each case column and workload setting (flattened, ``train.micro_batch_size``) that
-    differs; a setting one side leaves at its default reads ``default``."""
-    out = [f"{f} {sa.key.get(f)}/{sb.key.get(f)}" for f in CASE_SETTINGS if sa.key.get(f) != sb.key.get(f)]
-    if sa.what.spec is None or sb.what.spec is None:
-        if sa.key.get("extern_config") != sb.key.get("extern_config"):
-            out.append(f"extern_config {sa.key.get('extern_config')}/{sb.key.get('extern_config')}")
-        fa, fb = sa.facts, sb.facts  # an import's --set overrides
-        return out + [f"{k} {fa.get(k, 'default')}/{fb.get(k, 'default')}" for k in sorted({*fa, *fb})
-                      if "." in k and fa.get(k) != fb.get(k)]
-    fa, fb = _flat(sa.what.spec), _flat(sb.what.spec)
-    for key in sorted(set(fa) | set(fb)):
-        if fa.get(key) != fb.get(key):
-            out.append(f"{key} {fa.get(key, 'default')}/{fb.get(key, 'default')}")
-    return out
-
-
-def _pair_by_one_setting(pairs: list[tuple]) -> list[tuple]:
-    """Rows left with one side only pair with the other side's nearest row when the two differ in exactly
-    one setting (two runs of one case, micro batch 4 and 8)."""
-    lonely = [sb for sa, sb in pairs if sa is None]
-    taken: set[int] = set()
-    out = []
-    for sa, sb in pairs:
-        if sa is not None and sb is None:
-            near = [r for r in lonely if id(r) not in taken and len(setting_differences(sa, r)) == 1]
-            if near:
-                sb = near[0]
-                taken.add(id(sb))
-        out.append((sa, sb))
-    return [(sa, sb) for sa, sb in out if not (sa is None and id(sb) in taken)]
-
-
-def nothing_in_common(rows: Sequence[Row], closest: int = 3) -> Optional[list[str]]:
-    """When no row has both sides: one line saying so, then the ``closest`` pairs (fewest differing
-    settings) with what differs in each; None when something paired."""
-    if not rows or any(r.a is not None and r.b is not None for r in rows):
-        return None
-    lefts, rights = [r.a for r in rows if r.a], [r.b for r in rows if r.b]
-    near = sorted(((setting_differences(a, b), i, j) for i, a in enumerate(lefts) for j, b in enumerate(rights)),
-                  key=lambda t: (len(t[0]), t[1], t[2]))[:closest]
-    lines = [f"nothing in common: none of A's {len(lefts)} workload(s) ran on B's side ({len(rights)} workload(s)) "
-             "with the same settings" + ("; the closest pairs:" if near else "")]
-    for diffs, i, j in near:
-        lines.append(f"  {lefts[i].label} {lefts[i].config} vs {rights[j].label} {rights[j].config}: "
-                     f"{len(diffs)} setting(s) differ: {', '.join(diffs[:6])}" + (" ..." if len(diffs) > 6 else ""))
-    return lines
 
 
 def _percent(x: float) -> str:

@@ -85,8 +85,10 @@ class CaseSummary:
     figures: dict[str, Stats] = field(default_factory=dict)
     flags: list[str] = field(default_factory=list)
     what: RoundFacts = RoundFacts(None, None)  # the workload hash and layout facts its rounds share
-from run_benchmarks.results import contention, memory, noise
-from run_benchmarks.results.report import compliance_marks, current_peaks
+    # every quality metric an imported MLPerf log's rules score, by name (Stable Diffusion: FID and CLIP),
+    # where there are several: the eval accuracy cell shows them all, never only the first
+    scored: dict[str, Stats] = field(default_factory=dict)
+    current_peak_note: str = ""  # what mfu_current_peak divides by (report/current_peaks.py), when it is set
 
     @property
     def facts(self) -> dict:
