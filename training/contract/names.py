@@ -12,6 +12,10 @@ each other's code; what crosses between them is exactly:
 """
 from __future__ import annotations
 
+import os
+from dataclasses import dataclass
+from typing import Mapping, Optional
+
 CONTRACT_VERSION = 1
 
 # Entry points the orchestrator starts on a node.
@@ -25,6 +29,46 @@ GEMM_DTYPES = ("fp32", "tf32", "fp16", "bf16", "fp8")
 
 # Environment the orchestrator sets for every process of a node.
 ENV_NODE_RANK = "ACCELBENCH_NODE_RANK"
+
+
+@dataclass(frozen=True)
+class RankVariables:
+    """The environment variables a framework's launcher sets in each process it starts."""
+
+    rank: str
+    world_size: str
+    local_rank: str
+    node_rank: Optional[str] = None  # unset, or a launcher that does not say: ENV_NODE_RANK
+
+
+# Each framework's launcher (torchrun, paddle.distributed.launch) and the variables it sets: the one place a
+# worker learns its rank, whatever the task.
+RANK_VARIABLES = {
+    "torch": RankVariables(rank="RANK", world_size="WORLD_SIZE", local_rank="LOCAL_RANK", node_rank="GROUP_RANK"),
+    "paddle": RankVariables(rank="PADDLE_TRAINER_ID", world_size="PADDLE_TRAINERS_NUM", local_rank="PADDLE_LOCAL_RANK"),
+}
+
+
+@dataclass(frozen=True)
+class Ranks:
+    rank: int
+    world_size: int
+    local_rank: int
+    node_rank: int
+
+
+def read_ranks(variables: "RankVariables | str", environ: Mapping[str, str] = os.environ) -> Ranks:
+    """This process's place in the job: from a framework's launcher variables (``RANK_VARIABLES``, by framework
+    name) or from ``variables`` given; unset means one process (rank 0 of 1)."""
+    if isinstance(variables, str):
+        if variables not in RANK_VARIABLES:
+            raise ValueError(f"no launcher's rank variables for framework {variables!r} "
+                             f"(known: {', '.join(RANK_VARIABLES)})")
+        variables = RANK_VARIABLES[variables]
+    node_rank = environ.get(variables.node_rank) if variables.node_rank else None
+    return Ranks(rank=int(environ.get(variables.rank, 0)), world_size=int(environ.get(variables.world_size, 1)),
+                 local_rank=int(environ.get(variables.local_rank, 0)),
+                 node_rank=int(node_rank if node_rank is not None else environ.get(ENV_NODE_RANK, 0)))
 
 # A worker whose device cannot run the case emits an ``unsupported`` perf record and exits with this.
 EXIT_UNSUPPORTED = 3
