@@ -82,10 +82,26 @@ MONITOR_ACCELERATOR_FILE = "accelerator.jsonl"
 DEVICE_FIELDS = ("index", "name", "util_percent", "mem_used_bytes", "mem_total_bytes", "power_w", "temp_c",
                  "sm_clock_mhz", "mem_clock_mhz")
 
-# Words a vendor may write in a declared command (device count, monitor): the node's interpreter and the
-# folder holding training/ and vendors/ there. Filled into argv words, never into a shell line.
-PLACEHOLDERS = ("{python}", "{code_root}")
+# Words a vendor may write in a declared command (device count, monitor, probes) and in worker_plugin: the
+# node's interpreter, the folder holding training/ there, and the vendor's own folder there (in the checkout,
+# in an installed vendor package, or its copy on a remote host). Filled into argv words, never a shell line.
+PLACEHOLDERS = ("{python}", "{code_root}", "{vendor_dir}")
+# The vendor's folder as this node sees it: set by the orchestrator in every node's environment.
+ENV_VENDOR_DIR = "ACCELBENCH_VENDOR_DIR"
 
 
-def expand_placeholders(argv, python: str, code_root: str) -> list[str]:
-    return [str(word).replace("{python}", python).replace("{code_root}", code_root) for word in argv]
+def expand_placeholders(argv, python: str, code_root: str, vendor_dir: Optional[str] = None) -> list[str]:
+    """``argv`` with the placeholders filled; ``vendor_dir`` None: the node's ``ENV_VENDOR_DIR``."""
+    return [expand_vendor_dir(str(word).replace("{python}", python).replace("{code_root}", code_root), vendor_dir)
+            for word in argv]
+
+
+def expand_vendor_dir(text: str, vendor_dir: Optional[str] = None) -> str:
+    """``text`` with ``{vendor_dir}`` filled: from ``vendor_dir``, else this node's ``ENV_VENDOR_DIR``."""
+    if "{vendor_dir}" not in text:
+        return text
+    folder = vendor_dir if vendor_dir is not None else os.environ.get(ENV_VENDOR_DIR)
+    if not folder:
+        raise ValueError(f"{text!r} names {{vendor_dir}} but {ENV_VENDOR_DIR} is not set on this node (accelbench "
+                         "sets it for every node it starts)")
+    return text.replace("{vendor_dir}", folder)
