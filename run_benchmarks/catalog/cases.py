@@ -91,7 +91,5 @@ class CaseCatalog:
         return extern.find(name, self.extern_dir(vendor, case, framework), f"{case}/{framework} of vendor {vendor}")
 
     def read_extern(self, name: str, vendor: str, case: str, framework: str) -> extern.Extern:
-        """The extern config ``name`` means for this case, read into workload layers (extern.load), with
-        ``{vendor_dir}`` the vendor's folder here."""
-        return extern.load(*self.find_extern(name, vendor, case, framework), vendor_dir=vendor_folder(self.vendors_dir,
-                                                                                                     vendor))
+        """The extern config ``name`` means for this case, read into workload layers (extern.load)."""
+        return extern.load(*self.find_extern(name, vendor, case, framework))

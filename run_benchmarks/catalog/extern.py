@@ -16,7 +16,6 @@ from typing import Any, Optional
 from run_benchmarks.catalog import flagperf_config, flagperf_keys
 from run_benchmarks.catalog.config import load_model
 from run_benchmarks.catalog.config_files import ExternConfig
-from run_benchmarks.catalog.yaml_files import load_yaml
 from run_benchmarks.errors import UserError
 
 SUFFIXES = (".yaml", ".yml", ".py")
@@ -103,25 +102,11 @@ def find(name: str, folder: Path, what: str) -> tuple[Path, list[str]]:
                     f"configs for {what}: {', '.join(known) or '(none)'}")
 
 
-def load(path: Path, notes: Optional[list[str]] = None, vendor_dir: Optional[Path] = None) -> Extern:
-    """The layers of the file at ``path``: one for a YAML file, one per setting FlagPerf key for a ``.py``. In a
-    YAML file's values, ``{vendor_dir}`` is ``vendor_dir`` (the vendor's folder, wherever it lives)."""
+def load(path: Path, notes: Optional[list[str]] = None) -> Extern:
+    """The layers of the file at ``path``: one for a YAML file, one per setting FlagPerf key for a ``.py``."""
     notes = list(notes or [])
     if path.suffix != ".py":
-        data = _with_vendor_dir(load_yaml(path), vendor_dir)
-        return Extern(path, [(str(path), load_model(ExternConfig, path, data).workload_layer())], notes)
+        return Extern(path, [(str(path), load_model(ExternConfig, path).workload_layer())], notes)
     settings = flagperf_keys.translate(flagperf_config.read(path), path)
     layers = [(f"{path}:{s.line} ({s.name})", flagperf_keys.nested(s.targets)) for s in settings if s.targets]
     return Extern(path, layers, notes, settings)
-
-
-def _with_vendor_dir(data: Any, vendor_dir: Optional[Path]) -> Any:
-    if vendor_dir is None:
-        return data
-    if isinstance(data, str):
-        return data.replace("{vendor_dir}", str(vendor_dir))
-    if isinstance(data, dict):
-        return {key: _with_vendor_dir(value, vendor_dir) for key, value in data.items()}
-    if isinstance(data, list):
-        return [_with_vendor_dir(value, vendor_dir) for value in data]
-    return data
