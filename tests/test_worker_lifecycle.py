@@ -5,30 +5,23 @@ never ran it before), one start and one end record. And nothing else in training
 writes a start or end record."""
 from __future__ import annotations
 
+import os
 import re
 
 import pytest
 
-from training import plugins
 from training.contract import perflog
 from training.contract.names import RANK_VARIABLES, read_ranks
 from training.contract.spec import WorkerConfig
 
 from .conftest import ROOT
+from .test_harness import acme_root  # noqa: F401 - the fixture
 
-PLUGIN = '''
-import os
-
-def setup(device_spec):
-    os.environ["ACME_SETUP_SAW"] = device_spec.kind + ":" + os.environ.get("ACME_VISIBLE", "-")
-
-def environment():
-    return {"acme_plugin": os.environ.get("ACME_SETUP_SAW")}
-'''
 TINY = {"n_layer": 1, "n_head": 2, "d_model": 16, "vocab_size": 64, "seq_len": 16}
+TRAIN = {"micro_batch_size": 2, "steps": 2, "warmup_steps": 1, "breakdown_steps": 0}
 WORKLOADS = {
-    "pretrain": {"task": "pretrain", "model": TINY, "train": {"micro_batch_size": 2, "steps": 2, "warmup_steps": 1, "breakdown_steps": 0}},
-    "ppo": {"task": "ppo", "model": TINY, "train": {"micro_batch_size": 2, "steps": 2, "warmup_steps": 1, "breakdown_steps": 0},
+    "pretrain": {"task": "pretrain", "model": TINY, "train": TRAIN},
+    "ppo": {"task": "ppo", "model": TINY, "train": TRAIN,
             "ppo": {"experience_batch_size": 2, "num_episodes": 2, "max_timesteps": 1, "update_timesteps": 1,
                     "max_epochs": 1, "prompt_length": 6, "generation_length": 4}},
     "micro": {"task": "micro", "micro": {"bench": "gemm", "shapes": [[8, 8, 8]], "warmup": 1, "iters": 2}},
@@ -48,15 +41,10 @@ def entry(task: str):
 
 
 @pytest.fixture
-def acme(tmp_path, monkeypatch):
-    """A kind on the CPU with a worker plugin, and the variables torchrun sets for one process."""
-    plugin = tmp_path / "vendors/acme/plugin.py"
-    plugin.parent.mkdir(parents=True)
-    plugin.write_text(PLUGIN)
-    monkeypatch.setattr(plugins, "code_root", lambda: str(tmp_path))
-    monkeypatch.delenv("ACME_SETUP_SAW", raising=False)
-    for name, value in {"RANK": "0", "WORLD_SIZE": "1", "LOCAL_RANK": "0", "GROUP_RANK": "0",
-                        "ACME_VISIBLE": "0"}.items():
+def acme(acme_root, monkeypatch):
+    """test_harness's kind with a worker plugin (its setup() sets ACME_PLUGIN_SETUP, its environment() reports a
+    firmware), and the variables torchrun sets for one process."""
+    for name, value in {"RANK": "0", "WORLD_SIZE": "1", "LOCAL_RANK": "0", "GROUP_RANK": "0"}.items():
         monkeypatch.setenv(name, value)
 
 
@@ -71,7 +59,8 @@ def test_every_task_loads_the_plugin_and_writes_one_start_and_one_end(acme, caps
     assert kinds[0] == "start" and kinds[-1] == "end" and kinds.count("start") == kinds.count("end") == 1
     start = records[0]
     assert (start.rank, start.world_size, start.local_rank, start.node_rank) == (0, 1, 0, 0)
-    assert start.environment["acme_plugin"] == "acme:0"  # setup() ran, in this worker, before environment()
+    assert os.environ["ACME_PLUGIN_SETUP"] == "acme"  # setup() ran in this worker (PPO's never did)
+    assert start.environment["acme_firmware"] == "1.2.3"  # environment() is in the node's facts
     assert start.environment["accelerator_kind"] == "acme" and start.init_time_s is not None
     body = kinds[1:-1]
     assert ("figure" in body) if task in ("ppo", "micro") else ("figure" not in body)
