@@ -12,7 +12,7 @@ from run_benchmarks.results import references
 from run_benchmarks.results.breakdown_words import changed_parts
 from run_benchmarks.errors import UserError
 from run_benchmarks.pathnames import write_text_file
-from run_benchmarks.results.report import export, markdown
+from run_benchmarks.results.report import compliance_marks, export, markdown
 from run_benchmarks.results.report.compare import FACT_FILTERS, Selection, compare, nothing_in_common
 from run_benchmarks.results.report.summary import summarize, untrained_flags
 from run_benchmarks.results.report.terminal import checks_table, print_table, print_summaries
@@ -178,6 +178,8 @@ def cmd_compare(args: argparse.Namespace, console: Console) -> int:
     from run_benchmarks.results.report.terminal import compare_table
 
     print_table(console, compare_table(a, b, rows))
+    for line in compliance_marks.pair_lines(rows):  # what each departing side departs in
+        console.print(f"⚑ {line}", markup=False, highlight=False, soft_wrap=True)
     for label, line in changed_parts(rows):  # where the step's time moved (both sides measured a breakdown)
         console.print(f"{label}: {line}", markup=False, highlight=False, soft_wrap=True)
     for side, summary in ((side, getattr(row, side.lower())) for row in rows for side in ("A", "B")):
