@@ -1,9 +1,11 @@
 """One worker lifecycle and one timed loop, whatever the task, the framework and the device.
 
-Every task (pretraining, finetuning and LoRA: training/train_task.py; PPO: training/ppo_task.py; micro-benchmarks:
-training/micro/case.py) is a ``Task`` run by ``run``: the ranks read once from the launcher's variables
-(training/contract/names.py), the vendor's worker plugin loaded and set up before the framework touches the device,
-the start and end records written here and nowhere else. Each step is timed on the wall clock between two device synchronisations;
+Every task (pretraining, finetuning and LoRA: training/train_task.py; PPO: training/ppo_task.py;
+micro-benchmarks: training/micro/case.py) is a ``Task`` run by ``run``: the ranks read once from the launcher's
+variables (training/contract/names.py), the vendor's worker plugin loaded and set up before the framework
+touches the device, the start and end records written here and nowhere else.
+
+Each step is timed on the wall clock between two device synchronisations;
 warm-up steps are run and recorded but flagged, and the orchestrator leaves them
 out of every figure. Perf records are written after the second clock read, so
 writing them costs nothing inside a measured step. Framework-neutral (no torch,

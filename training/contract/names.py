@@ -45,7 +45,8 @@ class RankVariables:
 # worker learns its rank, whatever the task.
 RANK_VARIABLES = {
     "torch": RankVariables(rank="RANK", world_size="WORLD_SIZE", local_rank="LOCAL_RANK", node_rank="GROUP_RANK"),
-    "paddle": RankVariables(rank="PADDLE_TRAINER_ID", world_size="PADDLE_TRAINERS_NUM", local_rank="PADDLE_LOCAL_RANK"),
+    "paddle": RankVariables(rank="PADDLE_TRAINER_ID", world_size="PADDLE_TRAINERS_NUM",
+                            local_rank="PADDLE_LOCAL_RANK"),
 }
 
 
