@@ -117,8 +117,9 @@ def installed(tmp_path_factory) -> Path:
 
 
 def test_an_installed_vendor_package_is_listed_and_runs_like_a_vendor_folder(cli, installed, tmp_path):
-    """Cost: one pip install (~5 s) and one `run` of two one-process SHORT cases without breakdown steps
-    (gpt2_tiny ~10 s, ppo_tiny ~40 s on 2 loaded cores), in one invocation."""
+    """Cost: one pip install (6-7 s) and one `run` of two one-process SHORT cases without breakdown steps, in one
+    invocation: 124-205 s of wall time on 2 shared cores at load 7-10 (gpt2_tiny's round 22-33 s, ppo_tiny's
+    85 s at load 8), 63 s of CPU."""
     env = {"PYTHONPATH": os.pathsep.join([str(ROOT), str(installed)])}
     folder = installed / MODULE / "vendor"
     listed = cli("list", "--root", str(ROOT), extra_env=env)
