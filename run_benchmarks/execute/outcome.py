@@ -128,6 +128,13 @@ def _run_devices(case: CasePlan, rnd: RoundPlan, node: NodePlan) -> list[int]:
 def classify(case: CasePlan, rnd: RoundPlan, result: RoundResult, outcome: str,
              ranks: list[collect.RankLog], figures: analyze.RoundAccumulator) -> None:
     complete = len(ranks) == case.name.world_size and all(r.finished for r in ranks)
+    mismatch = collect.world_size_mismatch(
+        ranks, case.name.world_size, f"{case.name.nnodes} node(s) x {case.name.nprocs_per_node} process(es)")
+    if mismatch is not None and complete:  # no figure of another layout than the one named is kept
+        result.status, result.reason = "failed", mismatch
+        return
+    if mismatch is not None:  # a round that failed anyway says it too
+        result.warnings.append(mismatch)
     if complete:
         result.status, result.reason = "ok", ""
         for rank, code in sorted(result.exit_codes.items()):

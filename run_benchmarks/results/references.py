@@ -21,6 +21,7 @@ from typing import Optional
 from pydantic import Field, NonNegativeFloat, conint
 
 from run_benchmarks.catalog.config import Strict, load_model
+from run_benchmarks.catalog.vendor_folders import vendor_folder
 from run_benchmarks.pathnames import component
 from run_benchmarks.results.report.facts import describe, varying_settings
 from run_benchmarks.results.report.summary import FIGURE_BY_KEY, CaseSummary
@@ -116,9 +117,10 @@ def _validated(path: Path, case: Optional[str]) -> list[tuple[Reference, str]]:
 
 
 def load_references(cases_dir: Path, vendors_dir: Path, case: str, vendor: Optional[str],
-                    row: str = "a stored row") -> list[tuple[Reference, str]]:
-    """The case's references, then the vendor's (later entries win). Both names come from a stored row (maybe
-    from an imported bundle): each must be one plain path component before it becomes a path."""
+                    row: str = "a stored row", vendor_dir: Optional[Path] = None) -> list[tuple[Reference, str]]:
+    """The case's references, then the vendor's (later entries win), from its folder (``vendor_dir``, else the
+    one the checkout or an installed package holds). Both names come from a stored row (maybe from an imported
+    bundle): each must be one plain path component before it becomes a path."""
     fix = ("the row was not written by accelbench (an imported bundle?): leave that run out of the command; a "
            "case or vendor name is one folder name")
     component(case, f"{row}: its case", fix)
@@ -129,7 +131,7 @@ def load_references(cases_dir: Path, vendors_dir: Path, case: str, vendor: Optio
     if case_file.is_file():
         found += _validated(case_file, case)
     if vendor:
-        vendor_file = vendors_dir / vendor / FILE_NAME
+        vendor_file = (vendor_dir or vendor_folder(vendors_dir, vendor)) / FILE_NAME
         if vendor_file.is_file():
             found += _validated(vendor_file, None)
     return found
@@ -167,7 +169,8 @@ def check_summaries(summaries: list[CaseSummary], cases_dir: Path,
         found = check(summary, cache[key], varying)
         out += found
         if not found:
-            files = [str(cases_dir / key[0] / FILE_NAME)] + ([str(vendors_dir / key[1] / FILE_NAME)] if key[1] else [])
+            files = [str(cases_dir / key[0] / FILE_NAME)] + ([str(vendor_folder(vendors_dir, key[1]) / FILE_NAME)]
+                                                              if key[1] else [])
             which = f" ({describe(summary.facts, varying)})" if varying else ""
             unchecked.append(f"{summary.label} {summary.config}{which}: no entry matches "
                              f"(read {' and '.join(f + ('' if Path(f).is_file() else ' (absent)') for f in files)})")

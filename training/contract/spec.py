@@ -306,8 +306,8 @@ class DeviceSpec(StrictModel):
     backend: Optional[str] = Field(None, description="collective backend of this round's framework; unset: the "
                                                      "framework's default for the device")
     visible_devices_env: Optional[str] = None
-    worker_plugin: Optional[str] = Field(None, description="a vendor module with worker hooks, relative to the "
-                                                           "code root (vendors/<vendor>/<file>.py)")
+    worker_plugin: Optional[str] = Field(None, description="a vendor module with worker hooks, {vendor_dir}/<file>.py "
+                                                           "(the vendor's folder), or relative to the code root")
     monitor: Union[MonitorName, CommandMonitorSpec] = "none"
 
     @property
