@@ -120,6 +120,12 @@ class FrameworkWorker(ABC):
         """The phases of a step for the time breakdown (training/breakdown.py), or why there are none."""
         return f"not measured for {self.framework}"
 
+    def breakdown_in_warmup(self) -> bool:
+        """Whether this layout's breakdown phases leave the model as they found it (no timing hook stays on it)
+        and their ``compute`` returns the step's ``StepWork``: then the breakdown steps can be warm-up steps
+        (``breakdown.in_warmup``)."""
+        return False
+
     def recompiles(self) -> Optional[int]:
         """Graphs compiled after the warm-up steps (inside measured steps), or None when not compiling."""
         return None
@@ -171,13 +177,29 @@ def _train(cfg: WorkerConfig, ranks: Ranks, worker: FrameworkWorker, plugin) -> 
             grad_norm=grad_norm if grad_norm is not None and math.isfinite(grad_norm) else None,  # fp16 overflow
             ended_at=ended_at)
 
-    timed_loop(spec, ranks.rank, worker, lambda step: worker.train_step(), record)
+    early = breakdown.in_warmup(spec.train, worker.breakdown_in_warmup())
+    phases: Union[breakdown.Phases, str, None] = None  # built at the first breakdown step: DDP's buckets are set
+    timer: Optional[breakdown.Timer] = None  # the warm-up's breakdown steps, where they are in the warm-up
+
+    def step_work(step: int) -> Any:
+        nonlocal phases, timer
+        if early and step == early.start:
+            phases = worker.breakdown_phases()
+            if not isinstance(phases, str):
+                timer = breakdown.Timer(ranks.rank, phases, lambda: synchronize(worker),
+                                        breakdown.method(breakdown.WARMUP))
+        return timer.step() if timer is not None and step in early else worker.train_step()
+
+    timed_loop(spec, ranks.rank, worker, step_work, record)
 
     peak, reserved, total, kind = peak_memory(worker)
     recompiles = worker.recompiles()  # the measured steps' peaks and compiles, before the breakdown steps
     steps = spec.train.breakdown_steps
-    perflog.emit(breakdown.measure(steps, ranks.rank, worker.breakdown_phases() if steps else "",
-                                   lambda: synchronize(worker)))
+    if timer is not None:
+        perflog.emit(timer.record())
+    else:  # after the measured steps, or none (a string: why)
+        phases = (phases or worker.breakdown_phases()) if steps else ""
+        perflog.emit(breakdown.measure(steps, ranks.rank, phases, lambda: synchronize(worker)))
     perflog.emit(perflog.EndRecord(rank=ranks.rank, steps=spec.train.steps, peak_memory_bytes=peak,
                                    memory_total_bytes=total, memory_kind=kind, peak_memory_reserved_bytes=reserved,
                                    recompiles=recompiles))
