@@ -71,6 +71,13 @@ def test_parts_rank_by_the_time_they_lose_not_by_their_share():
     assert fast["lever"] == "other is 25% of the serialised step (30 ms): data fetch, optimizer and host overhead"
 
 
+def test_a_collective_faster_than_its_price_loses_nothing_and_a_zero_reading_is_no_error():
+    for comm in (0.005, 0.0):
+        parts = {part.name: part for part in words.lever_parts(breakdown_of(0.1, comm))}
+        assert parts["communication"].lost == 0.0 and not parts["communication"].far_below
+    assert "ran at more than the bus bandwidth" in parts["communication"].text
+
+
 def test_compute_without_a_peak_or_a_collective_without_a_busbw_is_ranked_by_its_whole_time():
     metrics = {"step_time_s": {"median": 0.3, "mean": 0.3}, "tflops_per_device": 0.001}
     tb = breakdown.time_breakdown([record(0, 0.1, 0.2), record(1, 0.1, 0.2)], metrics, (None, "no peak"), (None, ""),

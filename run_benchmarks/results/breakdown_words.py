@@ -98,8 +98,9 @@ def _communication(m: dict, e: dict, said: str, total: float) -> Part:
         why = "" if price == 0 or not measured else "; no bus bandwidth stored for these hosts prices it"
         return Part("communication", measured, False, f"{said}){why}")
     lost = max(0.0, measured - price)
-    text = (f"{said}); the {ops_text(m)} of {m['gradient_bytes'] / 1e6:.3g} MB ran at {price / measured:.0%} of the "
-            f"bus bandwidth these hosts measured ({ms(price)} at it)" + (f": {ms(lost)} would be saved" if lost else ""))
+    at = f"{price / measured:.0%} of" if measured > 0 else "more than"  # a clock's resolution can read 0
+    text = (f"{said}); the {ops_text(m)} of {m['gradient_bytes'] / 1e6:.3g} MB ran at {at} the bus bandwidth these "
+            f"hosts measured ({ms(price)} at it)" + (f": {ms(lost)} would be saved" if lost else ""))
     return Part("communication", lost, measured >= FAR_BELOW * price and lost >= NAMED_SAVING * total, text)
 
 
