@@ -201,6 +201,18 @@ def test_the_breakdown_steps_are_the_last_warm_up_steps_where_the_layout_leaves_
     assert breakdown.in_warmup(SimpleTrain(5, 0), True) == range(0)
 
 
+def test_one_process_takes_its_breakdown_from_the_warm_up_too():
+    from training import breakdown
+    from training.contract import perflog
+
+    done = _through_harness(0, 1, worker_config(MODEL, WARM))
+    (timed,) = [r for r in done["record"] if isinstance(r, perflog.BreakdownRecord)]
+    steps = [r for r in done["record"] if isinstance(r, perflog.StepRecord)]
+    assert timed.method == breakdown.method(breakdown.WARMUP) and timed.steps == 3 and timed.bucket_bytes == []
+    assert len(steps) == 7 and all(s.step_time_s >= t for s, t in zip(steps[2:5], timed.step_s))
+    done["worker"].close()
+
+
 def SimpleTrain(warmup_steps: int, breakdown_steps: int):
     from types import SimpleNamespace
 
