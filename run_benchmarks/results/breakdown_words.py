@@ -105,9 +105,9 @@ def _communication(m: dict, e: dict, said: str, total: float) -> Part:
 
 
 def straggler(s: dict) -> str:
+    above = f"{s['compute_s'] / s['median_compute_s'] - 1:.0%} above it" if s["median_compute_s"] > 0 else "above it"
     return (f"rank {s['rank']} is a straggler (compute {ms(s['compute_s'])} against the median "
-            f"{ms(s['median_compute_s'])}: {s['compute_s'] / s['median_compute_s'] - 1:.0%} above it, past "
-            f"{s.get('margin_basis') or 'the margin'})")
+            f"{ms(s['median_compute_s'])}: {above}, past {s.get('margin_basis') or 'the margin'})")
 
 
 def ops_text(m: dict) -> str:
