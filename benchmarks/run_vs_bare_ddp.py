@@ -66,7 +66,8 @@ def main() -> None:
     def say(n: int, pair: int, run: dict) -> None:
         a, b = run["accelbench"], run["bare"]
         if a["warmup_steps"] != args.warmup_steps:
-            raise SystemExit(f"accelbench ran {a['warmup_steps']} warm-up steps: give --warmup-steps {a['warmup_steps']}")
+            raise SystemExit(f"accelbench ran {a['warmup_steps']} warm-up steps: give --warmup-steps "
+                             f"{a['warmup_steps']}")
         print(f"{n} process(es), pair {pair}: accelbench {a['wall_s']:.2f} s {a['tokens_per_s']:,.0f} tok/s; bare DDP "
               f"{b['wall_s']:.2f} s {b['tokens_per_s']:,.0f} tok/s; wall ratio {a['wall_s'] / b['wall_s']:.3f}, tok/s "
               f"ratio {a['tokens_per_s'] / b['tokens_per_s']:.3f}", flush=True)

@@ -38,9 +38,9 @@ pipelines install timing on the model; a short warm-up) they run after the last 
 Either way the measured steps are untouched: they run with the framework's own overlap of communication and
 backward. A breakdown step serialises what the framework overlaps, so its communication is the collectives'
 whole time, an upper bound on the exposed part; the orchestrator sets it beside the measured step time.
-The steps are real training steps (the model moves on). Framework-neutral: a worker hands its phases (``Phases``) or says why it has none. PPO's
-learning update has phases of its own (experience making, learning: training/torch/ppo_breakdown.py), timed the
-same way with ``Collectives``, one record per phase.
+The steps are real training steps (the model moves on). Framework-neutral: a worker hands its phases
+(``Phases``) or says why it has none. PPO's learning update has phases of its own (experience making, learning:
+training/torch/ppo_breakdown.py), timed the same way with ``Collectives``, one record per phase.
 """
 from __future__ import annotations
 

@@ -13,9 +13,9 @@ from training.contract import perflog
 # measured compute this many times its expected figure: the step is bound by per-operation overhead, not GEMM
 # speed (an H200 ran gpt3_tiny's 5.5 ms compute against 0.0045 ms expected; gpt2_xl's was 2.4x)
 OVERHEAD_BOUND_RATIO = 10.0
-OVERHEAD_BOUND = ("it takes {ratio:,.0f}x its time at the full peak: the step is far from GEMM-bound (operations too small to fill the device, "
-                  "launch and framework overhead, or a busy host set the pace); a larger micro batch or "
-                  "train.compile would help more than faster GEMMs")
+OVERHEAD_BOUND = ("it takes {ratio:,.0f}x its time at the full peak: the step is far from GEMM-bound (operations "
+                  "too small to fill the device, launch and framework overhead, or a busy host set the pace); a "
+                  "larger micro batch or train.compile would help more than faster GEMMs")
 
 
 # What each part of a step could take at best, for the lever (README "Where each step's time goes"):

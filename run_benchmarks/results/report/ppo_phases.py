@@ -7,9 +7,9 @@ perf records of kind ``figure``, combined over the ranks as each declares), aver
 rounds by ``figures.across_rounds`` like every other figure, except the whole iteration's rates: they are the
 row's own (samples/s, TFLOP/s and MFU as show and the results table print them). The only arithmetic here is
 each phase's seconds per measured update and over the iteration's. Rows stored before the worker recorded its
-phases' seconds (``*.time_s``) show no split. A note adds each phase's measured time breakdown (compute, communication, other) where the round
-has one. ``accelbench run`` prints it under its results table and ``accelbench report`` under its
-(terminal and Markdown).
+phases' seconds (``*.time_s``) show no split. A note adds each phase's measured time breakdown (compute,
+communication, other) where the round has one. ``accelbench run`` prints it under its results table and
+``accelbench report`` under its (terminal and Markdown).
 """
 from __future__ import annotations
 
