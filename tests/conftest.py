@@ -7,12 +7,15 @@ import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 import pytest
 
+from .infra.postgres import postgres  # noqa: F401 - session fixture: a private PostgreSQL server, started once
 from .infra.slurm import slurm_cluster  # noqa: F401 - session fixture: the test Slurm, started once
 
-from .runner import ROOT, CliResult, copy_tree, run_cli  # noqa: F401 - what test modules import from here
+from .runner import (ROOT, CliResult, copy_tree, expect_shared_machine,  # noqa: F401 - what test modules import
+                     run_cli)
 
 
 # Under CI=true a skip is a failure, unless its reason is one that holds on every CI machine: hardware no
@@ -45,10 +48,11 @@ def pytest_runtest_makereport(item, call):
 
 # What makes a test end to end (marker e2e, skipped by the inner loop's -m "not e2e"): a fixture that starts
 # something real, or a module whose tests start processes themselves.
-E2E_FIXTURES = {"cli", "sshd", "engine", "cpu_torch_image", "slurm_cluster", "accelbench_containers"}
+E2E_FIXTURES = {"cli", "sshd", "engine", "cpu_torch_image", "slurm_cluster", "accelbench_containers", "postgres"}
 E2E_MODULES = {"test_parity", "test_paddle", "test_paddle_layouts", "test_torch_memory", "test_signals",
                "test_slurm", "test_micro_paddle", "test_store_faults", "test_sweep", "test_cli_imports",
-               "test_paddle_finetune_layouts", "test_loss_runs", "test_breakdown_pipeline", "test_hostile_runs"}
+               "test_paddle_finetune_layouts", "test_loss_runs", "test_breakdown_pipeline", "test_contention_runs",
+               "test_hostile_runs"}
 
 
 # Lanes (``--lane``): ``./dev test`` runs the suite as three pytest processes side by side, because one
@@ -59,12 +63,18 @@ E2E_MODULES = {"test_parity", "test_paddle", "test_paddle_layouts", "test_torch_
 # are moved to even the lanes out (LANE_OF_MODULE, from the lanes' times in one run: docs/benchmarks.md).
 LANES = ("inprocess", "local", "infra")
 INFRA_FIXTURES = {"sshd", "engine", "cpu_torch_image", "slurm_cluster", "accelbench_containers"}
+# Session services outside "infra", each in the one lane LANE_OF_MODULE gives every module that uses it: the private
+# PostgreSQL server (tests/infra/postgres.py) runs in "inprocess", the lane with the most room.
+ONE_LANE_FIXTURES = INFRA_FIXTURES | {"postgres"}
 # Lanes of one CI run (2026-11-27, after issue 33's rank tests were added): local 1,126 s, infra 1,015 s,
 # inprocess 645 s of test time; so the new rank tests and Paddle's micro-benchmarks run in "inprocess".
 LANE_OF_MODULE = {"test_sweep": "infra", "test_micro_paddle": "inprocess", "test_paddle_finetune_layouts": "infra",
                   "test_paddle": "inprocess", "test_kubernetes_netns": "infra", "test_ppo_breakdown_worker": "inprocess",
                   "test_breakdown_pipeline": "inprocess", "test_breakdown_tp": "inprocess",
-                  "test_paddle_breakdown_fleet_launch": "inprocess", "test_paddle_breakdown_launch": "inprocess"}
+                  "test_paddle_breakdown_fleet_launch": "inprocess", "test_paddle_breakdown_launch": "inprocess",
+                  "test_store_postgres": "inprocess", "test_store_postgres_cli": "inprocess",
+                  "test_store_postgres_runs": "inprocess", "test_contention_runs": "inprocess",
+                  "test_breakdown_lever": "inprocess"}  # issue 41: one invocation of its own (~30 s)
 
 
 def pytest_addoption(parser):
@@ -85,7 +95,7 @@ def _one_lane_per_session_fixture(items) -> None:
     lanes: dict[str, set] = {}
     for item in items:
         for name in getattr(item, "fixturenames", ()):
-            if name in INFRA_FIXTURES or name.startswith("golden_"):
+            if name in ONE_LANE_FIXTURES or name.startswith("golden_"):
                 lanes.setdefault(name, set()).add(lane_of(item))
     shared = {name: sorted(found) for name, found in lanes.items() if len(found) > 1}
     if shared:
@@ -146,11 +156,11 @@ def accelbench(tmp_path, monkeypatch):
     system_tmp = tmp_path / "system-tmp"
     system_tmp.mkdir(exist_ok=True)
 
-    def run(*args: str, entry: str = "accelbench", cwd: Path | None = None, env: dict | None = None,
+    def run(*args: str, entry: str | Callable = "accelbench", cwd: Path | None = None, env: dict | None = None,
             log_root: Path | None = None) -> CliResult:
         log_root = log_root or tmp_path / "logs"
         argv = [str(a) for a in args]
-        if argv and argv[0] == "run" or entry == "start_task":
+        if argv and argv[0] == "run" and entry == "accelbench" or entry == "start_task":
             argv += ["--log-root", str(log_root)]
         handlers = {sig: signal.getsignal(sig) for sig in HANDLED}
         with monkeypatch.context() as m:
@@ -165,6 +175,8 @@ def accelbench(tmp_path, monkeypatch):
                         import start_task
 
                         code = start_task.main(argv)
+                    elif callable(entry):  # another entry's main(argv): FlagPerf's scripts (its own log root)
+                        code = entry(argv)
                     else:
                         code = dispatch(build_parser().parse_args(argv))
                 except SystemExit as exc:  # argparse's own refusals
@@ -187,10 +199,12 @@ def write(path: Path, text: str) -> Path:
 
 @pytest.fixture
 def root(tmp_path) -> Path:
-    """A private copy of the checkout's cases/, vendors/ and configs/, free to edit."""
+    """A private copy of the checkout's cases/, vendors/ and configs/, free to edit; its test_conf expects the
+    suite's shared machine (runner.SHARED_MACHINE)."""
     copy = tmp_path / "root"
     for folder in ("cases", "vendors", "configs"):
         copy_tree(ROOT / folder, copy / folder)
+    expect_shared_machine(copy / "configs" / "test_conf.yaml")
     return copy
 
 

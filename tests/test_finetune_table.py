@@ -106,7 +106,7 @@ def test_markdown_has_the_reference_shape(accelbench, store):
     done = accelbench("table", "finetune", "run-a", "run-b", "--db", store, "--format", "markdown")
     assert done.returncode == 0, done.stderr
     lines = [line for line in done.stdout.splitlines() if line.startswith("|")]
-    assert lines[0] == ("| model | method | GPUs | batch | Paddle setup | Paddle effective tok/s/dev | Torch setup | "
+    assert lines[0] == ("| model | method | CPU processes | batch | Paddle setup | Paddle effective tok/s/dev | Torch setup | "
                         "Torch effective tok/s/dev | speedup (Paddle/Torch) |")
     lora, sft = (line.split(" | ") for line in lines[2:])
     assert lora[:4] == ["| llama_tiny", "LoRA", "1", "4"] and lora[5] == "12,000" and lora[-1] == "1.78x |"
@@ -174,7 +174,8 @@ def test_models_keep_the_order_they_ran_in_and_each_gets_its_chart(accelbench, t
     with ResultStore(db) as s:
         table, _ = finetune_table.rows(summarize(s.attempts()))
     assert [(r.model, r.method) for r in table] == [("llama_tiny", "finetune"), ("bloom_tiny", "lora")]
-    assert finetune_table.cell(table[0].paddle) == "-" and finetune_table.speedup_text(table[1]) == "1.00x"
+    assert finetune_table.cell(table[0].paddle) == "-" and finetune_table.speedup_text(table[1]) == \
+        "1.00x (within noise)"  # one round each, every step alike: the interval of the change is 0
     out = tmp_path / "two.html"
     assert accelbench("table", "finetune", "--db", db, "--format", "html", "-o", out).returncode == 0
     page = out.read_text()

@@ -11,6 +11,7 @@ from pydantic import Field, NonNegativeFloat, PositiveFloat, conint, field_valid
 
 from run_benchmarks.catalog.addresses import checked_address
 from run_benchmarks.catalog.config import CASE_NAME, Strict
+from run_benchmarks.catalog.contention_limits import ContentionLimits
 from run_benchmarks.catalog.kubernetes_spec import KubernetesSpec, system_folder
 
 
@@ -37,10 +38,16 @@ class TestConf(Strict):
     cases: list[Union[str, CaseEntry]] = Field(default_factory=list, description="case names run when none is "
                                                                                   "given; or {case, extern_config, set}")
     log_root: str = Field("logs", description="where run folders go; relative: inside the checkout")
+    db: Optional[str] = Field(None, min_length=1, description="results store, as --db names it: a file (relative: "
+                                                              "inside the checkout) or postgresql://USER@HOST:PORT/DB; "
+                                                              "default <log_root>/results.db")
     timeout_s: PositiveFloat = Field(3600, allow_inf_nan=False, description="deadline for one round of one case")
     monitor_interval_s: NonNegativeFloat = Field(1.0, description="seconds between host and accelerator "
                                                                   "samples beside every node; 0 turns monitors off")
     overrides: dict[str, Any] = Field(default_factory=dict, description="workload keys applied to every case")
+    contention: ContentionLimits = Field(default_factory=ContentionLimits, description=(
+        "when a round counts as contended (not judged): limits on what else used the run's cores and devices "
+        "over its measured steps; --set contention.KEY=VALUE changes one"))
 
     @field_validator("log_root")
     @classmethod
@@ -267,32 +274,24 @@ class CaseFile(Strict):
         return {**layer, "task": self.task} if self.task else layer
 
 
-# What a vendor may not change (docs/vendor-onboarding.md, "Fair comparison"): the measured steps, the
-# optimizer, the starting point and the adapters the task defines belong to the case.
-CASE_OWNED_TRAIN_KEYS = {"steps": "the step count", "warmup_steps": "the warm-up steps", "lr": "the optimizer",
-                         "weight_decay": "the optimizer", "seed": "the initialisation",
-                         "init_weights": "the initial weights", "lora_rank": "the task's adapters",
-                         "lora_alpha": "the task's adapters", "lora_targets": "the task's adapters"}
-
-
 class ExternConfig(Strict):
     """``vendors/<vendor>/<case>/<framework>/config_<name>.yaml``: a vendor's tuning.
 
-    A vendor may tune the batch, precision and parallel layout; the model and the
-    data belong to the case, so a comparison across vendors stays fair.
+    What a vendor may change and stay comparable is the case's policy (cases/policy.yaml and the case's own
+    policy.yaml: the layout, batch, precision, kernels ...), judged on the resolved workload at plan time
+    (catalog/compliance.py). A config may set any workload section; one that changes what the policy fixes
+    (the model, the optimizer, the data) still plans and runs, marked non-compliant with each departure
+    named, and ``vendor check`` lists it.
     """
 
     description: str = ""
+    model: dict[str, Any] = Field(default_factory=dict)
     train: dict[str, Any] = Field(default_factory=dict)
+    data: dict[str, Any] = Field(default_factory=dict)
     parallel: dict[str, Any] = Field(default_factory=dict)
-
-    @field_validator("train")
-    @classmethod
-    def _no_case_owned_keys(cls, train: dict) -> dict:
-        for key, what in CASE_OWNED_TRAIN_KEYS.items():
-            if key in train:
-                raise ValueError(f"a vendor config may not change {what} (fair comparison); remove '{key}'")
-        return train
+    ppo: dict[str, Any] = Field(default_factory=dict)
+    micro: dict[str, Any] = Field(default_factory=dict)
 
     def workload_layer(self) -> dict:
-        return {"train": self.train, "parallel": self.parallel}
+        return {key: value for key in ("model", "train", "data", "parallel", "ppo", "micro")
+                if (value := getattr(self, key))}

@@ -15,7 +15,10 @@ from training.contract.names import GEMM_DTYPES
 
 from run_benchmarks import __version__
 from run_benchmarks.catalog import casename
-from run_benchmarks.cli.exit_codes import EXIT_CONVERGENCE, EXIT_NOTHING_CHECKED, EXIT_REGRESSION
+from run_benchmarks.cli.parser import ArgumentParser
+from run_benchmarks.cli.exit_codes import EXIT_CONTENDED, EXIT_CONVERGENCE, EXIT_NOTHING_CHECKED, EXIT_REGRESSION
+from run_benchmarks.results.store import location as store_location
+from run_benchmarks.results.store.location import StoreLocation
 from run_benchmarks.results.store.schema import FILTER_KEYS
 
 SWEEP_FORMATS = ("terminal", "markdown", "html")
@@ -25,8 +28,16 @@ CALIBRATE = ("``accelbench calibrate HARDWARE``: run the GEMM micro-benchmark on
              "then also shown against.")
 
 
+def db_argument(text: str) -> StoreLocation:
+    """``--db``'s type: a file path or a URL accelbench serves; anything else refused by argparse (exit 2)."""
+    try:
+        return store_location.parse(text)
+    except store_location.LocationError as exc:
+        raise argparse.ArgumentTypeError(f"{exc.message}; fix: {exc.fix}") from None
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = ArgumentParser(
         prog="accelbench",
         description="Benchmark AI training across vendors, frameworks and parallel layouts.",
         epilog=f"case names: {casename.FORMAT}, e.g. {casename.EXAMPLE}",
@@ -96,13 +107,22 @@ def add_run_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--cluster", type=Path, help="hosts (default: <root>/configs/cluster.yaml)")
     parser.add_argument("--root", type=Path, help="folder with cases/, vendors/, configs/ and training/ "
                                                   "(default: this checkout; or $ACCELBENCH_ROOT)")
-    parser.add_argument("--db", type=Path, help="results store every attempt is written to "
-                                                "(default: <log root>/results.db)")
+    parser.add_argument("--db", type=db_argument, help="results store every attempt is written to: a file, or "
+                        "postgresql://USER@HOST:PORT/DATABASE (password from $PGPASSWORD or ~/.pgpass) "
+                        "(default: test_conf's db, else <log root>/results.db)")
+    parser.add_argument("--strict", action="store_true",
+                        help="refuse (exit 2, before anything runs) a case whose resolved workload departs from its "
+                             "case's policy (cases/policy.yaml, cases/<case>/policy.yaml); without it such a run "
+                             "runs and is marked non-compliant")
     parser.add_argument("--check", action="store_true",
                         help="after the run, check each figure against the case's and vendor's references.yaml, "
                              "and the loss curve against the case's loss_reference.yaml; "
                              f"exit {EXIT_CONVERGENCE} on a loss outside its band, {EXIT_REGRESSION} on a regression, "
+                             f"{EXIT_CONTENDED} when a contended round was not judged, "
                              f"{EXIT_NOTHING_CHECKED} when no reference matches any case")
+    parser.add_argument("--require-quiet", type=float, nargs="?", const=300.0, metavar="SECONDS",
+                        help="before each round, wait up to SECONDS (default 300) for its hosts to be within "
+                             f"test_conf's contention limits; past that, stop with the figures (exit {EXIT_CONTENDED})")
     add_check_expectation(parser)
 
 
@@ -112,7 +132,8 @@ def add_check_expectation(parser: argparse.ArgumentParser) -> None:
 
 
 def add_store_options(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--db", type=Path, help="results store (default: <log root>/results.db)")
+    parser.add_argument("--db", type=db_argument, help="results store: a file, or postgresql://USER@HOST:PORT/DATABASE "
+                        "(default: test_conf's db, else <log root>/results.db)")
     parser.add_argument("--log-root", type=Path, help="log root holding results.db (default: test_conf log_root)")
     parser.add_argument("--root", type=Path, help="folder with cases/, vendors/, configs/ (default: this checkout)")
 
@@ -154,6 +175,8 @@ def add_store_commands(sub) -> None:
 
     show = sub.add_parser("show", help="print one run: every attempt with its figures, warnings and environment")
     show.add_argument("run", metavar="RUN", help="run id, a unique prefix of one, or 'last'")
+    show.add_argument("--verbose", "-v", action="store_true", help="also who shared the machine: the other "
+                      "processes over each round's measured steps (pids, CPU), on its devices, other runs' leftovers")
     add_store_options(show)
 
     add_report(sub)
@@ -161,8 +184,9 @@ def add_store_commands(sub) -> None:
     add_reference(sub)
     add_import(sub)
     add_bundle(sub)
+    add_certify(sub)
 
-    store = sub.add_parser("store", help="look after the results store: repair",
+    store = sub.add_parser("store", help="look after the results store: repair, copy",
                            description="The results store's upkeep.")
     store_sub = store.add_subparsers(dest="store_command", metavar="ACTION", required=True)
     repair = store_sub.add_parser(
@@ -175,6 +199,15 @@ def add_store_commands(sub) -> None:
     repair.add_argument("paths", nargs="*", type=Path, metavar="PATH",
                         help="results.json files or folders to read (default: the log root)")
     add_store_options(repair)
+    copy = store_sub.add_parser(
+        "copy", help="copy every run of one store into another (SQLite <-> PostgreSQL), never twice",
+        description="Copies every run and attempt FROM holds that TO lacks, as stored: run ids, attempt ids, row "
+                    "versions and log references (log_dir, results_path). A run TO holds already is left as it is, "
+                    "so the copy can run again. The log folders stay where they are.",
+        epilog="e.g. accelbench store copy logs/results.db postgresql://bench@db.example:5432/results")
+    copy.add_argument("source", type=db_argument, metavar="FROM", help="a results.db file or a postgresql:// URL")
+    copy.add_argument("target", type=db_argument, metavar="TO", help="a results.db file (made if missing) or a "
+                                                                       "postgresql:// URL")
 
 
 def add_report(sub) -> None:
@@ -214,7 +247,7 @@ def add_report(sub) -> None:
 def add_table(sub) -> None:
     table = sub.add_parser(
         "table", help="a reference table's shape from stored runs: finetune (Paddle vs Torch, LoRA and full)",
-        description="finetune: one row per model x method (LoRA, full finetune) x GPUs x global batch; each "
+        description="finetune: one row per model x method (LoRA, full finetune) x devices x global batch; each "
                     "framework's setup and effective tokens/s per device (padding excluded, mean ± CV over the "
                     "ok rounds of that workload), speedup Paddle/Torch; OOM where every round ran out of memory. "
                     "HTML adds a grouped bar chart per model.",
@@ -247,13 +280,15 @@ def add_reference(sub) -> None:
 
 def add_import(sub) -> None:
     imp = sub.add_parser(
-        "import", help="store results from logs other tools wrote (MLPerf MLLOG, Megatron-LM, torchtitan, PaddleNLP)",
+        "import", help="store results from logs other tools wrote (MLPerf MLLOG, Megatron-LM/-Core/-DeepSpeed, NeMo, "
+                       "torchtitan, PaddleNLP, PaddleFormers, ERNIEKit)",
         description="Each file becomes one attempt (round 1, 2, ...) of one imported run. With --case-name, "
                     "accelbench's own TFLOP/s and MFU are derived from the case; without, only the log's own "
                     "figures are stored, under what the log says ran.")
     imp.add_argument("files", nargs="+", type=Path, metavar="LOG")
     imp.add_argument("--format", metavar="PARSER",  # not for a bundle (accelbench bundle), found by its manifest
-                     help="mllog, megatron, torchtitan or paddlenlp (newest version), or pinned: mllog/1, ...")
+                     help="mllog, megatron, megatron-deepspeed, nemo, torchtitan, paddlenlp, paddleformers or erniekit "
+                          "(newest version), or pinned: mllog/1, ...")
     imp.add_argument("--case-name", help=f"what ran, as a case of this checkout: {casename.FORMAT}, e.g. "
                                          "gpt3_6.7B:paddle_2.5.1:A100:1:8 (omit it for the log's own figures only)")
     imp.add_argument("--set", dest="assignments", action="append", default=[], metavar="KEY=VALUE",
@@ -284,6 +319,34 @@ def add_bundle(sub) -> None:
     add_store_options(bundle)
 
 
+def add_certify(sub) -> None:
+    cert = sub.add_parser(
+        "certify", help="a signed certificate of a run: figures, compliance, workload, environment, every log's hash",
+        description="Signs (ed25519) the run's figures and compliance verdict, its workloads' resolved settings, "
+                    "the extern config and vendor file hashes, the environment, and the SHA-256 of every file of "
+                    "its run folder and of every stored round record, with a validity period. A non-compliant run "
+                    "is certified too: its certificate says so in its first field.",
+        epilog="a key: openssl genpkey -algorithm ed25519 -out key.pem; its public half for verify: "
+               "openssl pkey -in key.pem -pubout -out key.pub")
+    cert.add_argument("run", metavar="RUN", help="run id, a unique prefix of one, or 'last'")
+    cert.add_argument("--key", type=Path, required=True, metavar="PRIVATE_KEY", help="ed25519 private key (PEM)")
+    cert.add_argument("-o", "--output", type=Path, required=True, metavar="FILE", help="certificate to write (JSON)")
+    cert.add_argument("--valid-days", type=float, default=365, help="validity period in days (default 365)")
+    cert.add_argument("--baseline", metavar="RUN", help="another run to bind, with the verdict against it")
+    cert.add_argument("--baseline-at-least", type=float, default=0.95, metavar="FRACTION",
+                      help="the verdict's bound: tokens/s/device at least this fraction of the baseline's (0.95)")
+    add_store_options(cert)
+    ver = sub.add_parser(
+        "verify", help="check a certificate's signature, validity and, with --bundle, every log and record",
+        description="Exit 0: verified; 1: refused, with each thing that does not match; 2: usage (a file that "
+                    "is no certificate, a key that is no ed25519 key). Without --key the signature is checked "
+                    "against the key the certificate names, which proves it whole but not who signed it.")
+    ver.add_argument("file", type=Path, metavar="FILE", help="the certificate (JSON)")
+    ver.add_argument("--key", type=Path, metavar="PUBLIC_KEY", help="the signer's ed25519 public key (PEM)")
+    ver.add_argument("--bundle", type=Path, metavar="BUNDLE", help="the run's bundle (accelbench bundle): every "
+                                                                   "file and record must hash as certified")
+
+
 def add_calibrate(sub) -> None:
     cal = sub.add_parser("calibrate", help="measure the hardware's GEMM peak per dtype; MFU is then shown "
                                            "against it beside the datasheet peak",
@@ -295,6 +358,8 @@ def add_calibrate(sub) -> None:
     cal.add_argument("--iters", type=int, default=10, help="timed iterations per size (default 10)")
     cal.add_argument("--root", type=Path,
                      help="folder with vendors/, where the peaks are written (default: this checkout)")
+    cal.add_argument("--test-conf", type=Path, help="its contention: limits judge the machine during the benchmark "
+                                                    "(default: <root>/configs/test_conf.yaml)")
 
 
 def add_vendor_import(vendor_sub) -> None:

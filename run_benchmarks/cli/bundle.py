@@ -8,7 +8,7 @@ from rich.console import Console
 
 from run_benchmarks.results.bundle import import_bundle, is_bundle, write_bundle
 from run_benchmarks.errors import UserError
-from run_benchmarks.cli.store_options import open_store
+from run_benchmarks.cli.store_options import log_root_of, open_store
 
 
 def cmd_bundle(args: argparse.Namespace, console: Console) -> int:
@@ -30,7 +30,8 @@ def bundles_among(files: list[Path]) -> bool:
 def cmd_import_bundles(args: argparse.Namespace, console: Console) -> int:
     """Into the store --db names (or the log root's), the run folder under that store's log root."""
     with open_store(args, must_exist=False) as store:
-        log_root = args.log_root.resolve() if args.log_root is not None else Path(store.path).resolve().parent
+        log_root = (args.log_root.resolve() if args.log_root is not None else
+                    store.path.resolve().parent if store.path is not None else log_root_of(args))
         for path in args.files:
             console.print(import_bundle(path, store, log_root), markup=False, soft_wrap=True)
     return 0

@@ -33,14 +33,17 @@ def _table(title: str, columns: tuple[str, ...], rows: list):
 
 
 def check_catalog(root: Path) -> int:
-    """Every case (its ``extends`` chain) and vendor.yaml through its schema, as a run reads them: the first
-    bad file raises a UserError naming it, the key and the fix. Returns the number of files checked."""
-    from run_benchmarks.catalog.cases import CaseCatalog  # the schemas: only for --check
+    """Every case (its ``extends`` chain, with its policy: cases/policy.yaml and its own policy.yaml) and
+    vendor.yaml through its schema, as a run reads them: the first bad file raises a UserError naming it, the
+    key and the fix. Returns the number of case and vendor files checked."""
+    from run_benchmarks.catalog import policy  # the schemas: only for --check
+    from run_benchmarks.catalog.cases import CaseCatalog
     from run_benchmarks.catalog.vendors import VendorRegistry
 
     catalog = CaseCatalog(root / "cases", root / "vendors")
     for name in catalog.names():
         catalog.resolve(name)
+        policy.load(root / "cases", name)
     return len(catalog.names()) + len(VendorRegistry(root / "vendors").vendors)
 
 
@@ -52,7 +55,7 @@ def cmd_list(args: argparse.Namespace, console: Console) -> int:
     checked = check_catalog(root) if args.check else 0
     listing = read_listing(root / "cases", root / "vendors")
     console.print(_table("cases", ("case", "task", "frameworks", "description"), listing.cases))
-    console.print(_table("vendors", ("vendor", "hardware", "description"), listing.vendors))
+    console.print(_table("vendors", ("vendor", "hardware", "description", "from"), listing.vendors))
     console.print(_table("accelerator kinds", ("kind", "declared in", "torch / paddle device", "visible devices",
                                                "backends", "monitor"), listing.kinds))
     console.print(_table("hardware", ("hardware", "vendor", "kind", "memory", "peak TFLOP/s (dense)"),
@@ -71,6 +74,7 @@ def cmd_list(args: argparse.Namespace, console: Console) -> int:
 def cmd_vendor(args: argparse.Namespace, console: Console) -> int:
     from rich.markup import escape
 
+    from run_benchmarks.catalog.vendor_folders import vendor_folders
     from run_benchmarks.cli import vendor as vendor_tools, vendor_import  # planning every extern config: not for list
     from run_benchmarks.plan import Paths
 
@@ -83,8 +87,7 @@ def cmd_vendor(args: argparse.Namespace, console: Console) -> int:
         console.print(f"created {target} from vendors/{vendor_tools.TEMPLATE}; fill in the TODOs, then run: "
                       f"accelbench vendor check {args.name}", markup=False, soft_wrap=True)
         return EXIT_OK
-    names = args.names or sorted(p.parent.name for p in vendors_dir.glob("*/vendor.yaml")
-                                 if p.parent.name != vendor_tools.TEMPLATE)
+    names = args.names or list(vendor_folders(vendors_dir))  # the checkout's and installed packages
     failed = False
     for name in names:
         findings = vendor_tools.check(root, name, run_tools=args.run_tools)

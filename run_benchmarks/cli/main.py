@@ -29,13 +29,15 @@ COMMANDS = {
     "calibrate": "run_benchmarks.cli.calibrate:cmd_calibrate",
     "runs": "run_benchmarks.cli.results:cmd_runs",
     "show": "run_benchmarks.cli.results:cmd_show",
-    "store": "run_benchmarks.cli.results:cmd_store",
+    "store": "run_benchmarks.cli.store:cmd_store",
     "report": "run_benchmarks.cli.report:cmd_report",
     "reference": "run_benchmarks.cli.reference:cmd_reference",
     "compare": "run_benchmarks.cli.report:cmd_compare",
     "table": "run_benchmarks.cli.table:cmd_table",
     "import": "run_benchmarks.cli.imports:cmd_import",
     "bundle": "run_benchmarks.cli.bundle:cmd_bundle",
+    "certify": "run_benchmarks.cli.certify:cmd_certify",
+    "verify": "run_benchmarks.cli.certify:cmd_verify",
 }
 
 

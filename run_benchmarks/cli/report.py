@@ -12,31 +12,41 @@ from run_benchmarks.results import references
 from run_benchmarks.results.breakdown_words import changed_parts
 from run_benchmarks.errors import UserError
 from run_benchmarks.pathnames import write_text_file
-from run_benchmarks.results.report import export, markdown
-from run_benchmarks.results.report.compare import FACT_FILTERS, Selection, compare, nothing_in_common
-from run_benchmarks.results.report.summary import summarize
+from run_benchmarks.results.report import compliance_marks, current_peaks, export, markdown
+from run_benchmarks.results.report.compare import FACT_FILTERS, Selection, compare
+from run_benchmarks.results.report.pairing import nothing_in_common
+from run_benchmarks.results.report.summary import summarize, untrained_flags
 from run_benchmarks.results.report.terminal import checks_table, print_table, print_summaries
 from run_benchmarks.results.store.store import ResultStore
 from run_benchmarks.cli.store_options import open_store
 from run_benchmarks.results.store.schema import FILTER_KEYS
-from run_benchmarks.cli.exit_codes import EXIT_CONVERGENCE, EXIT_NOTHING_CHECKED, EXIT_OK, EXIT_REGRESSION
+from run_benchmarks.cli.exit_codes import (EXIT_CONTENDED, EXIT_CONVERGENCE, EXIT_NOTHING_CHECKED, EXIT_OK,
+                                          EXIT_REGRESSION)
 from run_benchmarks.results import loss_check
 from run_benchmarks.planner.inputs import default_root
 
 
 def parse_selection(store: ResultStore, words: Sequence[str]) -> Selection:
-    run_ids, filters = [], {}
-    for word in (w for text in words for w in text.split(",") if w.strip()):
+    """Run ids, prefixes and ``last`` (the run each resolves to), and KEY=VALUE filters. The selection's text,
+    which titles reports, names the run ``last`` stood for: a saved report says which run it is."""
+    run_ids, filters, shown = [], {}, []
+    for word in (w.strip() for text in words for w in text.split(",") if w.strip()):
         if "=" in word:
             key, value = (part.strip() for part in word.split("=", 1))
             if key not in FILTER_KEYS + FACT_FILTERS:
                 raise UserError(f"cannot select by {key!r}", f"use one of: {', '.join(FILTER_KEYS + FACT_FILTERS)}")
             filters[key] = value
+            shown.append(word)
         else:
-            run_ids.append(store.resolve_run(word.strip()))
+            run_ids.append(store.resolve_run(word))
+            shown.append(run_ids[-1] if word in LAST else word)
     if not run_ids and not filters:
         run_ids.append(store.resolve_run("last"))
-    return Selection(" ".join(words) or "last", tuple(run_ids), filters)
+        shown.append(run_ids[-1])
+    return Selection(" ".join(shown), tuple(run_ids), filters)
+
+
+LAST = ("last", "latest")
 
 
 def select(store: ResultStore, selection: Selection):
@@ -52,7 +62,7 @@ def select(store: ResultStore, selection: Selection):
             return {str(value), fact_text(value), fact_text(value).replace(",", "")}
         attempts = [a for a in attempts if all(v in value_of(a, k) for k, v in wanted.items())]
     if not attempts:
-        raise UserError(f"no attempt matches {selection.text!r} in {store.path}", "list the runs: accelbench runs")
+        raise UserError(f"no attempt matches {selection.text!r} in {store.where}", "list the runs: accelbench runs")
     return attempts
 
 
@@ -77,6 +87,7 @@ def cmd_report(args: argparse.Namespace, console: Console) -> int:
         selection = parse_selection(store, args.select)
         attempts = select(store, selection)
     summaries = summarize(attempts)
+    current_peaks.add(summaries, root / "vendors")  # MFU against a peak calibrated after the rounds ran
     checks, unchecked, losses = run_checks(summaries, root) if args.check else ([], [], [])
     title = f"accelbench report: {selection.text}"
     if args.format == "terminal":
@@ -123,12 +134,20 @@ def report_checks(console: Console, found, asked: bool, none_expected: bool = Fa
                       f"exit {EXIT_NOTHING_CHECKED}", soft_wrap=True)
         return EXIT_NOTHING_CHECKED
     print_table(console, checks_table(checks))
-    failed = [c for c in checks if not c.passed]
+    contended = [c for c in checks if c.contended]
+    judged = [c for c in checks if not c.contended]
+    failed = [c for c in judged if not c.passed]
     if failed:
-        console.print(f"[red]{len(failed)} of {len(checks)} figure(s) outside their reference band[/]")
-    else:
-        console.print(f"[green]all {len(checks)} figure(s) within their reference band[/]")
-    return EXIT_CONVERGENCE if not converged else EXIT_REGRESSION if failed else EXIT_OK
+        console.print(f"[red]{len(failed)} of {len(judged)} judged figure(s) outside their reference band[/]")
+    elif judged:
+        console.print(f"[green]all {len(judged)} judged figure(s) within their reference band[/]")
+    if contended:
+        rows = dict.fromkeys(f"{c.case} {c.config}" for c in contended)
+        console.print(f"[yellow]--check: not judged: contended[/]: {len(contended)} figure(s) of {', '.join(rows)} "
+                      f"(run again on a quiet machine); exit {EXIT_CONTENDED} unless a judged figure failed",
+                      soft_wrap=True)
+    return EXIT_CONVERGENCE if not converged else EXIT_REGRESSION if failed else \
+        EXIT_CONTENDED if contended else EXIT_OK
 
 
 def print_loss_verdicts(console: Console, verdicts) -> bool:
@@ -170,6 +189,15 @@ def cmd_compare(args: argparse.Namespace, console: Console) -> int:
     from run_benchmarks.results.report.terminal import compare_table
 
     print_table(console, compare_table(a, b, rows))
-    for label, line in changed_parts(rows):  # where the step's time moved (both sides measured a breakdown)
+    for line in compliance_marks.pair_lines(rows):  # what each departing side departs in
+        console.print(f"⚑ {line}", markup=False, highlight=False, soft_wrap=True)
+    judged = [r for r in rows if not r.contended]  # a contended pair: not even where its time moved
+    for label, line in changed_parts(judged):  # where the step's time moved (both sides measured a breakdown)
         console.print(f"{label}: {line}", markup=False, highlight=False, soft_wrap=True)
+    for row in rows:  # named once per round, each in one line: the table's cells only say "not judged"
+        for line in row.contended:
+            console.print(f"not judged: {row.label}: {line}", markup=False, highlight=False, soft_wrap=True)
+    for side, summary in ((side, getattr(row, side.lower())) for row in rows for side in ("A", "B")):
+        for flag in untrained_flags(summary.attempts) if summary is not None else []:  # why a side has no figure
+            console.print(f"⚑ {side} {summary.label}: {flag}", markup=False, highlight=False, soft_wrap=True)
     return EXIT_OK

@@ -1,5 +1,5 @@
-"""The commands that read the results store: runs, show, store repair (report and compare live in report.py,
-import in imports.py, bundle in bundle.py)."""
+"""The commands that read the results store: runs, show (store repair and copy live in store.py, report and
+compare in report.py, import in imports.py, bundle in bundle.py)."""
 from __future__ import annotations
 
 import argparse
@@ -12,18 +12,18 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from run_benchmarks.catalog.compliance import NON_COMPLIANT
 from run_benchmarks.errors import UserError
 from run_benchmarks.cli.exit_codes import EXIT_OK
 from run_benchmarks.results.report.summary import FIGURE_BY_KEY
-from run_benchmarks.results import memory
+from run_benchmarks.results import contention, memory
 from run_benchmarks.results.report import sources
 from run_benchmarks.results.report.views import to_rich
 from run_benchmarks.results.report.task_figures import interconnect_line, micro_views
 from run_benchmarks.results.breakdown_words import describe as describe_breakdown
 from run_benchmarks.results.report.summary import human_bytes
-from run_benchmarks.results.store.store import ResultStore, store_path
-from run_benchmarks.results.store.faults import StoreCorrupt, process_alive
-from run_benchmarks.cli.store_options import log_root_of, open_store
+from run_benchmarks.results.store.faults import process_alive
+from run_benchmarks.cli.store_options import open_store
 from run_benchmarks.execute.monitoring import WHOLE_ROUND
 
 WINDOWED = ("accel_util_mean", "power_w_mean", "energy_j")  # the monitor's figures over its window
@@ -33,7 +33,7 @@ def cmd_runs(args: argparse.Namespace, console: Console) -> int:
     with open_store(args) as store:
         rows = store.runs(args.limit or None)
     host = socket.gethostname()
-    table = Table(title=f"runs in {store.path}")
+    table = Table(title=f"runs in {store.where}")
     for column in ("run", "started", "status", "attempts", "ok", "cases", "commit", "source"):
         table.add_column(column, no_wrap=column in ("run", "started"))
     for r in rows:
@@ -76,13 +76,15 @@ def cmd_show(args: argparse.Namespace, console: Console) -> int:
     if run.get("note"):
         console.print(f"  note: {run['note']}", markup=False, soft_wrap=True)
     for a in attempts:
-        show_record(console, a.record(), a["attempt"], a, allreduce)
+        show_record(console, a.record(), a["attempt"], a, allreduce, verbose=getattr(args, "verbose", False))
     return EXIT_OK
 
 
-def show_record(console: Console, r, attempt: int, columns, allreduce: Sequence[dict] = ()) -> None:
+def show_record(console: Console, r, attempt: int, columns, allreduce: Sequence[dict] = (),
+                verbose: bool = False) -> None:
     """One round record: status, the headline figures (the store's columns, derived from it), task figures,
-    warnings, error lines and where each node ran."""
+    how clean its measurement was (contention, the rate's noise), warnings, error lines and where each node
+    ran; ``verbose``: who else used the machine (pids)."""
     console.print(f"\n[bold]{escape(r.case_name)}[/] round {r.round} attempt {attempt}: {r.status.value}"
                   + (f" — {escape(r.reason)}" if r.reason else ""), soft_wrap=True)
     if r.case.extern_config:
@@ -90,6 +92,9 @@ def show_record(console: Console, r, attempt: int, columns, allreduce: Sequence[
                       markup=False, soft_wrap=True)
     if r.workload_hash:
         console.print(f"  workload: {r.workload_hash}", markup=False)
+    _show_compliance(console, r)
+    if r.device_definition is not None:  # what every per-device figure below divides by
+        console.print(f"  device: {r.device_definition.words()}", markup=False, soft_wrap=True)
     for figure in FIGURE_BY_KEY.values():
         if figure.key == "peak_memory_bytes":
             _show_memory(console, r, columns)  # in its place, in the definition every view shows
@@ -101,6 +106,8 @@ def show_record(console: Console, r, attempt: int, columns, allreduce: Sequence[
                 said = "over the whole round: no monitor sample fell inside the measured steps"
             console.print(f"  {figure.label}: {figure.fmt(value)}" + (f" — {said}" if said else ""),
                           markup=False, soft_wrap=True)
+    for line in measurement_lines(r, verbose):
+        console.print(f"  {line}", markup=False, soft_wrap=True)
     for line in sources.logged_lines(r.metrics):  # what the imported tool logged itself, beside ours
         console.print(f"  {line}", markup=False, soft_wrap=True)
     for line in describe_breakdown((r.metrics or {}).get("time_breakdown")):
@@ -130,6 +137,41 @@ def show_record(console: Console, r, attempt: int, columns, allreduce: Sequence[
         console.print(f"  results: {r.results_path}", markup=False, soft_wrap=True)
 
 
+def _show_compliance(console: Console, r) -> None:
+    """The round's verdict against its case's policy: compliant (with the policy files), or each departure."""
+    verdict = r.compliance
+    if verdict is None:
+        console.print("  policy: not judged (an import, or a round from before policies)", markup=False)
+    elif verdict.compliant:
+        console.print(f"  policy: compliant ({', '.join(verdict.policy)})", markup=False, soft_wrap=True)
+    else:
+        console.print(f"  policy: [red]{NON_COMPLIANT.upper()}[/] with its case's policy "
+                      f"({escape(', '.join(verdict.policy))})", soft_wrap=True)
+        for departure in verdict.departures:
+            console.print(f"    departs: {departure.sentence()}", markup=False, soft_wrap=True)
+
+
+def measurement_lines(r, verbose: bool = False) -> list[str]:
+    """How clean the round's measurement was: its contention verdict and the noise of its rate; verbose, who
+    the others were (pids) and other runs' leftovers found at the start."""
+    out = []
+    if r.source == "accelbench" and r.status.value == "ok":
+        out.append(f"contention: {contention.line(contention.of(r.monitor))}")
+    rate = (r.metrics or {}).get("rate_noise") or {}
+    if rate.get("interval95"):
+        low, high = rate["interval95"]
+        out.append(f"noise of the rate: 95 % interval {low:+.1%} .. {high:+.1%} from its {rate['steps']} steps "
+                   f"resampled (step time CV {rate['step_time_cv']:.1%})")
+    elif rate.get("why"):
+        out.append(f"noise of the rate: unknown ({rate['why']})")
+    if verbose:
+        out += [f"  {line}" for line in contention.verbose_lines(contention.of(r.monitor))]
+        for group in getattr(r.environment, "leftovers", None) or []:
+            out.append(f"  another run's processes at the start on {group.get('host')}: run {group.get('run') or '?'}"
+                       f", pids {', '.join(map(str, group.get('pids') or []))}: {group.get('cmd', '')}")
+    return out
+
+
 def _show_memory(console: Console, r, columns) -> None:
     """The memory figure the run's table and ``report`` show for this round (results/memory.py), named, then
     the round's other memory figures, each named, so no two views disagree on an unnamed "peak memory"."""
@@ -142,35 +184,3 @@ def _show_memory(console: Console, r, columns) -> None:
         console.print(f"{head} ({figure.label})" + (f" — {said}" if said else ""), markup=False, soft_wrap=True)
     if total and not found:
         console.print(f"  device memory total: {human_bytes(total)}", markup=False)
-
-
-def cmd_store(args: argparse.Namespace, console: Console) -> int:
-    """``store repair``: the attempts results.json files hold that the store lacks, added once."""
-    path = (args.db or store_path(log_root_of(args))).resolve()
-    if args.paths:
-        folders = [p.resolve() for p in args.paths]
-    elif args.db is not None and args.log_root is None:
-        folders = [path.parent]  # the default layout: the store beside the run folders
-    else:
-        folders = [log_root_of(args)]
-    missing = [str(f) for f in folders if not f.exists()]
-    if missing:
-        raise UserError(f"{missing[0]}: no such file or folder", "give the log root (--log-root) or results.json paths")
-    try:
-        store = ResultStore(path)
-    except StoreCorrupt as exc:
-        aside = path.with_name(f"{path.name}.damaged-{datetime.now().strftime('%Y%m%d-%H%M%S')}")
-        for suffix in ("", "-wal", "-shm"):
-            part = Path(f"{path}{suffix}")
-            if part.exists():
-                part.rename(Path(f"{aside}{suffix}"))
-        console.print(f"{exc.message}\nmoved it aside to {aside}; rebuilding {path} from results.json",
-                      markup=False, soft_wrap=True)
-        store = ResultStore(path)
-    with store:
-        lines = store.repair(folders)
-    for line in lines:
-        console.print(line, markup=False, soft_wrap=True)
-    console.print(f"repaired {path} from {', '.join(map(str, folders))}", markup=False, soft_wrap=True)
-    return EXIT_OK
-

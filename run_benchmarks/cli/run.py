@@ -5,7 +5,6 @@ import argparse
 import json
 import math
 import os
-import sqlite3
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Optional
@@ -16,7 +15,7 @@ from rich.markup import escape
 from run_benchmarks import signals
 from run_benchmarks.catalog import casename
 from run_benchmarks.cli.console import make_console
-from run_benchmarks.cli.exit_codes import EXIT_FAILED, EXIT_NOT_RECORDED, EXIT_OK
+from run_benchmarks.cli.exit_codes import EXIT_CONTENDED, EXIT_FAILED, EXIT_NOT_RECORDED, EXIT_OK
 from run_benchmarks.cli.run_view import TerminalReporter, print_extern_configs, print_plan, print_results
 from run_benchmarks.errors import UserError
 from run_benchmarks.execute.environment import orchestrator_environment
@@ -27,8 +26,9 @@ from run_benchmarks.planner import checks as plan_checks
 from run_benchmarks.planner.build import build_run_plan
 from run_benchmarks.planner.inputs import default_root, load_inputs, new_run_id, split_case_names, with_kubeconfig_exec
 from run_benchmarks.results.round_result import RoundResult
-from run_benchmarks.results.store.faults import StoreUnavailable, is_full, orchestrator_identity
-from run_benchmarks.results.store.store import ResultStore, store_path
+from run_benchmarks.results.store.faults import StoreError, StoreUnavailable, is_full, orchestrator_identity
+from run_benchmarks.cli.store_options import store_location
+from run_benchmarks.results.store.store import ResultStore
 
 
 def cmd_run(args: argparse.Namespace, console: Console) -> int:
@@ -43,24 +43,30 @@ def cmd_run(args: argparse.Namespace, console: Console) -> int:
         plan_checks.check_folder(log_root, f"log_root ({inputs.test_conf_path})", writable=not args.dry_run)
     plan = build_run_plan(inputs, names, new_run_id(), log_root, args.extern_config,
                           tuple(args.assignments), args.timeout)
+    if getattr(args, "strict", False):
+        plan_checks.refuse_non_compliant(plan.cases)
     if args.dry_run:
         print_plan(console, plan)
         print_flagperf_notes(console, flagperf)
         return EXIT_OK
     from run_benchmarks.execute.launch import Runner  # what a real run needs (paramiko among it), not a dry run
+    from run_benchmarks.execute.quiet import NotQuiet
 
     print_flagperf_notes(make_console(stderr=True), flagperf)
     print_extern_configs(make_console(stderr=True), plan)
 
     environment = orchestrator_environment(inputs.paths.root)
     signals.install()  # TERM and HUP end a run as Ctrl-C does (see signals: exit 128 + the signal's number)
-    runner = Runner(plan, TerminalReporter(make_console(stderr=True)), environment,
-                    allow_version_mismatch=args.allow_version_mismatch, plan_root=inputs.paths.root)
-    db, store = args.db or store_path(log_root), None
+    err = make_console(stderr=True)
+    runner = Runner(plan, TerminalReporter(err), environment, allow_version_mismatch=args.allow_version_mismatch,
+                    plan_root=inputs.paths.root, require_quiet=getattr(args, "require_quiet", None),
+                    say=lambda line: err.print(line, markup=False, highlight=False, soft_wrap=True))
+    db = store_location(args, log_root, inputs.test_conf, inputs.test_conf_path, inputs.paths.root)
+    store = None
     try:
         # An existing store is checked (locked, damaged) before any host is touched; a new one is created only
         # after preflight: a run refused at preflight leaves no trace.
-        store = ResultStore(db) if os.path.lexists(db) else None  # a --db that is no store: refused before preflight
+        store = ResultStore(db) if db.exists() else None  # a --db that is no store: refused before preflight
         runner.connect_and_preflight()
         for notice in runner.notices:
             make_console(stderr=True).print(f"[yellow]warning:[/] {escape(notice)}", soft_wrap=True)
@@ -77,8 +83,11 @@ def cmd_run(args: argparse.Namespace, console: Console) -> int:
         raise
     interrupted = False
     stopped: Optional[OSError] = None  # results could not be written (disk full): the run stopped there
+    refused: Optional[NotQuiet] = None  # --require-quiet: the hosts stayed busy past the deadline
     try:
         runner.run()
+    except NotQuiet as exc:
+        refused = exc
     except KeyboardInterrupt:
         interrupted = True
         signals.settle()  # a further signal only hurries what is left; the results are written whole
@@ -88,21 +97,22 @@ def cmd_run(args: argparse.Namespace, console: Console) -> int:
         stopped = exc
     finally:
         signals.settle()
-        ending = "interrupted" if interrupted else "aborted" if stopped else "done"
+        ending = "interrupted" if interrupted else "aborted" if stopped or refused else "done"
         try:
             store.end_run(plan.run_id, datetime.now(timezone.utc).isoformat(timespec="seconds"), ending)
-        except (sqlite3.Error, StoreUnavailable) as exc:
+        except (StoreError, StoreUnavailable) as exc:
             store.unstored.append(f"the end of the run ({ending}): "
                                   f"{getattr(exc, 'reason', '') or str(exc).splitlines()[0]}")
     try:
         write_summary(plan, runner.results)
     except OSError as exc:  # the rounds' results.json and the store hold what it would have said
         stopped = stopped or exc
-    print_results(console, runner.results, plan.cases)
+    if runner.results or refused is None:
+        print_results(console, runner.results, plan.cases)
     if stopped is not None or store.unstored:
         report_unrecorded(plan, store, stopped, log_root)
     else:
-        console.print(f"stored in {store.path} as run {plan.run_id}: accelbench report {plan.run_id} "
+        console.print(f"stored in {store.where} as run {plan.run_id}: accelbench report {plan.run_id} "
                       "[--format markdown|html|json|csv]", markup=False, soft_wrap=True)
     regression = EXIT_OK
     if args.check:  # imported here: the reference checks' code is ~0.15 s of start-up no other run needs
@@ -117,6 +127,9 @@ def cmd_run(args: argparse.Namespace, console: Console) -> int:
         return signals.exit_code(signals.received())
     if stopped is not None or store.unstored:
         return EXIT_NOT_RECORDED
+    if refused is not None:  # after the rounds before it, which are stored
+        console.print(str(refused), markup=False, highlight=False, soft_wrap=True)
+        return EXIT_FAILED if any(r.status != "ok" for r in runner.results) else EXIT_CONTENDED
     if not (runner.results and all(r.status == "ok" for r in runner.results)):
         return EXIT_FAILED
     return regression
@@ -131,10 +144,10 @@ def report_unrecorded(plan: RunPlan, store: ResultStore, stopped: Optional[OSErr
                      "before this one are kept, nothing was left half-written")
         lines.append("  fix: free space under the log root (or choose another with --log-root), then run again")
     if store.unstored:
-        lines.append(f"accelbench: error: run {plan.run_id} is NOT completely stored in {store.path}:")
+        lines.append(f"accelbench: error: run {plan.run_id} is NOT completely stored in {store.where}:")
         lines += [f"  - {item}" for item in store.unstored]
         lines.append(f"  fix: once the store can be written again (no other process holding it, space free), add "
-                     f"what the results.json files hold: accelbench store repair --db {store.path} --log-root "
+                     f"what the results.json files hold: accelbench store repair --db {store.where} --log-root "
                      f"{log_root}")
     for line in lines:
         err.print(line, markup=False, highlight=False, soft_wrap=True)
@@ -170,12 +183,12 @@ def check_run_args(args: argparse.Namespace) -> None:
     writes = not getattr(args, "dry_run", False)
     if getattr(args, "log_root", None) is not None:
         plan_checks.check_folder(args.log_root.resolve(), "--log-root", writable=writes)
-    if getattr(args, "db", None) is not None:
-        plan_checks.check_file(args.db.resolve(), "--db", writable=writes)
+    if getattr(args, "db", None) is not None and args.db.path is not None:
+        plan_checks.check_file(args.db.path.resolve(), "--db", writable=writes)
 
 
 def print_flagperf_notes(console: Console, flagperf) -> None:
     if flagperf is not None and flagperf.notes:
-        console.print("FlagPerf's options, as this run takes them:", markup=False)
+        console.print(getattr(flagperf, "heading", "FlagPerf's options, as this run takes them:"), markup=False)
         for note in dict.fromkeys(flagperf.notes):
             console.print(f"  {note}", markup=False, soft_wrap=True)

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Optional
 
 from rich.console import Console
 
+from run_benchmarks.catalog.compliance import NON_COMPLIANT
 from run_benchmarks.planner import checks as plan_checks
 from run_benchmarks.cli import report as report_cli
 from run_benchmarks.cli import table as table_cli
@@ -22,7 +23,9 @@ from run_benchmarks.results.report import views as tables
 from run_benchmarks.sweep import views
 from run_benchmarks.results.report.summary import summarize
 from run_benchmarks.execute.outcome import ResultsUnwritable
-from run_benchmarks.results.store.store import ResultStore, store_path
+from run_benchmarks.cli.store_options import store_location
+from run_benchmarks.results.store.location import StoreLocation
+from run_benchmarks.results.store.store import ResultStore
 from run_benchmarks.results.store.faults import is_full, orchestrator_identity
 from run_benchmarks.sweep.grid import SweepFile, expand, load_sweep_file, merge_command_line
 from run_benchmarks.sweep.progress import SweepProgress, describe
@@ -75,9 +78,13 @@ def cmd_sweep(args: argparse.Namespace, console: Console) -> int:
     with SweepProgress(err, len(options.points)) as progress:
         sweep = Sweep(ctx, progress)
         planned = [sweep.plan(p, ("train.micro_batch_size=1",) if options.max_batch else ()) for p in options.points]
+        if args.strict:  # every point planned: refused before any of them runs
+            plan_checks.refuse_non_compliant([item.case for item in planned if item.case is not None])
         if args.dry_run:
             for item in planned:
-                what = item.skipped.status + ": " + item.skipped.reason if item.skipped else "runs"
+                verdict = item.case.compliance if item.case is not None else None
+                marked = f" ({NON_COMPLIANT}: {', '.join(verdict.keys)})" if verdict and not verdict.compliant else ""
+                what = item.skipped.status + ": " + item.skipped.reason if item.skipped else "runs" + marked
                 console.print(f"{describe(item.point)}  {item.point.sets or ''}  -> {what}", markup=False,
                               soft_wrap=True)
             return EXIT_OK
@@ -89,7 +96,7 @@ def cmd_sweep(args: argparse.Namespace, console: Console) -> int:
                   + (f" --log-root {log_root}" if args.log_root else "") + " [--format markdown|html]",
                   markup=False, soft_wrap=True)
     if args.check and not interrupted:  # each point's figures against the references, as `run --check` does
-        with ResultStore(args.db or store_path(log_root)) as store:
+        with ResultStore(_db(args, ctx.inputs, log_root)) as store:
             summaries = summarize(store.attempts(run_ids=[run_id]))
         code = report_cli.report_checks(console, report_cli.run_checks(summaries, inputs.paths.root), True,
                                          args.no_reference_expected) or code
@@ -117,7 +124,7 @@ def _execute(ctx: SweepContext, sweep: Sweep, planned, args, log_root: Path, err
             planned = refuse(planned, refused)
             for notice in runner.notices:
                 err.print(f"warning: {notice}", markup=False, soft_wrap=True)
-            store = ResultStore(args.db or store_path(log_root))
+            store = ResultStore(_db(args, ctx.inputs, log_root))
             store.begin_run(ctx.run_id, _now(), ctx.environment["argv"], ctx.environment["accelbench_commit"],
                             str(ctx.run_dir), orchestrator=orchestrator_identity())
         sweep.run_all(planned, runner, store)
@@ -164,7 +171,7 @@ def show(console: Console, args: argparse.Namespace, options: SweepOptions, rows
     if args.format == "html" and main is not None:  # the grid as bars: matplotlib, for the HTML page only
         charts.insert(0, views.grid_chart(rows, options.axes, args.across))
     if options.table:  # the sweep file's reference table, from the rounds the store holds for this run
-        reference = table_cli.sweep_table(args.db or store_path(log_root), run_id, args.format == "html")
+        reference = table_cli.sweep_table(store_location(args, log_root), run_id, args.format == "html")
         if reference is not None:
             table_views.append(reference[0])
             charts.append(reference[1])
@@ -222,6 +229,10 @@ def resolve_sweep(log_root: Path, word: str) -> str:
 def _run_dir(log_root: Path, run_id: str) -> Path:
     component(run_id, "run", "give the folder name of the sweep's run under the log root")
     return log_root / run_id
+
+
+def _db(args: argparse.Namespace, inputs, log_root: Path) -> StoreLocation:
+    return store_location(args, log_root, inputs.test_conf, inputs.test_conf_path, inputs.paths.root)
 
 
 def _now() -> str:

@@ -10,7 +10,6 @@ import hashlib
 import json
 import shutil
 import signal
-import sqlite3
 import sys
 import time
 from datetime import datetime, timezone
@@ -19,17 +18,17 @@ from dataclasses import replace
 from typing import Callable, Optional, Sequence
 
 from run_benchmarks.results import analyze
-from run_benchmarks.results import breakdown, breakdown_layouts, breakdown_ppo
+from run_benchmarks.results import breakdown, breakdown_layouts, breakdown_ppo, fairness_checks
 from run_benchmarks.results import rank_logs as collect
-from run_benchmarks.execute import monitoring
+from run_benchmarks.execute import contention, monitoring
 from run_benchmarks import signals
 from run_benchmarks.results import figures as task_figures
 from run_benchmarks.pathnames import write_text_atomically
 from run_benchmarks.plan import CasePlan, NodePlan, RoundPlan
-from run_benchmarks.results.record import CaseFacts, Environment, RoundRecord, Status
+from run_benchmarks.results.record import CaseFacts, DeviceDefinition, Environment, RoundRecord, Status
 from run_benchmarks.results.round_result import RoundResult
 from run_benchmarks.results.store.store import ResultStore
-from run_benchmarks.results.store.faults import StoreUnavailable, is_full
+from run_benchmarks.results.store.faults import StoreError, StoreUnavailable, is_full
 from run_benchmarks.results.workload import resolved_workload, workload_hash
 from training.contract import perflog
 
@@ -81,13 +80,15 @@ def finish(case: CasePlan, rnd: RoundPlan, result: RoundResult, outcome: str, be
     except task_figures.FigureConflict as exc:
         result.warnings.append(f"task figures left out: {exc}")
     result.steps_completed = min(steps_done, default=0)
-    monitored = []
+    monitored, contended = [], []
     measured_window = (min(s[0] for s in spans), max(s[1] for s in spans)) if spans else None
     for node in rnd.nodes:
         if node.monitor_argv is not None:
             figures_of_node, warnings = monitoring.summarize_node(node.monitor_dir, measured_window)
             monitored.append({"node_rank": node.node_rank, "host": node.host.name, **figures_of_node})
             result.warnings += [f"node {node.node_rank}: {w}" for w in warnings]
+            contended.append({"node_rank": node.node_rank, "host": node.host.name, **contention.node_figures(
+                node.monitor_dir, measured_window, _run_devices(case, rnd, node))})
     result.nodes = [
         {"node_rank": node.node_rank, "host": node.host.name,
          "exit_code": result.exit_codes.get(node.node_rank), "launcher_log": str(node.launcher_log),
@@ -98,11 +99,16 @@ def finish(case: CasePlan, rnd: RoundPlan, result: RoundResult, outcome: str, be
         for node in rnd.nodes
     ]
     classify(case, rnd, result, outcome, ranks, figures)
+    result.warnings += fairness_checks.round_warnings(case.workload, result.metrics.to_dict() if result.metrics
+                                                      else None, result.figures)  # constant inputs, padding
     if result.metrics is not None and case.workload.task != "micro":
         _add_time_breakdown(case, ranks, result, allreduce_rows)
     if monitored:
         result.monitor = monitoring.summarize_round(
             monitored, result.metrics.tokens_per_s_total if result.metrics else None)
+        result.monitor["contention"] = contention.judge(contended, case.contention)
+        if contention.warning(result.monitor["contention"]):
+            result.warnings.append(contention.warning(result.monitor["contention"]))
     if result.metrics is not None and result.metrics.time_breakdown is not None:
         result.metrics.time_breakdown["energy"] = monitoring.energy(result.monitor, result.metrics.tokens_per_s_total)
     result.ended_at = now()
@@ -110,9 +116,25 @@ def finish(case: CasePlan, rnd: RoundPlan, result: RoundResult, outcome: str, be
     write_results(rnd.results_path, case, result, orchestrator_env)
 
 
+def _run_devices(case: CasePlan, rnd: RoundPlan, node: NodePlan) -> list[int]:
+    """The device indices the node's processes were given: the kind's visibility variable where the host pins
+    them, else the first one per process."""
+    variable = rnd.worker_config.runtime.device.visible_devices_env
+    pinned = node.env.get(variable, "") if variable else ""
+    listed = [int(d) for d in pinned.split(",") if d.strip().isdigit()]
+    return listed or list(range(case.name.nprocs_per_node))
+
+
 def classify(case: CasePlan, rnd: RoundPlan, result: RoundResult, outcome: str,
              ranks: list[collect.RankLog], figures: analyze.RoundAccumulator) -> None:
     complete = len(ranks) == case.name.world_size and all(r.finished for r in ranks)
+    mismatch = collect.world_size_mismatch(
+        ranks, case.name.world_size, f"{case.name.nnodes} node(s) x {case.name.nprocs_per_node} process(es)")
+    if mismatch is not None and complete:  # no figure of another layout than the one named is kept
+        result.status, result.reason = "failed", mismatch
+        return
+    if mismatch is not None:  # a round that failed anyway says it too
+        result.warnings.append(mismatch)
     if complete:
         result.status, result.reason = "ok", ""
         for rank, code in sorted(result.exit_codes.items()):
@@ -228,8 +250,19 @@ def result_document(case: CasePlan, result: RoundResult, orchestrator_env: dict)
         wall_time_s=result.wall_time_s, results_path=str(result.dir / "results.json"),
         steps_completed=result.steps_completed, metrics=result.metrics.to_dict() if result.metrics else None,
         monitor=result.monitor, figures=result.figures, workload=case.workload.model_dump(mode="json"),
-        workload_hash=workload_hash(workload),
-        environment=Environment(orchestrator=orchestrator_env, nodes=result.nodes))
+        workload_hash=workload_hash(workload), compliance=case.compliance, device_definition=_device(case),
+        environment=Environment(orchestrator=orchestrator_env, nodes=result.nodes,
+                                **({"leftovers": result.leftovers} if result.leftovers else {})))
+
+
+def _device(case: CasePlan) -> Optional[DeviceDefinition]:
+    """What one device of the round's hardware is, as its vendor file states it (not for the CPU)."""
+    if case.hardware.on_cpu:
+        return None
+    accel = case.hardware.spec
+    return DeviceDefinition(hardware=case.hardware.name, dies_per_device=accel.dies_per_device,
+                            devices_per_card=accel.devices_per_card,
+                            stated_in=f"vendors/{case.hardware.vendor}/vendor.yaml")
 
 
 def _file_sha256(path: Optional[Path]) -> Optional[str]:
@@ -281,11 +314,11 @@ def store_attempt(store: Optional[ResultStore], case: CasePlan, result: RoundRes
             store.add_attempt(record.to_row(attempt),
                               what=f"round {result.round} of {result.case_name}")
             stored = True
-        except (sqlite3.Error, StoreUnavailable) as exc:
+        except (StoreError, StoreUnavailable) as exc:
             why = getattr(exc, "reason", "") or str(exc).splitlines()[0]
             kept = result.write_error is None and path.is_file()
-            warning = (f"this attempt is NOT in the results store {store.path}: {why}; "
-                       + (f"add it from this file with: accelbench store repair --db {store.path} --log-root "
+            warning = (f"this attempt is NOT in the results store {store.where}: {why}; "
+                       + (f"add it from this file with: accelbench store repair --db {store.where} --log-root "
                           f"{_log_root_of(path)}" if kept else "and its results.json could not be written: "
                           "its figures are lost"))
             result.warnings.append(warning)
@@ -295,11 +328,11 @@ def store_attempt(store: Optional[ResultStore], case: CasePlan, result: RoundRes
             if kept:
                 _add_warning(path, warning)
             if is_full(exc) and result.write_error is None:
-                raise ResultsUnwritable(errno.ENOSPC, f"the results store {store.path} is full: {why}") from None
+                raise ResultsUnwritable(errno.ENOSPC, f"the results store {store.where} is full: {why}") from None
     if result.write_error is not None:
         exc = result.write_error
         if stored:
-            _loud(f"round {result.round} of {result.case_name}: the attempt is in the store {store.path}, not in "
+            _loud(f"round {result.round} of {result.case_name}: the attempt is in the store {store.where}, not in "
                   f"a results.json; the run stops here")
         raise ResultsUnwritable(exc.errno or errno.EIO, f"{path} could not be written: {exc.strerror or exc}")
 

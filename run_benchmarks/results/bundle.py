@@ -25,7 +25,6 @@ import io
 import json
 import secrets
 import shutil
-import sqlite3
 import tarfile
 from datetime import datetime, timezone
 from pathlib import Path, PurePosixPath
@@ -37,6 +36,7 @@ from run_benchmarks import limits
 from run_benchmarks.errors import UserError
 from run_benchmarks.pathnames import component, component_problem, output_target
 from run_benchmarks.pathnames import run_id as run_id_name
+from run_benchmarks.results.store.faults import StoreError
 from run_benchmarks.results.store.store import ResultStore
 from run_benchmarks.results.store.schema import _insert_attempt
 from run_benchmarks.results.bundle_checks import RATIO_AFTER_BYTES, judged_end, refuse_impossible, scan_sizes
@@ -294,10 +294,6 @@ def _read_attempts(path: Path, run_id: str, bundle: Path) -> list[dict]:
                         exc.fix if isinstance(exc, NewerRowError) else ASK_ORIGINAL) from None
 
 
-def _columns(store: ResultStore, table: str) -> set[str]:
-    return {row[1] for row in store.conn.execute(f"PRAGMA table_info({table})")}
-
-
 def import_bundle(bundle: Path, store: ResultStore, log_root: Path) -> str:
     """Verify ``bundle``, extract its run folder to ``log_root/<run_id>`` and add its run and attempts to
     ``store``. Nothing is stored or left behind unless every checksum holds."""
@@ -310,9 +306,8 @@ def import_bundle(bundle: Path, store: ResultStore, log_root: Path) -> str:
         scan_sizes(tar, bundle, Path(bundle).stat().st_size)  # every header, held to the caps, before any data
         sums, manifest = _read_sums(tar, bundle)
         run_id = manifest.run_id
-        if store.conn.execute("SELECT 1 FROM runs WHERE run_id = ?", (run_id,)).fetchone():
-            raise UserError(f"{store.path} already holds run {run_id}; nothing was imported",
-                            "import the bundle into another store (--db), or use this run as it is")
+        if store.has_run(run_id):
+            raise _held(store, run_id)
         target = log_root / run_id
         if target.exists():
             raise UserError(f"{target} exists already; nothing was imported",
@@ -341,9 +336,11 @@ def import_bundle(bundle: Path, store: ResultStore, log_root: Path) -> str:
                                               judged]))
     if judged:
         run_row["status"] = "aborted"
-    run_cols, attempt_cols = _columns(store, "runs"), _columns(store, "attempts")
+    run_cols, attempt_cols = store.columns("runs"), store.columns("attempts")
 
     def work(cur) -> int:
+        if store.has_run(run_id):  # imported meanwhile by another writer (one at a time holds the write lock)
+            raise _held(store, run_id)
         run = {k: (json.dumps(v) if isinstance(v, (list, dict)) else v) for k, v in run_row.items() if k in run_cols}
         cur.execute(f"INSERT INTO runs ({', '.join(run)}) VALUES ({', '.join('?' for _ in run)})", list(run.values()))
         for row in attempts:
@@ -357,12 +354,17 @@ def import_bundle(bundle: Path, store: ResultStore, log_root: Path) -> str:
 
     try:
         extra = store._write(work, store.retry_s, "ACCELBENCH_STORE_RETRY_S", f"the attempts of run {run_id}")
-    except (sqlite3.Error, TypeError, ValueError, OverflowError) as exc:  # a received row with values no column takes
+    except (StoreError, TypeError, ValueError, OverflowError) as exc:  # a received row with values no column takes
         shutil.rmtree(target, ignore_errors=True)
         raise UserError(f"{bundle}: its rows do not fit a results store ({str(exc)[:200]}); nothing was imported",
                         ASK_ORIGINAL) from None
     except BaseException:
         shutil.rmtree(target, ignore_errors=True)  # no folder without its rows: the import can be run again
         raise
-    return (f"run {run_id}: {len(attempts)} attempt(s) and {manifest.files} file(s) imported into {store.path}, "
+    return (f"run {run_id}: {len(attempts)} attempt(s) and {manifest.files} file(s) imported into {store.where}, "
             f"logs in {target}" + (f"; {extra} more from results.json files without a stored row" if extra else ""))
+
+
+def _held(store: ResultStore, run_id: str) -> UserError:
+    return UserError(f"{store.where} already holds run {run_id}; nothing was imported",
+                     "import the bundle into another store (--db), or use this run as it is")

@@ -12,9 +12,9 @@ import math
 import os
 import sys
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, Iterator, Optional
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Optional
 
 from run_benchmarks.errors import UserError
 from run_benchmarks.registry import Registry
@@ -72,6 +72,9 @@ class Parser:
     version: int
     description: str
     parse: Callable[..., Imported]  # (path, world_size, skip_intervals) -> Imported
+    # A format whose runs come as a folder (MLPerf's result_*.txt): files(folder) -> paths, and
+    # score(folder, [(path, Imported)]) -> the line printed about the folder's score, added to each row.
+    folder: Optional[Any] = None
 
     @property
     def name(self) -> str:
@@ -80,15 +83,14 @@ class Parser:
 
 # Each parser module registers its parsers when imported: on the first lookup, never with the package.
 PARSERS: Registry[Parser] = Registry("log parser", modules=tuple(f"{__name__}.{module}" for module in (
-    "megatron", "mllog", "paddlenlp", "torchtitan")))
-
-
-BACKWARDS_SLACK_S = 2.0  # ranks' lines interleave in one file, each stamped by its own process: a few ms apart
+    "megatron", "mllog", "nemo", "paddlenlp", "torchtitan")))
 
 
 class Span:
     """A log's earliest and latest time stamps (all that is kept of them), and the first stamp that went back
-    by more than BACKWARDS_SLACK_S (``back``: the latest stamp before it, and it), if any did."""
+    by more than BACKWARDS_SLACK (``back``: the latest stamp before it, and it), if any did."""
+
+    BACKWARDS_SLACK = timedelta(seconds=2)  # ranks' lines interleave in one file, each stamped by its own process
 
     def __init__(self) -> None:
         self.first: Optional[datetime] = None
@@ -100,8 +102,7 @@ class Span:
         if at is None:
             return
         try:
-            if self.last is not None and self.back is None \
-                    and (self.last - at).total_seconds() > BACKWARDS_SLACK_S:
+            if self.back is None and self.last is not None and self.last - at > self.BACKWARDS_SLACK:
                 self.back = (self.last, at)
             self.first = at if self.first is None else min(self.first, at)
             self.last = at if self.last is None else max(self.last, at)
@@ -111,9 +112,8 @@ class Span:
 
 def line_log_result(world_size: int, intervals: int, skipped: int, span: Span, error: str) -> Imported:
     """What every line-based log gives before its figures: when it ran (its first and last time stamps) and
-    whether it ends in an error (then the import is ``failed``, whatever figures came before). Stamps that
-    run backwards (a clock set back, logs of several runs or ranks interleaved) give no wall time: its
-    start and end are not known, and last minus first could be negative; a warning says where."""
+    whether it ends in an error (then the import is ``failed``, whatever figures came before). Stamps that run
+    backwards (a clock set back, several runs' logs in one) give no wall time, with a warning saying where."""
     result = Imported(status="ok", metrics={"world_size": world_size},
                       details={"intervals": intervals, "skipped": skipped})
     if span.back is not None:
@@ -133,7 +133,7 @@ def line_log_result(world_size: int, intervals: int, skipped: int, span: Span, e
 _UNFORESEEN = (ArithmeticError, ValueError, TypeError, KeyError, IndexError, AttributeError, RecursionError)
 
 
-def register(format: str, version: int, description: str):
+def register(format: str, version: int, description: str, folder: Optional[Any] = None):
     def wrap(fn: Callable[..., Imported]) -> Callable[..., Imported]:
         name = f"{format}/{version}"
 
@@ -152,7 +152,7 @@ def register(format: str, version: int, description: str):
                       file=sys.stderr)
             return result
 
-        parser = Parser(format, version, description, guarded)
+        parser = Parser(format, version, description, guarded, folder)
         PARSERS.register(parser.name, parser)
         return fn
     return wrap

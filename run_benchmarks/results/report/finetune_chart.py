@@ -1,5 +1,6 @@
 """The finetune table's HTML charts: one grouped bar chart per model, a Paddle and a Torch bar per row
-(method x GPUs x batch), whiskers at ±1 std over the ok rounds, ``OOM`` written where a side ran out of memory.
+(method x devices x batch, the devices named by kind), whiskers at ±1 std over the ok rounds, ``OOM`` written
+where a side ran out of memory.
 Imports matplotlib (through charts.py): only ``table --format html`` imports this module."""
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter
 
 from run_benchmarks.results.report import charts
-from run_benchmarks.results.report.finetune_table import FIGURE, METHODS, TableRow, cell
+from run_benchmarks.results.report.finetune_table import FIGURE, METHODS, TableRow, cell, device_noun, devices_text
 from run_benchmarks.results.report.summary import FIGURE_BY_KEY
 
 COLOURS = {"paddle": charts.colours(2)[0], "torch": charts.colours(2)[1]}
@@ -50,7 +51,8 @@ def _chart(model: str, rows: list[TableRow], n: int) -> str:
                 bar.set_gid(f"finetune{n}-{side}-{i}")
                 if st.n > 1:
                     ax.errorbar(x, st.mean, yerr=st.std, fmt="none", ecolor="#333333", capsize=3, linewidth=1)
-        ax.set_xticks(range(len(rows)), [f"{METHODS[r.method]}\n{r.devices} GPU(s), batch {r.batch or '-'}"
+        noun = device_noun(rows)
+        ax.set_xticks(range(len(rows)), [f"{METHODS[r.method]}\n{devices_text(r, noun)}, batch {r.batch or '-'}"
                                          for r in rows])
         ax.set_xlim(-0.6, len(rows) - 0.4)  # room for a side without a bar (its OOM word)
         ax.set_ylim(0, top * 1.15)

@@ -1,6 +1,7 @@
 """The PaddleNLP-vs-PyTorch finetune table from stored runs: one row per model x method x hardware x devices x
 global batch, each framework's setup and effective tokens/s per device (padding excluded), and the speedup
-Paddle / Torch; a workload that ran out of memory on every round reads ``OOM``.
+Paddle / Torch; a workload that ran out of memory on every round reads ``OOM``. The device column is named by
+the rows' kind (``CPU processes`` on a CPU), not the reference table's "GPUs".
 
 Nothing is measured again here. The rounds are grouped per workload by ``summary.summarize`` (repeats and
 rounds of one workload hash are one summary: its mean and spread), the figure is the stored
@@ -13,7 +14,7 @@ from dataclasses import dataclass
 from itertools import zip_longest
 from typing import Optional, Sequence
 
-from run_benchmarks.results.report import compare
+from run_benchmarks.results.report import compare, compliance_marks
 from run_benchmarks.results.report.chart_data import devices
 from run_benchmarks.results.report.summary import CaseSummary
 from run_benchmarks.results.report.views import View
@@ -22,8 +23,11 @@ FIGURE = "effective_tokens_per_s_per_device"
 METHODS = {"lora": "LoRA", "finetune": "full finetune"}  # workload task -> the table's method, in table order
 SUFFIXES = {"_lora": "lora", "_sft": "finetune"}  # a row without a stored workload: its case name says the task
 FRAMEWORKS = ("paddle", "torch")
-HEADERS = ["model", "method", "GPUs", "batch", "Paddle setup", "Paddle effective tok/s/dev", "Torch setup",
-           "Torch effective tok/s/dev", "speedup (Paddle/Torch)"]
+HEADERS = ["model", "method", "devices", "batch", "Paddle setup", "Paddle effective tok/s/dev", "Torch setup",
+           "Torch effective tok/s/dev", "speedup (Paddle/Torch)"]  # "devices": the rows' kind names it (device_noun)
+# What a row's device count counts: the worker's memory reading says where it ran (RSS: processes on a CPU;
+# an allocator's peak: a device, whose kind the store does not hold, so it stays "device").
+NOUNS = {"rss": ("CPU process", "CPU processes")}
 
 
 @dataclass(frozen=True)
@@ -126,19 +130,32 @@ def cell(summary: Optional[CaseSummary]) -> str:
     text = summary.cell(FIGURE) + (f" n={stats.n}" if stats.n > 1 else "")
     if len(summary.ok) < len(summary.attempts):
         text += f" ({compare.format_rounds(summary)})"
-    return text
+    return text + (f" ({compliance_marks.NON_COMPLIANT})" if summary.non_compliant else "")
 
 
 def speedup_text(row: TableRow) -> str:
     value = row.speedup()
     if value is None:
         return "-"
-    return f"{value:.2f}x" + (" (within noise)" if row.pair.within_noise(FIGURE) else "")
+    departs = compliance_marks.sides(row.torch, row.paddle, ("Torch", "Paddle"))
+    return (f"{value:.2f}x" + (" (within noise)" if row.pair.within_noise(FIGURE) else "")
+            + (f" ({departs})" if departs else ""))
+
+
+def device_noun(table: Sequence[TableRow]) -> tuple[str, str]:
+    """(singular, plural) for the rows' devices: ``CPU process`` where every row ran on a CPU, else ``device``
+    (never "GPU" for what is not one)."""
+    kinds = {s.peak_kind for r in table for s in (r.paddle, r.torch) if s is not None and s.peak_kind}
+    return NOUNS.get(kinds.pop(), ("device", "devices")) if len(kinds) == 1 else ("device", "devices")
+
+
+def devices_text(row: TableRow, noun: tuple[str, str]) -> str:
+    return f"{row.devices} {noun[0] if row.devices == 1 else noun[1]}"
 
 
 def view(table: Sequence[TableRow], title: str, notes: Sequence[str] = ()) -> View:
     several = len({r.hardware for r in table}) > 1
-    headers = HEADERS[:2] + (["hardware"] if several else []) + HEADERS[2:]
+    headers = HEADERS[:2] + (["hardware"] if several else []) + [device_noun(table)[1], *HEADERS[3:]]
     body = [[r.model, METHODS[r.method], *([r.hardware] if several else []), str(r.devices),
              "-" if r.batch is None else str(r.batch), setup(r.paddle), cell(r.paddle), setup(r.torch),
              cell(r.torch), speedup_text(r)] for r in table]
@@ -148,4 +165,10 @@ def view(table: Sequence[TableRow], title: str, notes: Sequence[str] = ()) -> Vi
         "over the ok rounds of one workload (all repeats), ± its coefficient of variation over n rounds",
         "speedup = Paddle's mean / Torch's; " + compare.NOISE_RULE,
         "OOM: every round of that workload ran out of memory; batch: global batch in samples per step",
-        *notes])
+        *notes, *_departures(table)])
+
+
+def _departures(table: Sequence[TableRow]) -> list[str]:
+    """Each workload of the table that departs from its case's policy, with what it departs in."""
+    sides = {id(s): s for r in table for s in (r.paddle, r.torch) if s is not None}
+    return [f"{s.label} {s.config}: {flag}" for s in sides.values() for flag in compliance_marks.flags(s.attempts)]

@@ -1,1 +1,3 @@
-"""The results store: one SQLite file of typed rows, its schema and migrations, fault injection for tests and recovery."""
+"""The results store: typed rows, one schema and its migrations, on SQLite (a file, the default) or PostgreSQL
+(a team's server): location (what --db names), dialect (what differs in SQL), one engine module each; fault
+injection for tests, recovery, copying between stores. Only this package talks to a database."""

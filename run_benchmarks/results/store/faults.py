@@ -1,4 +1,6 @@
-"""The store's faults told apart (a lock held elsewhere, a full disk, a dead orchestrator): pure, no connection."""
+"""The store's faults told apart (a lock held elsewhere, a full disk, a server out of reach, a dead orchestrator):
+pure, no connection. ``StoreError`` is what either engine's driver error becomes at the store's edge, so that
+nothing outside results/store/ imports sqlite3 or psycopg to catch it."""
 from __future__ import annotations
 
 import errno
@@ -23,7 +25,22 @@ class StoreCorrupt(UserError):
     """The file fails the integrity check: nothing is started on it."""
 
 
+class StoreError(Exception):
+    """A database error of either engine, told apart by ``kind``: ``locked`` (another writer holds the store),
+    ``full`` (no space), ``unreachable`` (a server that does not answer, or dropped the connection),
+    ``login`` (the server refused the login), ``damaged``, ``newer`` (a store of a newer accelbench) or
+    ``other``. The driver's own error is its ``__cause__``."""
+
+    def __init__(self, message: str, kind: str = "other"):
+        super().__init__(message)
+        self.kind = kind
+        self.reason = ""  # as StoreUnavailable's: the cause in a few words, for a line that names the store
+
+
+
 def is_locked(exc: BaseException) -> bool:
+    if isinstance(exc, StoreError):
+        return exc.kind == "locked"
     if not isinstance(exc, sqlite3.OperationalError):
         return False
     code = getattr(exc, "sqlite_errorcode", None)
@@ -33,6 +50,8 @@ def is_locked(exc: BaseException) -> bool:
 
 
 def is_full(exc: BaseException) -> bool:
+    if isinstance(exc, StoreError):
+        return exc.kind == "full"
     if isinstance(exc, OSError):
         return exc.errno in (errno.ENOSPC, errno.EDQUOT)
     code = getattr(exc, "sqlite_errorcode", None)

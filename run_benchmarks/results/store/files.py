@@ -41,7 +41,7 @@ def file_size(path: Path) -> Optional[int]:
 
 def empty_file_error(path: Path, reader: bool) -> UserError:
     """An empty file no process holds is never a store: a new store is made whole, then linked into place
-    (ResultStore._create in store.py), so an empty file where one should be was emptied or copied wrong. Reading commands
+    (sqlite_file._create), so an empty file where one should be was emptied or copied wrong. Reading commands
     are refused; writing ones too (StoreCorrupt, so ``store repair`` moves it aside and rebuilds the store from
     results.json). One another process holds a lock on is being made: opened, and waited for as a lock."""
     if reader:

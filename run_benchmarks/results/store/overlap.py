@@ -5,14 +5,13 @@ from __future__ import annotations
 
 import json
 import re
-import sqlite3
 from typing import Any
 
 from run_benchmarks.results.store.clock import instant
-from run_benchmarks.results.store.faults import process_alive
+from run_benchmarks.results.store.faults import StoreError, process_alive
 
 
-def overlapping_runs(conn: sqlite3.Connection, fields: dict) -> list[str]:
+def overlapping_runs(conn: Any, fields: dict) -> list[str]:
     """A warning for each other accelbench run whose orchestrator ran on this machine while the attempt
     ran (its run row from before the attempt's end to after its start; still running counts), unless the
     attempt's warnings name that run already (the run that started second finds the first one's workers
@@ -31,7 +30,7 @@ def overlapping_runs(conn: sqlite3.Connection, fields: dict) -> list[str]:
             "SELECT run_id, started_at, ended_at, status, orchestrator_pid, orchestrator_started FROM runs "
             "WHERE run_id != ? AND orchestrator_host = ? AND source = 'accelbench' ORDER BY started_at",
             (fields.get("run_id"), host)).fetchall()
-    except sqlite3.Error:
+    except StoreError:
         return []  # a courtesy: never a reason to lose the attempt
     said = " ".join(fields.get("warnings") or [])
     nodes = _node_hosts(fields.get("environment"))
@@ -55,7 +54,7 @@ def overlapping_runs(conn: sqlite3.Connection, fields: dict) -> list[str]:
                      f"{other['orchestrator_pid']}): figures may be low where they shared cores or devices")
     return lines
 
-def _run_node_hosts(conn: sqlite3.Connection, run_id: str) -> set[str]:
+def _run_node_hosts(conn: Any, run_id: str) -> set[str]:
     hosts: set[str] = set()
     for row in conn.execute("SELECT environment FROM attempts WHERE run_id = ?", (run_id,)):
         try:

@@ -9,16 +9,15 @@ import json
 import os
 import shutil
 import socket
-import sqlite3
 from pathlib import Path
 from datetime import datetime, timezone
-from typing import Iterable, Iterator, Optional, Sequence
+from typing import Any, Iterable, Iterator, Optional, Sequence
 
 from pydantic import ValidationError
 
 from run_benchmarks.results.record import RESULTS_SCHEMA, RoundRecord, Status
 from run_benchmarks.results.store.clock import FINALIZE_WAIT_S, WAIT_ENV, now
-from run_benchmarks.results.store.faults import StoreUnavailable, process_alive
+from run_benchmarks.results.store.faults import StoreError, StoreUnavailable, process_alive
 from run_benchmarks.results.store.schema import _insert_attempt
 
 
@@ -137,7 +136,7 @@ class StoreRecovery:
             try:
                 note = self._write(lambda cur, r=row: self._finalize(cur, r["run_id"], r["log_dir"], "killed"),
                                    FINALIZE_WAIT_S, WAIT_ENV, f"the end of run {row['run_id']}")
-            except (StoreUnavailable, sqlite3.Error) as exc:
+            except (StoreUnavailable, StoreError) as exc:
                 self.announce(f"run {row['run_id']} lost its orchestrator but could not be finalized now "
                               f"({str(exc).splitlines()[0]}); the next open of the store will")
                 continue
@@ -147,7 +146,7 @@ class StoreRecovery:
         self.finalized += notes
         return notes
 
-    def _finalize(self, cur: sqlite3.Cursor, run_id: str, log_dir: Optional[str], status: str) -> Optional[str]:
+    def _finalize(self, cur: Any, run_id: str, log_dir: Optional[str], status: str) -> Optional[str]:
         """Inside a write transaction: the run's missing attempts from its results.json files, then its end."""
         row = cur.execute("SELECT status, orchestrator_host, orchestrator_pid FROM runs WHERE run_id = ?",
                           (run_id,)).fetchone()
@@ -170,7 +169,7 @@ class StoreRecovery:
                     (final, last, note, run_id))
         return note
 
-    def add_missing(self, cur: sqlite3.Cursor, run_id: str, documents: Iterable[tuple[Path, dict]],
+    def add_missing(self, cur: Any, run_id: str, documents: Iterable[tuple[Path, dict]],
                      why: str) -> int:
         """Rows for the run's documents the store does not hold yet (matched by path or by case, round and
         timing, so a moved log folder is no reason for a second row)."""
@@ -222,7 +221,9 @@ class StoreRecovery:
                              "still running and stores its own attempts")
                 continue
 
-            def work(cur: sqlite3.Cursor, run_id=run_id, documents=documents, known=row is not None) -> str:
+            def work(cur: Any, run_id=run_id, documents=documents) -> str:
+                # asked again under the write lock: another repair may have rebuilt the run meanwhile
+                known = cur.execute("SELECT 1 FROM runs WHERE run_id = ?", (run_id,)).fetchone() is not None
                 if not known:
                     self._recreate_run(cur, run_id, documents)
                 added = self.add_missing(cur, run_id, documents, "repaired with accelbench store repair")
@@ -233,7 +234,7 @@ class StoreRecovery:
             lines.append(f"no results.json under {', '.join(map(str, folders))}")
         return lines
 
-    def _recreate_run(self, cur: sqlite3.Cursor, run_id: str, documents: list[tuple[Path, dict]]) -> None:
+    def _recreate_run(self, cur: Any, run_id: str, documents: list[tuple[Path, dict]]) -> None:
         run_dir = _run_dir(documents[0][0])
         starts = sorted(d.get("started_at") or "" for _, d in documents if d.get("started_at"))
         ends = sorted(d.get("ended_at") or "" for _, d in documents if d.get("ended_at"))

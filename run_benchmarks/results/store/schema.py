@@ -1,16 +1,18 @@
-"""The store's tables, columns, migrations and round record <-> row mapping: the layout, apart from the connection."""
+"""The store's tables, columns, migrations and round record <-> row mapping: the layout, apart from the connection.
+Written once for both engines: the column types are named as SQLite names them and put in each engine's words by
+its dialect (dialect.py); every statement here is one both engines read."""
 from __future__ import annotations
 
 import json
-import sqlite3
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Optional
 
 if TYPE_CHECKING:  # the record's pydantic models: imported where a row becomes a record, not with the columns
     from run_benchmarks.results.record import RoundRecord
+    from run_benchmarks.results.store.connection import Connection
 
 SCHEMA_VERSION = 1  # the file's tables (meta); a newer one is refused at open. Columns are only ever added
-ROW_VERSION = 6  # each attempts row's layout (column row_version), read and migrated by versions.read_row
+ROW_VERSION = 7  # each attempts row's layout (column row_version), read and migrated by versions.read_row
 
 # Figures copied out of the metrics into columns: (column, key in RoundMetrics.to_dict(), sub-key)
 METRIC_COLUMNS = (
@@ -34,6 +36,7 @@ MONITOR_COLUMNS = ("accel_util_mean", "power_w_mean", "energy_j", "tokens_per_jo
 CASE_COLUMNS = ("case_name", "case", "framework", "framework_version", "hardware", "vendor", "nnodes",
                 "nprocs_per_node", "world_size", "repeat", "extern_config", "extern_config_hash")
 FILTER_KEYS = CASE_COLUMNS + ("run_id", "status", "precision", "source")
+_INTEGER_CASE_COLUMNS = ("nnodes", "nprocs_per_node", "world_size", "repeat")
 
 _SCHEMA = f"""
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -47,24 +50,24 @@ CREATE TABLE IF NOT EXISTS runs (
     log_dir TEXT,
     source TEXT NOT NULL,            -- accelbench, or import:<parser>/<version>
     orchestrator_host TEXT,          -- socket.gethostname() of the process that runs it
-    orchestrator_pid INTEGER,
-    orchestrator_started REAL,       -- that process's start time (psutil create_time): pids are reused
+    orchestrator_pid {{integer}},
+    orchestrator_started {{real}},       -- that process's start time (psutil create_time): pids are reused
     note TEXT                        -- how the run was finalized when not by itself (killed, repaired)
 );
 CREATE TABLE IF NOT EXISTS attempts (
-    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    id {{id_column}},
     run_id TEXT NOT NULL REFERENCES runs(run_id),
-    {", ".join(f'"{c}"' for c in CASE_COLUMNS)},
-    round INTEGER NOT NULL,
-    attempt INTEGER NOT NULL DEFAULT 1,
+    {", ".join(f'"{c}" {"{case_integer}" if c in _INTEGER_CASE_COLUMNS else "{case_text}"}' for c in CASE_COLUMNS)},
+    round {{integer}} NOT NULL,
+    attempt {{integer}} NOT NULL DEFAULT 1,
     status TEXT NOT NULL,
     reason TEXT,
-    precision TEXT,
+    "precision" TEXT,
     started_at TEXT,
     ended_at TEXT,
-    wall_time_s REAL,
-    {", ".join(f"{c} REAL" for c, _, _ in METRIC_COLUMNS)},
-    {", ".join(f"{c} REAL" for c in MONITOR_COLUMNS)},
+    wall_time_s {{real}},
+    {", ".join(f"{c} {{real}}" for c, _, _ in METRIC_COLUMNS)},
+    {", ".join(f"{c} {{real}}" for c in MONITOR_COLUMNS)},
     metrics TEXT,                    -- JSON: RoundMetrics.to_dict()
     monitor TEXT,                    -- JSON: monitoring.summarize_round()
     figures TEXT,                    -- JSON: the round's task figures (figures.Figure.to_dict() each)
@@ -76,7 +79,7 @@ CREATE TABLE IF NOT EXISTS attempts (
     results_path TEXT,
     source TEXT NOT NULL,
     record TEXT,                     -- JSON: the whole round record (record.RoundRecord) the columns come from
-    row_version INTEGER              -- the row's layout (ROW_VERSION); NULL: written before rows named it
+    row_version {{integer}}          -- the row's layout (ROW_VERSION), NULL: written before rows named it
 );
 CREATE INDEX IF NOT EXISTS attempts_run ON attempts(run_id);
 CREATE INDEX IF NOT EXISTS attempts_case ON attempts("case", framework, hardware);
@@ -101,36 +104,50 @@ RUN_STATUSES = {
 }
 
 
-def create_schema(conn: sqlite3.Connection) -> None:
-    have = {row[0] for row in conn.execute("SELECT name FROM sqlite_master")}
-    if not {"meta", "runs", "attempts", "attempts_run", "attempts_case"} <= have:  # else no write lock needed
-        conn.executescript(_SCHEMA)
+def schema_sql(conn: "Connection") -> list[str]:
+    """The tables and indexes, one statement each, in the engine's types."""
+    d = conn.dialect
+    text = _SCHEMA.format(id_column=d.id_column, integer=d.integer, real=d.real, case_integer=d.case_integer,
+                          case_text=d.case_text)
+    return [statement.strip() for statement in text.split(";") if statement.strip()]
 
 
-def check_version(conn: sqlite3.Connection, write: bool = True) -> None:
+def create_schema(conn: "Connection") -> None:
+    if not {"meta", "runs", "attempts", "attempts_run", "attempts_case"} <= conn.names():  # else no lock needed
+        conn.begin_write(conn.wait_s)
+        try:
+            for statement in schema_sql(conn):
+                conn.execute(statement)
+            conn.commit()
+        except BaseException:
+            conn.rollback()
+            raise
+
+
+def check_version(conn: "Connection", write: bool = True) -> None:
     """A store newer than this accelbench is refused; one without its version gets it (when ``write``)."""
     row = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
     if row is None:
         if write:
-            with conn:
-                conn.execute("INSERT OR IGNORE INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
+            conn.execute("INSERT INTO meta VALUES ('schema_version', ?) ON CONFLICT DO NOTHING", (str(SCHEMA_VERSION),))
     elif int(row[0]) > SCHEMA_VERSION:
-        raise sqlite3.DatabaseError(f"schema version {row[0]} is newer than this accelbench reads "
-                                    f"({SCHEMA_VERSION})")
+        from run_benchmarks.results.store.faults import StoreError  # psutil: not for --help, which reads the columns
+
+        raise StoreError(f"schema version {row[0]} is newer than this accelbench reads ({SCHEMA_VERSION})", "newer")
 
 
-def add_missing_columns(conn: sqlite3.Connection, write: bool = True) -> None:
-    """Columns added since the file was made: added to it (``write``), or, for a store opened read-only, read
-    as NULL through a temporary view of the same name (temp comes first in SQLite's name lookup)."""
+def add_missing_columns(conn: "Connection", write: bool = True) -> None:
+    """Columns added since the store was made: added to it (``write``), or, for a store opened read-only, read
+    as NULL through a temporary view of the same name (temp comes first in either engine's name lookup)."""
     for table, added in (("attempts", _ADDED_COLUMNS), ("runs", _ADDED_RUN_COLUMNS)):
-        have = {row[1] for row in conn.execute(f"PRAGMA main.table_info({table})")}
-        missing = [(name, kind) for name, kind in added if name not in have]
+        have = set(conn.column_names(table))
+        missing = [(name, conn.dialect.kind(kind)) for name, kind in added if name not in have]
         if write:
             for name, kind in missing:
-                conn.execute(f"ALTER TABLE {table} ADD COLUMN {name} {kind}")
+                conn.execute(f"ALTER TABLE {table} {conn.dialect.add_column} {name} {kind}")
         elif missing:
             nulls = ", ".join(f"CAST(NULL AS {kind}) AS {name}" for name, kind in missing)
-            conn.execute(f"CREATE TEMP VIEW {table} AS SELECT *, {nulls} FROM main.{table}")
+            conn.execute(f"CREATE TEMP VIEW {table} AS SELECT *, {nulls} FROM {conn.dialect.main}{table}")
 
 
 @dataclass(frozen=True)
@@ -162,7 +179,7 @@ class Attempt:
         return RoundRecord.model_validate(self.row["record"])
 
 
-def _decode(row: sqlite3.Row) -> dict:
+def _decode(row: Any) -> dict:
     out = dict(row)
     for key in _JSON_COLUMNS:
         if key in out and out[key] is not None:
@@ -195,7 +212,7 @@ def _insert_attempt(fields: dict) -> tuple[str, list]:
             row[key] = json.dumps(row[key], default=str)
     columns = list(row)
     sql = (f"INSERT INTO attempts ({', '.join(f'{chr(34)}{c}{chr(34)}' for c in columns)}) "
-           f"VALUES ({', '.join('?' for _ in columns)})")
+           f"VALUES ({', '.join('?' for _ in columns)}) RETURNING id")
     return sql, [row[c] for c in columns]
 
 
