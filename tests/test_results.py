@@ -19,7 +19,7 @@ import pytest
 
 from run_benchmarks.results import analyze, perf_reader as records
 from run_benchmarks.results import rank_logs as collect
-from run_benchmarks.catalog.frameworks import RankLogs
+from run_benchmarks.results.rank_logs import RankLogs
 from run_benchmarks.results.store.store import ResultStore
 from run_benchmarks.results.store.schema import row_from_document
 from training.contract import perflog

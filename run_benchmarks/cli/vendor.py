@@ -247,7 +247,7 @@ def _check_extern_configs(paths: Paths, folder: Path, vendor: str, spec: VendorS
                             paths.configs_dir / "cluster.yaml", VendorRegistry(paths.vendors_dir), catalog, "python3")
         try:
             build_run_plan(inputs, [f"{case}:{framework}:{hardware}:{nnodes}:{nprocs}"], "vendor-check",
-                           paths.root / "logs", str(config), (), None, ports=[29500] * 4)
+                           paths.root / "logs", str(config), (), None)
         except UserError as exc:
             out.append(Finding(config, exc.message.removeprefix(f"{config}: "), exc.fix or ""))
     return out

@@ -78,9 +78,16 @@ class Parser:
         return f"{self.format}/{self.version}"
 
 
-# Each parser module registers its parsers when imported: on the first lookup, never with the package.
-PARSERS: Registry[Parser] = Registry("log parser", modules=tuple(f"{__name__}.{module}" for module in (
-    "megatron", "mllog", "nemo", "paddlenlp", "torchtitan")))
+# The built-in parsers, by path: a parser's module is imported on its first lookup, never with the package.
+PARSERS: Registry[Parser] = Registry("log parser")
+PARSERS.register("megatron/1", f"{__name__}.megatron:MEGATRON_PARSER")
+PARSERS.register("megatron-deepspeed/1", f"{__name__}.megatron:DEEPSPEED_PARSER")
+PARSERS.register("mllog/1", f"{__name__}.mllog:PARSER")
+PARSERS.register("nemo/1", f"{__name__}.nemo:PARSER")
+PARSERS.register("paddlenlp/1", f"{__name__}.paddlenlp:PADDLENLP_PARSER")
+PARSERS.register("paddleformers/1", f"{__name__}.paddlenlp:PADDLEFORMERS_PARSER")
+PARSERS.register("erniekit/1", f"{__name__}.paddlenlp:ERNIEKIT_PARSER")
+PARSERS.register("torchtitan/1", f"{__name__}.torchtitan:PARSER")
 
 
 class Span:
@@ -114,8 +121,10 @@ def line_log_result(world_size: int, intervals: int, skipped: int, span: Span, e
 _UNFORESEEN = (ArithmeticError, ValueError, TypeError, KeyError, IndexError, AttributeError, RecursionError)
 
 
-def register(format: str, version: int, description: str):
-    def wrap(fn: Callable[..., Imported]) -> Callable[..., Imported]:
+def parser(format: str, version: int, description: str) -> Callable[[Callable[..., Imported]], Parser]:
+    """A parser module's ``parse(path, world_size, skip_intervals)`` as the parser ``format/version``, its
+    unforeseen errors turned into a failed import; the module names it, ``PARSERS`` registers it by path."""
+    def wrap(fn: Callable[..., Imported]) -> Parser:
         name = f"{format}/{version}"
 
         @functools.wraps(fn)
@@ -133,8 +142,15 @@ def register(format: str, version: int, description: str):
                       file=sys.stderr)
             return result
 
-        parser = Parser(format, version, description, guarded)
-        PARSERS.register(parser.name, parser)
+        return Parser(format, version, description, guarded)
+    return wrap
+
+
+def register(format: str, version: int, description: str):
+    """``@register(...)`` on a ``parse`` function: a parser of a plugin (or a test), registered as it is."""
+    def wrap(fn: Callable[..., Imported]) -> Callable[..., Imported]:
+        made = parser(format, version, description)(fn)
+        PARSERS.register(made.name, made)
         return fn
     return wrap
 

@@ -34,7 +34,7 @@ import math
 from datetime import datetime, timezone
 from pathlib import Path
 
-from run_benchmarks.results.importers import CappedWarnings, Imported, clip, number, read_lines, register, whole
+from run_benchmarks.results.importers import CappedWarnings, Imported, clip, number, read_lines, parser, whole
 from run_benchmarks.results.importers.mllog_blocks import Keys, Timeline, Tracked, read
 
 MARK, SYSTEM = ":::MLLOG ", ":::SYSJSON "
@@ -63,7 +63,6 @@ def _bad_time(time_ms) -> str:
     return ""
 
 
-@register("mllog", 1, "MLPerf :::MLLOG JSON lines (run_start/run_stop, blocks, eval_accuracy, tracked_stats)")
 def parse(path: Path, world_size, skip_intervals: int = 1) -> Imported:
     warnings = CappedWarnings()
     read_notes: list[str] = []
@@ -149,6 +148,10 @@ def parse(path: Path, world_size, skip_intervals: int = 1) -> Imported:
     _throughput(result, timeline, keys, tracked, skip_intervals, warnings)
     result.warnings.extend(warnings.final())
     return result
+
+
+PARSER = parser("mllog", 1, "MLPerf :::MLLOG JSON lines (run_start/run_stop, blocks, eval_accuracy, "
+                            "tracked_stats)")(parse)
 
 
 def _system(text: str, warnings: CappedWarnings, where: str) -> dict:
