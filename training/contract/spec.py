@@ -16,6 +16,7 @@ from pydantic import Field, NonNegativeInt, PositiveFloat, PositiveInt, conint, 
 
 from training.contract.names import DEVICE_FIELDS
 from training.contract.micro import MicroSpec, with_stand_in
+from training.contract.monitors import MonitorName  # the monitor list, declared there once
 from training.contract.spec_base import STEPS_REASON, WIDTH_REASON, StrictModel, bounded
 from training.contract.ppo import PPOSpec
 from training.contract.tasks import TASKS
@@ -290,9 +291,6 @@ class WorkloadSpec(StrictModel):
         if "gate" in self.train.lora_targets and self.model.activation != "swiglu":
             raise ValueError(f"lora_targets has 'gate' but the model's MLP ({self.model.activation}) has no gate")
         return self
-
-
-MonitorName = Literal["nvml", "rocm-smi", "cpu", "none"]
 
 
 class CommandMonitorSpec(StrictModel):

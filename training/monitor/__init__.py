@@ -13,6 +13,7 @@ from __future__ import annotations
 import importlib
 from typing import Callable, Protocol
 
+from training.contract.monitors import MONITORS
 from training.contract.registry import Registry
 
 
@@ -29,11 +30,11 @@ class Sampler(Protocol):
     def sample(self) -> dict: ...
 
 
-# accelerator monitor name (vendor.yaml ``monitor``) -> the ``open()`` that makes its sampler, imported on use
+# accelerator monitor name (vendor.yaml ``monitor``) -> the ``open()`` that makes its sampler, imported on use:
+# one entry per monitor the contract declares (training/contract/monitors.py), by path
 ACCELERATORS: Registry[Callable[[], Sampler]] = Registry("accelerator monitor")
-ACCELERATORS.register("nvml", f"{__name__}.nvml:open")
-ACCELERATORS.register("rocm-smi", f"{__name__}.rocm_smi:open")
-ACCELERATORS.register("cpu", f"{__name__}.cpu:open")
+for _monitor in MONITORS.values():
+    ACCELERATORS.register(_monitor.name, f"{__name__}.{_monitor.sampler}:open")
 
 
 def opener(kind) -> Callable[[], Sampler]:
