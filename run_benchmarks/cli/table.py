@@ -6,7 +6,6 @@ prints the same table of the sweep's run after the sweep's own (``sweep_table``)
 from __future__ import annotations
 
 import argparse
-import io
 import os
 from pathlib import Path
 from typing import Optional
@@ -14,11 +13,12 @@ from typing import Optional
 from rich.console import Console
 
 from run_benchmarks.cli.exit_codes import EXIT_OK
-from run_benchmarks.cli.report import LAST, _write, parse_selection, select
+from run_benchmarks.cli.report import LAST, emit, parse_selection, select
 from run_benchmarks.cli.store_options import open_store
 from run_benchmarks.errors import UserError
 from run_benchmarks.results.report import finetune_table, views
 from run_benchmarks.results.report.compare import Selection
+from run_benchmarks.results.report.formats import TABLE_FORMATS, TablesDocument
 from run_benchmarks.results.report.summary import summarize
 from run_benchmarks.results.store.location import StoreLocation
 from run_benchmarks.results.store.store import ResultStore
@@ -75,15 +75,7 @@ def cmd_table(args: argparse.Namespace, console: Console) -> int:
                         f"{selection.text!r}", "select the runs of a finetune sweep, e.g. accelbench table "
                                                "finetune RUN_ID; configs/sweeps/finetune_table_tiny.yaml makes one")
     view = finetune_table.view(table, f"finetune table: {selection.text}", notes)
-    if args.format == "terminal":
-        if args.output is None:
-            console.print(views.to_rich(view))
-        else:  # the same table, without terminal escapes
-            text = Console(file=io.StringIO(), width=200, highlight=False, record=True)
-            text.print(views.to_rich(view))
-            _write(console, text.export_text(), args.output)
-    elif args.format == "html":
-        _write(console, views.html_page(view.title, [view], charts(table)), args.output)
-    else:
-        _write(console, views.to_markdown(view), args.output)
+    chosen = TABLE_FORMATS.get(args.format)
+    emit(console, chosen, TablesDocument(view.title, [view], charts(table) if chosen.charts else None, heading=False),
+         args.output)  # a terminal table written to a file: the same table, without terminal escapes
     return EXIT_OK

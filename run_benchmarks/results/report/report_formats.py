@@ -1,0 +1,38 @@
+"""The built-in formats of ``accelbench report`` and ``compare`` (registered in formats.py by path)."""
+from __future__ import annotations
+
+from run_benchmarks.results.breakdown_words import changed_parts
+from run_benchmarks.results.report import export, markdown
+from run_benchmarks.results.report.formats import CompareDocument, Format, ReportDocument
+from run_benchmarks.results.report.summary import untrained_flags
+from run_benchmarks.results.report.terminal import compare_table, print_summaries, print_table
+
+
+def _html(doc: ReportDocument) -> str:
+    from run_benchmarks.results.report import html  # its charts need matplotlib: imported only for an HTML page
+
+    return html.render(doc.title, doc.summaries, doc.attempts, doc.checks, doc.losses)
+
+
+TERMINAL = Format(lambda doc: lambda console: print_summaries(console, doc.summaries, doc.title))
+MARKDOWN = Format(lambda doc: markdown.report(doc.summaries, doc.title))
+HTML = Format(_html, charts=True)
+JSON = Format(lambda doc: export.to_json(doc.attempts, doc.root))
+CSV = Format(lambda doc: export.to_csv(doc.attempts, doc.root))
+SUMMARY_JSON = Format(lambda doc: export.summary_json(doc.summaries, doc.root))
+SUMMARY_CSV = Format(lambda doc: export.summary_csv(doc.summaries, doc.root))
+
+
+def _compare_terminal(doc: CompareDocument):
+    def show(console) -> None:
+        print_table(console, compare_table(doc.a, doc.b, doc.rows))
+        for label, line in changed_parts(doc.rows):  # where the step's time moved (both sides measured one)
+            console.print(f"{label}: {line}", markup=False, highlight=False, soft_wrap=True)
+        for side, summary in ((side, getattr(row, side.lower())) for row in doc.rows for side in ("A", "B")):
+            for flag in untrained_flags(summary.attempts) if summary is not None else []:  # why a side has none
+                console.print(f"⚑ {side} {summary.label}: {flag}", markup=False, highlight=False, soft_wrap=True)
+    return show
+
+
+COMPARE_TERMINAL = Format(_compare_terminal)
+COMPARE_MARKDOWN = Format(lambda doc: markdown.compare_table(doc.a, doc.b, doc.rows))
