@@ -84,7 +84,7 @@ class Paddle(Framework):
     name = "paddle"
     distributions = ("paddlepaddle-gpu", "paddlepaddle")
     launcher = "paddle.distributed.launch"
-    tasks = tuple(task for task in TASKS if task != "ppo")  # PPO's loop is torch's (training/torch/ppo_loop.py)
+    tasks = ("pretrain", "finetune", "lora", "micro")  # PPO's loop is torch's (training/torch/ppo_loop.py)
 
     def layout_unsupported(self, workload: "WorkloadSpec", world_size: int) -> list[str]:
         par, train = workload.parallel, workload.train

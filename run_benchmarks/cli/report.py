@@ -12,8 +12,8 @@ from run_benchmarks.results import references
 from run_benchmarks.errors import UserError
 from run_benchmarks.pathnames import write_text_file
 from run_benchmarks.results.report.compare import FACT_FILTERS, Selection, compare, nothing_in_common
-from run_benchmarks.results.report.formats import (COMPARE_FORMATS, REPORT_FORMATS, CompareDocument, Format,
-                                                   ReportDocument)
+from run_benchmarks.results.report.documents import CompareDocument, Format, ReportDocument
+from run_benchmarks.results.report.formats import COMPARE_FORMATS, REPORT_FORMATS
 from run_benchmarks.results.report.summary import summarize
 from run_benchmarks.results.report.terminal import checks_table, print_table
 from run_benchmarks.results.store.store import ResultStore

@@ -18,7 +18,8 @@ from run_benchmarks.cli.console import make_console
 from run_benchmarks.cli.exit_codes import EXIT_FAILED, EXIT_OK
 from run_benchmarks.planner.inputs import default_root, load_inputs, new_run_id
 from run_benchmarks.pathnames import component
-from run_benchmarks.results.report.formats import TABLE_FORMATS, TablesDocument
+from run_benchmarks.results.report.documents import TablesDocument
+from run_benchmarks.results.report.formats import TABLE_FORMATS
 from run_benchmarks.sweep import views
 from run_benchmarks.results.report.summary import summarize
 from run_benchmarks.execute.outcome import ResultsUnwritable

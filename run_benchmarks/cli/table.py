@@ -18,7 +18,8 @@ from run_benchmarks.cli.store_options import open_store
 from run_benchmarks.errors import UserError
 from run_benchmarks.results.report import finetune_table, views
 from run_benchmarks.results.report.compare import Selection
-from run_benchmarks.results.report.formats import TABLE_FORMATS, TablesDocument
+from run_benchmarks.results.report.documents import TablesDocument
+from run_benchmarks.results.report.formats import TABLE_FORMATS
 from run_benchmarks.results.report.summary import summarize
 from run_benchmarks.results.store.location import StoreLocation
 from run_benchmarks.results.store.store import ResultStore

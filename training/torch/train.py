@@ -29,11 +29,7 @@ TORCHRUN = harness.RankVariables(rank="RANK", world_size="WORLD_SIZE", local_ran
 
 
 def train(cfg: WorkerConfig) -> None:
-    if cfg.workload.task == "ppo":  # the RLHF loop times its own phases
-        from training.torch.ppo_loop import run
-
-        run(cfg)
-        return
+    """Pretraining, finetune and LoRA (training/workers.py: PPO's loop is an entry of its own)."""
     harness.run(cfg, TORCHRUN, TorchWorker)
 
 

@@ -1,7 +1,7 @@
 """Versioned parsers for logs other tools write, so their results can sit beside accelbench's.
 
-A parser is registered under ``<format>/<version>``; ``accelbench import --format paddlenlp`` takes
-the newest version of a format, ``paddlenlp/1`` pins one. Each reads one log file into an
+A parser is registered under ``<format>/<version>`` (parsers.py); ``accelbench import --format paddlenlp``
+takes the newest version of a format, ``paddlenlp/1`` pins one. Each reads one log file into an
 ``Imported``: the same figure names as accelbench's own metrics (so reports and comparisons treat
 both alike), a status, and what the log says about where it ran.
 """
@@ -17,7 +17,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Iterator, Optional
 
 from run_benchmarks.errors import UserError
-from run_benchmarks.registry import Registry
 from run_benchmarks.results.record import CaseFacts, Environment, RoundRecord, Status
 
 if TYPE_CHECKING:
@@ -78,18 +77,6 @@ class Parser:
         return f"{self.format}/{self.version}"
 
 
-# The built-in parsers, by path: a parser's module is imported on its first lookup, never with the package.
-PARSERS: Registry[Parser] = Registry("log parser")
-PARSERS.register("megatron/1", f"{__name__}.megatron:MEGATRON_PARSER")
-PARSERS.register("megatron-deepspeed/1", f"{__name__}.megatron:DEEPSPEED_PARSER")
-PARSERS.register("mllog/1", f"{__name__}.mllog:PARSER")
-PARSERS.register("nemo/1", f"{__name__}.nemo:PARSER")
-PARSERS.register("paddlenlp/1", f"{__name__}.paddlenlp:PADDLENLP_PARSER")
-PARSERS.register("paddleformers/1", f"{__name__}.paddlenlp:PADDLEFORMERS_PARSER")
-PARSERS.register("erniekit/1", f"{__name__}.paddlenlp:ERNIEKIT_PARSER")
-PARSERS.register("torchtitan/1", f"{__name__}.torchtitan:PARSER")
-
-
 class Span:
     """A log's first and last time stamps: all that is kept of them, however many lines carry one."""
 
@@ -123,7 +110,7 @@ _UNFORESEEN = (ArithmeticError, ValueError, TypeError, KeyError, IndexError, Att
 
 def parser(format: str, version: int, description: str) -> Callable[[Callable[..., Imported]], Parser]:
     """A parser module's ``parse(path, world_size, skip_intervals)`` as the parser ``format/version``, its
-    unforeseen errors turned into a failed import; the module names it, ``PARSERS`` registers it by path."""
+    unforeseen errors turned into a failed import; the module names it, ``parsers.PARSERS`` registers it by path."""
     def wrap(fn: Callable[..., Imported]) -> Parser:
         name = f"{format}/{version}"
 
@@ -144,26 +131,6 @@ def parser(format: str, version: int, description: str) -> Callable[[Callable[..
 
         return Parser(format, version, description, guarded)
     return wrap
-
-
-def register(format: str, version: int, description: str):
-    """``@register(...)`` on a ``parse`` function: a parser of a plugin (or a test), registered as it is."""
-    def wrap(fn: Callable[..., Imported]) -> Callable[..., Imported]:
-        made = parser(format, version, description)(fn)
-        PARSERS.register(made.name, made)
-        return fn
-    return wrap
-
-
-def get(name: str) -> Parser:
-    max_line_bytes()  # a bad $ACCELBENCH_MAX_LOG_LINE_BYTES is refused before anything is stored
-    if name in PARSERS:
-        return PARSERS.get(name)
-    versions = [p for _, p in PARSERS.items() if p.format == name]
-    if versions:
-        return max(versions, key=lambda p: p.version)
-    raise UserError(f"no log parser {name!r}",
-                    f"use one of: {', '.join(sorted(PARSERS))} (or the format alone for its newest version)")
 
 
 LINE_CAP_ENV = "ACCELBENCH_MAX_LOG_LINE_BYTES"

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from run_benchmarks.results.breakdown_words import changed_parts
 from run_benchmarks.results.report import export, markdown
-from run_benchmarks.results.report.formats import CompareDocument, Format, ReportDocument
+from run_benchmarks.results.report.documents import CompareDocument, Format, ReportDocument
 from run_benchmarks.results.report.summary import untrained_flags
 from run_benchmarks.results.report.terminal import compare_table, print_summaries, print_table
 

@@ -1,7 +1,7 @@
 """The built-in formats of ``accelbench table`` and ``sweep`` (registered in formats.py by path)."""
 from __future__ import annotations
 
-from run_benchmarks.results.report.formats import Format, TablesDocument
+from run_benchmarks.results.report.documents import Format, TablesDocument
 from run_benchmarks.results.report.views import html_page, to_markdown, to_rich
 
 
