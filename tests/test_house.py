@@ -234,7 +234,10 @@ def test_the_cycle_finder_finds_a_cycle_through_a_lazy_import():
 
 
 def test_no_file_is_over_400_lines_and_one_over_300_says_why():
-    long, unexplained = [], []
+    """Both halves; the 400-line limit holds for tests/ too (tests/infra/ included)."""
+    long = [f"{path.relative_to(ROOT)} ({n})" for path in (ROOT / "tests").rglob("*.py")
+            if (n := len(path.read_text().splitlines())) > 400]
+    unexplained = []
     for half in HALVES:
         for path in (ROOT / half).rglob("*.py"):
             lines = len(path.read_text().splitlines())
