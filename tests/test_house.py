@@ -170,8 +170,8 @@ def test_an_import_by_name_across_the_halves_or_up_the_layers_fails_the_check(tm
         (shutil.copytree(source, tmp_path / part, ignore=shutil.ignore_patterns("__pycache__"))
          if source.is_dir() else shutil.copy(source, tmp_path / part))
     figures = tmp_path / "run_benchmarks/results/figures.py"
-    figures.write_text(figures.read_text() + "\n\ndef _late():\n    import importlib\n"
-                       "    return importlib.import_module('training.harness'), __import__('run_benchmarks.cli.main')\n")
+    figures.write_text(figures.read_text() + "\n\ndef _late():\n    import importlib\n    return "
+                       "importlib.import_module('training.harness'), __import__('run_benchmarks.cli.main')\n")
     kinds = tmp_path / "run_benchmarks/catalog/kinds.py"
     kinds.write_text(kinds.read_text() + '\nKINDS.register("stray", "training.torch.device:TorchDevice")\n')
     breaches = contract_breaches(module_imports(tmp_path, by_name_only=True), tmp_path)
@@ -179,7 +179,8 @@ def test_an_import_by_name_across_the_halves_or_up_the_layers_fails_the_check(tm
            "contract package)" in breaches
     assert "run_benchmarks.catalog.kinds -> training.torch.device (the orchestrator imports from training/ only " \
            "its contract package)" in breaches
-    assert any(b.startswith("run_benchmarks.results.figures -> run_benchmarks.cli.main (the orchestrator's") for b in breaches)
+    assert any(b.startswith("run_benchmarks.results.figures -> run_benchmarks.cli.main (the orchestrator's")
+               for b in breaches)
     assert len(breaches) == 3, breaches
 
 

@@ -11,8 +11,8 @@ import pytest
 
 from run_benchmarks.backends.schedulers.slurm_client import SlurmClient
 
-from .slurm_canned import (CHOSEN_PORT, NODE_STATES_ONE_DOWN, SCONTROL, SINFO_BUSY, SINFO_UNUSABLE, CannedClient, _done,  # noqa: F401
-                           completes, exits, fake_cluster, fake_slurm, hangs, pends, started)
+from .slurm_canned import (CHOSEN_PORT, NODE_STATES_ONE_DOWN, SCONTROL, SINFO_BUSY, SINFO_UNUSABLE,  # noqa: F401
+                           CannedClient, _done, completes, exits, fake_cluster, fake_slurm, hangs, pends, started)
 from .test_slurm_scripts import CASE, cluster_file
 
 def test_a_completed_job_whose_ranks_reported_is_an_ok_round_with_its_nodes_facts(accelbench, fake_slurm, tmp_path):

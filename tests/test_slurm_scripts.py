@@ -25,8 +25,8 @@ from run_benchmarks.backends.schedulers.slurm import Slurm, describe_end
 from run_benchmarks.backends.schedulers.slurm_client import JobInfo
 
 from .conftest import ROOT, write
-from .slurm_canned import (NODE_STATES_ONE_DOWN, cluster_file, SACCT_CANCELLED, SACCT_DISABLED, SCONTROL, SCONTROL_UNKNOWN,
-                           SINFO_BUSY, SINFO_UNUSABLE, CannedClient, _done)
+from .slurm_canned import (NODE_STATES_ONE_DOWN, SACCT_CANCELLED, SACCT_DISABLED, SCONTROL, SCONTROL_UNKNOWN,
+                           SINFO_BUSY, SINFO_UNUSABLE, CannedClient, _done, cluster_file)
 from .slurm_expected import EXPECTED_2X1, EXPECTED_2X2
 
 CASE = "gpt2_tiny:torch:cpu:2:1"

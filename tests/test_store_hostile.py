@@ -1,8 +1,8 @@
 """The results store against what it may find instead of a healthy file: a summary.json a full disk left
-empty, a store on read-only media, a path that is no file (``--db /dev/null``), an empty file (a second run on the
-same machine: tests/test_store_overlap.py). Commands that start nothing run in this process (the ``accelbench`` fixture), real
-runs as a user runs them (a subprocess): exit 2 and one message with its fix for what is refused, no
-traceback."""
+empty, a store on read-only media, a path that is no file (``--db /dev/null``), an empty file (a second run on
+the same machine: tests/test_store_overlap.py). Commands that start nothing run in this process (the
+``accelbench`` fixture), real runs as a user runs them (a subprocess): exit 2 and one message with its fix for
+what is refused, no traceback."""
 from __future__ import annotations
 
 import json

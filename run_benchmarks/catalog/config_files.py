@@ -246,7 +246,8 @@ class CaseFile(Strict):
     def _complete_unless_extending(self) -> "CaseFile":
         if self.extends is None:
             # a micro-benchmark measures the device: its micro section stands where a model and train would
-            needed = ("frameworks", "micro") if not task_of(self.task or "pretrain").trains else ("frameworks", "model", "train")
+            trains = task_of(self.task or "pretrain").trains
+            needed = ("frameworks", "model", "train") if trains else ("frameworks", "micro")
             missing = [key for key in needed if not getattr(self, key)]
             if missing:
                 raise ValueError(f"a case needs {', '.join(missing)} (or 'extends: <case>' to take them from "

@@ -18,7 +18,7 @@ if TYPE_CHECKING:
 
 class Framework:
     name: ClassVar[str]
-    distributions: ClassVar[tuple[str, ...]]  # the pip distribution(s) whose version the case name pins, first found wins
+    distributions: ClassVar[tuple[str, ...]]  # the pip distributions whose version the case name pins: first found
     launcher: ClassVar[str]  # the launcher's name (backends/launchers/)
     tasks: ClassVar[tuple[str, ...]] = tuple(TASKS)  # the tasks its worker runs (training/workers.py)
 

@@ -3,7 +3,8 @@
 A kind says how the frameworks address the device (torch device type and the module that adds it,
 Paddle device), which variable picks the devices a process sees, how a host counts its devices,
 the collective backend per framework, the monitor, and environment probes. cpu, nvidia and rocm
-ship here (as plain data in shipped_kinds.py, registered by path and validated against ``KindSpec``); a vendor declares any other kind in its ``vendor.yaml`` under ``kinds:`` (same schema),
+ship here (as plain data in shipped_kinds.py, registered by path and validated against ``KindSpec``); a
+vendor declares any other kind in its ``vendor.yaml`` under ``kinds:`` (same schema),
 with optional worker hooks in a file of its own folder: no edit to ``run_benchmarks/`` or
 ``training/``. The worker's part of a kind crosses in the worker config as ``DeviceSpec``.
 """

@@ -1,8 +1,8 @@
 """The ``accelbench`` command (and ``start_task.py``, its FlagPerf-compatible twin): parse, then run one command.
 
 The parser (``arguments.py``) is built from the standard library alone; ``COMMANDS`` registers each command's
-function by path (the one registry style), and ``dispatch`` imports only the module of the command given, so ``--help`` and
-``list`` never load what ``run``, ``report`` or ``calibrate`` need (tests/test_cli_imports.py).
+function by path (the one registry style), and ``dispatch`` imports only the module of the command given, so
+``--help`` and ``list`` never load what ``run``, ``report`` or ``calibrate`` need (tests/test_cli_imports.py).
 """
 from __future__ import annotations
 

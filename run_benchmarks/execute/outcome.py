@@ -50,7 +50,8 @@ def finish(case: CasePlan, rnd: RoundPlan, result: RoundResult, outcome: str, be
            node_facts: Callable[[NodePlan], dict], orchestrator_env: dict, all_logs: Sequence[collect.RankLogs],
            allreduce_rows: Sequence[dict] = ()) -> None:
     """Read every rank's logs (``all_logs``: gathered by the case's launcher), fill in ``result`` and write the
-    round's results.json. ``outcome``: how the round ended (done, node_failed, timeout, interrupted, cancelled, start_failed);
+    round's results.json. ``outcome``: how the round ended (done, node_failed, timeout, interrupted, cancelled,
+    start_failed);
     ``node_facts``: per node what preflight and its runtime know (probes, devices, image); ``allreduce_rows``:
     the stored ``allreduce`` attempts, which price the expected communication of the time breakdown."""
     ranks: list[collect.RankLog] = []

@@ -23,7 +23,7 @@ TASKS: Mapping[str, TaskSpec] = {task.name: task for task in (
     TaskSpec("finetune", instruction=True),
     TaskSpec("lora", instruction=True),
     TaskSpec("ppo", phased=True, reads_data=False),
-    TaskSpec("micro", trains=False, reads_data=False),  # a micro-benchmark: its figures are its result (training/contract/micro.py)
+    TaskSpec("micro", trains=False, reads_data=False),  # a micro-benchmark: its figures are its result (micro.py)
 )}
 
 

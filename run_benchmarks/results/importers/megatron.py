@@ -62,7 +62,13 @@ def read(path: Path, table: FieldTable, world_size: Optional[int], skip_interval
     return figures(log, world_size, span, errors, notes)
 
 
-MEGATRON_PARSER = table_parser("megatron", 1, "Megatron-LM / Megatron-Core iteration lines (step time, TFLOP/s/GPU, skipped "
-                              "iterations), memory (MB) with or without [Rank N], arguments", read, MEGATRON)
-DEEPSPEED_PARSER = table_parser("megatron-deepspeed", 1, "Megatron-DeepSpeed iteration lines (samples per second, tgs, TFLOPs, "
-                                        "actual seqlen), memory (MB)", read, MEGATRON_DEEPSPEED)
+MEGATRON_PARSER = table_parser(
+    "megatron", 1,
+    "Megatron-LM / Megatron-Core iteration lines (step time, TFLOP/s/GPU, skipped iterations), "
+    "memory (MB) with or without [Rank N], arguments",
+    read, MEGATRON)
+DEEPSPEED_PARSER = table_parser(
+    "megatron-deepspeed", 1,
+    "Megatron-DeepSpeed iteration lines (samples per second, tgs, TFLOPs, actual seqlen), memory "
+    "(MB)",
+    read, MEGATRON_DEEPSPEED)
