@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import pytest
 
-from run_benchmarks.results.store.store import ResultStore
 
 from .test_importers import imported, megatron_line, paddle_line, stored
 
@@ -152,9 +151,15 @@ def test_megatrons_own_tflops_is_shown_beside_accelbenchs_and_a_gap_past_the_tol
 def test_an_import_of_no_case_stores_the_logs_own_figures_under_the_layout_given(accelbench, tmp_path):
     db, log = tmp_path / "r.db", tmp_path / "titan.log"
     log.write_text(titan(1, 500) + titan(10, 6000))
-    refused = accelbench("import", str(log), "--format", "torchtitan", "--db", str(db))
-    assert refused.returncode == 2 and "the log states no layout" in refused.stderr
-    assert not db.exists() or not ResultStore(db).runs()  # nothing stored for a refused import
+    # issue 40: no layout is demanded where no stored figure needs one; the log's own per-device figure stands,
+    # nothing is derived from a device count (a 1 x 1 placeholder, said so); half a layout is refused
+    bare = accelbench("import", str(log), "--format", "torchtitan", "--run-id", "bare", "--db", str(db))
+    assert bare.returncode == 0 and "the log states no layout and none was given" in bare.stderr
+    row = stored(db, "bare")
+    assert row["tokens_per_s_per_device"] == 6000 and row["tokens_per_s_total"] is None
+    assert row["metrics"]["layout"].startswith("not stated")
+    half = accelbench("import", str(log), "--format", "torchtitan", "--nnodes", "2", "--db", str(db))
+    assert half.returncode == 2 and "only --nnodes gives a layout" in half.stderr
     done = accelbench("import", str(log), "--format", "torchtitan", "--model", "moe 16x1B", "--hardware", "H100",
                       "--nnodes", "2", "--nprocs-per-node", "8", "--run-id", "nocase", "--db", str(db))
     assert done.returncode == 0, done.stdout + done.stderr

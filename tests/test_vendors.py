@@ -41,7 +41,7 @@ def fill_template(text: str) -> str:
     text = text.replace("description: TODO one line on the accelerators and how frameworks reach them",
                         "description: Acme X1").replace("TODO_VISIBLE_DEVICES", "ACME_VISIBLE_DEVICES")
     text = text.replace("interconnect: TODO e.g. 8-way mesh, 400 GB/s per device", "interconnect: mesh")
-    text = text.replace("memory_gib: null", "memory_gib: 64").replace(
+    text = text.replace("memory_gib: null", "memory_gib: 64").replace("dies_per_device: null", "dies_per_device: 1").replace(
         "peak_tflops: {}  ", "peak_tflops: {fp32: 60, fp16: 480, bf16: 480}").replace(
         "unsupported_dtypes: []", "unsupported_dtypes: [tf32, fp8]")
     for placeholder, value in (("TODO_TORCH_DEVICE", "xpu"), ("TODO_PADDLE_DEVICE", "xpu"),
@@ -86,7 +86,7 @@ def test_check_names_each_bad_file_and_its_fix(accelbench, root):
     out = done.stdout
     assert "config_TP2PP4SH1SP1A10080Gx1x4.yaml" in out and "runs 1 node(s) x 4 process(es) = 4" in out
     assert "config_unnamed.yaml" in out and "<accelerator>x<nnodes>x<nprocs>" in out
-    assert "config_FASTA100x1x8.yaml" in out and "may not change the optimizer" in out
+    assert "config_FASTA100x1x8.yaml" in out and "departs from its case's policy: train.lr 1" in out
     assert "accelerators.A100_40G.peak_tflops: no dense peak for fp8" in out
     assert "Traceback" not in done.stderr
 

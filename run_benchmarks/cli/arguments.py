@@ -105,6 +105,10 @@ def add_run_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--db", type=db_argument, help="results store every attempt is written to: a file, or "
                         "postgresql://USER@HOST:PORT/DATABASE (password from $PGPASSWORD or ~/.pgpass) "
                         "(default: test_conf's db, else <log root>/results.db)")
+    parser.add_argument("--strict", action="store_true",
+                        help="refuse (exit 2, before anything runs) a case whose resolved workload departs from its "
+                             "case's policy (cases/policy.yaml, cases/<case>/policy.yaml); without it such a run "
+                             "runs and is marked non-compliant")
     parser.add_argument("--check", action="store_true",
                         help="after the run, check each figure against the case's and vendor's references.yaml, "
                              "and the loss curve against the case's loss_reference.yaml; "
@@ -169,6 +173,7 @@ def add_store_commands(sub) -> None:
     add_reference(sub)
     add_import(sub)
     add_bundle(sub)
+    add_certify(sub)
 
     store = sub.add_parser("store", help="look after the results store: repair, copy",
                            description="The results store's upkeep.")
@@ -301,6 +306,34 @@ def add_bundle(sub) -> None:
     bundle.add_argument("run", metavar="RUN", help="run id, a unique prefix of one, or 'last'")
     bundle.add_argument("-o", "--output", type=Path, help="archive to write (default: <run_id>.accelbench.tar.gz)")
     add_store_options(bundle)
+
+
+def add_certify(sub) -> None:
+    cert = sub.add_parser(
+        "certify", help="a signed certificate of a run: figures, compliance, workload, environment, every log's hash",
+        description="Signs (ed25519) the run's figures and compliance verdict, its workloads' resolved settings, "
+                    "the extern config and vendor file hashes, the environment, and the SHA-256 of every file of "
+                    "its run folder and of every stored round record, with a validity period. A non-compliant run "
+                    "is certified too: its certificate says so in its first field.",
+        epilog="a key: openssl genpkey -algorithm ed25519 -out key.pem; its public half for verify: "
+               "openssl pkey -in key.pem -pubout -out key.pub")
+    cert.add_argument("run", metavar="RUN", help="run id, a unique prefix of one, or 'last'")
+    cert.add_argument("--key", type=Path, required=True, metavar="PRIVATE_KEY", help="ed25519 private key (PEM)")
+    cert.add_argument("-o", "--output", type=Path, required=True, metavar="FILE", help="certificate to write (JSON)")
+    cert.add_argument("--valid-days", type=float, default=365, help="validity period in days (default 365)")
+    cert.add_argument("--baseline", metavar="RUN", help="another run to bind, with the verdict against it")
+    cert.add_argument("--baseline-at-least", type=float, default=0.95, metavar="FRACTION",
+                      help="the verdict's bound: tokens/s/device at least this fraction of the baseline's (0.95)")
+    add_store_options(cert)
+    ver = sub.add_parser(
+        "verify", help="check a certificate's signature, validity and, with --bundle, every log and record",
+        description="Exit 0: verified; 1: refused, with each thing that does not match; 2: usage (a file that "
+                    "is no certificate, a key that is no ed25519 key). Without --key the signature is checked "
+                    "against the key the certificate names, which proves it whole but not who signed it.")
+    ver.add_argument("file", type=Path, metavar="FILE", help="the certificate (JSON)")
+    ver.add_argument("--key", type=Path, metavar="PUBLIC_KEY", help="the signer's ed25519 public key (PEM)")
+    ver.add_argument("--bundle", type=Path, metavar="BUNDLE", help="the run's bundle (accelbench bundle): every "
+                                                                   "file and record must hash as certified")
 
 
 def add_calibrate(sub) -> None:

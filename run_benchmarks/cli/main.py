@@ -37,6 +37,8 @@ COMMANDS.register("compare", "run_benchmarks.cli.report:cmd_compare")
 COMMANDS.register("table", "run_benchmarks.cli.table:cmd_table")
 COMMANDS.register("import", "run_benchmarks.cli.imports:cmd_import")
 COMMANDS.register("bundle", "run_benchmarks.cli.bundle:cmd_bundle")
+COMMANDS.register("certify", "run_benchmarks.cli.certify:cmd_certify")
+COMMANDS.register("verify", "run_benchmarks.cli.certify:cmd_verify")
 
 
 def command(name: str) -> Callable[[argparse.Namespace, object], int]:

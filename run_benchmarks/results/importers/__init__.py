@@ -14,7 +14,7 @@ import sys
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, Iterator, Optional
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Optional
 
 from run_benchmarks.errors import UserError
 from run_benchmarks.results.record import CaseFacts, Environment, RoundRecord, Status
@@ -71,6 +71,9 @@ class Parser:
     version: int
     description: str
     parse: Callable[..., Imported]  # (path, world_size, skip_intervals) -> Imported
+    # A format whose runs come as a folder (MLPerf's result_*.txt): files(folder) -> paths, and
+    # score(folder, [(path, Imported)]) -> the line printed about the folder's score, added to each row.
+    folder: Optional[Any] = None
 
     @property
     def name(self) -> str:
@@ -108,9 +111,11 @@ def line_log_result(world_size: int, intervals: int, skipped: int, span: Span, e
 _UNFORESEEN = (ArithmeticError, ValueError, TypeError, KeyError, IndexError, AttributeError, RecursionError)
 
 
-def parser(format: str, version: int, description: str) -> Callable[[Callable[..., Imported]], Parser]:
+def parser(format: str, version: int, description: str,
+           folder: Optional[Any] = None) -> Callable[[Callable[..., Imported]], Parser]:
     """A parser module's ``parse(path, world_size, skip_intervals)`` as the parser ``format/version``, its
-    unforeseen errors turned into a failed import; the module names it, ``parsers.PARSERS`` registers it by path."""
+    unforeseen errors turned into a failed import; the module names it, ``parsers.PARSERS`` registers it by path.
+    ``folder``: see ``Parser.folder``."""
     def wrap(fn: Callable[..., Imported]) -> Parser:
         name = f"{format}/{version}"
 
@@ -129,7 +134,7 @@ def parser(format: str, version: int, description: str) -> Callable[[Callable[..
                       file=sys.stderr)
             return result
 
-        return Parser(format, version, description, guarded)
+        return Parser(format, version, description, guarded, folder)
     return wrap
 
 

@@ -122,9 +122,10 @@ def hardware_facts(root: Path, hardware_name: str) -> CaseFacts:
     return CaseFacts(memory_total_bytes=hardware.memory_total_bytes, notes=notes)
 
 
-def complete(imported: Imported, facts: CaseFacts, world_size: int) -> None:
+def complete(imported: Imported, facts: CaseFacts, world_size: Optional[int], layout: str = "") -> None:
     """Fills the figures the log left to the case (tokens/s, TFLOP/s, MFU), each with its source; fails a log
-    with no figure."""
+    with no figure. ``world_size`` None: nothing states the layout, so no per-device figure is derived (and none
+    that needs one, TFLOP/s/device and MFU); ``layout`` says where the devices counted come from."""
     m = imported.metrics
     if not any(m.get(k) is not None for k in FIGURES):
         if imported.status == "ok" or not imported.reason:
@@ -133,6 +134,10 @@ def complete(imported: Imported, facts: CaseFacts, world_size: int) -> None:
             imported.reason += "; no figure in the log"
         return
     m["world_size"] = world_size
+    if world_size is None:
+        m["layout"] = "not stated: filed under a 1 x 1 placeholder, no per-device figure"
+        imported.warnings.append("the log states no layout and none was given (--nnodes, --nprocs-per-node): time "
+                                 "to train, samples/s and the score are stored, no per-device figure")
     imported.warnings.extend(facts.notes)
     logged_seq = imported.stated.get("seq_len")
     if logged_seq and facts.seq_len and logged_seq != facts.seq_len:
@@ -144,18 +149,35 @@ def complete(imported: Imported, facts: CaseFacts, world_size: int) -> None:
     crosscheck.device_memory(imported, facts.memory_total_bytes)  # a logged memory share against the hardware's size
     if facts.memory_total_bytes and "memory_total_bytes" not in m:
         m["memory_total_bytes"], m["memory_total_source"] = facts.memory_total_bytes, "declared"
-    _throughput(imported, facts, world_size)
+    _throughput(imported, facts, world_size, f" ({layout})" if layout else "")
     _tflops(imported, facts)
     refuse_impossible(imported, facts)
 
 
-def _throughput(imported: Imported, facts: CaseFacts, world_size: int) -> None:
+def _throughput(imported: Imported, facts: CaseFacts, world_size: Optional[int], layout: str) -> None:
     m = imported.metrics
+    if world_size is None:
+        _tokens_from_samples(imported, facts)
+        return
     if m.get("samples_per_s") is None and m.get("samples_per_s_per_device") is not None:
         m["samples_per_s"] = m["samples_per_s_per_device"] * world_size
-        imported.source("samples_per_s", f"derived: samples/s per device x {world_size} devices")
+        imported.source("samples_per_s", f"derived: samples/s per device x {world_size} devices{layout}")
+    _tokens_from_samples(imported, facts)
+    if m.get("tokens_per_s_per_device") is None and m.get("tokens_per_s_total") is not None:
+        m["tokens_per_s_per_device"] = m["tokens_per_s_total"] / world_size
+        imported.source("tokens_per_s_per_device", f"derived: tokens/s total / {world_size} devices{layout}")
+    if m.get("tokens_per_s_total") is None and m.get("tokens_per_s_per_device") is not None:
+        m["tokens_per_s_total"] = m["tokens_per_s_per_device"] * world_size
+        imported.source("tokens_per_s_total", f"derived: tokens/s/device x {world_size} devices{layout}")
+
+
+def _tokens_from_samples(imported: Imported, facts: CaseFacts) -> None:
+    """tokens/s from samples/s where the log gives none: the case's sequence length, said to be an assumption."""
+    m = imported.metrics
     if m.get("tokens_per_s_total") is None and m.get("tokens_per_s_per_device") is None and m.get("samples_per_s"):
-        if facts.seq_len:
+        if imported.stated.get("no_tokens"):  # a recommender's, an image model's samples: no tokens, whatever the case
+            imported.warnings.append(f"no tokens/s: {imported.stated['no_tokens']}")
+        elif facts.seq_len:
             m["tokens_per_s_total"] = m["samples_per_s"] * facts.seq_len
             imported.source("tokens_per_s_total", f"assumption: samples/s x sequence length {facts.seq_len:,} "
                                                   f"from {facts.seq_source} (the log states none)")
@@ -167,12 +189,6 @@ def _throughput(imported: Imported, facts: CaseFacts, world_size: int) -> None:
         else:
             imported.warnings.append("no tokens/s: the log gives samples/s and no sequence length; they need one "
                                      "(a case: --case-name, or --set model.seq_len=N)")
-    if m.get("tokens_per_s_per_device") is None and m.get("tokens_per_s_total") is not None:
-        m["tokens_per_s_per_device"] = m["tokens_per_s_total"] / world_size
-        imported.source("tokens_per_s_per_device", f"derived: tokens/s total / {world_size} devices")
-    if m.get("tokens_per_s_total") is None and m.get("tokens_per_s_per_device") is not None:
-        m["tokens_per_s_total"] = m["tokens_per_s_per_device"] * world_size
-        imported.source("tokens_per_s_total", f"derived: tokens/s/device x {world_size} devices")
 
 
 def _tflops(imported: Imported, facts: CaseFacts) -> None:

@@ -3,7 +3,7 @@ imported on its first lookup, never with the package; a plugin (or a test) regis
 ``@register``. Apart from the package's types (``__init__``), which the parser modules import."""
 from __future__ import annotations
 
-from typing import Callable
+from typing import Any, Callable, Optional
 
 from run_benchmarks.errors import UserError
 from run_benchmarks.registry import Registry
@@ -21,10 +21,10 @@ PARSERS.register("erniekit/1", "run_benchmarks.results.importers.paddlenlp:ERNIE
 PARSERS.register("torchtitan/1", "run_benchmarks.results.importers.torchtitan:PARSER")
 
 
-def register(format: str, version: int, description: str):
+def register(format: str, version: int, description: str, folder: Optional[Any] = None):
     """``@register(...)`` on a ``parse`` function: a parser of a plugin (or a test), registered as it is."""
     def wrap(fn: Callable[..., Imported]) -> Callable[..., Imported]:
-        made = parser(format, version, description)(fn)
+        made = parser(format, version, description, folder)(fn)
         PARSERS.register(made.name, made)
         return fn
     return wrap

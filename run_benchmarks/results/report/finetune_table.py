@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from itertools import zip_longest
 from typing import Optional, Sequence
 
-from run_benchmarks.results.report import compare
+from run_benchmarks.results.report import compare, compliance_marks
 from run_benchmarks.results.report.chart_data import devices
 from run_benchmarks.results.report.summary import CaseSummary
 from run_benchmarks.results.report.views import View
@@ -130,14 +130,16 @@ def cell(summary: Optional[CaseSummary]) -> str:
     text = summary.cell(FIGURE) + (f" n={stats.n}" if stats.n > 1 else "")
     if len(summary.ok) < len(summary.attempts):
         text += f" ({compare.format_rounds(summary)})"
-    return text
+    return text + (f" ({compliance_marks.NON_COMPLIANT})" if summary.non_compliant else "")
 
 
 def speedup_text(row: TableRow) -> str:
     value = row.speedup()
     if value is None:
         return "-"
-    return f"{value:.2f}x" + (" (within noise)" if row.pair.within_noise(FIGURE) else "")
+    departs = compliance_marks.sides(row.torch, row.paddle, ("Torch", "Paddle"))
+    return (f"{value:.2f}x" + (" (within noise)" if row.pair.within_noise(FIGURE) else "")
+            + (f" ({departs})" if departs else ""))
 
 
 def device_noun(table: Sequence[TableRow]) -> tuple[str, str]:
@@ -163,4 +165,10 @@ def view(table: Sequence[TableRow], title: str, notes: Sequence[str] = ()) -> Vi
         "over the ok rounds of one workload (all repeats), ± its coefficient of variation over n rounds",
         "speedup = Paddle's mean / Torch's; " + compare.NOISE_RULE,
         "OOM: every round of that workload ran out of memory; batch: global batch in samples per step",
-        *notes])
+        *notes, *_departures(table)])
+
+
+def _departures(table: Sequence[TableRow]) -> list[str]:
+    """Each workload of the table that departs from its case's policy, with what it departs in."""
+    sides = {id(s): s for r in table for s in (r.paddle, r.torch) if s is not None}
+    return [f"{s.label} {s.config}: {flag}" for s in sides.values() for flag in compliance_marks.flags(s.attempts)]

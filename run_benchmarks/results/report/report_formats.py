@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from run_benchmarks.results.breakdown_words import changed_parts
-from run_benchmarks.results.report import export, markdown
+from run_benchmarks.results.report import compliance_marks, export, markdown
 from run_benchmarks.results.report.documents import CompareDocument, Format, ReportDocument
 from run_benchmarks.results.report.summary import untrained_flags
 from run_benchmarks.results.report.terminal import compare_table, print_summaries, print_table
@@ -26,6 +26,8 @@ SUMMARY_CSV = Format(lambda doc: export.summary_csv(doc.summaries, doc.root))
 def _compare_terminal(doc: CompareDocument):
     def show(console) -> None:
         print_table(console, compare_table(doc.a, doc.b, doc.rows))
+        for line in compliance_marks.pair_lines(doc.rows):  # what each departing side departs in
+            console.print(f"⚑ {line}", markup=False, highlight=False, soft_wrap=True)
         for label, line in changed_parts(doc.rows):  # where the step's time moved (both sides measured one)
             console.print(f"{label}: {line}", markup=False, highlight=False, soft_wrap=True)
         for side, summary in ((side, getattr(row, side.lower())) for row in doc.rows for side in ("A", "B")):

@@ -9,6 +9,8 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
+from run_benchmarks.results.report import compliance_marks
+
 
 
 STATUS_STYLE = {"ok": "green", "failed": "red", "oom": "red", "unsupported": "magenta", "timeout": "yellow",
@@ -99,6 +101,13 @@ def layout_summary(workload, world_size: int) -> str:
 _WHERE_MEASURED = ("effective_tokens_per_s_per_device", "mfu_measured", "time_to_train_s", "eval_accuracy")
 
 
+def samples_only(summaries) -> bool:
+    """A row with samples/s and no tokens/s (an MLPerf import of BERT, DLRM, R-GAT, RetinaNet): the report then
+    shows samples/s, where every throughput column would read n/a."""
+    return any(s.mean("samples_per_s") is not None and s.mean("tokens_per_s_per_device") is None
+               and s.mean("tokens_per_s_total") is None for s in summaries)
+
+
 def summary_table(summaries, title: str) -> Table:
     """One row per workload: each figure's mean over ok rounds (± its coefficient of variation). The layout
     and batch facts that differ between the rows are columns of their own, so no two rows look alike."""
@@ -106,26 +115,35 @@ def summary_table(summaries, title: str) -> Table:
     from run_benchmarks.results.report.summary import FIGURE_BY_KEY
 
     table = Table(title=title)
-    columns = ("tokens_per_s_per_device", "effective_tokens_per_s_per_device", "tokens_per_s_total",
+    columns = ("tokens_per_s_per_device", "effective_tokens_per_s_per_device", "tokens_per_s_total", "samples_per_s",
                "tflops_per_device", "mfu", "mfu_measured", "step_time_median_s", "time_to_train_s", "eval_accuracy")
     # Effective tokens/s (padding left out) only where a round pads, "MFU (measured)" only once a round has a
     # calibrated peak, MLPerf's time to train and eval accuracy only where an imported MLPerf log gave them:
     # a column of n/a would push the others to wrap
     columns = tuple(k for k in columns if k not in _WHERE_MEASURED or any(s.mean(k) is not None for s in summaries))
+    columns = tuple(k for k in columns if k != "samples_per_s" or samples_only(summaries))
     varying = varying_settings(summaries)  # train.steps 15 and 12 are a column too, not two identical rows
     table.add_column("case", no_wrap=True)
     table.add_column("config", overflow="fold")
     for key in varying:
         table.add_column(FACT_LABEL.get(key, key), justify="right")
     table.add_column("rounds")
+    policy = compliance_marks.any_departs(summaries)  # a column only where some row departs
+    if policy:
+        table.add_column("policy")
     for key in columns:
         table.add_column(FIGURE_BY_KEY[key].label, justify="right")
     table.add_column("memory actual / total", justify="right")
     for s in summaries:
         rounds = ", ".join(f"[{STATUS_STYLE.get(st, '')}]{n} {st}[/]" for st, n in s.statuses.items())
         table.add_row(s.label, s.config, *[fact_text(s.facts.get(k)) for k in varying], rounds,
-                      *[s.cell(key) for key in columns], s.memory())
+                      *([_policy_cell(s)] if policy else []), *[s.cell(key) for key in columns], s.memory())
     return table
+
+
+def _policy_cell(summary) -> str:
+    word = compliance_marks.word(summary.attempts)
+    return f"[red]{word.upper()}[/]" if word == compliance_marks.NON_COMPLIANT else word
 
 
 def checks_table(checks) -> Table:
@@ -150,9 +168,12 @@ def print_summaries(console: Console, summaries, title: str) -> None:
     from run_benchmarks.results.report.ppo_phases import ppo_phase_views
     from run_benchmarks.results.report.views import to_rich
 
-    from run_benchmarks.results.report.summary import footnotes
+    from run_benchmarks.results.report.footnotes import footnotes
 
     print_table(console, summary_table(summaries, title))
+    note = compliance_marks.ranking_note(summaries)
+    if note:
+        console.print(f"[red]⚑[/] {escape(note)}", soft_wrap=True)
     for line in footnotes(summaries):
         console.print(line, markup=False, highlight=False, soft_wrap=True)
     for view in ppo_phase_views(summaries):  # an RLHF workload's phases, as ColossalAI's benchmark sums them up
