@@ -80,25 +80,30 @@ def _modules(root: Path) -> dict[str, Path]:
 _LAZY_PATH = re.compile(r"^((?:run_benchmarks|training)(?:\.\w+)+):\w+$")
 
 
+def _literal(node: ast.AST, name: str) -> str | None:
+    """A string the code spells out: a literal, or f"{__name__}..." in module ``name``."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return node.value
+    if isinstance(node, ast.JoinedStr) and len(node.values) == 2 and isinstance(node.values[0], ast.FormattedValue) \
+            and isinstance(node.values[0].value, ast.Name) and node.values[0].value.id == "__name__" \
+            and isinstance(node.values[1], ast.Constant):
+        return name + str(node.values[1].value)
+    return None
+
+
 def imports_by_name(tree: ast.AST, name: str) -> set[str]:
     """The modules a module loads by name: ``importlib.import_module("x")``, ``import_module("x")`` and
-    ``__import__("x")`` with a literal, and the registries' lazy paths ("x:attribute", also as
-    f"{__name__}.x:attribute")."""
+    ``__import__("x")`` with a literal, and the registries' lazy paths ("x:attribute"); f"{__name__}.x" spells
+    one too."""
     found = set()
     for node in ast.walk(tree):
-        if isinstance(node, ast.Call) and node.args and isinstance(node.args[0], ast.Constant) \
-                and isinstance(node.args[0].value, str) and (
-                    (isinstance(node.func, ast.Attribute) and node.func.attr == "import_module")
-                    or (isinstance(node.func, ast.Name) and node.func.id in ("import_module", "__import__"))):
-            found.add(node.args[0].value)
-        text = None
-        if isinstance(node, ast.Constant) and isinstance(node.value, str):
-            text = node.value
-        elif isinstance(node, ast.JoinedStr) and len(node.values) == 2 \
-                and isinstance(node.values[0], ast.FormattedValue) and isinstance(node.values[1], ast.Constant) \
-                and isinstance(node.values[0].value, ast.Name) and node.values[0].value.id == "__name__":
-            text = name + str(node.values[1].value)
-        match = _LAZY_PATH.match(text or "")
+        if isinstance(node, ast.Call) and node.args and (
+                (isinstance(node.func, ast.Attribute) and node.func.attr == "import_module")
+                or (isinstance(node.func, ast.Name) and node.func.id in ("import_module", "__import__"))):
+            module = _literal(node.args[0], name)
+            if module is not None:
+                found.add(module)
+        match = _LAZY_PATH.match(_literal(node, name) or "")
         if match:
             found.add(match.group(1))
     return found

@@ -2,7 +2,7 @@
 used/total, power, temperature and SM/memory clocks. A reading a driver does not support is None."""
 from __future__ import annotations
 
-from training.monitor import Unavailable
+from training.monitor.sampler import Unavailable
 
 
 class NvmlSampler:
