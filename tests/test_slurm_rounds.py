@@ -143,3 +143,22 @@ def test_too_many_nodes_are_refused_at_preflight(accelbench, fake_slurm, tmp_pat
     result = accelbench("run", CASE, "--cluster", fake_cluster(tmp_path))
     assert result.returncode == 2
     assert "0 usable node(s) of 2 (node1 drain, node2 down*); a case asks for 2" in result.stderr
+
+
+def test_an_earlier_attempts_master_port_is_gone_before_the_round_is_submitted(tmp_path):
+    """A retried round (its ranks never met) runs in the same shared folder: the nodes must wait for this
+    attempt's port, never read the last one's (Slurm and Kubernetes clear it when they start the round)."""
+    from run_benchmarks.backends.schedulers.base import clear_port_file
+    from run_benchmarks.planner.build import build_run_plan
+    from run_benchmarks.planner.inputs import load_inputs
+
+    from .conftest import ROOT
+
+    inputs = load_inputs(ROOT, None, cluster_file(tmp_path / "slurm.yaml", tmp_path / "shared"))
+    rnd = build_run_plan(inputs, [CASE], "r", tmp_path / "logs").cases[0].rounds[0]
+    stale = Path(rnd.nodes[0].host_dir) / "master_port"
+    stale.parent.mkdir(parents=True)
+    stale.write_text("23456\n")
+    clear_port_file(rnd)
+    assert not stale.exists()
+    clear_port_file(rnd)  # none there: fine
