@@ -33,6 +33,7 @@ case "$SLURM_NODEID" in
     export ACCELBENCH_NODE_RANK=0
     export ACCELBENCH_ORCHESTRATOR=ORCHESTRATOR
     export ACCELBENCH_RUN_ID=20250101-000000-abcd
+    export ACCELBENCH_VENDOR_DIR='/shared/bench'"'"'s dir $(touch /tmp/accelbench-owned)/code/DIGEST/vendors/cpu'
     export PYTHONPATH='/shared/bench'"'"'s dir $(touch /tmp/accelbench-owned)/code/DIGEST'
     export PYTHONUNBUFFERED=1
     export TMPDIR='/shared/bench'"'"'s dir $(touch /tmp/accelbench-owned)/runs/20250101-000000-abcd/gpt2_tiny-torch-cpu-2x1/round1/slurm_noderank0/tmp'
@@ -45,6 +46,7 @@ case "$SLURM_NODEID" in
     export ACCELBENCH_NODE_RANK=1
     export ACCELBENCH_ORCHESTRATOR=ORCHESTRATOR
     export ACCELBENCH_RUN_ID=20250101-000000-abcd
+    export ACCELBENCH_VENDOR_DIR='/shared/bench'"'"'s dir $(touch /tmp/accelbench-owned)/code/DIGEST/vendors/cpu'
     export PYTHONPATH='/shared/bench'"'"'s dir $(touch /tmp/accelbench-owned)/code/DIGEST'
     export PYTHONUNBUFFERED=1
     export TMPDIR='/shared/bench'"'"'s dir $(touch /tmp/accelbench-owned)/runs/20250101-000000-abcd/gpt2_tiny-torch-cpu-2x1/round1/slurm_noderank1/tmp'
@@ -93,6 +95,7 @@ case "$SLURM_NODEID" in
     export ACCELBENCH_NODE_RANK=0
     export ACCELBENCH_ORCHESTRATOR=ORCHESTRATOR
     export ACCELBENCH_RUN_ID=20250101-000000-abcd
+    export ACCELBENCH_VENDOR_DIR='/shared/bench'"'"'s dir $(touch /tmp/accelbench-owned)/code/DIGEST/vendors/cpu'
     export PYTHONPATH='/shared/bench'"'"'s dir $(touch /tmp/accelbench-owned)/code/DIGEST'
     export PYTHONUNBUFFERED=1
     export TMPDIR='/shared/bench'"'"'s dir $(touch /tmp/accelbench-owned)/runs/20250101-000000-abcd/gpt2_tiny-torch-cpu-2x2/round1/slurm_noderank0/tmp'
@@ -105,6 +108,7 @@ case "$SLURM_NODEID" in
     export ACCELBENCH_NODE_RANK=1
     export ACCELBENCH_ORCHESTRATOR=ORCHESTRATOR
     export ACCELBENCH_RUN_ID=20250101-000000-abcd
+    export ACCELBENCH_VENDOR_DIR='/shared/bench'"'"'s dir $(touch /tmp/accelbench-owned)/code/DIGEST/vendors/cpu'
     export PYTHONPATH='/shared/bench'"'"'s dir $(touch /tmp/accelbench-owned)/code/DIGEST'
     export PYTHONUNBUFFERED=1
     export TMPDIR='/shared/bench'"'"'s dir $(touch /tmp/accelbench-owned)/runs/20250101-000000-abcd/gpt2_tiny-torch-cpu-2x2/round1/slurm_noderank1/tmp'

@@ -174,7 +174,8 @@ def test_models_keep_the_order_they_ran_in_and_each_gets_its_chart(accelbench, t
     with ResultStore(db) as s:
         table, _ = finetune_table.rows(summarize(s.attempts()))
     assert [(r.model, r.method) for r in table] == [("llama_tiny", "finetune"), ("bloom_tiny", "lora")]
-    assert finetune_table.cell(table[0].paddle) == "-" and finetune_table.speedup_text(table[1]) == "1.00x"
+    assert finetune_table.cell(table[0].paddle) == "-" and finetune_table.speedup_text(table[1]) == \
+        "1.00x (within noise)"  # one round each, every step alike: the interval of the change is 0
     out = tmp_path / "two.html"
     assert accelbench("table", "finetune", "--db", db, "--format", "html", "-o", out).returncode == 0
     page = out.read_text()

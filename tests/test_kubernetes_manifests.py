@@ -89,6 +89,7 @@ EXPECTED_NODE_1 = {  # master_port auto: it waits for the port pod 0 chose, fill
                  "--max-restarts=0", "--monitor-interval=0.25", f"--log-dir={ROUND}/kubernetes_noderank1/torchrun",
                  "--redirects=3", "-m", "training.run_pretraining", "--config", f"{ROUND}/config.json"],
     "env": {"ACCELBENCH_NODE_RANK": "1", "ACCELBENCH_ORCHESTRATOR": "ORCHESTRATOR", "ACCELBENCH_RUN_ID": RUN_ID,
+            "ACCELBENCH_VENDOR_DIR": f"{ODD_SHARED}/code/DIGEST/vendors/cpu",
             "PYTHONPATH": f"{ODD_SHARED}/code/DIGEST", "PYTHONUNBUFFERED": "1",
             "TMPDIR": f"{ROUND}/kubernetes_noderank1/tmp",
             "TORCHINDUCTOR_CACHE_DIR": f"{ODD_SHARED}/cache/torchinductor"},

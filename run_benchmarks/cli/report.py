@@ -11,15 +11,18 @@ from rich.console import Console
 from run_benchmarks.results import references
 from run_benchmarks.errors import UserError
 from run_benchmarks.pathnames import write_text_file
-from run_benchmarks.results.report.compare import FACT_FILTERS, Selection, compare, nothing_in_common
+from run_benchmarks.results.report import current_peaks
+from run_benchmarks.results.report.compare import FACT_FILTERS, Selection, compare
 from run_benchmarks.results.report.documents import CompareDocument, Format, ReportDocument
 from run_benchmarks.results.report.formats import COMPARE_FORMATS, REPORT_FORMATS
+from run_benchmarks.results.report.pairing import nothing_in_common
 from run_benchmarks.results.report.summary import summarize
 from run_benchmarks.results.report.terminal import checks_table, print_table
 from run_benchmarks.results.store.store import ResultStore
 from run_benchmarks.cli.store_options import open_store
 from run_benchmarks.results.store.schema import FILTER_KEYS
-from run_benchmarks.cli.exit_codes import EXIT_CONVERGENCE, EXIT_NOTHING_CHECKED, EXIT_OK, EXIT_REGRESSION
+from run_benchmarks.cli.exit_codes import (EXIT_CONTENDED, EXIT_CONVERGENCE, EXIT_NOTHING_CHECKED, EXIT_OK,
+                                          EXIT_REGRESSION)
 from run_benchmarks.results import loss_check
 from run_benchmarks.planner.inputs import default_root
 
@@ -100,6 +103,7 @@ def cmd_report(args: argparse.Namespace, console: Console) -> int:
         selection = parse_selection(store, args.select)
         attempts = select(store, selection)
     summaries = summarize(attempts)
+    current_peaks.add(summaries, root / "vendors")  # MFU against a peak calibrated after the rounds ran
     checks, unchecked, losses = run_checks(summaries, root) if args.check else ([], [], [])
     document = ReportDocument(f"accelbench report: {selection.text}", summaries, attempts, checks, losses, root)
     emit(console, REPORT_FORMATS.get(args.format), document, args.output)
@@ -126,12 +130,20 @@ def report_checks(console: Console, found, asked: bool, none_expected: bool = Fa
                       f"exit {EXIT_NOTHING_CHECKED}", soft_wrap=True)
         return EXIT_NOTHING_CHECKED
     print_table(console, checks_table(checks))
-    failed = [c for c in checks if not c.passed]
+    contended = [c for c in checks if c.contended]
+    judged = [c for c in checks if not c.contended]
+    failed = [c for c in judged if not c.passed]
     if failed:
-        console.print(f"[red]{len(failed)} of {len(checks)} figure(s) outside their reference band[/]")
-    else:
-        console.print(f"[green]all {len(checks)} figure(s) within their reference band[/]")
-    return EXIT_CONVERGENCE if not converged else EXIT_REGRESSION if failed else EXIT_OK
+        console.print(f"[red]{len(failed)} of {len(judged)} judged figure(s) outside their reference band[/]")
+    elif judged:
+        console.print(f"[green]all {len(judged)} judged figure(s) within their reference band[/]")
+    if contended:
+        rows = dict.fromkeys(f"{c.case} {c.config}" for c in contended)
+        console.print(f"[yellow]--check: not judged: contended[/]: {len(contended)} figure(s) of {', '.join(rows)} "
+                      f"(run again on a quiet machine); exit {EXIT_CONTENDED} unless a judged figure failed",
+                      soft_wrap=True)
+    return EXIT_CONVERGENCE if not converged else EXIT_REGRESSION if failed else \
+        EXIT_CONTENDED if contended else EXIT_OK
 
 
 def print_loss_verdicts(console: Console, verdicts) -> bool:

@@ -13,11 +13,12 @@ from collections import deque
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import ClassVar, Iterator, Optional
+from typing import Iterator, Optional
 
 from training.contract import perflog
 
 from run_benchmarks.results import perf_reader
+from run_benchmarks.results.rank_files import RankLogs, gathered  # noqa: F401 - re-exported: readers name them here
 
 ERROR_TAIL_LINES = 12
 _ROOT_CAUSE_RANK = re.compile(r"Root Cause.*?rank\s*:\s*(\d+)", re.DOTALL)
@@ -27,49 +28,6 @@ _RANK_PREFIX = re.compile(r"^\[rank\d+\]:\s?")  # torch prefixes each stderr lin
 _PEER_FAILURE = re.compile(r"Connection reset by peer|Connection closed by peer|remote process exited|"
                            r"NCCL communicator was aborted|ProcessGroupNCCL.*(?:abort|timeout)|Broken pipe",
                            re.IGNORECASE)
-
-
-@dataclass(frozen=True)
-class RankLogs:
-    """One rank's gathered output in its node's folder, as every launcher leaves it (backends/launchers/):
-    ``rank<N>.stdout.log`` and ``rank<N>.stderr.log``, or one ``rank<N>.log`` holding both streams where the
-    launcher merges them (Paddle's)."""
-
-    STDOUT: ClassVar[str] = "rank<N>.stdout.log"
-    STDERR: ClassVar[str] = "rank<N>.stderr.log"
-    MERGED: ClassVar[str] = "rank<N>.log"
-
-    rank: int
-    stdout: Path
-    stderr: Path
-
-    @classmethod
-    def separate(cls, node_dir: Path, rank: int) -> "RankLogs":
-        return cls(rank, node_dir / _named(cls.STDOUT, rank), node_dir / _named(cls.STDERR, rank))
-
-    @classmethod
-    def merged(cls, node_dir: Path, rank: int) -> "RankLogs":
-        merged = node_dir / _named(cls.MERGED, rank)
-        return cls(rank, merged, merged)
-
-
-def _named(pattern: str, rank: int) -> str:
-    return pattern.replace("<N>", str(rank))
-
-
-_GATHERED = re.compile(r"^rank(\d+)(\.stdout)?\.log$")
-
-
-def gathered(round_dir: Path, node_pattern: str = "*") -> list[RankLogs]:
-    """The gathered logs of every rank in the node folders ``node_pattern`` of a round, in rank order: for
-    readers of a finished round (task figures, a report's loss curve)."""
-    found: dict[int, RankLogs] = {}
-    for path in sorted(round_dir.glob(f"{node_pattern}/rank*.log")):
-        match = _GATHERED.match(path.name)
-        if match and int(match.group(1)) not in found:
-            rank = int(match.group(1))
-            found[rank] = (RankLogs.separate if match.group(2) else RankLogs.merged)(path.parent, rank)
-    return [found[rank] for rank in sorted(found)]
 
 
 class StepSeries:
@@ -297,3 +255,20 @@ def error_lines(ranks: list[RankLog], launcher_logs: list[Path]) -> list[str]:
         if lines:
             return lines
     return []
+
+
+def world_size_mismatch(ranks: list[RankLog], planned: int, layout: str) -> Optional[str]:
+    """Why the ranks' own world sizes (each start record's, from its launcher's variables) are not the plan's
+    ``planned`` (``layout``: how the plan made it), or None when every rank that started agrees. A mismatch means
+    the launch did not start the layout the plan asked for: every per-rank share and global figure would be of
+    another job than the one named."""
+    reported: dict[int, list[int]] = {}
+    for rank in ranks:
+        if rank.start is not None and rank.start.world_size != planned:
+            reported.setdefault(rank.start.world_size, []).append(rank.rank)
+    if not reported:
+        return None
+    said = "; ".join(f"rank{'s' if len(r) > 1 else ''} {', '.join(map(str, r))} reported world_size {size}"
+                     for size, r in sorted(reported.items()))
+    return (f"the launch did not start the planned layout: {said}, but the plan asks for {planned} ({layout}); "
+            "check the launcher's arguments and the hosts' rendezvous (every node must join the same job)")

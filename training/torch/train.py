@@ -11,7 +11,7 @@ from typing import Optional
 import torch
 import torch.distributed as dist
 
-from training import harness
+from training import harness, train_task
 from training.faults import compute_delay, sleep_ms
 from training.contract.spec import WorkerConfig
 from training.torch import breakdown, breakdown_tp
@@ -24,13 +24,12 @@ from training.torch.lora import apply_lora, trainable_parameters
 from training.torch.model import GPT
 from training.torch.parallel import parallelize
 
-TORCHRUN = harness.RankVariables(rank="RANK", world_size="WORLD_SIZE", local_rank="LOCAL_RANK",
-                                 node_rank="GROUP_RANK")
 
 
 def train(cfg: WorkerConfig) -> None:
-    """Pretraining, finetune and LoRA (training/workers.py: PPO's loop is an entry of its own)."""
-    harness.run(cfg, TORCHRUN, TorchWorker)
+    """Tasks pretrain, finetune and lora on torch (training/workers.py: ppo is training/torch/ppo_loop.py's
+    ``run``, an entry of its own on the same lifecycle)."""
+    harness.run(cfg, train_task.over(TorchWorker))
 
 
 class TorchWorker(devices.OnTorchDevice, harness.FrameworkWorker):

@@ -13,7 +13,7 @@ from typing import Optional, Sequence
 
 from run_benchmarks.catalog.compliance import NON_COMPLIANT
 from run_benchmarks.results import perf_reader
-from run_benchmarks.results.rank_logs import gathered
+from run_benchmarks.results.rank_files import gathered
 from run_benchmarks.results.report.summary import CaseSummary
 
 LOSS_POINTS = 512  # a long run's loss curve is thinned to about this many points (bucket means)

@@ -25,12 +25,17 @@ SUMMARY_CSV = Format(lambda doc: export.summary_csv(doc.summaries, doc.root))
 
 def _compare_terminal(doc: CompareDocument):
     def show(console) -> None:
-        print_table(console, compare_table(doc.a, doc.b, doc.rows))
-        for line in compliance_marks.pair_lines(doc.rows):  # what each departing side departs in
+        rows = doc.rows
+        print_table(console, compare_table(doc.a, doc.b, rows))
+        for line in compliance_marks.pair_lines(rows):  # what each departing side departs in
             console.print(f"⚑ {line}", markup=False, highlight=False, soft_wrap=True)
-        for label, line in changed_parts(doc.rows):  # where the step's time moved (both sides measured one)
+        judged = [r for r in rows if not r.contended]  # a contended pair: not even where its time moved
+        for label, line in changed_parts(judged):  # where the step's time moved (both sides measured a breakdown)
             console.print(f"{label}: {line}", markup=False, highlight=False, soft_wrap=True)
-        for side, summary in ((side, getattr(row, side.lower())) for row in doc.rows for side in ("A", "B")):
+        for row in rows:  # named once per round, each in one line: the table's cells only say "not judged"
+            for line in row.contended:
+                console.print(f"not judged: {row.label}: {line}", markup=False, highlight=False, soft_wrap=True)
+        for side, summary in ((side, getattr(row, side.lower())) for row in rows for side in ("A", "B")):
             for flag in untrained_flags(summary.attempts) if summary is not None else []:  # why a side has none
                 console.print(f"⚑ {side} {summary.label}: {flag}", markup=False, highlight=False, soft_wrap=True)
     return show
