@@ -39,14 +39,13 @@ def charts(built: Built) -> str:
 
 
 def planned(table: ReferenceTable, root: Path = ROOT) -> dict[str, str]:
-    """Cell id -> what the table's shipped sweep of the real rows runs for it (its points' ``cell`` labels: the
-    cell id, then a word for the side, e.g. ``llama7b-lora-1-4 paddle``); none where the sweep is not there."""
+    """Cell id -> what the table's shipped sweeps of the real rows run for it (their points' ``cell`` labels: the
+    cell id, then a word for the side, e.g. ``llama7b-lora-1-4 paddle``); none where no sweep is there."""
     from run_benchmarks.sweep.grid import expand, load_sweep_file
 
-    if not table.sweeps or not (root / table.sweeps[0]).is_file():
-        return {}
+    points = [p for sweep in table.sweeps if (root / sweep).is_file() for p in expand(load_sweep_file(root / sweep))]
     out: dict[str, list[str]] = {}
-    for point in expand(load_sweep_file(root / table.sweeps[0])):
+    for point in points:
         cell = point.labels.get("cell", "").split(" ")[0]
         if cell:
             words = " ".join([point.case_name, *([point.extern_config] if point.extern_config else []),

@@ -47,11 +47,11 @@ class Cell:
 
 @dataclass(frozen=True)
 class Placement:
-    """Where a workload goes: its cell's key and measure, and (for a key the source has no cell for) the labels
-    of the row of its own it gets."""
+    """Where a workload goes: its cell's key and measure ("": every measure of the table: one workload gives
+    them all), and (for a key the source has no cell for) the labels of the row of its own it gets."""
 
     key: tuple
-    measure: str
+    measure: str = ""
     labels: tuple[str, ...] = ()
 
 
@@ -84,7 +84,8 @@ class ReferenceTable:
     measures: tuple[Measure, ...] = ()
     extra_headers: tuple[str, ...] = ()  # columns after the measures (finetune's speedup)
     has_published: bool = True  # False: the source publishes no figures (ppo): no published or ratio columns
-    sweeps: tuple[str, ...] = ()  # the shipped sweeps: the real rows' first, then the CPU twin
+    sweeps: tuple[str, ...] = ()  # the shipped sweeps of the real rows (configs/sweeps/<name>_table_<hardware>.yaml)
+    twin: str = ""  # the CPU twin's sweep (configs/sweeps/<name>_table_tiny.yaml)
 
     def published(self) -> PublishedTable:
         return load(self.name)
@@ -126,6 +127,10 @@ class ReferenceTable:
         from run_benchmarks.results.tables.words import run_words
 
         return run_words(row.any_summary) if row.any_summary is not None else "-"
+
+    def intended(self, cell: Cell) -> str:
+        """What would run a cell nothing ran, where the shipped sweeps' ``cell`` labels do not say (ppo's grid)."""
+        return "-"
 
     def extra(self, row: Row) -> list[str]:
         return []
@@ -206,7 +211,8 @@ def build(table: ReferenceTable, summaries: Sequence[CaseSummary], planned: Opti
         if where.key not in by_key and where.key not in extra:
             extra[where.key] = Cell(f"ours-{len(extra)}", where.key, where.labels or tuple(map(str, where.key)))
         hardware = str(summary.key.get("hardware"))
-        placed.setdefault(where.key, {}).setdefault(hardware, {}).setdefault(where.measure, []).append(summary)
+        for name in [where.measure] if where.measure else [m.name for m in table.measures]:
+            placed.setdefault(where.key, {}).setdefault(hardware, {}).setdefault(name, []).append(summary)
     rows: list[Row] = []
     for cell in [*cells, *extra.values()]:
         sources = published.sources.get(cell.source)

@@ -46,7 +46,8 @@ class FinetuneTable(ReferenceTable):
     measures = (Measure("paddle", "Paddle effective tok/s/dev", FIGURE),
                 Measure("torch", "Torch effective tok/s/dev", FIGURE))
     extra_headers = ("Paddle setup", "Torch setup", "speedup (Paddle/Torch)", "published speedup")
-    sweeps = ("configs/sweeps/finetune_table_a100.yaml", "configs/sweeps/finetune_table_tiny.yaml")
+    sweeps = ("configs/sweeps/finetune_table_a100.yaml",)
+    twin = "configs/sweeps/finetune_table_tiny.yaml"
 
     def place(self, summary: CaseSummary) -> Union[Placement, str]:
         method, framework = method_of(summary), summary.key["framework"]

@@ -58,6 +58,8 @@ class PublishedTable(Strict):
     notes: list[str] = Field(default_factory=list)
     axes: dict[str, list[Scalar]] = Field(default_factory=dict, description=(
         "a grid the source runs without publishing figures (ppo): its axes, in the source's order"))
+    models: dict[str, dict[str, Scalar]] = Field(default_factory=dict, description=(
+        "the source's model shapes (ModelSpec keys), where a table converts the source's formula into ours"))
     cells: list[PublishedCell] = Field(default_factory=list)
 
     @model_validator(mode="after")

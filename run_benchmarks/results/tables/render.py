@@ -58,7 +58,7 @@ def ratio_text(built: Built, row: Row, measure: Measure) -> str:
 def settings_text(built: Built, row: Row) -> str:
     if row.any_summary is not None:
         return built.table.settings(row)
-    return built.planned.get(row.cell.id, "-")
+    return built.planned.get(row.cell.id) or built.table.intended(row.cell)
 
 
 def source_text(built: Built, row: Row) -> str:

@@ -6,7 +6,14 @@ from __future__ import annotations
 
 from typing import Optional
 
+from training.contract.spec import TrainSpec
+
 from run_benchmarks.results.report.summary import CaseSummary
+
+
+def recompute_every(facts: dict) -> int:
+    """Selective recompute's k (every k-th block), the schema's default where the stored workload omits it."""
+    return int(facts.get("train.recompute_every") or TrainSpec.model_fields["recompute_every"].default)
 
 
 def layout(summary: Optional[CaseSummary]) -> str:
@@ -33,7 +40,7 @@ def layout(summary: Optional[CaseSummary]) -> str:
         parts.append("offload")
     recompute = f.get("recompute")
     if recompute == "selective":
-        parts.append(f"recompute 1/{f.get('train.recompute_every')}")
+        parts.append(f"recompute 1/{recompute_every(f)}")
     elif recompute not in (None, "none"):
         parts.append("recompute")
     return " + ".join(parts) or "1 device"
