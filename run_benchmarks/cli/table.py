@@ -83,7 +83,7 @@ def _summaries(args: argparse.Namespace) -> tuple[list, str]:
 def cmd_table(args: argparse.Namespace, console: Console) -> int:
     table = TABLES.get(args.name, "e.g. accelbench table mfu")
     summaries, what = _summaries(args)
-    built = build(table, summaries, planned(table), f"{table.title}: {what}")
+    built = build(table, summaries, planned(table, args.root or ROOT), f"{table.title}: {what}")
     if args.format == "json":
         _write(console, json.dumps(to_json(built), indent=1) + "\n", args.output)
     elif args.format == "terminal":
