@@ -48,15 +48,13 @@ def layout(summary: Optional[CaseSummary]) -> str:
 
 def setup(summary: Optional[CaseSummary]) -> str:
     """The layout with the micro batch, precision (Paddle's AMP level) and compile mode."""
-    if summary is None:
-        return "-"
+    words = layout(summary)
+    if summary is None or summary.workload_hash is None or "tensor_parallel" not in summary.facts:
+        return words  # "-", or the extern config's name
     f = summary.facts
-    if summary.workload_hash is None or "tensor_parallel" not in f:
-        return summary.config
-    paddle = summary.key["framework"] == "paddle"
-    amp = f" {f['train.amp_level']}" if paddle and f.get("train.amp_level") else ""
+    amp = f" {f['train.amp_level']}" if summary.key["framework"] == "paddle" and f.get("train.amp_level") else ""
     compiled = f", compile {f['train.compile']}" if f.get("train.compile") else ""
-    return f"{layout(summary)}, micro batch {f.get('micro_batch_size')}, {f.get('precision')}{amp}{compiled}"
+    return f"{words}, micro batch {f.get('micro_batch_size')}, {f.get('precision')}{amp}{compiled}"
 
 
 def run_words(summary: CaseSummary) -> str:
