@@ -56,3 +56,5 @@ NODE_LOG_BYTES = Cap("a node's folder on the shared volume, copied into the run 
                      "the same bound as a bundle: what a node's job wrote there is untrusted")
 TOOL_OUTPUT_BYTES = Cap("a vendor tool's output read by `vendor check --run-tools`", "ACCELBENCH_MAX_TOOL_OUTPUT_BYTES",
                         1 << 20, "bytes", "an smi tool prints a few kB; only the first bytes are read")
+CERTIFICATE_BYTES = Cap("a certificate's size", "ACCELBENCH_MAX_CERTIFICATE_BYTES", 64 << 20, "bytes",
+                        "read whole before its signature is checked; a run's certificate is a few hundred kB")

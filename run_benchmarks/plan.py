@@ -13,6 +13,7 @@ from training.contract.spec import WorkerConfig, WorkloadSpec
 
 from run_benchmarks.catalog import casename, frameworks
 from run_benchmarks.catalog.cases import CaseCatalog
+from run_benchmarks.catalog.compliance import Compliance
 from run_benchmarks.catalog.config_files import ClusterSpec, HostSpec, TestConf
 from run_benchmarks.catalog.vendors import Hardware, VendorRegistry
 
@@ -108,6 +109,7 @@ class CasePlan:
     dir: Path
     rounds: list[RoundPlan]
     notes: tuple[str, ...] = ()  # how the inputs were read (which extern file, what a FlagPerf config mapped)
+    compliance: Optional[Compliance] = None  # the workload against its case's policy (None: no policy to judge by)
 
 
 @dataclass(frozen=True)

@@ -7,6 +7,7 @@ import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 import pytest
 
@@ -152,11 +153,11 @@ def accelbench(tmp_path, monkeypatch):
     system_tmp = tmp_path / "system-tmp"
     system_tmp.mkdir(exist_ok=True)
 
-    def run(*args: str, entry: str = "accelbench", cwd: Path | None = None, env: dict | None = None,
+    def run(*args: str, entry: str | Callable = "accelbench", cwd: Path | None = None, env: dict | None = None,
             log_root: Path | None = None) -> CliResult:
         log_root = log_root or tmp_path / "logs"
         argv = [str(a) for a in args]
-        if argv and argv[0] == "run" or entry == "start_task":
+        if argv and argv[0] == "run" and entry == "accelbench" or entry == "start_task":
             argv += ["--log-root", str(log_root)]
         handlers = {sig: signal.getsignal(sig) for sig in HANDLED}
         with monkeypatch.context() as m:
@@ -171,6 +172,8 @@ def accelbench(tmp_path, monkeypatch):
                         import start_task
 
                         code = start_task.main(argv)
+                    elif callable(entry):  # another entry's main(argv): FlagPerf's scripts (its own log root)
+                        code = entry(argv)
                     else:
                         code = dispatch(build_parser().parse_args(argv))
                 except SystemExit as exc:  # argparse's own refusals

@@ -74,14 +74,17 @@ def test_layers_apply_case_then_extern_then_test_conf_then_command_line(root, tm
     assert case.extern_config == extern
 
 
-def test_extern_config_may_not_change_model_or_step_count(root, tmp_path):
+def test_an_extern_config_that_changes_what_the_policy_fixes_plans_and_is_marked_non_compliant(root, tmp_path):
+    # once refused at load: the case's policy judges it now (catalog/compliance.py), so vendors can explore
     write(root / "vendors/cpu/gpt2_tiny/torch/config_big.yaml", "model:\n  n_layer: 48\n")
-    assert "unknown key 'model'" in error(root, tmp_path, extern_config="config_big")
-    write(root / "vendors/cpu/gpt2_tiny/torch/config_short.yaml", "train:\n  steps: 3\n")
-    assert "may not change the step count" in error(root, tmp_path, extern_config="config_short")
+    big = plan(root, tmp_path, extern_config="config_big").cases[0]
+    assert big.workload.model.n_layer == 48 and big.compliance.keys == ["model.n_layer"]
+    assert big.compliance.departures[0].set_in.endswith("config_big.yaml")
+    write(root / "vendors/cpu/gpt2_tiny/torch/config_short.yaml", "train:\n  steps: 3\n  warmup_steps: 1\n")
+    assert plan(root, tmp_path, extern_config="config_short").cases[0].compliance.compliant  # how long: free
     write(root / "vendors/cpu/gpt2_tiny/torch/config_fast.yaml", "train:\n  lr: 1.0e-2\n")
-    assert "may not change the optimizer (fair comparison); remove 'lr'" in error(root, tmp_path,
-                                                                                  extern_config="config_fast")
+    fast = plan(root, tmp_path, extern_config="config_fast").cases[0].compliance
+    assert fast.keys == ["train.lr"] and "the case's global batch" in fast.departures[0].allowed
 
 
 def test_unknown_extern_config_lists_the_available_ones(root, tmp_path):

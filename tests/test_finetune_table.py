@@ -140,7 +140,7 @@ def test_markdown_has_the_reference_shape_with_the_published_columns(accelbench,
     done = accelbench("table", "finetune", "run-a", "run-b", "--db", store, "--format", "markdown")
     assert done.returncode == 0, done.stderr
     lines = [line for line in done.stdout.splitlines() if line.startswith("|")]
-    assert lines[0] == ("| model | method | GPUs | batch | ran on | Paddle effective tok/s/dev published | Paddle "
+    assert lines[0] == ("| model | method | devices | batch | ran on | Paddle effective tok/s/dev published | Paddle "
                         "effective tok/s/dev ours | ratio | Torch effective tok/s/dev published | Torch effective "
                         "tok/s/dev ours | ratio | Paddle setup | Torch setup | speedup (Paddle/Torch) | published "
                         "speedup | settings | source |")

@@ -68,6 +68,8 @@ def module_imports() -> dict[str, set[str]]:
     for half in HALVES:
         for path in (ROOT / half).rglob("*.py"):
             parts = list(path.relative_to(ROOT).with_suffix("").parts)
+            if parts[:2] == ["training", "run_benchmarks"]:
+                continue  # FlagPerf's own entry scripts, no package: not part of the worker half
             modules[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
 
     def known(name: str) -> str | None:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import pytest
 
-from run_benchmarks.results.store.store import ResultStore
 
 from .test_importers import imported, megatron_line, paddle_line, stored
 
@@ -43,7 +42,8 @@ def test_torchtitan_with_four_ranks_interleaved_keeps_rank_0_and_skips_warm_up_b
     assert "4 ranks log metric lines (ranks 0-3): rank 0's kept, the others' left out" in warnings
     assert "1 validation line(s) (validate step) left out: not training throughput" in warnings
     assert row["metrics"]["sources"]["tokens_per_s_per_device"] == (
-        "log: tps (tokens/s per device), time-weighted over 2 line(s) after the first 1 logged step(s)")
+        "log: tps (tokens/s per device), time-weighted over 2 line(s) after the first 1 (warm-up), each covering one "
+        "log interval of 10 step(s) (the smallest gap between consecutive lines)")
 
 
 def test_torchtitan_unprefixed_lines_repeating_each_step_keep_one_line_per_step(accelbench, tmp_path):
@@ -91,7 +91,8 @@ def test_paddlenlp_summary_figures_beside_the_interval_means_and_train_loss_as_t
     assert metrics["samples_per_s_run"] == 8.5 and metrics["effective_tokens_per_s_logged"] == 3456.78
     assert row["loss_last"] == 6.9012 and metrics["loss_last_interval"] == 6.25
     assert metrics["sources"]["loss_last"].startswith("log: train_loss of the end-of-run summary")
-    assert metrics["sources"]["samples_per_s"].startswith("log: interval_samples_per_second, mean of 2 interval(s)")
+    assert metrics["sources"]["samples_per_s"].startswith(
+        "log: interval_samples_per_second (samples/s), time-weighted over 2 line(s) after the first 1 (warm-up)")
     assert any("train_samples_per_second 8.5 (warm-up included) and the interval mean 10.25 differ by -17.1%" in w
                for w in row["warnings"])
     shown = accelbench("show", "summary", "--db", str(db)).stdout
@@ -113,9 +114,12 @@ def test_paddlenlp_older_global_step_lines_are_read(accelbench, tmp_path):
     done = imported(accelbench, db, log, "paddlenlp", "gpt3_6.7B:paddle_2.5.1:A100:1:8", "old-tokens")
     assert done.returncode == 0, done.stdout + done.stderr
     row = stored(db, "old-tokens")
-    assert row["tokens_per_s_per_device"] == pytest.approx((3891 + 4301) / 2)
-    assert row["tokens_per_s_total"] == pytest.approx((31130 + 34406) / 2)  # the log's own, not x 8
-    assert row["step_time_median_s"] == pytest.approx(1 / 2.0) and row["loss_last"] == pytest.approx(8.7)
+    # each line's rate over the time its step took (avg_batch_cost, as printed): tokens over time, not the mean
+    # of the two lines' rates
+    t2, t3 = round(1 / 1.9, 5), round(1 / 2.1, 5)
+    assert row["tokens_per_s_per_device"] == pytest.approx((3891 * t2 + 4301 * t3) / (t2 + t3))
+    assert row["tokens_per_s_total"] == pytest.approx((31130 * t2 + 34406 * t3) / (t2 + t3))  # the log's own, not x 8
+    assert row["step_time_median_s"] == pytest.approx((t2 + t3) / 2) and row["loss_last"] == pytest.approx(8.7)
 
     log.write_text(old_line(1, 0.5, "ips: 0.1 seqs/s") + old_line(2, 2.0, "ips: 0.25 seqs/s")
                    + old_line(3, 2.0, "ips: 0.27 seqs/s"))
@@ -138,7 +142,8 @@ def test_megatrons_own_tflops_is_shown_beside_accelbenchs_and_a_gap_past_the_tol
     assert any(w.startswith(said) and "past the 10% tolerance" in w for w in row["warnings"]) and said in done.stderr
     shown = accelbench("show", "gap", "--db", str(db)).stdout
     assert f"TFLOP/s/device (model): {ours:.3g} — case gpt3_6.7B: " in shown
-    assert "TFLOP/s/device as logged: 150 — log: throughput per GPU (TFLOP/s/GPU) (Megatron's own FLOP count)" in shown
+    assert ("TFLOP/s/device as logged: 150 — log: throughput per GPU (TFLOP/s/GPU) (TFLOP/s per device; Megatron's "
+            "own FLOP count") in shown
 
 
 # ---------------------------------------------------------------- what an import names
@@ -146,9 +151,15 @@ def test_megatrons_own_tflops_is_shown_beside_accelbenchs_and_a_gap_past_the_tol
 def test_an_import_of_no_case_stores_the_logs_own_figures_under_the_layout_given(accelbench, tmp_path):
     db, log = tmp_path / "r.db", tmp_path / "titan.log"
     log.write_text(titan(1, 500) + titan(10, 6000))
-    refused = accelbench("import", str(log), "--format", "torchtitan", "--db", str(db))
-    assert refused.returncode == 2 and "the log states no layout" in refused.stderr
-    assert not db.exists() or not ResultStore(db).runs()  # nothing stored for a refused import
+    # issue 40: no layout is demanded where no stored figure needs one; the log's own per-device figure stands,
+    # nothing is derived from a device count (a 1 x 1 placeholder, said so); half a layout is refused
+    bare = accelbench("import", str(log), "--format", "torchtitan", "--run-id", "bare", "--db", str(db))
+    assert bare.returncode == 0 and "the log states no layout and none was given" in bare.stderr
+    row = stored(db, "bare")
+    assert row["tokens_per_s_per_device"] == 6000 and row["tokens_per_s_total"] is None
+    assert row["metrics"]["layout"].startswith("not stated")
+    half = accelbench("import", str(log), "--format", "torchtitan", "--nnodes", "2", "--db", str(db))
+    assert half.returncode == 2 and "only --nnodes gives a layout" in half.stderr
     done = accelbench("import", str(log), "--format", "torchtitan", "--model", "moe 16x1B", "--hardware", "H100",
                       "--nnodes", "2", "--nprocs-per-node", "8", "--run-id", "nocase", "--db", str(db))
     assert done.returncode == 0, done.stdout + done.stderr

@@ -129,6 +129,7 @@ accelerators:
   910B:
     kind: ascend
     memory_gib: 64
+    dies_per_device: 1
     peak_tflops: {fp32: 94, fp16: 313, bf16: 313}
     unsupported_dtypes: [tf32, fp8]
 frameworks:

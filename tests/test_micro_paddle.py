@@ -55,7 +55,8 @@ def test_gemm_and_membw_on_paddle_follow_the_formulas(cli):
     assert sorted(figures) == ["membw.copy_gbps", "membw.copy_time_s", "membw.triad_gbps", "membw.triad_time_s"]
     for kernel, arrays in (("copy", 2), ("triad", 3)):  # STREAM: each array read or written once
         bw, t = figures[f"membw.{kernel}_gbps"], figures[f"membw.{kernel}_time_s"]
-        assert bw["params"] == {"bytes": nbytes, "dtype": "fp32"} and bw["unit"] == "GB/s" and t["value"] > 0
+        assert bw["params"] == {"bytes": nbytes, "dtype": "fp32", "inputs": "normal", "seed": 1234} \
+            and bw["unit"] == "GB/s" and t["value"] > 0
         assert bw["value"] == pytest.approx(arrays * nbytes / t["value"] / 1e9, rel=1e-12)
 
 

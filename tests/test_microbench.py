@@ -79,7 +79,7 @@ def test_stream_figures_count_bytes_as_stream_does(tmp_path):
     for kernel, arrays in (("copy", 2), ("triad", 3)):
         (t,) = [r for r in records if r.name == f"membw.{kernel}_time_s"]
         (bw,) = [r for r in records if r.name == f"membw.{kernel}_gbps"]
-        assert bw.params == {"bytes": nbytes, "dtype": "fp32"} and bw.unit == "GB/s"
+        assert bw.params == {"bytes": nbytes, "dtype": "fp32", "inputs": "normal", "seed": 1234} and bw.unit == "GB/s"
         assert bw.value == arrays * nbytes / t.value / 1e9
 
 
@@ -123,7 +123,8 @@ def test_collective_bandwidth_follows_nccl_tests(collectives, op, nprocs):
         for rank in range(nprocs):
             mine = {r.name: r for r in point if r.rank == rank}
             t = mine[f"{op}.time_s"]
-            assert t.params == {"op": op, "bytes": size, "dtype": "fp32", "ranks": nprocs} and t.reduce == "max"
+            assert t.params == {"op": op, "bytes": size, "dtype": "fp32", "ranks": nprocs, "inputs": "normal",
+                                "seed": 1234} and t.reduce == "max"
             algbw = mine[f"{op}.algbw_gbps"].value
             assert algbw == size / t.value / 1e9
             assert mine[f"{op}.busbw_gbps"].value == pytest.approx(algbw * BUS_FACTOR[op](nprocs), rel=1e-12)

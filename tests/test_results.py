@@ -28,8 +28,10 @@ from training.contract.perflog import EndRecord, StartRecord, StepRecord
 from .conftest import ROOT, write
 
 
-def metrics_for(step_time: float, tokens: int = 4096, world: int = 2, steps: int = 6) -> dict:
-    """A round's metrics, computed from perf records of ranks that each take ``step_time`` a step."""
+def metrics_for(step_time: float, tokens: int = 4096, world: int = 2, steps: int = 6, peak: float | None = 100.0,
+                peak_note: str = "") -> dict:
+    """A round's metrics, computed from perf records of ranks that each take ``step_time`` a step, MFU against
+    ``peak`` (None: n/a, for ``peak_note``'s reason)."""
     ranks = []
     for rank in range(world):
         log = collect.RankLog(rank, start=StartRecord(
@@ -41,7 +43,7 @@ def metrics_for(step_time: float, tokens: int = 4096, world: int = 2, steps: int
             log.series.add_record(StepRecord(rank=rank, step=step, warmup=step < 2, step_time_s=step_time,
                                              tokens=tokens, loss=5.0 - step * 0.1))
         ranks.append(log)
-    return analyze.round_metrics(ranks, 100.0, "", samples_per_step=8).to_dict()
+    return analyze.round_metrics(ranks, peak, peak_note, samples_per_step=8).to_dict()
 
 
 def document(run_id: str, case: str, framework: str, step_time: float, round_: int = 1, status: str = "ok",
@@ -341,13 +343,15 @@ def test_import_paddlenlp_and_mllog_logs_beside_accelbench_runs(accelbench, tmp_
     assert row["source"] == "import:paddlenlp/1" and row["wall_time_s"] == 180
 
     mlperf = tmp_path / "mlperf.log"
-    events = [("run_start", None, {}), ("global_batch_size", 1536, {}), ("max_sequence_length", 2048, {}),
-              ("submission_platform", "8xA100", {})]
-    events += [("tracked_stats", {"throughput": value}, {"step": i}) for i, value in enumerate((0.5, 6.0, 6.4))]
-    events += [("run_stop", None, {"status": "success"})]
+    # (s, key, value, metadata): a warm-up block, 31 steps of 1,536 samples in 7,680 s; tracked_stats beside (issue 40)
+    events = [(0, "run_start", None, {}), (0, "global_batch_size", 1536, {}), (0, "max_sequence_length", 2048, {}),
+              (0, "submission_platform", "8xA100", {}), (0, "block_start", None, {"samples_count": 0}),
+              (300, "block_stop", None, {"samples_count": 1536}), (300, "block_start", None, {"samples_count": 1536}),
+              (7980, "block_stop", None, {"samples_count": 1536 * 32}), (7980, "tracked_stats", {"throughput": 6.3}, {}),
+              (7981, "run_stop", None, {"status": "success"})]
     mlperf.write_text("".join(
-        f':::MLLOG {json.dumps({"namespace": "", "time_ms": 1_763_600_000_000 + 60_000 * i, "event_type": "POINT_IN_TIME", "key": k, "value": v, "metadata": md})}\n'
-        for i, (k, v, md) in enumerate(events)))
+        f':::MLLOG {json.dumps({"namespace": "", "time_ms": 1_763_600_000_000 + 1000 * t, "event_type": "POINT_IN_TIME", "key": k, "value": v, "metadata": md})}\n'
+        for t, k, v, md in events))
     done = accelbench("import", str(mlperf), "--format", "mllog/1", "--case-name", "gpt3_13B:torch:A100:1:8",
                       "--db", str(db))
     assert done.returncode == 0, done.stderr
@@ -356,7 +360,7 @@ def test_import_paddlenlp_and_mllog_logs_beside_accelbench_runs(accelbench, tmp_
     # 6.2 samples/s of 13B at 2048 tokens on 8 A100s: ~130 TFLOP/s per device, under the 312 peak (a tenfold
     # figure is refused as impossible: tests/test_hostile_imports.py)
     assert row["samples_per_s"] == pytest.approx(6.2) and row["tokens_per_s_per_device"] == pytest.approx(6.2 * 2048 / 8)
-    assert row["samples_per_step"] == 1536 and row["wall_time_s"] == 60 * (len(events) - 1)
+    assert row["samples_per_step"] == 1536 and row["wall_time_s"] == 7981
     assert row["environment"]["submission_platform"] == "8xA100"
 
     broken = tmp_path / "broken.log"
@@ -364,8 +368,8 @@ def test_import_paddlenlp_and_mllog_logs_beside_accelbench_runs(accelbench, tmp_
     done = accelbench("import", str(broken), "--format", "mllog", "--case-name", "gpt3_13B:torch:A100:1:8",
                       "--db", str(db))
     assert done.returncode == 1 and "broken.log: failed" in done.stdout and "no run_stop event" in done.stdout
-    bad = accelbench("import", str(broken), "--format", "nemo", "--case-name", "x:torch:A100:1:8", "--db", str(db))
-    assert bad.returncode == 2 and "no log parser 'nemo'" in bad.stderr and "paddlenlp/1" in bad.stderr
+    bad = accelbench("import", str(broken), "--format", "maxtext", "--case-name", "x:torch:A100:1:8", "--db", str(db))
+    assert bad.returncode == 2 and "no log parser 'maxtext'" in bad.stderr and "paddlenlp/1" in bad.stderr
     unknown = accelbench("import", str(mlperf), "--format", "mllog", "--case-name", "gpt3_175B:torch:A100:1:8",
                          "--db", str(db))
     assert unknown.returncode == 2 and "no case 'gpt3_175B'" in unknown.stderr and "gpt3_13B" in unknown.stderr

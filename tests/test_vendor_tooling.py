@@ -135,6 +135,7 @@ accelerators:
   X1:
     kind: acme
     memory_gib: 64
+    dies_per_device: 1
     peak_tflops: {{fp32: 10, fp16: 100, bf16: 100}}
     unsupported_dtypes: [tf32, fp8]
     interconnect: none

@@ -47,12 +47,17 @@ def _owner_words(owner: str) -> str:
 
 
 def describe(host_name: str, processes: list[dict]) -> list[str]:
-    """One warning per other run found on a host."""
+    """One warning per other run found on a host. Processes of one orchestrator are one run's, also those that
+    carry no run id (a launcher or monitor started before the id was in their environment): grouped by owner,
+    named by the run id any of them carries."""
     groups: dict[tuple, list[dict]] = {}
     for proc in processes:
-        groups.setdefault((proc["run"], proc["owner"], proc["alive"]), []).append(proc)
+        key = (proc["owner"], proc["alive"]) if proc["owner"] else (proc["run"], "", proc["alive"])
+        groups.setdefault(key, []).append(proc)
     lines = []
-    for (run, owner, alive), procs in groups.items():
+    for procs in groups.values():
+        owner, alive = procs[0]["owner"], procs[0]["alive"]
+        run = next((p["run"] for p in procs if p["run"]), "") or "(no run id)"
         pids = ", ".join(str(p["pid"]) for p in procs[:12]) + (", ..." if len(procs) > 12 else "")
         if not owner:
             whose = "untagged: an older accelbench, or started by hand: " + procs[0]["cmd"][:100]

@@ -260,32 +260,24 @@ class CaseFile(Strict):
         return {**layer, "task": self.task} if self.task else layer
 
 
-# What a vendor may not change (docs/vendor-onboarding.md, "Fair comparison"): the measured steps, the
-# optimizer, the starting point and the adapters the task defines belong to the case.
-CASE_OWNED_TRAIN_KEYS = {"steps": "the step count", "warmup_steps": "the warm-up steps", "lr": "the optimizer",
-                         "weight_decay": "the optimizer", "seed": "the initialisation",
-                         "init_weights": "the initial weights", "lora_rank": "the task's adapters",
-                         "lora_alpha": "the task's adapters", "lora_targets": "the task's adapters"}
-
-
 class ExternConfig(Strict):
     """``vendors/<vendor>/<case>/<framework>/config_<name>.yaml``: a vendor's tuning.
 
-    A vendor may tune the batch, precision and parallel layout; the model and the
-    data belong to the case, so a comparison across vendors stays fair.
+    What a vendor may change and stay comparable is the case's policy (cases/policy.yaml and the case's own
+    policy.yaml: the layout, batch, precision, kernels ...), judged on the resolved workload at plan time
+    (catalog/compliance.py). A config may set any workload section; one that changes what the policy fixes
+    (the model, the optimizer, the data) still plans and runs, marked non-compliant with each departure
+    named, and ``vendor check`` lists it.
     """
 
     description: str = ""
+    model: dict[str, Any] = Field(default_factory=dict)
     train: dict[str, Any] = Field(default_factory=dict)
+    data: dict[str, Any] = Field(default_factory=dict)
     parallel: dict[str, Any] = Field(default_factory=dict)
-
-    @field_validator("train")
-    @classmethod
-    def _no_case_owned_keys(cls, train: dict) -> dict:
-        for key, what in CASE_OWNED_TRAIN_KEYS.items():
-            if key in train:
-                raise ValueError(f"a vendor config may not change {what} (fair comparison); remove '{key}'")
-        return train
+    ppo: dict[str, Any] = Field(default_factory=dict)
+    micro: dict[str, Any] = Field(default_factory=dict)
 
     def workload_layer(self) -> dict:
-        return {"train": self.train, "parallel": self.parallel}
+        return {key: value for key in ("model", "train", "data", "parallel", "ppo", "micro")
+                if (value := getattr(self, key))}

@@ -9,6 +9,10 @@ the right, a subscript, a dunder name, an f-string, a loop, ``+=`` — is refuse
 why, before anything starts. The file's size is bounded by the config cap (limits.CONFIG_BYTES), and the
 values' nesting and the size of the numbers arithmetic makes are bounded too, so no file can make the reader
 work without end. What the keys mean is ``flagperf_keys``'s business.
+
+FlagPerf's run.py settings (``test_conf.py``) also write ``FLAGPERF_LOG_PATH = FLAGPERF_PATH + "/result/"``:
+read with ``names=True``, a name of a key assigned above in the same file (a string or number) and ``+`` of two
+strings are accepted too, the string bounded by ``MAX_STRING``; still nothing is run.
 """
 from __future__ import annotations
 
@@ -25,6 +29,7 @@ from run_benchmarks.errors import UserError
 
 MAX_DEPTH = 32  # as for YAML (config.MAX_YAML_DEPTH): configs nest a level or two
 MAX_INT_BITS = 256  # far above any batch, step or degree; bounds what ** and * can build
+MAX_STRING = 4096  # a joined string (a path, docker options): far longer than any, and no doubling without end
 ANNOTATIONS = {"int", "float", "str", "bool", "list", "tuple", "dict"}  # FlagPerf writes `seed: int = 42`
 _ARITHMETIC = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Div: operator.truediv,
                ast.FloorDiv: operator.floordiv, ast.Mod: operator.mod, ast.Pow: operator.pow}
@@ -49,8 +54,9 @@ def read_text(path: Path) -> str:
     return read_config_text(path)
 
 
-def parse_assignments(text: str, source: str) -> dict[str, Assigned]:
-    """Each ``NAME = literal`` of ``text`` as its value and line; anything else refused, naming ``source``."""
+def parse_assignments(text: str, source: str, names: bool = False) -> dict[str, Assigned]:
+    """Each ``NAME = literal`` of ``text`` as its value and line; anything else refused, naming ``source``.
+    ``names``: an earlier key's name and ``+`` of strings are values too (run.py's settings files)."""
     limits.CONFIG_BYTES.check(len(text.encode("utf-8", "surrogatepass")), source)
     try:
         tree = ast.parse(text, filename=source)
@@ -62,7 +68,7 @@ def parse_assignments(text: str, source: str) -> dict[str, Assigned]:
     found: dict[str, Assigned] = {}
     try:
         for statement in tree.body:
-            name, value = _assignment(statement)
+            name, value = _assignment(statement, {k: a.value for k, a in found.items()} if names else None)
             if name is None:
                 continue
             if name in found:
@@ -74,11 +80,11 @@ def parse_assignments(text: str, source: str) -> dict[str, Assigned]:
     return found
 
 
-def read(path: Path) -> dict[str, Assigned]:
-    return parse_assignments(read_text(path), str(path))
+def read(path: Path, names: bool = False) -> dict[str, Assigned]:
+    return parse_assignments(read_text(path), str(path), names)
 
 
-def _assignment(node: ast.stmt) -> tuple[str | None, Any]:
+def _assignment(node: ast.stmt, env: dict | None) -> tuple[str | None, Any]:
     if isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant) and isinstance(node.value.value, str):
         return None, None  # a docstring or a bare string: a comment
     if isinstance(node, ast.Assign):
@@ -99,7 +105,7 @@ def _assignment(node: ast.stmt) -> tuple[str | None, Any]:
                              "unpacking)")
     if target.id.startswith("__") and target.id.endswith("__"):
         raise _Refused(node, f"{target.id!r} is a dunder name, which Python gives meaning to")
-    return target.id, _literal(node.value, 0)
+    return target.id, _literal(node.value, 0, env)
 
 
 def _statement_why(node: ast.stmt) -> str:
@@ -112,7 +118,7 @@ def _statement_why(node: ast.stmt) -> str:
     return f"a {type(node).__name__} statement; only NAME = <literal> is accepted"
 
 
-def _literal(node: ast.expr, depth: int) -> Any:
+def _literal(node: ast.expr, depth: int, env: dict | None = None) -> Any:
     if depth > MAX_DEPTH:
         raise _Refused(node, f"a value nested more than {MAX_DEPTH} levels deep")
     if isinstance(node, ast.Constant):
@@ -125,28 +131,47 @@ def _literal(node: ast.expr, depth: int) -> Any:
             return value
         raise _Refused(node, f"a {type(value).__name__} constant; numbers, strings, booleans and None only")
     if isinstance(node, (ast.List, ast.Tuple)):
-        items = [_literal(item, depth + 1) for item in node.elts]
+        items = [_literal(item, depth + 1, env) for item in node.elts]
         return items if isinstance(node, ast.List) else tuple(items)
     if isinstance(node, ast.Dict):
         if any(key is None for key in node.keys):
             raise _Refused(node, "** unpacking in a dict")
-        keys = [_literal(key, depth + 1) for key in node.keys]
+        keys = [_literal(key, depth + 1, env) for key in node.keys]
         if not all(isinstance(k, (str, int)) and not isinstance(k, bool) for k in keys):
             raise _Refused(node, "a dict key that is not a string or a whole number")
-        return dict(zip(keys, (_literal(v, depth + 1) for v in node.values)))
+        return dict(zip(keys, (_literal(v, depth + 1, env) for v in node.values)))
+    if env is not None and isinstance(node, ast.Name):
+        if node.id not in env:
+            raise _Refused(node, f"the name {node.id!r} is not a key assigned above in this file (a value is "
+                                 "written out, or names such a key)")
+        if not isinstance(env[node.id], (str, int, float)):
+            raise _Refused(node, f"the name {node.id!r} holds a {type(env[node.id]).__name__}; only a key holding "
+                                 "a string or number may be named")
+        return env[node.id]
+    if env is not None and isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
+        left, right = _literal(node.left, depth + 1, env), _literal(node.right, depth + 1, env)
+        if isinstance(left, str) and isinstance(right, str):
+            if len(left) + len(right) > MAX_STRING:
+                raise _Refused(node, f"a joined string longer than {MAX_STRING} characters")
+            return left + right
+        return _arithmetic(node, _numeric(node.left, left, env), _numeric(node.right, right, env))
     if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
-        operand = _number(node.operand, depth)
+        operand = _number(node.operand, depth, env)
         return -operand if isinstance(node.op, ast.USub) else operand
     if isinstance(node, ast.BinOp) and type(node.op) in _ARITHMETIC:
-        left, right = _number(node.left, depth), _number(node.right, depth)
+        left, right = _number(node.left, depth, env), _number(node.right, depth, env)
         return _arithmetic(node, left, right)
     raise _Refused(node, _value_why(node))
 
 
-def _number(node: ast.expr, depth: int) -> int | float:
-    value = _literal(node, depth + 1)
+def _number(node: ast.expr, depth: int, env: dict | None = None) -> int | float:
+    return _numeric(node, _literal(node, depth + 1, env), env)
+
+
+def _numeric(node: ast.expr, value: Any, env: dict | None) -> int | float:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise _Refused(node, f"arithmetic on {_shown(node)}; only numbers take + - * / // % **")
+        raise _Refused(node, f"arithmetic on {_shown(node)}; only numbers take + - * / // % **"
+                             + ("" if env is None else " (and + joins two strings)"))
     return value
 
 

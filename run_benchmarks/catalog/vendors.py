@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal, Optional, Union
 
-from pydantic import ConfigDict, Field, PositiveFloat, conint, constr, field_validator, model_validator
+from pydantic import ConfigDict, Field, PositiveFloat, PositiveInt, conint, constr, field_validator, model_validator
 
 from training.contract.names import GEMM_DTYPES
 from training.contract.spec import CommandMonitorSpec, DeviceSpec, MonitorName
@@ -57,6 +57,10 @@ class AcceleratorSpec(Strict):
     peak_note: str = Field("", description="why peaks are not declared at all (e.g. a CPU whose peak depends "
                                            "on the model); MFU is then n/a with this reason")
     interconnect: str = ""
+    dies_per_device: Optional[PositiveInt] = Field(None, description=(
+        "what one device (one rank's, what per-device figures divide by) is: the dies it drives; required for "
+        "every accelerator but the CPU (catalog/fairness.py). Peaks and memory are declared per device"))
+    devices_per_card: PositiveInt = Field(1, description="devices one card shows as (an MI250X's two GCDs: 2)")
     config_names: list[str] = Field(default_factory=list, description=(
         "other spellings of this accelerator at the end of extern config names (FlagPerf's A10080G)"))
 
@@ -175,9 +179,15 @@ class Hardware:
         """The peak for ``precision`` and, when there is none, why not."""
         key = PEAK_KEY_FOR_PRECISION.get(precision, precision)
         peak = self.spec.peak_tflops.get(key)
-        if peak is None:
-            return None, (f"no {key} peak for {self.name}: set accelerators.{self.name}.peak_tflops.{key} "
-                          f"in {self.vendor_dir / 'vendor.yaml'}")
+        if peak is None:  # the vendor's reason (peak_note); a CPU has no datasheet to copy one from: measure it
+            calibrate = f"`accelbench calibrate {self.name}` measures one, and MFU is then shown against it"
+            why = self.spec.peak_note or (f"a CPU has no datasheet peak (it depends on the model, clock and vector "
+                                          f"units); {calibrate}" if self.on_cpu else
+                                          f"set accelerators.{self.name}.peak_tflops.{key} in "
+                                          f"{self.vendor_dir / 'vendor.yaml'}")
+            if self.on_cpu and "accelbench calibrate" not in why:
+                why += f"; {calibrate}"
+            return None, f"no {key} peak for {self.name}: {why}"
         return peak, PEAK_BASIS.get(key, "")
 
     def measured_peak_tflops(self, precision: str) -> tuple[Optional[float], str]:

@@ -15,6 +15,7 @@ from training.contract.names import GEMM_DTYPES
 
 from run_benchmarks import __version__
 from run_benchmarks.catalog import casename
+from run_benchmarks.cli.parser import ArgumentParser
 from run_benchmarks.cli.exit_codes import EXIT_CONVERGENCE, EXIT_NOTHING_CHECKED, EXIT_REGRESSION
 from run_benchmarks.results.store import location as store_location
 from run_benchmarks.results.store.location import StoreLocation
@@ -37,7 +38,7 @@ def db_argument(text: str) -> StoreLocation:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = ArgumentParser(
         prog="accelbench",
         description="Benchmark AI training across vendors, frameworks and parallel layouts.",
         epilog=f"case names: {casename.FORMAT}, e.g. {casename.EXAMPLE}",
@@ -106,6 +107,10 @@ def add_run_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--db", type=db_argument, help="results store every attempt is written to: a file, or "
                         "postgresql://USER@HOST:PORT/DATABASE (password from $PGPASSWORD or ~/.pgpass) "
                         "(default: test_conf's db, else <log root>/results.db)")
+    parser.add_argument("--strict", action="store_true",
+                        help="refuse (exit 2, before anything runs) a case whose resolved workload departs from its "
+                             "case's policy (cases/policy.yaml, cases/<case>/policy.yaml); without it such a run "
+                             "runs and is marked non-compliant")
     parser.add_argument("--check", action="store_true",
                         help="after the run, check each figure against the case's and vendor's references.yaml, "
                              "and the loss curve against the case's loss_reference.yaml; "
@@ -170,6 +175,7 @@ def add_store_commands(sub) -> None:
     add_reference(sub)
     add_import(sub)
     add_bundle(sub)
+    add_certify(sub)
 
     store = sub.add_parser("store", help="look after the results store: repair, copy",
                            description="The results store's upkeep.")
@@ -238,8 +244,9 @@ def add_table(sub) -> None:
                     "tables (H100); flagperf_gpt3: FlagPerf's GPT-3 Paddle guide (A100 80G 1x8); finetune: "
                     "PaddleNLP against Torch (A100 80G); ppo: ColossalAI chat's benchmark grid (no published "
                     "figures). HTML adds grouped bars of published and ours.",
-        epilog="SELECT: run ids (or prefixes, or 'last') and/or KEY=VALUE filters, as for report; default: every "
-               "stored run (none: the published figures alone). e.g. accelbench table mfu --format markdown")
+        epilog="SELECT: run ids (or prefixes, or 'last': the newest run that holds rows of the table) and/or "
+               "KEY=VALUE filters, as for report; default: every stored run (none: the published figures alone). "
+               "e.g. accelbench table mfu --format markdown")
     table.add_argument("name", choices=TABLE_NAMES, metavar="TABLE", help=", ".join(TABLE_NAMES))
     table.add_argument("select", nargs="*", metavar="SELECT")
     table.add_argument("--format", choices=SWEEP_FORMATS + ("json",), default="terminal")
@@ -267,13 +274,15 @@ def add_reference(sub) -> None:
 
 def add_import(sub) -> None:
     imp = sub.add_parser(
-        "import", help="store results from logs other tools wrote (MLPerf MLLOG, Megatron-LM, torchtitan, PaddleNLP)",
+        "import", help="store results from logs other tools wrote (MLPerf MLLOG, Megatron-LM/-Core/-DeepSpeed, NeMo, "
+                       "torchtitan, PaddleNLP, PaddleFormers, ERNIEKit)",
         description="Each file becomes one attempt (round 1, 2, ...) of one imported run. With --case-name, "
                     "accelbench's own TFLOP/s and MFU are derived from the case; without, only the log's own "
                     "figures are stored, under what the log says ran.")
     imp.add_argument("files", nargs="+", type=Path, metavar="LOG")
     imp.add_argument("--format", metavar="PARSER",  # not for a bundle (accelbench bundle), found by its manifest
-                     help="mllog, megatron, torchtitan or paddlenlp (newest version), or pinned: mllog/1, ...")
+                     help="mllog, megatron, megatron-deepspeed, nemo, torchtitan, paddlenlp, paddleformers or erniekit "
+                          "(newest version), or pinned: mllog/1, ...")
     imp.add_argument("--case-name", help=f"what ran, as a case of this checkout: {casename.FORMAT}, e.g. "
                                          "gpt3_6.7B:paddle_2.5.1:A100:1:8 (omit it for the log's own figures only)")
     imp.add_argument("--set", dest="assignments", action="append", default=[], metavar="KEY=VALUE",
@@ -302,6 +311,34 @@ def add_bundle(sub) -> None:
     bundle.add_argument("run", metavar="RUN", help="run id, a unique prefix of one, or 'last'")
     bundle.add_argument("-o", "--output", type=Path, help="archive to write (default: <run_id>.accelbench.tar.gz)")
     add_store_options(bundle)
+
+
+def add_certify(sub) -> None:
+    cert = sub.add_parser(
+        "certify", help="a signed certificate of a run: figures, compliance, workload, environment, every log's hash",
+        description="Signs (ed25519) the run's figures and compliance verdict, its workloads' resolved settings, "
+                    "the extern config and vendor file hashes, the environment, and the SHA-256 of every file of "
+                    "its run folder and of every stored round record, with a validity period. A non-compliant run "
+                    "is certified too: its certificate says so in its first field.",
+        epilog="a key: openssl genpkey -algorithm ed25519 -out key.pem; its public half for verify: "
+               "openssl pkey -in key.pem -pubout -out key.pub")
+    cert.add_argument("run", metavar="RUN", help="run id, a unique prefix of one, or 'last'")
+    cert.add_argument("--key", type=Path, required=True, metavar="PRIVATE_KEY", help="ed25519 private key (PEM)")
+    cert.add_argument("-o", "--output", type=Path, required=True, metavar="FILE", help="certificate to write (JSON)")
+    cert.add_argument("--valid-days", type=float, default=365, help="validity period in days (default 365)")
+    cert.add_argument("--baseline", metavar="RUN", help="another run to bind, with the verdict against it")
+    cert.add_argument("--baseline-at-least", type=float, default=0.95, metavar="FRACTION",
+                      help="the verdict's bound: tokens/s/device at least this fraction of the baseline's (0.95)")
+    add_store_options(cert)
+    ver = sub.add_parser(
+        "verify", help="check a certificate's signature, validity and, with --bundle, every log and record",
+        description="Exit 0: verified; 1: refused, with each thing that does not match; 2: usage (a file that "
+                    "is no certificate, a key that is no ed25519 key). Without --key the signature is checked "
+                    "against the key the certificate names, which proves it whole but not who signed it.")
+    ver.add_argument("file", type=Path, metavar="FILE", help="the certificate (JSON)")
+    ver.add_argument("--key", type=Path, metavar="PUBLIC_KEY", help="the signer's ed25519 public key (PEM)")
+    ver.add_argument("--bundle", type=Path, metavar="BUNDLE", help="the run's bundle (accelbench bundle): every "
+                                                                   "file and record must hash as certified")
 
 
 def add_calibrate(sub) -> None:

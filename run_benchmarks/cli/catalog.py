@@ -32,14 +32,17 @@ def _table(title: str, columns: tuple[str, ...], rows: list):
 
 
 def check_catalog(root: Path) -> int:
-    """Every case (its ``extends`` chain) and vendor.yaml through its schema, as a run reads them: the first
-    bad file raises a UserError naming it, the key and the fix. Returns the number of files checked."""
-    from run_benchmarks.catalog.cases import CaseCatalog  # the schemas: only for --check
+    """Every case (its ``extends`` chain, with its policy: cases/policy.yaml and its own policy.yaml) and
+    vendor.yaml through its schema, as a run reads them: the first bad file raises a UserError naming it, the
+    key and the fix. Returns the number of case and vendor files checked."""
+    from run_benchmarks.catalog import policy  # the schemas: only for --check
+    from run_benchmarks.catalog.cases import CaseCatalog
     from run_benchmarks.catalog.vendors import VendorRegistry
 
     catalog = CaseCatalog(root / "cases", root / "vendors")
     for name in catalog.names():
         catalog.resolve(name)
+        policy.load(root / "cases", name)
     return len(catalog.names()) + len(VendorRegistry(root / "vendors").vendors)
 
 

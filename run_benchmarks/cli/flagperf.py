@@ -22,17 +22,18 @@ from training.contract.names import WORKER_SCRIPT
 
 from run_benchmarks.catalog import casename
 from run_benchmarks.catalog.config_files import ClusterSpec, HostSpec
+from run_benchmarks.cli.flagperf_inputs import LOOPBACK, addresses_of, data_settings, host_specs, ports_of
 from run_benchmarks.errors import UserError
 from run_benchmarks.plan import PlanInputs
 from run_benchmarks.planner.inputs import split_case_names
 
 OPTIONS = ("vendor", "model_name", "train_script", "nnodes", "nproc", "hosts", "hosts_ports", "data_dir", "log_dir",
-           "log_level", "enable_extern_config", "master_port", "round", "visible_dev_env", "master_addr", "node_rank",
-           "host_addr")
-LOOPBACK = {"127.0.0.1", "localhost", "::1"}  # this machine: its nodes run as local processes, without SSH
+           "log_level", "enable_extern_config", "extern_config_dir", "master_port", "round", "visible_dev_env",
+           "master_addr", "node_rank", "host_addr")
+# FlagPerf's per-framework start scripts (training/run_benchmarks/<folder>/...): the framework each starts.
+SCRIPTS = {"paddle": "paddle/start_paddle_task.py", "torch": "pytorch/start_pytorch_task.py"}
+EXAMPLES = {"paddle": "gpt3_tiny:paddle:cpu:1:2", "torch": casename.EXAMPLE}
 LOG_LEVELS = ("debug", "info", "warning", "error", "critical")
-_ADDRESS = re.compile(r"^(?:[A-Za-z0-9][A-Za-z0-9.\-]*|[0-9A-Fa-f:]+)$")
-_HOST_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]*$")
 HOSTS_SOURCE = Path("--hosts")  # where messages say the cluster came from
 
 
@@ -59,6 +60,9 @@ def add_options(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--log_level", help=f"accepted: {', '.join(LOG_LEVELS)} (accelbench has one output level)")
     group.add_argument("--visible_dev_env", help="checked: the accelerator kind's visible-devices variable")
     group.add_argument("--enable_extern_config", action="store_true", help="implied: an extern config named is read")
+    group.add_argument("--extern_config_dir", help="the folder --extern_config_file is found in (FlagPerf's "
+                                                   "<vendor>/<case>-<framework>/config); default: the vendor's "
+                                                   "vendors/<vendor>/<case>/<framework>/")
 
 
 @dataclass
@@ -76,21 +80,8 @@ class FlagPerfRun:
     def prepare(self, args: argparse.Namespace, inputs: PlanInputs) -> PlanInputs:
         """What needs the loaded configs: the hardware's vendor and kind, the case's data, the cluster."""
         names = [casename.parse(text) for text in split_case_names(args.case_names)]
-        for name in names:
-            hardware = inputs.vendors.find_hardware(name.hardware)
-            if self.vendor is not None:
-                _agree(self.vendor == hardware.vendor, f"--vendor {self.vendor}", f"hardware {name.hardware} of "
-                       f"{name}, which vendor {hardware.vendor} declares ({hardware.vendor_dir / 'vendor.yaml'})")
-            if self.visible_dev_env is not None:
-                variable = hardware.kind.visible_devices_env
-                _agree(self.visible_dev_env == variable, f"--visible_dev_env {self.visible_dev_env}",
-                       f"accelerator kind {hardware.spec.kind} of hardware {name.hardware}, whose variable is "
-                       f"{variable or '(none: its devices are not picked by a variable)'}")
-        if self.vendor is not None:
-            self.notes.append(f"--vendor {self.vendor}: agrees with the case name's hardware")
-        if self.visible_dev_env is not None:
-            self.notes.append(f"--visible_dev_env {self.visible_dev_env}: agrees with the accelerator kind (devices "
-                              "pinned per host with hosts[].devices of a --cluster file)")
+        check_hardware(names, inputs, (self.vendor, f"--vendor {self.vendor}"),
+                       (self.visible_dev_env, f"--visible_dev_env {self.visible_dev_env}"), self.notes)
         inputs = self._cluster(inputs)
         if self.data_dir is not None:
             args.assignments = [*self._data(names, inputs), *args.assignments]
@@ -135,83 +126,54 @@ class FlagPerfRun:
         return replace(inputs, cluster=cluster, cluster_path=source)
 
     def _host_specs(self) -> list[HostSpec]:
-        addresses = [a for a in re.split(r"[,\s]+", self.hosts) if a]
-        if not addresses or not all(_ADDRESS.match(a) for a in addresses):
-            raise UserError(f"--hosts {self.hosts!r}: expected host names or addresses, comma-separated",
-                            "e.g. --hosts 10.0.0.10,10.0.0.11 (127.0.0.1 for this machine)")
+        said = f"--hosts {self.hosts!r}"
+        addresses = addresses_of(re.split(r"[,\s]+", self.hosts), said)
         ports = _ports(self.hosts_ports, len(addresses)) if self.hosts_ports else [22] * len(addresses)
-        local = [a in LOOPBACK for a in addresses]
-        if any(local) and not all(local):
-            raise UserError(f"--hosts {self.hosts}: {addresses[local.index(True)]} is this machine alone, which the "
-                            "other hosts cannot reach as a node", "name this machine by an address the other hosts "
-                                                                  "reach, e.g. its IP on the cluster's network")
-        specs, used = [], set()
-        for index, (address, port, is_local) in enumerate(zip(addresses, ports, local)):
-            base = "localhost" if is_local else address if _HOST_NAME.match(address) else f"node{index}"
-            name = base if base not in used else f"{base}-{index}"
-            used.add(name)
-            if is_local:
-                specs.append(HostSpec(name=name, backend="local", address="127.0.0.1"))
-                self.notes.append(f"--hosts {address}: node {index} on this machine, as local processes"
-                                  + (f" (--hosts_ports {port} is not used: no SSH to itself)" if self.hosts_ports
-                                     else ""))
-            else:
-                specs.append(HostSpec(name=name, backend="ssh", address=address, port=port))
-                self.notes.append(f"--hosts {address}: node {index} over SSH on port {port}, its host key checked "
-                                  "against ~/.ssh/known_hosts and never added; user, key, python and work_root "
-                                  "are the defaults (write a --cluster file to set them)")
+        specs, notes = host_specs(addresses, ports, "--hosts", "--hosts_ports" if self.hosts_ports else None)
+        self.notes += notes
         return specs
 
     # ------------------------------------------------------------ data
 
     def _data(self, names: list[casename.CaseName], inputs: PlanInputs) -> list[str]:
         folder = Path(self.data_dir).expanduser().resolve()
+        remote = any(h.backend != "local" for h in inputs.cluster.hosts)
         sets: dict[str, str] = {}
         for name in names:
-            task = inputs.catalog.resolve(name.case).task
-            if task in ("ppo", "micro"):
-                raise UserError(f"--data_dir {self.data_dir}: case {name.case} (task {task}) reads no data",
-                                "leave --data_dir out")
-            tokens = task == "pretrain"
-            found = _dataset(folder, tokens, self.data_dir, inputs)
-            source = "tokens" if tokens else "instruction"
-            if sets and sets != {"data.source": source, "data.path": found}:
+            found = data_settings(inputs.catalog.resolve(name.case).task, name.case, folder,
+                                  f"--data_dir {self.data_dir}", remote)
+            if sets and sets != found:
                 raise UserError(f"--data_dir {self.data_dir}: the cases named read different data",
                                 "give one case name with --data_dir")
-            sets = {"data.source": source, "data.path": found}
-        self.notes.append(f"--data_dir {self.data_dir}: data.source {sets['data.source']}, data.path {sets['data.path']}")
+            sets = found
+        self.notes.append(f"--data_dir {self.data_dir}: data.source {sets['data.source']}, "
+                          f"data.path {sets['data.path']}")
         return [f"{key}={json.dumps(value)}" for key, value in sets.items()]
 
 
-def _dataset(folder: Path, tokens: bool, given: str, inputs: PlanInputs) -> str:
-    """The dataset in ``folder``: the prefix of the one ``<prefix>_ids.npy`` + ``_idx.npz`` (pretraining), or
-    the one ``.jsonl`` file (instruction data)."""
-    if not folder.is_dir():
-        remote = any(h.backend != "local" for h in inputs.cluster.hosts)
-        raise UserError(f"--data_dir {given}: {folder} is not a folder on this machine",
-                        ("the dataset's name is read from the folder here: give --set data.source=tokens --set "
-                         f"data.path={folder}/<prefix> instead") if remote else "point it at the folder holding the "
-                        "dataset (FlagPerf's GPT-3 guide downloads gpt_en_dataset_300m_ids.npy and _idx.npz into it)")
-    if tokens:
-        found = sorted(str(folder / p.name.removesuffix("_ids.npy")) for p in folder.glob("*_ids.npy")
-                       if (folder / p.name.replace("_ids.npy", "_idx.npz")).is_file())
-        what = "<prefix>_ids.npy with its <prefix>_idx.npz"
-    else:
-        found, what = sorted(str(p) for p in folder.glob("*.jsonl")), "instruction .jsonl file"
-    if len(found) != 1:
-        listed = f"{len(found)}: {', '.join(found)}" if found else "none"
-        raise UserError(f"--data_dir {given}: expected one {what} in {folder}, found {listed}",
-                        "name the dataset itself: --set data.path=<file or prefix> (with --set data.source=...) "
-                        "instead of --data_dir")
-    return found[0]
+def check_hardware(names: list[casename.CaseName], inputs: PlanInputs, vendor: tuple[Optional[str], str],
+                   visible: tuple[Optional[str], str], notes: list[str]) -> None:
+    """The vendor and visible-devices variable FlagPerf states (value, and how it was said) against each case
+    name's hardware; "" for the variable is a kind without one."""
+    for name in names:
+        hardware = inputs.vendors.find_hardware(name.hardware)
+        if vendor[0] is not None:
+            _agree(vendor[0] == hardware.vendor, vendor[1], f"hardware {name.hardware} of {name}, which vendor "
+                   f"{hardware.vendor} declares ({hardware.vendor_dir / 'vendor.yaml'})")
+        if visible[0] is not None:
+            variable = hardware.kind.visible_devices_env
+            _agree(visible[0] == (variable or ""), visible[1],
+                   f"accelerator kind {hardware.spec.kind} of hardware {name.hardware}, whose variable is "
+                   f"{variable or '(none: its devices are not picked by a variable)'}")
+    if vendor[0] is not None:
+        notes.append(f"{vendor[1]}: agrees with the case name's hardware")
+    if visible[0] is not None:
+        notes.append(f"{visible[1]}: agrees with the accelerator kind (devices pinned per host with hosts[].devices "
+                     "of a --cluster file)")
 
 
 def _ports(text: str, hosts: int) -> list[int]:
-    words = [w for w in re.split(r"[,\s]+", text) if w]
-    if not words or not all(w.isdigit() and 1 <= int(w) <= 65535 for w in words) or len(words) not in (1, hosts):
-        raise UserError(f"--hosts_ports {text!r}: expected one SSH port (1-65535) for every host, or one per host "
-                        f"({hosts})", "e.g. --hosts_ports 22")
-    return [int(w) for w in words] * (hosts if len(words) == 1 else 1)
+    return ports_of(re.split(r"[,\s]+", text), hosts, f"--hosts_ports {text!r}")
 
 
 def _same_host(a: str, b: str) -> bool:
@@ -261,10 +223,47 @@ def parse(args: argparse.Namespace) -> Optional[FlagPerfRun]:
         if given:
             raise UserError(f"--data_dir {run.data_dir} and --set {given[0]} both say what the data is",
                             "give one of them")
+    if run.extern_config_dir is not None:
+        args.extern_config = _extern_in(run, args.extern_config)
     if run.enable_extern_config:
         run.notes.append("--enable_extern_config: implied (an extern config named is always read)"
                          + ("" if args.extern_config else "; none was named, so the case's own settings run"))
     return run
+
+
+def _extern_in(run: FlagPerfRun, name: Optional[str]) -> str:
+    """``--extern_config_file NAME`` found in ``--extern_config_dir``: that file, as a path."""
+    from run_benchmarks.catalog import extern
+
+    said = f"--extern_config_dir {run.extern_config_dir}"
+    if name is None:
+        raise UserError(f"{said}: it says where --extern_config_file is found, and no --extern_config_file was given",
+                        "add --extern_config_file config_X.py, or leave --extern_config_dir out")
+    folder = Path(run.extern_config_dir).expanduser().resolve()
+    if not folder.is_dir():
+        raise UserError(f"{said}: {folder} is not a folder on this machine",
+                        "leave it out: the config is then found in vendors/<vendor>/<case>/<framework>/ (`accelbench "
+                        "vendor import-flagperf` moves FlagPerf's <vendor>/<case>-<framework>/config there); or "
+                        "name the folder that holds it")
+    path, notes = extern.find(name, folder, said)
+    run.notes += [*notes, f"{said}: the extern config is {path}"]
+    return str(path)
+
+
+def check_script(case_names: list[str], framework: str) -> None:
+    """FlagPerf's ``paddle/start_paddle_task.py`` starts Paddle cases, ``pytorch/start_pytorch_task.py`` torch
+    ones: a case name of the other framework (or none) is refused naming the script to use."""
+    script = SCRIPTS[framework]
+    texts = split_case_names(case_names)
+    if not texts:
+        raise UserError(f"{script} starts the case --case_name names, and none was given",
+                        f"add --case_name, e.g. {EXAMPLES[framework]}")
+    for text in texts:
+        name = casename.parse(text)
+        if name.framework != framework:
+            other = SCRIPTS.get(name.framework)
+            raise UserError(f"{script} starts {framework} cases, and {text} is a {name.framework} case",
+                            f"run it with {other}" if other else f"name a {framework} case")
 
 
 def _case_name(run: FlagPerfRun, text: str) -> str:

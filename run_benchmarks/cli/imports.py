@@ -56,16 +56,21 @@ def _plain(text, default: str) -> str:
     return text or default
 
 
-def _log_name(args: argparse.Namespace, stated: dict, fmt: str, path: Path) -> casename.CaseName:
-    """What ran, for an import of no case: the options, else what the log states."""
+def _log_name(args: argparse.Namespace, stated: dict, fmt: str, path: Path) -> tuple[casename.CaseName, str]:
+    """What ran, for an import of no case: the options, else what the log states; and where its layout comes from
+    ('' where nothing states one: the row is filed under a 1 x 1 placeholder and no per-device figure is derived,
+    since time to train, samples/s and the score need no layout)."""
     nnodes = args.nnodes or stated.get("nnodes")
     nprocs = args.nprocs_per_node or stated.get("nprocs_per_node")
-    if not nnodes or not nprocs:
-        raise UserError(f"{path}: the log states no layout (nodes and devices per node) and no --case-name gives "
-                        "one", "give --nnodes N --nprocs-per-node P, or --case-name")
-    text = (f"{_plain(args.model or stated.get('model'), 'unknown')}:{fmt.split('/')[0]}:"
-            f"{_plain(args.hardware or stated.get('hardware'), 'unknown')}:{nnodes}:{nprocs}")
-    return casename.parse(text)
+    if bool(nnodes) != bool(nprocs):
+        raise UserError(f"{path}: only {'--nnodes' if nnodes else '--nprocs-per-node'} gives a layout, and the log "
+                        "states no other half", "give both --nnodes N and --nprocs-per-node P, or neither")
+    layout = ("--nnodes/--nprocs-per-node" if args.nnodes and args.nprocs_per_node
+              else stated.get("layout_source", "the log") if nnodes else "")
+    framework = re.sub(r"[^A-Za-z0-9]", "", fmt.split("/")[0])  # megatron-deepspeed: a case name's framework field
+    text = (f"{_plain(args.model or stated.get('model'), 'unknown')}:{framework}:"
+            f"{_plain(args.hardware or stated.get('hardware'), 'unknown')}:{nnodes or 1}:{nprocs or 1}")
+    return casename.parse(text), layout
 
 
 def _check_options(args: argparse.Namespace) -> None:
@@ -120,7 +125,8 @@ def cmd_import(args: argparse.Namespace, console: Console) -> int:
         return bundle_cli.cmd_import_bundles(args, console)
     if not args.format:
         raise UserError("import needs --format for a log (only a bundle says what it holds)",
-                        f"add --format mllog|megatron|torchtitan|paddlenlp, and --case-name {casename.EXAMPLE} "
+                        f"add --format with one of {', '.join(sorted(importers.PARSERS))} (the format alone for its "
+                        f"newest version), and --case-name {casename.EXAMPLE} "
                         "for accelbench's TFLOP/s and MFU")
     parser = importers.get(args.format)
     _check_options(args)
@@ -130,20 +136,28 @@ def cmd_import(args: argparse.Namespace, console: Console) -> int:
         name = casename.parse(args.case_name)
         _known_case(name, root)
         facts = case_facts(root, name, args.extern_config, args.assignments)  # FLOPs, sequence, precision, peak
-    missing = [str(f) for f in args.files if not f.is_file()]
+    missing = [str(f) for f in args.files if not f.is_file() and not (f.is_dir() and parser.folder is not None)]
     if missing:
-        raise UserError(f"{missing[0]}: file not found", "give the path of a log file to import")
+        raise UserError(f"{missing[0]}: file not found" if not Path(missing[0]).is_dir() else
+                        f"{missing[0]} is a folder, and --format {parser.name} reads log files",
+                        "give the path of a log file to import" + (" (--format mllog also takes a folder of MLPerf "
+                                                                   "result files)" if parser.format != "mllog" else ""))
     if args.run_id is not None:
         run_id_name(args.run_id, "--run-id", "use letters, digits, '_', '-' and '.', e.g. mlperf-gpt3-h100")
-    parsed = []
-    for path in args.files:  # all parsed first: a refusal stores nothing
-        imported = parser.parse(path, name.world_size if name else None, args.skip_intervals)
-        which = name or _log_name(args, imported.stated, parser.name, path)
-        before = len(imported.warnings)
-        complete(imported, facts or hardware_facts(root, which.hardware), which.world_size)
-        for warning in imported.warnings[before:]:  # the parser's were printed as it read
-            print(f"warning: {path}: {warning}", file=sys.stderr)
-        parsed.append((path, which, imported))
+    parsed, folders = [], []
+    for given in args.files:  # all parsed first: a refusal stores nothing
+        members = parser.folder.files(given) if given.is_dir() else [given]
+        for path in members:
+            imported = parser.parse(path, name.world_size if name else None, args.skip_intervals)
+            which, layout = (name, "") if name else _log_name(args, imported.stated, parser.name, path)
+            before = len(imported.warnings)
+            complete(imported, facts or hardware_facts(root, which.hardware),
+                     which.world_size if name or layout else None, layout)
+            for warning in imported.warnings[before:]:  # the parser's were printed as it read
+                print(f"warning: {path}: {warning}", file=sys.stderr)
+            parsed.append((path, which, imported))
+        if given.is_dir():
+            folders.append(parser.folder.score(given, [(p, i) for p, _, i in parsed[-len(members):]]))
     run_id = args.run_id or f"import-{datetime.now().strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(2)}"
     now = datetime.now(timezone.utc).isoformat(timespec="seconds")
     with open_store(args, must_exist=False) as store:
@@ -157,17 +171,25 @@ def cmd_import(args: argparse.Namespace, console: Console) -> int:
             console.print(f"{path}: {imported.status}{_headline(imported.metrics)}"
                           + (f" — {imported.reason}" if imported.reason else ""), markup=False, soft_wrap=True)
         store.end_run(run_id, datetime.now(timezone.utc).isoformat(timespec="seconds"))
+    for line in folders:
+        console.print(line, markup=False, soft_wrap=True)
     console.print(f"imported as run {run_id} into {store.where} ({parser.name})", markup=False, soft_wrap=True)
     return EXIT_FAILED if failed else EXIT_OK
 
 
 def _headline(metrics: dict) -> str:
-    """``, 845.3 tokens/s/device, time to train 52.5 min, eval accuracy 2.689``: what the import got."""
+    """``, 845.3 tokens/s/device, time to train 52.5 min, eval accuracy 2.689``: what the import got (samples/s
+    where there are no tokens/s, and every metric the rules score: ``FID 79.13, CLIP 0.1865``)."""
     parts = []
-    for key, label in (("tokens_per_s_per_device", " tokens/s/device"), ("samples_per_s", " samples/s"),
-                       ("time_to_train_s", ""), ("eval_accuracy", "")):
+    for key, label in (("tokens_per_s_per_device", " tokens/s/device"), ("tokens_per_s_total", " tokens/s"),
+                       ("samples_per_s", " samples/s"), ("time_to_train_s", ""), ("eval_accuracy", "")):
         value = metrics.get(key)
-        if value is not None and (key != "samples_per_s" or not parts):
-            figure = FIGURE_BY_KEY[key]
+        if value is None or (key in ("tokens_per_s_total", "samples_per_s") and parts):
+            continue
+        figure = FIGURE_BY_KEY[key]
+        scored = metrics.get("eval_metrics") or {}
+        if key == "eval_accuracy" and len(scored) > 1:
+            parts.append(", ".join(f"{name} {figure.fmt(v)}" for name, v in scored.items()))
+        else:
             parts.append(f"{figure.fmt(value)}{label}" if label else f"{figure.label} {figure.fmt(value)}")
     return "".join(f", {p}" for p in parts)

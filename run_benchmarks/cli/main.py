@@ -36,6 +36,8 @@ COMMANDS = {
     "table": "run_benchmarks.cli.table:cmd_table",
     "import": "run_benchmarks.cli.imports:cmd_import",
     "bundle": "run_benchmarks.cli.bundle:cmd_bundle",
+    "certify": "run_benchmarks.cli.certify:cmd_certify",
+    "verify": "run_benchmarks.cli.certify:cmd_verify",
 }
 
 

@@ -12,9 +12,9 @@ from run_benchmarks.results import references
 from run_benchmarks.results.breakdown_words import changed_parts
 from run_benchmarks.errors import UserError
 from run_benchmarks.pathnames import write_text_file
-from run_benchmarks.results.report import export, markdown
+from run_benchmarks.results.report import compliance_marks, export, markdown
 from run_benchmarks.results.report.compare import FACT_FILTERS, Selection, compare, nothing_in_common
-from run_benchmarks.results.report.summary import summarize
+from run_benchmarks.results.report.summary import summarize, untrained_flags
 from run_benchmarks.results.report.terminal import checks_table, print_table, print_summaries
 from run_benchmarks.results.store.store import ResultStore
 from run_benchmarks.cli.store_options import open_store
@@ -25,18 +25,26 @@ from run_benchmarks.planner.inputs import default_root
 
 
 def parse_selection(store: ResultStore, words: Sequence[str]) -> Selection:
-    run_ids, filters = [], {}
-    for word in (w for text in words for w in text.split(",") if w.strip()):
+    """Run ids, prefixes and ``last`` (the run each resolves to), and KEY=VALUE filters. The selection's text,
+    which titles reports, names the run ``last`` stood for: a saved report says which run it is."""
+    run_ids, filters, shown = [], {}, []
+    for word in (w.strip() for text in words for w in text.split(",") if w.strip()):
         if "=" in word:
             key, value = (part.strip() for part in word.split("=", 1))
             if key not in FILTER_KEYS + FACT_FILTERS:
                 raise UserError(f"cannot select by {key!r}", f"use one of: {', '.join(FILTER_KEYS + FACT_FILTERS)}")
             filters[key] = value
+            shown.append(word)
         else:
-            run_ids.append(store.resolve_run(word.strip()))
+            run_ids.append(store.resolve_run(word))
+            shown.append(run_ids[-1] if word in LAST else word)
     if not run_ids and not filters:
         run_ids.append(store.resolve_run("last"))
-    return Selection(" ".join(words) or "last", tuple(run_ids), filters)
+        shown.append(run_ids[-1])
+    return Selection(" ".join(shown), tuple(run_ids), filters)
+
+
+LAST = ("last", "latest")
 
 
 def select(store: ResultStore, selection: Selection):
@@ -170,6 +178,11 @@ def cmd_compare(args: argparse.Namespace, console: Console) -> int:
     from run_benchmarks.results.report.terminal import compare_table
 
     print_table(console, compare_table(a, b, rows))
+    for line in compliance_marks.pair_lines(rows):  # what each departing side departs in
+        console.print(f"⚑ {line}", markup=False, highlight=False, soft_wrap=True)
     for label, line in changed_parts(rows):  # where the step's time moved (both sides measured a breakdown)
         console.print(f"{label}: {line}", markup=False, highlight=False, soft_wrap=True)
+    for side, summary in ((side, getattr(row, side.lower())) for row in rows for side in ("A", "B")):
+        for flag in untrained_flags(summary.attempts) if summary is not None else []:  # why a side has no figure
+            console.print(f"⚑ {side} {summary.label}: {flag}", markup=False, highlight=False, soft_wrap=True)
     return EXIT_OK

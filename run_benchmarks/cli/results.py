@@ -12,6 +12,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from run_benchmarks.catalog.compliance import NON_COMPLIANT
 from run_benchmarks.errors import UserError
 from run_benchmarks.cli.exit_codes import EXIT_OK
 from run_benchmarks.results.report.summary import FIGURE_BY_KEY
@@ -89,6 +90,9 @@ def show_record(console: Console, r, attempt: int, columns, allreduce: Sequence[
                       markup=False, soft_wrap=True)
     if r.workload_hash:
         console.print(f"  workload: {r.workload_hash}", markup=False)
+    _show_compliance(console, r)
+    if r.device_definition is not None:  # what every per-device figure below divides by
+        console.print(f"  device: {r.device_definition.words()}", markup=False, soft_wrap=True)
     for figure in FIGURE_BY_KEY.values():
         if figure.key == "peak_memory_bytes":
             _show_memory(console, r, columns)  # in its place, in the definition every view shows
@@ -127,6 +131,20 @@ def show_record(console: Console, r, attempt: int, columns, allreduce: Sequence[
             console.print(f"    {key}: {first}", markup=False, soft_wrap=True)
     if r.results_path:
         console.print(f"  results: {r.results_path}", markup=False, soft_wrap=True)
+
+
+def _show_compliance(console: Console, r) -> None:
+    """The round's verdict against its case's policy: compliant (with the policy files), or each departure."""
+    verdict = r.compliance
+    if verdict is None:
+        console.print("  policy: not judged (an import, or a round from before policies)", markup=False)
+    elif verdict.compliant:
+        console.print(f"  policy: compliant ({', '.join(verdict.policy)})", markup=False, soft_wrap=True)
+    else:
+        console.print(f"  policy: [red]{NON_COMPLIANT.upper()}[/] with its case's policy "
+                      f"({escape(', '.join(verdict.policy))})", soft_wrap=True)
+        for departure in verdict.departures:
+            console.print(f"    departs: {departure.sentence()}", markup=False, soft_wrap=True)
 
 
 def _show_memory(console: Console, r, columns) -> None:

@@ -42,6 +42,8 @@ def cmd_run(args: argparse.Namespace, console: Console) -> int:
         plan_checks.check_folder(log_root, f"log_root ({inputs.test_conf_path})", writable=not args.dry_run)
     plan = build_run_plan(inputs, names, new_run_id(), log_root, args.extern_config,
                           tuple(args.assignments), args.timeout)
+    if getattr(args, "strict", False):
+        plan_checks.refuse_non_compliant(plan.cases)
     if args.dry_run:
         print_plan(console, plan)
         print_flagperf_notes(console, flagperf)
@@ -176,6 +178,6 @@ def check_run_args(args: argparse.Namespace) -> None:
 
 def print_flagperf_notes(console: Console, flagperf) -> None:
     if flagperf is not None and flagperf.notes:
-        console.print("FlagPerf's options, as this run takes them:", markup=False)
+        console.print(getattr(flagperf, "heading", "FlagPerf's options, as this run takes them:"), markup=False)
         for note in dict.fromkeys(flagperf.notes):
             console.print(f"  {note}", markup=False, soft_wrap=True)

@@ -9,6 +9,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from run_benchmarks.backends.schedulers import get as get_scheduler
+from run_benchmarks.catalog.compliance import NON_COMPLIANT
 from run_benchmarks.plan import CasePlan, RoundPlan, RunPlan
 from run_benchmarks.planner.estimates import estimate
 from run_benchmarks.results.report.live import LiveProgress, LiveStep
@@ -29,6 +30,17 @@ def _device_summary(case) -> str:
     return (f"torch {device.torch_device} / paddle {device.paddle_device}, backend {device.backend or 'default'}, "
             f"visible {device.visible_devices_env or '-'}, counted by {counted}, monitor {monitor}")
 
+
+
+def compliance_lines(case: CasePlan) -> list[str]:
+    """The case's verdict against its policy (catalog/compliance.py): one line, then a line per departure."""
+    verdict = case.compliance
+    if verdict is None:
+        return ["policy: not judged (this tree has no cases/policy.yaml)"]
+    if verdict.compliant:
+        return [f"policy: compliant ({', '.join(verdict.policy)})"]
+    return ([f"policy: {NON_COMPLIANT.upper()}: it runs, and its rounds are recorded and shown marked {NON_COMPLIANT} "
+             "(--strict refuses it)"] + [f"  departs: {d.sentence()}" for d in verdict.departures])
 
 
 def _what_runs(case: CasePlan) -> str:
@@ -102,6 +114,10 @@ def print_extern_configs(console: Console, plan: RunPlan) -> None:
         for note in case.notes:
             if not note.startswith(" "):
                 console.print(f"  {note}", markup=False, soft_wrap=True)
+    for case in plan.cases:  # a departing case is said before it runs, as the dry run says it
+        if case.compliance is not None and not case.compliance.compliant:
+            for line in compliance_lines(case):
+                console.print(f"[yellow]warning[/] {case.name}: {escape(line)}", soft_wrap=True)
     for case in plan.cases:  # what the dry run warns of (planner/estimates.py), said before the run starts
         for warning in estimate(case).warnings:
             console.print(f"[yellow]warning[/] {case.name}: {escape(warning)}", soft_wrap=True)
@@ -126,6 +142,8 @@ def print_plan(console: Console, plan: RunPlan) -> None:
             f"{w.train.steps} steps ({w.train.warmup_steps} warm-up), {w.train.precision}; "
             f"deadline {case.timeout_s:g} s")
         say(f"  layout: {layout_summary(w, case.name.world_size)}")
+        for line in compliance_lines(case):
+            say(f"  {line}")
         say(f"  device: {_device_summary(case)}")
         guess = estimate(case)
         for note in guess.notes:

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Optional
 
 from rich.console import Console
 
+from run_benchmarks.catalog.compliance import NON_COMPLIANT
 from run_benchmarks.planner import checks as plan_checks
 from run_benchmarks.cli import report as report_cli
 from run_benchmarks.cli import table as table_cli
@@ -76,9 +77,13 @@ def cmd_sweep(args: argparse.Namespace, console: Console) -> int:
     with SweepProgress(err, len(options.points)) as progress:
         sweep = Sweep(ctx, progress)
         planned = [sweep.plan(p, ("train.micro_batch_size=1",) if options.max_batch else ()) for p in options.points]
+        if args.strict:  # every point planned: refused before any of them runs
+            plan_checks.refuse_non_compliant([item.case for item in planned if item.case is not None])
         if args.dry_run:
             for item in planned:
-                what = item.skipped.status + ": " + item.skipped.reason if item.skipped else "runs"
+                verdict = item.case.compliance if item.case is not None else None
+                marked = f" ({NON_COMPLIANT}: {', '.join(verdict.keys)})" if verdict and not verdict.compliant else ""
+                what = item.skipped.status + ": " + item.skipped.reason if item.skipped else "runs" + marked
                 console.print(f"{describe(item.point)}  {item.point.sets or ''}  -> {what}", markup=False,
                               soft_wrap=True)
             return EXIT_OK

@@ -2,7 +2,8 @@
 cell beside ours from the store and their ratio (results/tables/), as terminal text, Markdown, HTML (with
 grouped bars) or JSON.
 
-Which runs: SELECT as ``report`` reads it (run ids, prefixes, ``last``, KEY=VALUE filters); without one, every
+Which runs: SELECT as ``report`` reads it (run ids, prefixes, KEY=VALUE filters), but ``last`` is the newest run
+holding rows of the table (a pretraining run or a report started since does not hide it); without one, every
 run in the store, so the table fills from whatever has been run; without a store (nothing run yet) the table
 still prints, every cell "not run" with the settings the table's shipped sweep would run it with (its points'
 ``cell`` axis, configs/sweeps/<name>_table_<hardware>.yaml). A sweep file's ``table: NAME`` prints the table of
@@ -18,7 +19,7 @@ from typing import Optional
 from rich.console import Console
 
 from run_benchmarks.cli.exit_codes import EXIT_OK
-from run_benchmarks.cli.report import _write, parse_selection, select
+from run_benchmarks.cli.report import LAST, _write, parse_selection, select
 from run_benchmarks.cli.store_options import open_store, store_location
 from run_benchmarks.errors import UserError
 from run_benchmarks.results.report import views
@@ -68,22 +69,43 @@ def sweep_table(db: StoreLocation, run_id: str, html: bool, name: str = "finetun
     return view(built), charts(built) if html else ""
 
 
-def _summaries(args: argparse.Namespace) -> tuple[list, str]:
-    """The selected workloads and the words for the title."""
+def newest(store: ResultStore, table: ReferenceTable) -> tuple[Optional[str], list, list[str]]:
+    """``last`` for a table: the newest run holding a workload the table places (runs started since, a report
+    or another task's, do not hide it), with a note naming it when newer runs were passed over."""
+    passed: list[str] = []
+    for run in store.runs():
+        if not run.get("attempts"):
+            continue
+        summaries = summarize(store.attempts(run_ids=[run["run_id"]]))
+        if any(not isinstance(table.place(s), str) for s in summaries):
+            note = (f"last: run {run['run_id']}, the newest run holding rows of this table ({len(passed)} newer "
+                    f"run(s) hold none: {', '.join(passed[:3])}{' ...' if len(passed) > 3 else ''})") if passed else ""
+            return run["run_id"], summaries, [note] if note else []
+        passed.append(run["run_id"])
+    return None, [], []
+
+
+def _summaries(args: argparse.Namespace, table: ReferenceTable) -> tuple[list, str, list[str]]:
+    """The selected workloads, the words for the title and notes on how they were chosen."""
     if not args.select and not store_location(args).exists():
-        return [], "nothing run yet"
+        return [], "nothing run yet", []
     with open_store(args) as store:
         if not args.select:
             attempts = store.attempts()
-            return summarize(attempts), "every stored run" if attempts else "nothing run yet"
+            return summarize(attempts), "every stored run" if attempts else "nothing run yet", []
+        if [w.strip() for w in args.select] in ([w] for w in LAST):
+            run_id, summaries, notes = newest(store, table)
+            if run_id is not None:
+                return summaries, run_id, notes
         selection = parse_selection(store, args.select)
-        return summarize(select(store, selection)), selection.text
+        return summarize(select(store, selection)), selection.text, []
 
 
 def cmd_table(args: argparse.Namespace, console: Console) -> int:
     table = TABLES.get(args.name, "e.g. accelbench table mfu")
-    summaries, what = _summaries(args)
+    summaries, what, picked = _summaries(args, table)
     built = build(table, summaries, planned(table, args.root or ROOT), f"{table.title}: {what}")
+    built.picked = picked
     if args.format == "json":
         _write(console, json.dumps(to_json(built), indent=1) + "\n", args.output)
     elif args.format == "terminal":

@@ -4,7 +4,8 @@ about one validated before any host is touched.
 The check reports every finding, file by file, instead of stopping at the first: a vendor engineer
 fixes them in one pass. Extern configs are checked the way a run would use them: each is planned
 (dry) on the accelerator and node layout its name states, so a layout that does not fit its node
-count is caught here and not on the cluster.
+count is caught here and not on the cluster, and each planned workload is held against its case's policy:
+every departure is listed.
 """
 from __future__ import annotations
 
@@ -14,6 +15,9 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
+import yaml
+
+from run_benchmarks.catalog import fairness, measured_peaks
 from run_benchmarks.catalog.cases import CaseCatalog
 from run_benchmarks.cli import vendor_probe
 from run_benchmarks.catalog.config_files import ClusterSpec, HostSpec, TestConf
@@ -61,7 +65,9 @@ def scaffold(vendors_dir: Path, name: str) -> Path:
 
 
 def _todos(folder: Path) -> list[Finding]:
-    """Every line of the vendor's files that still says TODO (left from the template)."""
+    """Every value of the vendor's files that still says TODO (left from the template). Comments do not count:
+    the template's commented examples and hints may stay (YAML: its scalars only; requirements.txt and
+    Dockerfiles: what is not a # comment)."""
     out = []
     for path in sorted(p for p in folder.rglob("*") if p.is_file() and p.suffix in (".yaml", ".txt", "")
                        and "wheels" not in p.parts):
@@ -69,11 +75,34 @@ def _todos(folder: Path) -> list[Finding]:
             lines = path.read_text(encoding="utf-8").splitlines()
         except (UnicodeDecodeError, OSError):
             continue
-        for number, line in enumerate(lines, 1):
-            if "TODO" in line:
-                out.append(Finding(path, f"line {number} still says TODO: {line.strip()}",
-                                   "replace it with the real value (or delete the line where optional)"))
+        numbers = _todo_values(path, lines) if path.suffix == ".yaml" else [
+            n for n, line in enumerate(lines, 1) if "TODO" in re.sub(r"(^|\s)#.*$", "", line)]
+        for number in numbers:
+            out.append(Finding(path, f"line {number} still says TODO: {lines[number - 1].strip()}",
+                               "replace it with the real value (or delete the line where optional)"))
     return out
+
+
+def _todo_values(path: Path, lines: list[str]) -> list[int]:
+    """The lines of the YAML scalars (keys or values) holding TODO; a file YAML cannot read: every such line."""
+    try:
+        root = yaml.compose("\n".join(lines), Loader=yaml.SafeLoader)
+    except yaml.YAMLError:
+        return [n for n, line in enumerate(lines, 1) if "TODO" in line]
+    found, seen, stack = set(), set(), [root] if root is not None else []
+    while stack:
+        node = stack.pop()
+        if id(node) in seen:  # an alias points at a node already walked
+            continue
+        seen.add(id(node))
+        if isinstance(node, yaml.ScalarNode):
+            if "TODO" in str(node.value):
+                found.add(node.start_mark.line + 1)
+        elif isinstance(node, yaml.SequenceNode):
+            stack.extend(node.value)
+        elif isinstance(node, yaml.MappingNode):
+            stack.extend(item for pair in node.value for item in pair)
+    return sorted(found)
 
 
 def check(root: Path, name: str, run_tools: bool = False) -> list[Finding]:
@@ -90,6 +119,7 @@ def check(root: Path, name: str, run_tools: bool = False) -> list[Finding]:
         return [Finding(vendor_file, exc.message.removeprefix(f"{vendor_file}: "), exc.fix or "")]
     findings: list[Finding] = _todos(folder) if name != TEMPLATE else []
     findings += _check_peaks(vendor_file, spec)
+    findings += _fairness(vendor_file, spec)
     findings += _check_images(folder, vendor_file, spec)
     findings += _check_kinds(vendor_file, spec)
     # the tools of the kinds its accelerators use (its own, or shipped ones), installed here: run only when asked
@@ -156,6 +186,22 @@ def _check_peaks(vendor_file: Path, spec: VendorSpec) -> list[Finding]:
     return out
 
 
+def _fairness(vendor_file: Path, spec: VendorSpec) -> list[Finding]:
+    """catalog/fairness.py's lint: peaks far above the calibrated GEMM (sparse figures?), devices not defined."""
+    try:
+        measured = measured_peaks.load(vendor_file.parent).accelerators
+    except UserError as exc:
+        return [Finding(vendor_file.parent / measured_peaks.FILE_NAME, exc.message, exc.fix or "")]
+    out = []
+    for hw, accel in spec.accelerators.items():
+        kind = spec.kinds.get(accel.kind) or (KINDS.get(accel.kind) if accel.kind in KINDS else None)
+        found = fairness.device_definition(hw, accel.dies_per_device, accel.devices_per_card,
+                                           kind is not None and kind.torch_device == "cpu")
+        found += fairness.sparse_peaks(hw, dict(accel.peak_tflops), measured.get(hw, {}))
+        out += [Finding(vendor_file, problem, fix, severity) for problem, fix, severity in found]
+    return out
+
+
 def _check_images(folder: Path, vendor_file: Path, spec: VendorSpec) -> list[Finding]:
     out = []
     if not spec.frameworks:
@@ -219,8 +265,21 @@ def _check_extern_configs(paths: Paths, folder: Path, vendor: str, spec: VendorS
         inputs = PlanInputs(paths, TestConf(), paths.configs_dir / "test_conf.yaml", cluster,
                             paths.configs_dir / "cluster.yaml", VendorRegistry(paths.vendors_dir), catalog, "python3")
         try:
-            build_run_plan(inputs, [f"{case}:{framework}:{hardware}:{nnodes}:{nprocs}"], "vendor-check",
-                           paths.root / "logs", str(config), (), None, ports=[29500] * 4)
+            plan = build_run_plan(inputs, [f"{case}:{framework}:{hardware}:{nnodes}:{nprocs}"], "vendor-check",
+                                  paths.root / "logs", str(config), (), None, ports=[29500] * 4)
         except UserError as exc:
             out.append(Finding(config, exc.message.removeprefix(f"{config}: "), exc.fix or ""))
+            continue
+        out += _policy_findings(config, plan.cases[0].compliance)
     return out
+
+
+def _policy_findings(config: Path, verdict) -> list[Finding]:
+    """The config held against its case's policy: each departure is an error (its runs would be marked
+    non-compliant and ranked apart from every compliant run of the case)."""
+    if verdict is None:
+        return [Finding(config, "not held against a policy: the tree has no cases/policy.yaml",
+                        "restore cases/policy.yaml from the accelbench checkout", "warning")]
+    return [Finding(config, f"departs from its case's policy: {d.sentence()}",
+                    f"leave {d.key} to the case, or change the case's policy ({d.policy_file}) if the published "
+                    "benchmark allows it") for d in verdict.departures]

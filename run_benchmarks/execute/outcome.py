@@ -18,14 +18,14 @@ from dataclasses import replace
 from typing import Callable, Optional, Sequence
 
 from run_benchmarks.results import analyze
-from run_benchmarks.results import breakdown, breakdown_layouts, breakdown_ppo
+from run_benchmarks.results import breakdown, breakdown_layouts, breakdown_ppo, fairness_checks
 from run_benchmarks.results import rank_logs as collect
 from run_benchmarks.execute import monitoring
 from run_benchmarks import signals
 from run_benchmarks.results import figures as task_figures
 from run_benchmarks.pathnames import write_text_atomically
 from run_benchmarks.plan import CasePlan, NodePlan, RoundPlan
-from run_benchmarks.results.record import CaseFacts, Environment, RoundRecord, Status
+from run_benchmarks.results.record import CaseFacts, DeviceDefinition, Environment, RoundRecord, Status
 from run_benchmarks.results.round_result import RoundResult
 from run_benchmarks.results.store.store import ResultStore
 from run_benchmarks.results.store.faults import StoreError, StoreUnavailable, is_full
@@ -97,6 +97,8 @@ def finish(case: CasePlan, rnd: RoundPlan, result: RoundResult, outcome: str, be
         for node in rnd.nodes
     ]
     classify(case, rnd, result, outcome, ranks, figures)
+    result.warnings += fairness_checks.round_warnings(case.workload, result.metrics.to_dict() if result.metrics
+                                                      else None, result.figures)  # constant inputs, padding
     if result.metrics is not None and case.workload.task != "micro":
         _add_time_breakdown(case, ranks, result, allreduce_rows)
     if monitored:
@@ -227,8 +229,18 @@ def result_document(case: CasePlan, result: RoundResult, orchestrator_env: dict)
         wall_time_s=result.wall_time_s, results_path=str(result.dir / "results.json"),
         steps_completed=result.steps_completed, metrics=result.metrics.to_dict() if result.metrics else None,
         monitor=result.monitor, figures=result.figures, workload=case.workload.model_dump(mode="json"),
-        workload_hash=workload_hash(workload),
+        workload_hash=workload_hash(workload), compliance=case.compliance, device_definition=_device(case),
         environment=Environment(orchestrator=orchestrator_env, nodes=result.nodes))
+
+
+def _device(case: CasePlan) -> Optional[DeviceDefinition]:
+    """What one device of the round's hardware is, as its vendor file states it (not for the CPU)."""
+    if case.hardware.on_cpu:
+        return None
+    accel = case.hardware.spec
+    return DeviceDefinition(hardware=case.hardware.name, dies_per_device=accel.dies_per_device,
+                            devices_per_card=accel.devices_per_card,
+                            stated_in=f"vendors/{case.hardware.vendor}/vendor.yaml")
 
 
 def _file_sha256(path: Optional[Path]) -> Optional[str]:

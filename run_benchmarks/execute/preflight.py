@@ -107,8 +107,9 @@ class Preflight:
             where = f"host {node.host.name} ({python})"
             if installed is None:
                 raise PreflightError(f"{' or '.join(case.framework.distributions)} is not installed for {where}",
-                                     "install it there (./dev setup installs torch for this checkout), "
-                                     "or set hosts[].python in the cluster config")
+                                     "install it there (./dev setup installs torch and paddlepaddle for this "
+                                     "checkout; ./dev run only what its case needs), or set hosts[].python in the "
+                                     "cluster config")
             wanted = case.name.framework_version
             if wanted and not casename.version_matches(wanted, installed):
                 message = (f"case {str(case.name)!r} asks for {case.name.framework} {wanted} "

@@ -12,7 +12,7 @@ from typing import Optional
 from training.contract.names import ENV_NODE_RANK, MONITOR_MODULE
 from training.contract.spec import RuntimeSpec, WorkerConfig, WorkloadSpec
 
-from run_benchmarks.catalog import casename, frameworks
+from run_benchmarks.catalog import casename, compliance, frameworks, policy
 from run_benchmarks.planner import checks
 from run_benchmarks.backends.codesync import code_digest, remote_code_root
 from run_benchmarks.catalog.config_files import CaseEntry, HostSpec
@@ -96,6 +96,13 @@ def _case_plan(inputs: PlanInputs, name: casename.CaseName, run_id: str, case_di
         raise UserError(f"case {name.case!r} has no {name.framework} workload ({case_path}: frameworks)",
                         f"use one of: {', '.join(case.frameworks)}")
     hardware = inputs.vendors.find_hardware(name.hardware)
+    declared = hardware.vendor_spec.frameworks
+    if name.framework not in declared:  # its image, container and env would be guessed: refused, not run silently
+        vendor_file = hardware.vendor_dir / "vendor.yaml"
+        raise UserError(f"case name {str(name)!r}: vendor {hardware.vendor} does not declare framework "
+                        f"{name.framework} ({vendor_file}: frameworks lists {', '.join(declared) or 'none'})",
+                        f"declare frameworks.{name.framework} in {vendor_file} (its env, and an image or "
+                        f"docker/{name.framework}_<version>/), or run a framework it declares")
     hosts = inputs.cluster.node_hosts()
     if name.nnodes > len(hosts):
         where = (f"{inputs.cluster_path} lists {len(hosts)} host(s)" if inputs.cluster.scheduler == "hosts"
@@ -114,6 +121,7 @@ def _case_plan(inputs: PlanInputs, name: casename.CaseName, run_id: str, case_di
         layers.append(Layer(f"--set {text}", parse_assignment(text)))
     layered = merge(layers)
     workload = validate_layered(WorkloadSpec, layered, str(case_path))
+    verdict = _judge(inputs, name, case, layered, workload, extern.path if extern else None, hardware.vendor_dir)
     checks.check_layout(workload, name, framework, layered, str(case_path))
     checks.check_delays(workload, name, layered, str(case_path))
     workload = checks.absolute_data_path(workload)
@@ -139,7 +147,19 @@ def _case_plan(inputs: PlanInputs, name: casename.CaseName, run_id: str, case_di
         rounds.append(RoundPlan(index, round_dir, worker_config, nodes))
     return CasePlan(name, framework, hardware, case_path, extern.path if extern else None, workload,
                     layered.provenance, timeout_s, case_dir, rounds,
-                    tuple(extern.notes_for(workload)) if extern else ())
+                    tuple(extern.notes_for(workload)) if extern else (), verdict)
+
+
+def _judge(inputs: PlanInputs, name: casename.CaseName, case, layered, workload: WorkloadSpec,
+           extern_path: Optional[Path], vendor_dir: Path) -> Optional[compliance.Compliance]:
+    """The workload against the case's policy, before any path in it is made absolute: the case's own value
+    is what its files alone resolve to (catalog/compliance.py)."""
+    baseline = validate_layered(WorkloadSpec, merge([Layer(source, layer) for source, layer in case.layers()]),
+                                str(case.path))
+    files = [Path(path) for path, _ in case.layers()] + ([extern_path] if extern_path else []) \
+        + [vendor_dir / "vendor.yaml"]
+    return compliance.judge(policy.load(inputs.paths.cases_dir, name.case), baseline, workload, name.world_size,
+                            lambda key: layered.source_of(tuple(key.split(".")), ""), files, inputs.paths.root)
 
 
 def _node_plan(inputs: PlanInputs, framework: frameworks.Framework, name: casename.CaseName,

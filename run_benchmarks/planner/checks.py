@@ -185,3 +185,20 @@ def check_local_pythons(hosts: list[HostSpec], cluster_path: Path) -> None:
             raise UserError(f"{cluster_path}: host {host.name}: python {python!r} is not an executable on this "
                             "machine", "set hosts[].python to an existing interpreter (e.g. /usr/bin/python3), or "
                                        "remove it to use accelbench's own")
+
+
+def refuse_non_compliant(cases) -> None:
+    """``--strict``: a case that departs from its case's policy (or has none to be judged by) is refused
+    before anything runs, every departure named; without it the run goes on, marked non-compliant."""
+    lines = []
+    for case in cases:
+        verdict = case.compliance
+        if verdict is None:
+            lines.append(f"{case.name}: no policy to judge it by (cases/policy.yaml is missing from the tree)")
+        elif not verdict.compliant:
+            lines.append(f"{case.name} departs from its case's policy:")
+            lines += [f"  {d.sentence()}" for d in verdict.departures]
+    if lines:
+        raise UserError("--strict: " + "\n".join(lines),
+                        "remove the departing settings (--set, the extern config, test_conf overrides), or run "
+                        "without --strict to record the run marked non-compliant")

@@ -30,6 +30,7 @@ from typing import Optional, Sequence
 
 from training.contract import perflog
 
+from run_benchmarks.results import derive
 from run_benchmarks.results.rank_logs import RankLog, StepSeries
 from run_benchmarks.results.figure_checks import impossible
 
@@ -242,10 +243,8 @@ class RoundAccumulator:
         if self.has_flops:
             tflops = math.fsum(self.flops[step] for step in common) / seconds / world / 1e12
         else:
-            tflops = start.flops_per_token * per_device / 1e12
-        mfu = tflops / peak_tflops if peak_tflops else None
-        note = (f"MFU = {tflops:.4g} / {peak_tflops:g} TFLOP/s ({start.precision} peak)"
-                + (f"; {peak_note}" if peak_note else "")) if peak_tflops else peak_note
+            tflops = derive.tflops_per_device(start.flops_per_token, per_device)
+        used = derive.utilisation(tflops, peak_tflops, start.precision, peak_note)
         measured, measured_note = measured_peak
         mfu_measured = tflops / measured if measured else None
         if measured:
@@ -277,8 +276,8 @@ class RoundAccumulator:
             flop_formula=start.flop_formula,
             tflops_per_device=tflops,
             peak_tflops=peak_tflops,
-            mfu=mfu,
-            mfu_note=note,
+            mfu=used.mfu,
+            mfu_note=used.note,
             peak_memory_bytes=Stats.of([r.peak_memory_bytes for r in self.ranks]),
             memory_total_bytes=memory_total_bytes or self.first.end.memory_total_bytes,
             memory_total_source="declared" if memory_total_bytes else "worker",

@@ -65,6 +65,13 @@ def ms(seconds: Optional[float]) -> str:
     return f"{seconds:.3g} s" if seconds >= 1 else f"{seconds * 1e3:.3g} ms"
 
 
+def _ms(seconds: float, sign: str = "") -> str:
+    """Milliseconds as people write them: three significant digits, whole ms with thousands separators from
+    100 ms up (``2,820``, never ``2.82e+03``)."""
+    value = seconds * 1e3
+    return f"{value:{sign},.0f}" if abs(value) >= 100 else f"{value:{sign}.3g}"
+
+
 def describe(tb: Optional[dict]) -> list[str]:
     """The breakdown as lines for ``accelbench show``: measured, expected, what is missing, per rank (per phase
     where the task has phases: PPO's experience making and learning), the lever."""
@@ -149,9 +156,9 @@ def changed_part(a: Optional[dict], b: Optional[dict]) -> Optional[str]:
              if key in ma or key in mb}  # a step without a pipeline waits on none: 0 against one that does
     was, now = ({key: m.get(key, 0.0) for key in parts} for m in (ma, mb))
     key = max(parts, key=lambda k: abs(now[k] - was[k]))
-    text = (f"the {a.get('unit') or 'step'}'s {parts[key]} changed most: {was[key] * 1e3:.3g} ms -> "
-            f"{now[key] * 1e3:.3g} ms ({(now[key] - was[key]) * 1e3:+.3g} ms; "
-            + ", ".join(f"{name} {was[k] * 1e3:.3g} -> {now[k] * 1e3:.3g}" for k, name in parts.items()) + " ms)")
+    text = (f"the {a.get('unit') or 'step'}'s {parts[key]} changed most: {_ms(was[key])} ms -> "
+            f"{_ms(now[key])} ms ({_ms(now[key] - was[key], '+')} ms; "
+            + ", ".join(f"{name} {_ms(was[k])} -> {_ms(now[k])}" for k, name in parts.items()) + " ms)")
     pa, pb = a.get("phases") or {}, b.get("phases") or {}
     moved = [f"{pa[p]['label']} {ms(pa[p]['measured']['serialised_step_s'])} -> "
              f"{ms(pb[p]['measured']['serialised_step_s'])}" for p in pa

@@ -4,6 +4,7 @@ A figure named here is impossible, not merely unlikely (a slow or a fast run pas
 hardware does not):
 
   throughput: tokens/s (total, per device, effective), samples/s    nan, infinite or negative
+  effective tokens/s/device                                         over tokens/s/device (padding counted)
   step time: each of its statistics (mean, median, min, max)        nan, infinite, zero or negative
   time to train, first step time, init time                         nan, infinite or negative
   peak memory, allocated and reserved                               nan, infinite or negative
@@ -81,6 +82,11 @@ def impossible(metrics: Mapping, peak_tflops: Optional[float] = None,
             problems.append(f"{what} {_show(value * 100)} % is over 100 %")
         elif value is not None and key in TFLOPS and peak is not None and value > peak:
             problems.append(f"{what} {_show(value)} is over the declared peak of one device, {_show(peak)} TFLOP/s")
+    total, effective = _number(metrics.get("tokens_per_s_per_device")), \
+        _number(metrics.get("effective_tokens_per_s_per_device"))
+    if total is not None and effective is not None and effective > total * (1 + 1e-9):
+        problems.append(f"effective tokens/s/device {_show(effective)} is over tokens/s/device {_show(total)}, "
+                        "padding included: effective tokens are the tokens that are not padding")
     for key, what in MEMORY.items():
         value = metrics.get(key)
         value = _number(value.get("max") if isinstance(value, Mapping) else value)

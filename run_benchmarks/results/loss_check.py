@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Optional, Sequence
 
 from run_benchmarks.results.loss_reference import (
-    Band, Curve, LossReferenceFile, RunCurve, differences, load, reference_path)
+    NO_LOSS_EFFECT, Band, Curve, LossReferenceFile, RunCurve, differences, load, reference_path)
 
 SHOWN_STEPS = 5  # steps outside named in a verdict; the rest counted
 
@@ -104,7 +104,8 @@ def check_curve(run: RunCurve, curve: Curve, where: str) -> LossVerdict:
                    for s, m, sd in zip(curve.steps, curve.mean, curve.std) if s >= band.first_step)
     first, last = curve.steps[0], checks[-1].step if checks else curve.steps[-1]
     ref_at = dict(zip(curve.steps, curve.mean))
-    differing = tuple(d for d in differences(curve.recorded.settings, run.settings))
+    differing = tuple(d for d in differences(curve.recorded.settings, run.settings)
+                      if d.split(":", 1)[0] not in NO_LOSS_EFFECT)
     return LossVerdict(run.label, where, band=band, steps=checks, differing=differing,
                        run_drop=run.points[first] - run.points[last], reference_drop=ref_at[first] - ref_at[last])
 

@@ -34,6 +34,11 @@ MIN_RUNS = 3
 # Case facts that are settings of a run, compared and listed like the workload's own settings
 CASE_SETTINGS = ("framework", "framework_version", "hardware", "nnodes", "nprocs_per_node")
 SEED_SETTING = "data.seed"  # what differs between a reference's runs; never listed as a difference
+# Settings that cannot change the loss at any step: what is timed (warm-up steps still train), the time
+# breakdown's dedicated steps after the measured ones, and the debug delays and exit that only cost time.
+# A run differing from its reference only in these is the same training: they are never listed.
+NO_LOSS_EFFECT = ("train.warmup_steps", "train.breakdown_steps", "debug.collective_delay_ms",
+                  "debug.data_fetch_delay_ms", "debug.compute_delay_ms", "debug.exit_code_after_end")
 
 
 class Band(Strict):

@@ -13,6 +13,8 @@ from typing import Any, Literal, Optional
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from run_benchmarks.catalog.compliance import Compliance
+
 RESULTS_SCHEMA = "accelbench.results/1"
 
 
@@ -68,6 +70,22 @@ class Environment(BaseModel):
     nodes: list[dict[str, Any]] = Field(default_factory=list)
 
 
+class DeviceDefinition(_Record):
+    """What one device (one rank's, what every per-device figure divides by) was, as the vendor file stated it
+    (catalog/fairness.py): reports say it beside the per-device figures."""
+
+    hardware: str
+    dies_per_device: Optional[int] = Field(None, ge=1, description="None: the vendor file did not state it")
+    devices_per_card: int = Field(1, ge=1)
+    stated_in: str = ""
+
+    def words(self) -> str:
+        from run_benchmarks.catalog.fairness import device_words
+
+        return device_words(self.hardware, self.dies_per_device, self.devices_per_card) + \
+            (f" ({self.stated_in})" if self.stated_in else "")
+
+
 class RoundRecord(_Record):
     schema_: Literal["accelbench.results/1"] = Field(RESULTS_SCHEMA, alias="schema")
     run_id: str
@@ -91,6 +109,10 @@ class RoundRecord(_Record):
     workload_hash: Optional[str] = Field(None, description="workload.workload_hash of it: what groups rounds")
     environment: Environment = Field(default_factory=Environment)
     source: str = Field("accelbench", description="accelbench, or import:<parser>/<version>")
+    compliance: Optional[Compliance] = Field(None, description="the workload against its case's policy "
+                                             "(catalog/compliance.py); None: not judged (an import, an older run)")
+    device_definition: Optional[DeviceDefinition] = Field(None, description="what one device was; None: an "
+                                                          "import, an older run, or the CPU")
 
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
 

@@ -44,6 +44,9 @@ Op = Literal["allreduce", "allgather", "reducescatter", "alltoall", "broadcast",
 GemmDtype = Literal["fp32", "tf32", "bf16", "fp16", "fp8"]
 
 _MAX_BYTES = 1 << 36  # 64 GiB: past any device's memory; a typo fails at validation, not at allocation
+# What every micro-benchmark's operands are, stated in each figure's params with the seed: random normal, never
+# constant (all-ones or all-zeros operands run faster on some hardware: zero-skipping, compressed memory).
+MICRO_INPUTS = "normal"
 
 
 class MicroSpec(BaseModel):
@@ -60,6 +63,8 @@ class MicroSpec(BaseModel):
         description="collective: message sizes; membw: bytes per array")
     warmup: NonNegativeInt = Field(3, le=10_000, description="iterations run before the clock starts, untimed")
     iters: PositiveInt = Field(10, le=1_000_000, description="timed iterations; the figure is their average")
+    seed: int = Field(1234, description="the operands are drawn from a normal distribution by a generator seeded "
+                                        "with this (never constant), stated in every figure's params")
 
     def model_post_init(self, _context) -> None:
         if self.bench == "collective" and self.op is None:

@@ -27,10 +27,12 @@ def run(spec: MicroSpec, ops: MicroOps, rank: int) -> Iterator[perflog.FigureRec
     formula_time = f"max over {world} ranks of the mean of {spec.iters} iterations after {spec.warmup} warm-up"
     for size in spec.sizes_bytes:
         count = elements(size, world)
-        call, nbytes = ops.collective(op, count), count * FP32_BYTES
+        call, nbytes = ops.collective(op, count, spec.seed), count * FP32_BYTES
+        inputs = ops.inputs_of(call)  # before it runs: an all-reduce sums into its own buffer
         ops.barrier()
         seconds = ops.slowest(average_seconds(call, spec.warmup, spec.iters, ops.synchronize))
-        params = {"op": op, "bytes": nbytes, "dtype": "fp32", "ranks": world}
+        params = {"op": op, "bytes": nbytes, "dtype": "fp32", "ranks": world, "inputs": inputs,
+                  "seed": spec.seed}
         # every rank reports the group's figures (already the slowest rank's), so any reduction agrees
         yield perflog.FigureRecord(rank=rank, name=f"{op}.time_s", value=seconds, unit="s", better="lower",
                                    reduce="max", params=params, formula=formula_time)

@@ -16,9 +16,11 @@ def run(spec: MicroSpec, ops: MicroOps, rank: int) -> Iterator[perflog.FigureRec
         best = None
         with ops.matmul_precision(dtype):
             for m, n, k in spec.shapes:
-                seconds = average_seconds(ops.gemm(m, n, k, dtype), spec.warmup, spec.iters, ops.synchronize)
+                call = ops.gemm(m, n, k, dtype, spec.seed)
+                inputs = ops.inputs_of(call)
+                seconds = average_seconds(call, spec.warmup, spec.iters, ops.synchronize)
                 tflops = gemm_flops(m, n, k) / seconds / 1e12
-                params = {"m": m, "n": n, "k": k, "dtype": dtype}
+                params = {"m": m, "n": n, "k": k, "dtype": dtype, "inputs": inputs, "seed": spec.seed}
                 yield perflog.FigureRecord(rank=rank, name="gemm.time_s", value=seconds, unit="s", better="lower",
                                            params=params, formula=f"mean of {spec.iters} after {spec.warmup} warm-up")
                 yield perflog.FigureRecord(rank=rank, name="gemm.tflops", value=tflops, unit="TFLOP/s",

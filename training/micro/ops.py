@@ -11,10 +11,19 @@ import contextlib
 from abc import ABC, abstractmethod
 from typing import Callable, ContextManager
 
+from training.contract.micro import MICRO_INPUTS
 from training.harness import DeviceMemory, RankVariables
 from training.contract.spec import DeviceSpec
 
 Call = Callable[[], object]
+CONSTANT, UNSTATED = "constant", "unstated"  # what inputs_of says where the operands are not MICRO_INPUTS
+SAMPLE = 4096  # elements of each operand looked at: constant operands are constant in any sample
+
+
+def with_operands(call: Call, *operands) -> Call:
+    """``call`` carrying the tensors it reads, for ``MicroOps.inputs_of`` (a function takes attributes)."""
+    call.operands = operands  # type: ignore[attr-defined]
+    return call
 
 
 class MicroOps(ABC):
@@ -37,6 +46,18 @@ class MicroOps(ABC):
     def synchronize(self) -> None:
         """Wait for the device's queued work (nothing to wait for on a CPU)."""
 
+    @abstractmethod
+    def is_constant(self, tensor) -> bool:
+        """Whether the first SAMPLE elements of ``tensor`` are all one value (all ones, all zeros)."""
+
+    def inputs_of(self, call: Call) -> str:
+        """What a timed call's operands are, as its figures state it: MICRO_INPUTS (random, none constant),
+        CONSTANT, or UNSTATED where the operations did not hand their operands over (``with_operands``)."""
+        operands = getattr(call, "operands", None)
+        if not operands:
+            return UNSTATED
+        return CONSTANT if any(self.is_constant(t) for t in operands) else MICRO_INPUTS
+
     # GEMM
     def matmul_precision(self, dtype: str) -> ContextManager:
         """The matmul math ``dtype`` names, for the products made and timed inside (fp32 is IEEE fp32 on a
@@ -44,15 +65,16 @@ class MicroOps(ABC):
         return contextlib.nullcontext()
 
     @abstractmethod
-    def gemm(self, m: int, n: int, k: int, dtype: str) -> Call:
-        """One (M x K) @ (K x N) product in ``dtype``, operands allocated once (allocation is not timed)."""
+    def gemm(self, m: int, n: int, k: int, dtype: str, seed: int) -> Call:
+        """One (M x K) @ (K x N) product in ``dtype``, operands allocated once (allocation is not timed) and drawn
+        from a normal distribution seeded with ``seed``: never constant (MICRO_INPUTS)."""
 
     # memory bandwidth
     @abstractmethod
-    def stream(self, elements: int) -> dict[str, Call]:
-        """Kernels over fp32 arrays of ``elements``: ``copy`` (b = a) and ``triad`` (a = b + s*c), each reading
-        and writing every array once; on a device also ``h2d`` and ``d2h`` (one array to and from pinned host
-        memory)."""
+    def stream(self, elements: int, seed: int) -> dict[str, Call]:
+        """Kernels over fp32 arrays of ``elements`` (random normal from ``seed``): ``copy`` (b = a) and ``triad``
+        (a = b + s*c), each reading and writing every array once; on a device also ``h2d`` and ``d2h`` (one
+        array to and from pinned host memory)."""
 
     @abstractmethod
     def tiny_kernel(self) -> Call:
@@ -73,8 +95,8 @@ class MicroOps(ABC):
     def barrier(self) -> None: ...
 
     @abstractmethod
-    def collective(self, op: str, elements: int) -> Call:
-        """The collective ``op`` over fp32 buffers: ``elements`` in the whole (all-reduce, broadcast,
+    def collective(self, op: str, elements: int, seed: int) -> Call:
+        """The collective ``op`` over fp32 buffers (random normal from ``seed`` and the rank): ``elements`` in the whole (all-reduce, broadcast,
         all-to-all; all-gather's output, reduce-scatter's input), ``elements / world`` in each rank's part.
         ``sendrecv`` (nccl-tests' sendrecv_perf): every rank sends ``elements`` to rank+1 while it receives as
         many from rank-1 (mod world), both issued together and waited for."""

@@ -13,11 +13,12 @@ from __future__ import annotations
 import contextlib
 from typing import Iterator
 
+import numpy as np
 import paddle
 import paddle.distributed as dist
 
 from training import harness
-from training.micro.ops import Call, MicroOps, first_line
+from training.micro.ops import SAMPLE, Call, MicroOps, first_line, with_operands
 from training.paddle import device as devices
 from training.paddle.precision import TF32_FLAGS, flags_in_build
 from training.paddle.train import PADDLE_LAUNCH
@@ -31,6 +32,12 @@ _OP_NAMES = {"allreduce": "all_reduce", "broadcast": "broadcast", "allgather": "
 # Paddle's error classes for an operation its build or backend lacks (a kernel not registered for the dtype
 # on the place, a process group without the collective); anything else (out of memory) stays a failure.
 _MISSING_CLASSES = ("(NotFound)", "(Unimplemented)", "(Unavailable)")
+
+
+def random_tensor(shape: list[int], seed: int) -> "paddle.Tensor":
+    """fp32 operands drawn from a normal distribution by NumPy's generator seeded with ``seed`` (the same values
+    on every device and build), on the current place: never constant (MICRO_INPUTS), made before any clock."""
+    return paddle.to_tensor(np.random.default_rng(seed).standard_normal(shape, dtype=np.float32))
 
 
 def _missing(exc: Exception) -> bool:
@@ -68,10 +75,9 @@ class PaddleOps(MicroOps):
         finally:
             paddle.set_flags(before)
 
-    def gemm(self, m: int, n: int, k: int, dtype: str) -> Call:
+    def gemm(self, m: int, n: int, k: int, dtype: str, seed: int) -> Call:
         name = _DTYPES[dtype]
-        a = paddle.randn([m, k]).astype(name)
-        b = paddle.randn([k, n]).astype(name)
+        a, b = random_tensor([m, k], seed).astype(name), random_tensor([k, n], seed + 1).astype(name)
         try:  # whether the place has a matmul kernel for the dtype is Paddle's to say: ask it once, untimed
             out = paddle.matmul(a, b)
         except (NotImplementedError, RuntimeError) as exc:
@@ -79,21 +85,26 @@ class PaddleOps(MicroOps):
                 raise
             raise UnsupportedOnDevice(f"{dtype} GEMM (paddle.matmul in {name}) does not run on {self.device} "
                                       f"with Paddle {paddle.__version__}: {first_line(exc)}") from None
-        return lambda: paddle.matmul(a, b, out=out)
+        return with_operands(lambda: paddle.matmul(a, b, out=out), a, b)
 
-    def stream(self, elements: int) -> dict[str, Call]:
-        a = paddle.ones([elements], dtype="float32")
-        b, c = paddle.empty_like(a), paddle.full_like(a, 2.0)
+    def stream(self, elements: int, seed: int) -> dict[str, Call]:
+        a = random_tensor([elements], seed)
+        b, c = paddle.empty_like(a), random_tensor([elements], seed + 1)
         # paddle.add's alpha is a separate scale kernel with a temporary (two more arrays moved per call, 4x
         # the time on a CPU): s*c is made before the clock, so the timed kernel reads b and 3c and writes a,
         # the three arrays STREAM's triad moves.
         c3 = paddle.scale(c, 3.0)
-        kernels = {"copy": lambda: paddle.assign(a, output=b), "triad": lambda: paddle.add(b, c3, out=a)}
+        kernels = {"copy": with_operands(lambda: paddle.assign(a, output=b), a),
+                   "triad": with_operands(lambda: paddle.add(b, c3, out=a), b, c3)}
         if not self.on_cpu:
             host = a.cpu().pin_memory()
-            kernels["h2d"] = lambda: a.copy_(host, False)
-            kernels["d2h"] = lambda: host.copy_(a, False)
+            kernels["h2d"] = with_operands(lambda: a.copy_(host, False), host)
+            kernels["d2h"] = with_operands(lambda: host.copy_(a, False), a)
         return kernels
+
+    def is_constant(self, tensor) -> bool:
+        sample = tensor.flatten()[:SAMPLE].astype("float32")
+        return int(sample.shape[0]) > 1 and bool((sample == sample[0]).all())
 
     def tiny_kernel(self) -> Call:
         one, step = paddle.zeros([1]), paddle.ones([1])
@@ -113,10 +124,10 @@ class PaddleOps(MicroOps):
     def barrier(self) -> None:
         dist.barrier()
 
-    def collective(self, op: str, elements: int) -> Call:
-        world = dist.get_world_size()
-        full = paddle.ones([elements], dtype="float32")
-        part = paddle.ones([elements // world], dtype="float32")
+    def collective(self, op: str, elements: int, seed: int) -> Call:
+        world, rank = dist.get_world_size(), dist.get_rank()
+        full = random_tensor([elements], seed + 2 * rank)  # each rank its own values
+        part = random_tensor([elements // world], seed + 2 * rank + 1)
         calls = {
             "allreduce": lambda: dist.all_reduce(full),
             "broadcast": lambda: dist.broadcast(full, src=0),
@@ -137,7 +148,7 @@ class PaddleOps(MicroOps):
             raise UnsupportedOnDevice(f"{op}: paddle.distributed.{_OP_NAMES[op]} does not run on {self.device} "
                                       f"with Paddle {paddle.__version__}'s {_backend()} process group: "
                                       f"{first_line(exc)}") from None
-        return calls[op]
+        return with_operands(calls[op], full if op != "allgather" else part)
 
     def slowest(self, seconds: float) -> float:
         t = paddle.to_tensor([seconds], dtype="float64")

@@ -9,7 +9,7 @@ import torch
 import torch.distributed as dist
 
 from training import harness
-from training.micro.ops import Call, MicroOps
+from training.micro.ops import SAMPLE, Call, MicroOps, with_operands
 from training.contract.spec import DeviceSpec
 from training.torch import device as devices
 from training.unsupported import UnsupportedOnDevice
@@ -19,15 +19,31 @@ TORCHRUN = harness.RankVariables(rank="RANK", world_size="WORLD_SIZE", local_ran
 _DTYPES = {"fp32": torch.float32, "tf32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
 
 
-def make_gemm(m: int, n: int, k: int, dtype: str, device: torch.device) -> Callable[[], torch.Tensor]:
+def random_tensor(shape: tuple[int, ...], seed: int, device: torch.device,
+                  dtype: torch.dtype = torch.float32) -> torch.Tensor:
+    """Operands drawn from a normal distribution by a CPU generator seeded with ``seed`` (the same values on
+    every device and build), then moved: never constant (MICRO_INPUTS), allocated before any clock starts."""
+    values = torch.randn(*shape, generator=torch.Generator().manual_seed(seed), dtype=torch.float32)
+    return values.to(device=device, dtype=dtype)
+
+
+def gemm_operands(m: int, n: int, k: int, dtype: str, device: torch.device, seed: int) -> tuple[torch.Tensor, ...]:
+    """(A, B) of the timed product: random normal from ``seed`` (B from ``seed + 1``); fp8's B column-major."""
+    if dtype == "fp8":
+        return (random_tensor((m, k), seed, device).to(torch.float8_e4m3fn),
+                random_tensor((n, k), seed + 1, device).to(torch.float8_e4m3fn).t())  # _scaled_mm: column-major B
+    return random_tensor((m, k), seed, device, _DTYPES[dtype]), random_tensor((k, n), seed + 1, device, _DTYPES[dtype])
+
+
+def make_gemm(m: int, n: int, k: int, dtype: str, device: torch.device, seed: int = 1234) -> Callable[[], torch.Tensor]:
     """The product the benchmark times, its operands allocated once (so allocation is not timed)."""
     if dtype == "fp8":
-        a = torch.randn(m, k, device=device).to(torch.float8_e4m3fn)
-        b = torch.randn(n, k, device=device).to(torch.float8_e4m3fn).t()  # _scaled_mm: column-major B
+        a, b = gemm_operands(m, n, k, dtype, device, seed)
         scale = torch.ones((), device=device)
 
         def fp8_product() -> torch.Tensor:
             return torch._scaled_mm(a, b, scale_a=scale, scale_b=scale, out_dtype=torch.bfloat16)
+        with_operands(fp8_product, a, b)
         try:  # whether the device has fp8 units is the device's to say: ask it once, untimed
             fp8_product()
         except (RuntimeError, NotImplementedError) as exc:
@@ -35,10 +51,9 @@ def make_gemm(m: int, n: int, k: int, dtype: str, device: torch.device) -> Calla
         return fp8_product
     if dtype == "tf32" and (device.type == "cpu" or not torch.backends.cuda.is_built()):
         raise UnsupportedOnDevice(f"tf32 is a tensor-core mode of torch's CUDA backend; {device.type} has none")
-    a = torch.randn(m, k, device=device, dtype=_DTYPES[dtype])
-    b = torch.randn(k, n, device=device, dtype=_DTYPES[dtype])
+    a, b = gemm_operands(m, n, k, dtype, device, seed)
     out = torch.empty(m, n, device=device, dtype=_DTYPES[dtype])
-    return lambda: torch.matmul(a, b, out=out)
+    return with_operands(lambda: torch.matmul(a, b, out=out), a, b)
 
 
 class TorchOps(MicroOps):
@@ -64,17 +79,18 @@ class TorchOps(MicroOps):
         finally:
             torch.set_float32_matmul_precision("highest")
 
-    def gemm(self, m: int, n: int, k: int, dtype: str) -> Call:
-        return make_gemm(m, n, k, dtype, self.torch_device)
+    def gemm(self, m: int, n: int, k: int, dtype: str, seed: int) -> Call:
+        return make_gemm(m, n, k, dtype, self.torch_device, seed)
 
-    def stream(self, elements: int) -> dict[str, Call]:
-        a = torch.ones(elements, device=self.torch_device)
-        b, c = torch.empty_like(a), torch.full_like(a, 2.0)
-        kernels = {"copy": lambda: b.copy_(a), "triad": lambda: torch.add(b, c, alpha=3.0, out=a)}
+    def stream(self, elements: int, seed: int) -> dict[str, Call]:
+        a = random_tensor((elements,), seed, self.torch_device)
+        b, c = torch.empty_like(a), random_tensor((elements,), seed + 1, self.torch_device)
+        kernels = {"copy": with_operands(lambda: b.copy_(a), a),
+                   "triad": with_operands(lambda: torch.add(b, c, alpha=3.0, out=a), b, c)}
         if not self.on_cpu:
-            host = torch.ones(elements, pin_memory=True)
-            kernels["h2d"] = lambda: a.copy_(host, non_blocking=True)
-            kernels["d2h"] = lambda: host.copy_(a, non_blocking=True)
+            host = random_tensor((elements,), seed + 2, torch.device("cpu")).pin_memory()
+            kernels["h2d"] = with_operands(lambda: a.copy_(host, non_blocking=True), host)
+            kernels["d2h"] = with_operands(lambda: host.copy_(a, non_blocking=True), a)
         return kernels
 
     def tiny_kernel(self) -> Call:
@@ -97,10 +113,10 @@ class TorchOps(MicroOps):
     def barrier(self) -> None:
         dist.barrier()
 
-    def collective(self, op: str, elements: int) -> Call:
-        world = dist.get_world_size()
-        full = torch.ones(elements, device=self.torch_device)
-        part = torch.ones(elements // world, device=self.torch_device)
+    def collective(self, op: str, elements: int, seed: int) -> Call:
+        world, rank = dist.get_world_size(), dist.get_rank()
+        full = random_tensor((elements,), seed + 2 * rank, self.torch_device)  # each rank its own values
+        part = random_tensor((elements // world,), seed + 2 * rank + 1, self.torch_device)
         calls = {
             "allreduce": lambda: dist.all_reduce(full),
             "broadcast": lambda: dist.broadcast(full, src=0),
@@ -113,7 +129,13 @@ class TorchOps(MicroOps):
             calls[op] = lambda: dist.all_to_all_single(out, full)
         if op == "sendrecv":
             calls[op] = self._sendrecv(full, world)
-        return calls[op]
+        return with_operands(calls[op], full if op not in ("allgather",) else part)
+
+    def is_constant(self, tensor: torch.Tensor) -> bool:
+        if not tensor.is_contiguous() and tensor.dim() == 2:  # fp8's column-major B: its storage order
+            tensor = tensor.t()
+        sample = tensor.reshape(-1)[:SAMPLE].to(torch.float32)  # fp8 has few ops beyond conversion
+        return sample.numel() > 1 and bool((sample == sample[0]).all())
 
     def _sendrecv(self, full: torch.Tensor, world: int) -> Call:
         """``full`` to rank+1 and as many elements from rank-1 in one ``batch_isend_irecv``, waited for (a device

@@ -58,6 +58,7 @@ def environment(spec: DeviceSpec) -> dict:
     if spec.paddle_device != "cpu":
         env["accelerator"] = _fact(paddle.device.get_device_name)
         env["accelerator_count"] = _fact(paddle.device.device_count)
+        env["nccl"] = _fact(paddle.version.nccl) if paddle.device.is_compiled_with_cuda() else None  # comm library
     return env
 
 

@@ -88,7 +88,19 @@ def environment(device: torch.device) -> dict:
         driver = _nvidia_driver()
         if driver is not None:
             env["nvidia_driver"] = driver
+        env["nccl"] = _nccl_version(device)  # the communication library (RCCL on ROCm), which certificates bind
     return env
+
+
+def _nccl_version(device: torch.device) -> Optional[str]:
+    """NCCL's (or RCCL's) version as torch was built with it; None off CUDA/ROCm or where it cannot say."""
+    try:  # only where the device is driven by torch.cuda's module (CUDA, ROCm): no device name spelled out here
+        if torch.get_device_module(device.type) is not torch.cuda:
+            return None
+        version = torch.cuda.nccl.version()
+    except (AttributeError, RuntimeError):
+        return None
+    return ".".join(map(str, version)) if isinstance(version, tuple) else str(version)
 
 
 def _nvidia_driver() -> Optional[str]:

@@ -14,7 +14,7 @@ import sys
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, Iterator, Optional
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Optional
 
 from run_benchmarks.errors import UserError
 from run_benchmarks.registry import Registry
@@ -72,6 +72,9 @@ class Parser:
     version: int
     description: str
     parse: Callable[..., Imported]  # (path, world_size, skip_intervals) -> Imported
+    # A format whose runs come as a folder (MLPerf's result_*.txt): files(folder) -> paths, and
+    # score(folder, [(path, Imported)]) -> the line printed about the folder's score, added to each row.
+    folder: Optional[Any] = None
 
     @property
     def name(self) -> str:
@@ -80,7 +83,7 @@ class Parser:
 
 # Each parser module registers its parsers when imported: on the first lookup, never with the package.
 PARSERS: Registry[Parser] = Registry("log parser", modules=tuple(f"{__name__}.{module}" for module in (
-    "megatron", "mllog", "paddlenlp", "torchtitan")))
+    "megatron", "mllog", "nemo", "paddlenlp", "torchtitan")))
 
 
 class Span:
@@ -114,7 +117,7 @@ def line_log_result(world_size: int, intervals: int, skipped: int, span: Span, e
 _UNFORESEEN = (ArithmeticError, ValueError, TypeError, KeyError, IndexError, AttributeError, RecursionError)
 
 
-def register(format: str, version: int, description: str):
+def register(format: str, version: int, description: str, folder: Optional[Any] = None):
     def wrap(fn: Callable[..., Imported]) -> Callable[..., Imported]:
         name = f"{format}/{version}"
 
@@ -133,7 +136,7 @@ def register(format: str, version: int, description: str):
                       file=sys.stderr)
             return result
 
-        parser = Parser(format, version, description, guarded)
+        parser = Parser(format, version, description, guarded, folder)
         PARSERS.register(parser.name, parser)
         return fn
     return wrap

@@ -11,6 +11,8 @@ workload the run path would train resolves here, and the same definitions apply 
     TFLOP/s/device   flops_per_token x tokens/s/device / 1e12    (training/contract/flops.py, as a run's)
     MFU              TFLOP/s/device / the vendor's peak for the case's precision
 
+(TFLOP/s, MFU and its note by results/derive.py: the functions a run's round uses, not a copy of them.)
+
 An import that names no case stores the log's own figures only (``hardware_facts``: the declared memory
 and nothing else): tokens/s where the log counts tokens or states its sequence length, no TFLOP/s or MFU
 of accelbench's formula (they need a case's model, and MFU its precision's peak); a warning says which
@@ -36,8 +38,9 @@ from run_benchmarks.catalog.casename import CaseName
 from run_benchmarks.catalog.cases import CaseCatalog
 from run_benchmarks.catalog.config import Layer, merge, parse_assignment, validate_layered
 from run_benchmarks.errors import UserError
+from run_benchmarks.results import derive
 from run_benchmarks.results.figure_checks import impossible
-from run_benchmarks.results.importers import Imported
+from run_benchmarks.results.importers import Imported, crosscheck
 
 # Figures any parser may yield; a log that yields none of them gave nothing to store.
 FIGURES = ("tokens_per_s_per_device", "tokens_per_s_total", "samples_per_s", "samples_per_s_per_device",
@@ -118,9 +121,10 @@ def hardware_facts(root: Path, hardware_name: str) -> CaseFacts:
     return CaseFacts(memory_total_bytes=hardware.memory_total_bytes, notes=notes)
 
 
-def complete(imported: Imported, facts: CaseFacts, world_size: int) -> None:
+def complete(imported: Imported, facts: CaseFacts, world_size: Optional[int], layout: str = "") -> None:
     """Fills the figures the log left to the case (tokens/s, TFLOP/s, MFU), each with its source; fails a log
-    with no figure."""
+    with no figure. ``world_size`` None: nothing states the layout, so no per-device figure is derived (and none
+    that needs one, TFLOP/s/device and MFU); ``layout`` says where the devices counted come from."""
     m = imported.metrics
     if not any(m.get(k) is not None for k in FIGURES):
         if imported.status == "ok" or not imported.reason:
@@ -129,6 +133,10 @@ def complete(imported: Imported, facts: CaseFacts, world_size: int) -> None:
             imported.reason += "; no figure in the log"
         return
     m["world_size"] = world_size
+    if world_size is None:
+        m["layout"] = "not stated: filed under a 1 x 1 placeholder, no per-device figure"
+        imported.warnings.append("the log states no layout and none was given (--nnodes, --nprocs-per-node): time "
+                                 "to train, samples/s and the score are stored, no per-device figure")
     imported.warnings.extend(facts.notes)
     logged_seq = imported.stated.get("seq_len")
     if logged_seq and facts.seq_len and logged_seq != facts.seq_len:
@@ -137,20 +145,38 @@ def complete(imported: Imported, facts: CaseFacts, world_size: int) -> None:
                                  f"--set model.seq_len={logged_seq})")
     if facts.precision:
         m.setdefault("precision", facts.precision)
+    crosscheck.device_memory(imported, facts.memory_total_bytes)  # a logged memory share against the hardware's size
     if facts.memory_total_bytes and "memory_total_bytes" not in m:
         m["memory_total_bytes"], m["memory_total_source"] = facts.memory_total_bytes, "declared"
-    _throughput(imported, facts, world_size)
+    _throughput(imported, facts, world_size, f" ({layout})" if layout else "")
     _tflops(imported, facts)
     refuse_impossible(imported, facts)
 
 
-def _throughput(imported: Imported, facts: CaseFacts, world_size: int) -> None:
+def _throughput(imported: Imported, facts: CaseFacts, world_size: Optional[int], layout: str) -> None:
     m = imported.metrics
+    if world_size is None:
+        _tokens_from_samples(imported, facts)
+        return
     if m.get("samples_per_s") is None and m.get("samples_per_s_per_device") is not None:
         m["samples_per_s"] = m["samples_per_s_per_device"] * world_size
-        imported.source("samples_per_s", f"derived: samples/s per device x {world_size} devices")
+        imported.source("samples_per_s", f"derived: samples/s per device x {world_size} devices{layout}")
+    _tokens_from_samples(imported, facts)
+    if m.get("tokens_per_s_per_device") is None and m.get("tokens_per_s_total") is not None:
+        m["tokens_per_s_per_device"] = m["tokens_per_s_total"] / world_size
+        imported.source("tokens_per_s_per_device", f"derived: tokens/s total / {world_size} devices{layout}")
+    if m.get("tokens_per_s_total") is None and m.get("tokens_per_s_per_device") is not None:
+        m["tokens_per_s_total"] = m["tokens_per_s_per_device"] * world_size
+        imported.source("tokens_per_s_total", f"derived: tokens/s/device x {world_size} devices{layout}")
+
+
+def _tokens_from_samples(imported: Imported, facts: CaseFacts) -> None:
+    """tokens/s from samples/s where the log gives none: the case's sequence length, said to be an assumption."""
+    m = imported.metrics
     if m.get("tokens_per_s_total") is None and m.get("tokens_per_s_per_device") is None and m.get("samples_per_s"):
-        if facts.seq_len:
+        if imported.stated.get("no_tokens"):  # a recommender's, an image model's samples: no tokens, whatever the case
+            imported.warnings.append(f"no tokens/s: {imported.stated['no_tokens']}")
+        elif facts.seq_len:
             m["tokens_per_s_total"] = m["samples_per_s"] * facts.seq_len
             imported.source("tokens_per_s_total", f"assumption: samples/s x sequence length {facts.seq_len:,} "
                                                   f"from {facts.seq_source} (the log states none)")
@@ -162,20 +188,15 @@ def _throughput(imported: Imported, facts: CaseFacts, world_size: int) -> None:
         else:
             imported.warnings.append("no tokens/s: the log gives samples/s and no sequence length; they need one "
                                      "(a case: --case-name, or --set model.seq_len=N)")
-    if m.get("tokens_per_s_per_device") is None and m.get("tokens_per_s_total") is not None:
-        m["tokens_per_s_per_device"] = m["tokens_per_s_total"] / world_size
-        imported.source("tokens_per_s_per_device", f"derived: tokens/s total / {world_size} devices")
-    if m.get("tokens_per_s_total") is None and m.get("tokens_per_s_per_device") is not None:
-        m["tokens_per_s_total"] = m["tokens_per_s_per_device"] * world_size
-        imported.source("tokens_per_s_total", f"derived: tokens/s/device x {world_size} devices")
 
 
 def _tflops(imported: Imported, facts: CaseFacts) -> None:
+    """TFLOP/s/device and MFU by the function a run's round uses (results/derive.py), each with its source."""
     m = imported.metrics
     per_device, logged = m.get("tokens_per_s_per_device"), m.get("tflops_per_device_logged")
     if facts.flops_per_token and per_device is not None and math.isfinite(per_device):
         m["flops_per_token"], m["flop_formula"] = facts.flops_per_token, facts.flop_formula
-        m["tflops_per_device"] = facts.flops_per_token * per_device / 1e12
+        m["tflops_per_device"] = derive.tflops_per_device(facts.flops_per_token, per_device)
         imported.source("tflops_per_device", f"case {facts.case}: {facts.flops_per_token:,.4g} FLOPs per token "
                                              f"({facts.flop_formula}) x tokens/s/device")
         if logged and m["tflops_per_device"] and abs(logged / m["tflops_per_device"] - 1) > TOLERANCE:
@@ -189,14 +210,14 @@ def _tflops(imported: Imported, facts: CaseFacts) -> None:
         m["flop_formula"] = "as the imported tool logged it (no case FLOPs per token)"
         imported.source("tflops_per_device", "log: the tool's own TFLOP/s (no case FLOPs per token)")
     tflops = m.get("tflops_per_device")
-    if tflops is not None and facts.peak_tflops:
-        m["peak_tflops"], m["mfu"] = facts.peak_tflops, tflops / facts.peak_tflops
-        m["mfu_note"] = (f"MFU = {tflops:.4g} / {facts.peak_tflops:g} TFLOP/s ({facts.precision} peak)"
-                         + (f"; {facts.peak_note}" if facts.peak_note else ""))
+    if tflops is None:
+        return
+    used = derive.utilisation(tflops, facts.peak_tflops, facts.precision, facts.peak_note)
+    m["mfu_note"] = used.note
+    if used.mfu is not None:
+        m["peak_tflops"], m["mfu"] = facts.peak_tflops, used.mfu
         imported.source("mfu", f"derived: TFLOP/s/device / the declared {facts.precision} peak "
                                f"{facts.peak_tflops:g} TFLOP/s")
-    elif tflops is not None:
-        m["mfu_note"] = facts.peak_note or "no peak for this hardware"
 
 
 def refuse_impossible(imported: Imported, facts: CaseFacts) -> None:

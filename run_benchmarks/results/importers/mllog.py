@@ -1,176 +1,111 @@
-"""MLPerf training logs (version 1): the ``:::MLLOG {json}`` lines mlperf_logging's mllog writes.
+"""MLPerf training result logs (version 1): the ``:::MLLOG`` events, read through MLPerf's mlperf-logging.
 
-Each line is one event: ``{"namespace", "time_ms", "event_type", "key", "value", "metadata"}``. What each
-figure is read from (``metrics["sources"]`` names it for every figure stored):
+Each line is one event, parsed by mlperf-logging's own parser behind accelbench's bounds (``mllog_events``).
+What is stored, each figure with its source (``metrics["sources"]``):
 
-- MLPerf's own result: time to train = ``run_stop`` - ``run_start`` (s), the last ``eval_accuracy`` (the
-  quality metric the benchmark's rules name: an accuracy, or a loss or perplexity), ``target_accuracy``
-  where the log states one, and ``run_stop``'s ``metadata.status`` (``success``: the run reached its
-  target -> ok; ``aborted`` or anything else -> failed).
-- Throughput from the training blocks (``mllog_blocks``: what a block's keys count is cross-checked, and a
-  log whose keys disagree has none, the attempt failed with the reason), over the blocks after the first
-  ``skip_intervals`` (warm-up: compilation, first batches), unless that would leave none: a log of one
-  block keeps it, saying its warm-up is inside. Samples/s, and tokens/s where the log counts tokens or
-  states ``max_sequence_length`` (else the case's sequence length, stated as such by ``case_facts``).
-- ``tracked_stats``: ``throughput`` (samples/s, the log's own measurement: kept as ``samples_per_s_logged``,
-  and the headline where the blocks include the warm-up, as BERT's one block does), ``train_step_time``
-  (step time), ``reduced_train_loss`` (loss), ``max_memory_usage`` (peak memory, GiB: the log names no
-  unit). Other keys (``validation_throughput``, ...) are not training figures and are left alone.
-- ``global_batch_size`` (samples per step), the ``submission_*`` fields, and ``:::SYSJSON`` (the system
-  description a submission's log carries: accelerator, nodes, accelerators per node), which an import
-  that names no case takes its hardware and layout from.
+- MLPerf's result: time to train = the first ``run_stop`` - the first ``run_start`` (as mlperf-logging's result
+  summarizer scores it), ``run_stop``'s ``metadata.status`` (``success`` -> ok; anything else failed), and the
+  quality metrics the rules score for the benchmark (the benchmark table, ``mlperf_benchmarks.yaml``): the last
+  evaluation of each at or before ``run_stop`` (Stable Diffusion: FID and CLIP both, ``eval_metrics``; the
+  first is ``eval_accuracy``), ``target_accuracy`` where the log states one, the rules' goal beside it.
+- Throughput from the training intervals, read by the benchmark's row (``mllog_blocks``: refused with the
+  reason where the log's keys do not fit it), over the intervals after the first ``skip_intervals`` (warm-up)
+  unless that leaves none: samples/s, and tokens/s where the row says a sample is a sequence of
+  ``max_sequence_length`` tokens (GPT-3's intervals count tokens: samples/s is tokens/s over the length).
+  ``tracked_stats`` beside it (``mllog_tracked``).
+- mlperf-logging's compliance verdict: which round's rules the log passes (``mllog_compliance``), and the
+  ``:::SYSJSON`` system (accelerator, nodes, accelerators per node) an import of no case takes its layout from.
 
-The mlperf-logging package (PyPI) writes these lines and checks a submission's rules, but computes no
-throughput; this reads the JSON itself. Hostile or broken lines: the log is read as a stream (a line over
-the cap is skipped) and only a few numbers per block are kept. A line whose JSON does not parse or whose
-event lacks a text ``key`` is left out with a warning (the first 20 kept, the rest counted); an event whose
-``time_ms`` is no time (nan, infinite, negative, past the year 9999) is left out and fails the import; a
-value of the wrong type is left out with a warning.
+A benchmark the table does not hold is read by what its events state unambiguously: time to train, status,
+evaluations, and ``samples_count`` positions; its other size keys are refused, never guessed.
 """
 from __future__ import annotations
 
-import json
 import math
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Optional
 
-from run_benchmarks.results.importers import CappedWarnings, Imported, clip, number, read_lines, register, whole
-from run_benchmarks.results.importers.mllog_blocks import Keys, Timeline, Tracked, read
-
-MARK, SYSTEM = ":::MLLOG ", ":::SYSJSON "
-SUBMISSION = ("submission_benchmark", "submission_org", "submission_platform", "submission_division",
-              "submission_status")
-COUNTS = ("global_batch_size", "max_sequence_length", "train_samples", "trained_samples",
-          "opt_learning_rate_decay_steps", "opt_learning_rate_training_steps")
-SYSTEM_FIELDS = ("system_name", "accelerator_model_name", "number_of_nodes", "accelerators_per_node",
-                 "accelerator_memory_capacity", "framework")
-LAST_TIME_MS = 253402300799999  # 9999-12-31T23:59:59.999Z, the last time a datetime holds
-AGREE = 0.10  # the blocks' samples/s and tracked_stats' own: a difference past this is a warning
+from run_benchmarks.results.importers import CappedWarnings, Imported, clip, register, whole
+from run_benchmarks.results.importers import mllog_blocks, mllog_compliance
+from run_benchmarks.results.importers.mllog_folder import Folder
+from run_benchmarks.results.importers import mllog_events
+from run_benchmarks.results.importers.mllog_events import SUBMISSION, Event, Log, read
+from run_benchmarks.results.importers.mllog_tracked import Tracked
+from run_benchmarks.results.importers.mlperf_table import Benchmark, table
 
 
 def _iso(time_ms: float) -> str:
     return datetime.fromtimestamp(time_ms / 1000, timezone.utc).isoformat(timespec="seconds")
 
 
-def _bad_time(time_ms) -> str:
-    """Why ``time_ms`` (ms since 1970) is no time stamp, or ''."""
-    if not math.isfinite(time_ms):
-        return "is not finite"
-    if time_ms < 0:
-        return "is negative (a time stamp counts ms since 1970)"
-    if time_ms > LAST_TIME_MS:
-        return "is past the year 9999"
-    return ""
+def _fail(result: Imported, why: str) -> None:
+    result.status = "failed"
+    result.reason = f"{result.reason}; {why}" if result.reason else why
 
 
-@register("mllog", 1, "MLPerf :::MLLOG JSON lines (run_start/run_stop, blocks, eval_accuracy, tracked_stats)")
+@register("mllog", 1, "MLPerf :::MLLOG result logs through mlperf-logging (time to train, scored metrics, "
+                      "throughput by the benchmark table, compliance)", folder=Folder())
 def parse(path: Path, world_size, skip_intervals: int = 1) -> Imported:
-    warnings = CappedWarnings()
-    read_notes: list[str] = []
-    blocks, epochs, tracked = Timeline("block"), Timeline("epoch"), Tracked()
-    start_ms = stop_ms = stop_status = None
-    last: dict = {}  # the last value of each key read below (eval_accuracy: the final one)
-    after_start: dict = {}  # train_samples / trained_samples logged after run_start: the run's total
-    system: dict = {}
-    bad_times, first_bad, events = 0, "", 0
-    for line_number, line in enumerate(read_lines(path, read_notes), 1):
-        at = line.find(MARK)
-        where = f"{path}:{line_number}"
-        if at < 0:
-            if not system and (at := line.find(SYSTEM)) >= 0:
-                system = _system(line[at + len(SYSTEM):], warnings, where)
-            continue
-        try:
-            event = json.loads(line[at + len(MARK):])
-        except ValueError as exc:  # JSONDecodeError, or an integer of more digits than Python converts
-            warnings.add(f"{where}: not valid JSON after {MARK.strip()}: {clip(str(exc))}")
-            continue
-        except RecursionError:
-            warnings.add(f"{where}: JSON after {MARK.strip()} nested deeper than Python parses; left out")
-            continue
-        key = event.get("key") if isinstance(event, dict) else None
-        time_ms = number(event.get("time_ms")) if isinstance(event, dict) else None
-        if not isinstance(key, str) or time_ms is None:
-            warnings.add(f"{where}: an event needs a text key and a numeric time_ms; left out")
-            continue
-        if why := _bad_time(time_ms):
-            bad_times += 1
-            first_bad = first_bad or f"{where}: {clip(key, 40)} time_ms {time_ms:,.6g} {why}"
-            continue
-        events += 1
-        metadata = event.get("metadata") if isinstance(event.get("metadata"), dict) else {}
-        value = event.get("value")
-        if key == "run_start" and start_ms is None:
-            start_ms = time_ms
-        elif key == "run_stop":
-            stop_ms, stop_status = time_ms, metadata.get("status", "success")
-        elif key in SUBMISSION:
-            if value is None or isinstance(value, (str, int, float, bool)):
-                last[key] = clip(value, 200) if isinstance(value, str) else value
-            else:
-                warnings.add(f"{where}: {key} is a {type(value).__name__}, not a text; left out")
-        elif key in COUNTS or key in ("eval_accuracy", "target_accuracy"):
-            read_value = whole(value) if key in COUNTS else number(value)
-            if read_value is None or (key in COUNTS and read_value <= 0):
-                said = clip(repr(value), 60) if value is None or isinstance(value, (str, int, float)) else \
-                    f"(a {type(value).__name__})"
-                warnings.add(f"{where}: {key} {said} is not a "
-                             + ("positive whole number" if key in COUNTS else "number") + "; left out")
-            else:
-                last[key] = read_value
-                if key in ("train_samples", "trained_samples") and start_ms is not None:
-                    after_start[key] = read_value
-                if key == "eval_accuracy":
-                    last["eval_at"] = whole(metadata.get("samples_count", metadata.get("epoch_num")))
-        elif key == "tracked_stats" and isinstance(value, dict):
-            tracked.add(value, len(blocks))
-        blocks.event(key, time_ms, metadata, warnings, where)
-        epochs.event(key, time_ms, metadata, warnings, where)
-    result = Imported(status="ok", metrics={"world_size": world_size},
-                      details={k: last[k] for k in SUBMISSION if k in last})
-    result.warnings = read_notes
-    result.stated = _stated(last, system)
-    if system:
-        result.details["system"] = system
-    if bad_times:
-        result.status = "failed"
-        result.reason = (f"{first_bad}; such an event is no time stamp and was left out"
-                         + (f" ({bad_times:,} events in all)" if bad_times > 1 else ""))
-    if not events:
-        _fail(result, f"no figure in the log: no {MARK.strip()} line" + (" with a valid time" if bad_times else ""))
+    return imported(path, read_log(path), world_size, skip_intervals)
+
+
+def read_log(path: Path) -> tuple[Log, CappedWarnings, list[str]]:
+    warnings, notes = CappedWarnings(), []
+    return read(path, warnings, notes), warnings, notes
+
+
+def imported(path: Path, read_: tuple[Log, CappedWarnings, list[str]], world_size, skip: int) -> Imported:
+    log, warnings, notes = read_
+    said = {e.key: e.value for e in log.events if e.key in SUBMISSION and e.value is not None}
+    result = Imported(status="ok", metrics={"world_size": world_size}, details=dict(said))
+    result.warnings = notes
+    benchmark = said.get("submission_benchmark")
+    found = table().find(benchmark if isinstance(benchmark, str) else None)
+    row = found[1] if found else None
+    result.details["mlperf_benchmark"] = found[0] if found else None
+    result.stated = _stated(log, said, row)
+    if log.system:
+        result.details["system"] = log.system
+    if log.bad_times:
+        _fail(result, f"{log.first_bad}; such an event is no time stamp and was left out"
+                      + (f" ({log.bad_times:,} events in all)" if log.bad_times > 1 else ""))
+    if not log.parsed:
+        _fail(result, "no figure in the log: no :::MLLOG line" + (" with a valid time" if log.bad_times else ""))
         result.warnings.extend(warnings.final())
         return result
-    _result_of_the_run(result, start_ms, stop_ms, stop_status, last)
-    timeline = blocks if len(blocks) else epochs
-    keys = Keys(batch=last.get("global_batch_size"), seq=last.get("max_sequence_length"),
-                total=after_start.get("trained_samples", after_start.get("train_samples")),
-                per_epoch=last.get("train_samples") if not after_start else None,
-                schedule=last.get("opt_learning_rate_decay_steps", last.get("opt_learning_rate_training_steps")))
-    _throughput(result, timeline, keys, tracked, skip_intervals, warnings)
+    if log.overflow:
+        _fail(result, f"the log holds more than {mllog_events.MAX_EVENTS:,} training and evaluation events ({log.overflow:,} "
+                      "past them unread): its intervals are not read")
+    if not found:
+        warnings.add(f"benchmark {clip(repr(benchmark), 60)} is not in accelbench's MLPerf table "
+                     "(mlperf_benchmarks.yaml): only what its events state unambiguously is read")
+    stop = _result_of_the_run(result, log)
+    _scores(result, log, row, stop, warnings)
+    if not log.overflow:
+        _throughput(result, log, row, skip, warnings)
+    verdict = mllog_compliance.check(log.loglines, benchmark, log.unchecked)
+    result.metrics["mlperf_rules"] = verdict.text
+    result.details["mlperf_compliance"] = {"checked": verdict.checked, "passed": verdict.passed,
+                                           "ruleset": verdict.ruleset, "tried": verdict.tried}
     result.warnings.extend(warnings.final())
     return result
 
 
-def _system(text: str, warnings: CappedWarnings, where: str) -> dict:
-    try:
-        data = json.loads(text)
-    except (ValueError, RecursionError):
-        warnings.add(f"{where}: not valid JSON after {SYSTEM.strip()}; left out")
-        return {}
-    if not isinstance(data, dict):
-        return {}
-    return {k: clip(str(data[k]), 100) for k in SYSTEM_FIELDS if isinstance(data.get(k), (str, int))}
-
-
-def _stated(last: dict, system: dict) -> dict:
+def _stated(log: Log, said: dict, row: Optional[Benchmark]) -> dict:
     """What the log says ran: model (the benchmark), hardware and layout (SYSJSON), for an import of no case."""
-    stated = {"model": last.get("submission_benchmark"), "hardware": system.get("accelerator_model_name")
-              or last.get("submission_platform"), "source": "the log's submission_benchmark and :::SYSJSON"}
-    if last.get("max_sequence_length"):
-        stated["seq_len"] = last["max_sequence_length"]
+    system = log.system
+    stated = {"model": said.get("submission_benchmark"), "hardware": system.get("accelerator_model_name")
+              or said.get("submission_platform"), "source": "the log's submission_benchmark and :::SYSJSON"}
+    seq = _sequence(log, row)[0]
+    if seq:
+        stated["seq_len"] = seq
+    if row is not None and row.tokens is None:  # no tokens at all: a case's sequence length is no reading of it
+        stated["no_tokens"] = f"the benchmark table says {row.sources['tokens']}"
     nodes, per_node = (whole(_int(system.get(k))) for k in ("number_of_nodes", "accelerators_per_node"))
     if nodes and per_node:
         stated["nnodes"], stated["nprocs_per_node"] = nodes, per_node
+        stated["layout_source"] = f"the log's :::SYSJSON ({nodes} node(s) x {per_node})"
     return stated
 
 
@@ -178,90 +113,142 @@ def _int(text):
     return int(text) if isinstance(text, str) and text.strip().isdigit() else text
 
 
-def _result_of_the_run(result: Imported, start_ms, stop_ms, stop_status, last: dict) -> None:
-    """MLPerf's own figures: time to train, the last evaluation, the status, the target where stated."""
-    if start_ms is not None:
-        result.started_at = _iso(start_ms)
-    if stop_ms is not None:
-        result.ended_at = _iso(stop_ms)
-        if stop_status != "success":
-            said = (repr(clip(stop_status, 60)) if isinstance(stop_status, str)
-                    else f"of type {type(stop_status).__name__}")
+def _setting(log: Log, key: str) -> Optional[int]:
+    found = [e.value for e in log.values(key) if e.value is not None]
+    return int(found[-1]) if found else None
+
+
+def _sequence(log: Log, row: Optional[Benchmark]) -> tuple[Optional[int], str]:
+    """Tokens per sample, and where from: only where the table says a sample is a language-model sequence."""
+    if row is None or row.tokens != "max_sequence_length":
+        return None, ""
+    logged = _setting(log, "max_sequence_length")
+    if logged:
+        return logged, f"max_sequence_length {logged:,} (log)"
+    return row.sequence_length, f"sequence length {row.sequence_length:,} (the rules' fixed length; the log states none)"
+
+
+def _result_of_the_run(result: Imported, log: Log) -> Optional[Event]:
+    """MLPerf's own figures: time to train (the summarizer's first run_start and run_stop), the status."""
+    start, stop = log.first("run_start"), log.first("run_stop")
+    status = stop.meta.get("status", "success") if stop is not None else None
+    if start is not None:
+        result.started_at = _iso(start.time_ms)
+    if stop is not None:
+        result.ended_at = _iso(stop.time_ms)
+        if status != "success":
+            said = repr(clip(status, 60)) if isinstance(status, str) else f"of type {type(status).__name__}"
             _fail(result, f"run_stop status {said}")
     else:
         _fail(result, "no run_stop event: the run did not end")
     m = result.metrics
-    status = f"run_stop status {clip(str(stop_status), 60)}" if stop_ms is not None else "no run_stop"
-    if start_ms is not None and stop_ms is not None:
-        result.wall_time_s = m["time_to_train_s"] = (stop_ms - start_ms) / 1000
-        result.source("time_to_train_s", f"log: run_stop - run_start, MLPerf's score ({status}"
-                      + (": the run reached its quality target)" if stop_status == "success" else ")"))
-    if "global_batch_size" in last:
-        m["samples_per_step"] = last["global_batch_size"]
+    if start is not None and stop is not None:
+        result.wall_time_s = m["time_to_train_s"] = (stop.time_ms - start.time_ms) / 1000
+        result.source("time_to_train_s", f"log: run_stop - run_start, MLPerf's score (run_stop status "
+                      f"{clip(str(status), 60)}" + (": the run reached its quality target)" if status == "success"
+                                                     else ")"))
+        m["run_status"] = clip(str(status), 60)
+    batch = _setting(log, "global_batch_size")
+    if batch:
+        m["samples_per_step"] = batch
         result.source("samples_per_step", "log: global_batch_size")
-    if "eval_accuracy" in last:
-        m["eval_accuracy"], m["run_status"] = last["eval_accuracy"], clip(str(stop_status), 60)
-        result.details["eval_samples_count"] = last.get("eval_at")
-        at = f" at {last['eval_at']:,}" if last.get("eval_at") is not None else ""
-        result.source("eval_accuracy", f"log: the last eval_accuracy{at} (the benchmark's quality metric; {status})")
-    if "target_accuracy" in last:
-        m["eval_target"] = last["target_accuracy"]
+    target = [e.value for e in log.values("target_accuracy") if isinstance(e.value, float)]
+    if target:
+        m["eval_target"] = target[-1]
         result.source("eval_target", "log: target_accuracy")
+    return stop
 
 
-def _throughput(result: Imported, timeline: Timeline, keys: Keys, tracked: Tracked, skip: int,
-                warnings: CappedWarnings) -> None:
-    m, kind = result.metrics, timeline.kind
-    reading = read(timeline, keys)
+def _scores(result: Imported, log: Log, row: Optional[Benchmark], stop: Optional[Event],
+            warnings: CappedWarnings) -> None:
+    """The last evaluation of each scored metric at or before run_stop (later ones are not the run's)."""
+    evals = [e for e in log.values("eval_accuracy") if e.value is not None]
+    late = [e for e in evals if stop is not None and e.time_ms > stop.time_ms]
+    if late:
+        warnings.add(f"{len(late)} evaluation(s) logged after run_stop: not the run's, left out of its score")
+    evals = [e for e in evals if e not in late]
+    specs = row.metrics if row is not None else None
+    found: dict[str, tuple[float, Event]] = {}
+    for event in evals:
+        for name, value in _metric_values(event, specs):
+            found[name] = (value, event)
+    if specs and evals and not found:
+        warnings.add("the log's evaluations name none of the metrics the rules score ("
+                     + ", ".join(m.metric or m.field or m.name for m in specs) + "): no score read")
+    if not found:
+        return
+    m, goals = result.metrics, {s.name: s.goal for s in specs or () if s.goal}
+    ordered = [s.name for s in specs if s.name in found] if specs else list(found)
+    first, event = found[ordered[0]]
+    m["eval_accuracy"] = first
+    at = event.meta.get("samples_count", event.meta.get("epoch_num"))
+    result.details["eval_samples_count"] = whole(at)
+    where = f" at {at:,}" if isinstance(at, (int, float)) else ""
+    result.source("eval_accuracy", f"log: the last eval_accuracy{where}, {ordered[0]}"
+                  + (f" (the rules' goal {goals[ordered[0]]})" if ordered[0] in goals else ""))
+    if specs or len(found) > 1:
+        m["eval_metrics"] = {name: found[name][0] for name in ordered}
+        m["eval_goals"] = {name: goals[name] for name in ordered if name in goals}
+        result.source("eval_metrics", "log: the last evaluation of each metric the rules score, at or before "
+                                      "run_stop (mlperf_benchmarks.yaml: " + "; ".join(ordered) + ")")
+
+
+def _metric_values(event: Event, specs) -> list[tuple[str, float]]:
+    value = event.value
+    if specs is None:
+        name = event.meta.get("metric") if isinstance(event.meta.get("metric"), str) else "eval_accuracy"
+        return [(name, value)] if isinstance(value, float) else []
+    out = []
+    for spec in specs:
+        if spec.metric is not None:
+            if event.meta.get("metric") == spec.metric and isinstance(value, float):
+                out.append((spec.name, value))
+        elif spec.field is not None:
+            if isinstance(value, dict) and spec.field in value:
+                out.append((spec.name, value[spec.field]))
+            elif isinstance(value, float) and len(specs) == 1:
+                out.append((spec.name, value))
+        elif isinstance(value, float):
+            out.append((spec.name, value))
+    return out
+
+
+def _throughput(result: Imported, log: Log, row: Optional[Benchmark], skip: int, warnings: CappedWarnings) -> None:
+    m = result.metrics
+    batch = _setting(log, "global_batch_size")
+    seq, seq_said = _sequence(log, row)
+    reading = mllog_blocks.read(log, row, batch, seq)
     for note in reading.notes:
         warnings.add(note)
+    if row is None and _setting(log, "max_sequence_length"):
+        warnings.add("max_sequence_length is not read as tokens: the benchmark is not in the table, and a "
+                     "recommender's history length reads the same (no tokens/s)")
+    kind, n = reading.kind, len(reading.amounts)
+    result.details.update({f"{kind}s": n, "skipped": skip, "unit": reading.unit or None})
     if reading.refused:
         _fail(result, f"no throughput: {reading.refused}")
-    measured = slice(skip, None) if len(reading.amounts) > skip else slice(0, None)
-    if reading.amounts and len(reading.amounts) <= skip:
-        warnings.add(f"the log has {len(reading.amounts)} {kind}(s): kept whole, its warm-up inside (the "
-                     f"{skip} warm-up {kind}(s) of --skip-intervals would leave none)")
-    result.details.update({f"{kind}s": len(reading.amounts), "tracked_stats": len(tracked.throughput),
-                           "skipped": skip, "unit": reading.unit or None})
-    rate = None
-    if reading.amounts and not reading.refused:
-        amount, seconds = math.fsum(reading.amounts[measured]), math.fsum(reading.seconds[measured])
-        rate, used = amount / seconds, len(reading.amounts[measured])
-        how = f"the log's {kind}s ({used} of {len(reading.amounts)}): {reading.how}, over their training time"
+    rate, first = None, 0
+    if n and not reading.refused:
+        first = skip if n > skip else 0
+        if n <= skip:
+            warnings.add(f"the log has {n} {kind}(s): kept whole, its warm-up inside (the {skip} warm-up {kind}(s) of "
+                         "--skip-intervals would leave none)")
+        rate = math.fsum(reading.amounts[first:]) / math.fsum(reading.seconds[first:])
+        how = f"the log's {kind}s ({n - first} of {n}): {reading.how}, over their training time"
         if reading.unit == "tokens":
             m["tokens_per_s_total"] = rate
             result.source("tokens_per_s_total", f"derived from {how}")
-            rate = rate / keys.seq
-            how += f", / max_sequence_length {keys.seq:,}"
+            rate = rate / seq
+            how += f", / {seq_said}"
+        elif seq:
+            m["tokens_per_s_total"] = rate * seq
+            result.source("tokens_per_s_total", f"derived: samples/s x {seq_said}")
         m["samples_per_s"] = rate
         result.source("samples_per_s", f"derived from {how}")
-    logged = tracked.throughput[skip:] if len(tracked.throughput) > skip else tracked.throughput
-    if logged:
-        own = math.fsum(logged) / len(logged)
-        m["samples_per_s_logged"] = own
-        result.source("samples_per_s_logged", f"log: tracked_stats throughput, mean of {len(logged)}")
-        whole_run = bool(reading.amounts) and len(reading.amounts) <= skip
-        if not reading.refused and (rate is None or whole_run):
-            if rate is not None:
-                m["samples_per_s_blocks"] = rate
-                result.source("samples_per_s_blocks", result.metrics["sources"].pop("samples_per_s"))
-            m["samples_per_s"] = m.pop("samples_per_s_logged")
-            result.source("samples_per_s", f"log: tracked_stats throughput, mean of {len(logged)} (the log's "
-                                           "own measurement)")
-            result.metrics["sources"].pop("samples_per_s_logged")
-            m.pop("tokens_per_s_total", None)
-        elif rate is not None and abs(own / rate - 1) > AGREE:
-            warnings.add(f"the {kind}s give {rate:,.4g} samples/s, the log's tracked_stats {own:,.4g} "
-                         f"({own / rate - 1:+.1%}, past {AGREE:.0%})")
-    if m.get("samples_per_s") is not None and keys.seq and m.get("tokens_per_s_total") is None:
-        m["tokens_per_s_total"] = m["samples_per_s"] * keys.seq
-        result.source("tokens_per_s_total", f"samples/s x max_sequence_length {keys.seq:,} (log)")
-    if m.get("samples_per_s") is None and not reading.refused:
-        warnings.add(f"no throughput: {len(reading.amounts)} {kind}(s) with an amount and "
-                     f"{len(tracked.throughput)} tracked_stats throughput value(s)")
-    tracked.figures(result, skip, len(timeline))
-
-
-def _fail(result: Imported, why: str) -> None:
-    result.status = "failed"
-    result.reason = f"{result.reason}; {why}" if result.reason else why
+    elif not reading.refused:
+        warnings.add(f"no throughput: no {kind} with an amount the table's keys state")
+    own_starts = reading.starts or [e.index for e in log.events if e.key == f"{kind}_start"]
+    notes: list[str] = []
+    Tracked.of(log.events, own_starts).figures(result, first, rate, notes)
+    for note in notes:
+        warnings.add(note)

@@ -11,6 +11,7 @@ import textwrap
 from pathlib import Path
 from typing import Optional, Sequence
 
+from run_benchmarks.catalog.compliance import NON_COMPLIANT
 from run_benchmarks.results import perf_reader
 from run_benchmarks.results.report.summary import CaseSummary
 
@@ -61,6 +62,8 @@ def row_label(s: CaseSummary, varying: Sequence[str], with_case: bool = False, w
         parts.append(s.config)
     words = fact_words(s, varying)
     text = " ".join(parts) + (f" ({words})" if words else "")
+    if s.non_compliant:  # a bar beside compliant ones ranks it: the label says it departs from its case's policy
+        text += f" [{NON_COMPLIANT}]"
     return "\n".join(textwrap.wrap(text, width, break_on_hyphens=False, break_long_words=True)) or text
 
 

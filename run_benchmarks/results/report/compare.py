@@ -18,6 +18,9 @@ drops with the facts it implies (the global batch). Two sides with no pair at al
 
 The figures are COMPARED's, then MLPerf's time to train and last eval accuracy where a side has them.
 
+A side that departs from its case's policy is named in the row's label and beside every change
+(``+12% (B non-compliant)``; report/compliance_marks.py): a comparison is never shown without saying so.
+
 Noise: a change is marked "within noise" when both sides have at least two ok rounds and
 |B / A - 1| < CV_A + CV_B, the sum of the two sides' coefficients of variation over rounds (NOISE_RULE).
 With one round on a side its spread is unknown and nothing is marked.
@@ -30,8 +33,9 @@ from itertools import zip_longest
 from typing import Optional, Sequence
 
 from run_benchmarks.results import memory
+from run_benchmarks.results.report import compliance_marks
 from run_benchmarks.results.store.schema import Attempt
-from run_benchmarks.results.report.facts import MATCH_FACTS, describe, differing, settings_key
+from run_benchmarks.results.report.facts import FACT_LABEL, MATCH_FACTS, differing, fact_text, settings_key
 from run_benchmarks.results.report.summary import CaseSummary, summarize
 
 # Rows without a stored workload pair as before workloads were stored:
@@ -56,7 +60,8 @@ COMPARED = ("tokens_per_s_per_device", "tflops_per_device", "mfu", "memory")
 # MLPerf's score and its quality metric (an imported result log's): compared where a side has them (compared()).
 HEADLINE = ("time_to_train_s", "eval_accuracy")
 SHORT = {"tokens_per_s_per_device": "tok/s/dev", "tflops_per_device": "TFLOP/s/dev", "mfu": "MFU",
-         "memory": "memory", "time_to_train_s": "time to train", "eval_accuracy": "eval accuracy (last)"}
+         "memory": "memory", "time_to_train_s": "time to train", "eval_accuracy": "eval accuracy (last)",
+         "samples_per_s": "samples/s"}
 NOISE_RULE = "within noise: |B/A - 1| < CV(A) + CV(B), the spreads over rounds (both sides need 2+ ok rounds)"
 
 
@@ -125,18 +130,32 @@ class Row:
             parts.append(f"{k['nnodes']}x{k['nprocs_per_node']}")
         if k.get("extern_config") not in (None, "-"):
             parts.append(str(k["extern_config"]))
-        summary = self.a or self.b
-        if self.varying and summary is not None and summary.workload_hash is not None:
-            parts.append(f"({describe(summary.facts, self.varying)})")
+        sides = [s for s in (self.a, self.b) if s is not None and s.workload_hash is not None]
+        if self.varying and sides:  # a fact the two sides differ in reads A/B, as the differing setting does
+            words = []
+            for key in self.varying:
+                values = dict.fromkeys(fact_text(s.facts.get(key)) for s in sides)
+                words.append(f"{FACT_LABEL.get(key, key)} {'/'.join(values)}")
+            parts.append(f"({', '.join(words)})")
         if self.differs:
             parts.append(f"[differs: {', '.join(self.differs)}]")
+        if self.departs:
+            parts.append(f"[{self.departs}]")
         return " ".join(parts)
+
+    @property
+    def departs(self) -> str:
+        """Which side departs from its case's policy (``B non-compliant``), or empty."""
+        return compliance_marks.sides(self.a, self.b)
 
 
 def compared(rows: Sequence[Row]) -> tuple[str, ...]:
     """COMPARED, then each HEADLINE figure that a side of some row has (an MLPerf import's time to train)."""
     sides = [s for row in rows for s in (row.a, row.b) if s is not None]
-    return COMPARED + tuple(f for f in HEADLINE if any(s.mean(f) is not None for s in sides))
+    samples = ("samples_per_s",) if any(s.mean("samples_per_s") is not None and s.mean("tokens_per_s_per_device")
+                                        is None for s in sides) else ()  # a side with no tokens/s: BERT, DLRM
+    return COMPARED[:1] + samples + COMPARED[1:] + tuple(f for f in HEADLINE if any(s.mean(f) is not None
+                                                                                   for s in sides))
 
 
 def match_fields(a: Selection, b: Selection, by_workload: bool = True) -> tuple[str, ...]:
@@ -245,7 +264,8 @@ def format_change(row: Row, figure: str) -> str:
     if change is None:
         return "n/a"
     text = f"{change:+.0%}" if abs(change) >= 0.005 else f"{change:+.1%}"
-    return text + " (within noise)" if row.within_noise(figure) else text
+    text = text + " (within noise)" if row.within_noise(figure) else text
+    return f"{text} ({row.departs})" if row.departs else text  # never a ranking without saying a side departs
 
 
 def format_rounds(summary: Optional[CaseSummary]) -> str:

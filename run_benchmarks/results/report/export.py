@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any, Optional, Sequence
 
 from run_benchmarks.results.store.schema import CASE_COLUMNS, METRIC_COLUMNS, MONITOR_COLUMNS, Attempt
+from run_benchmarks.results.report import compliance_marks
 from run_benchmarks.results.report.facts import FACT_KEYS, round_facts
 from run_benchmarks.results.report.summary import FIGURES, CaseSummary
 
@@ -23,13 +24,17 @@ CSV_COLUMNS = ("run_id",) + CASE_COLUMNS + ("round", "attempt", "status", "reaso
                                              "ended_at", "wall_time_s") + tuple(c for c, _, _ in METRIC_COLUMNS) + MONITOR_COLUMNS + (
     "accelbench_commit", "source", "results_path")
 # Figures no store column holds, read from the metrics: MLPerf's own result in an imported MLPerf log
-METRIC_CSV = ("time_to_train_s", "eval_accuracy")
+METRIC_CSV = ("time_to_train_s", "eval_accuracy", "eval_metrics", "mlperf_score_s")
 FACT_CSV = ("workload_hash",) + tuple(k for k in FACT_KEYS if k != "precision")  # precision is a column already
+# The verdict against the case's policy: compliant true/false (empty: not judged), each departing key=value
+POLICY_CSV = ("compliant", "departures")
 CASE_FIELDS = ("case", "framework", "framework_version", "hardware", "vendor", "nnodes", "nprocs_per_node")
 SUMMARY_COLUMNS = (CASE_FIELDS + ("config", "extern_config", "workload_hash") + FACT_KEYS
                    + ("rounds", "rounds_ok") + tuple(f"{f.key}{s}" for f in FIGURES for s in ("", "_cv"))
                    + ("flop_formula", "mfu_peak_tflops", "mfu_peak_source", "mfu_measured_peak_tflops")
-                   + ("memory_bytes", "memory_definition"))  # the memory figure the report's table shows
+                   + ("memory_bytes", "memory_definition")  # the memory figure the report's table shows
+                   + ("scored_metrics",)  # an MLPerf import's metrics, each named: "FID 79.13; CLIP 0.1865"
+                   + POLICY_CSV)
 # What each row's MFU divides by and how its FLOPs were counted (6N, 6N + attention, a PPO phase): MFU from
 # two tools that count differently is never compared without these beside it.
 
@@ -52,7 +57,10 @@ def _attempt_row(attempt: Attempt, root: Optional[Path]) -> dict:
     row = {**attempt.row, **{k: relative(attempt.get(k), root) for k in PATH_FIELDS}}
     row["workload_hash"] = what.workload_hash
     row.update({k: (attempt.get("metrics") or {}).get(k) for k in METRIC_CSV})
+    if isinstance(row.get("eval_metrics"), dict):  # every metric the rules score: {"FID": 79.1, "CLIP": 0.19}
+        row["eval_metrics"] = json.dumps(row["eval_metrics"])
     row.update({k: what.facts.get(k) for k in FACT_KEYS if k != "precision"})
+    row.update(compliance_marks.export_fields([attempt]))
     return row
 
 
@@ -70,7 +78,7 @@ def _csv(columns: Sequence[str], rows: Sequence[dict]) -> str:
 
 
 def to_csv(attempts: Sequence[Attempt], root: Optional[Path] = None) -> str:
-    return _csv(CSV_COLUMNS + METRIC_CSV + FACT_CSV, [_attempt_row(a, root) for a in attempts])
+    return _csv(CSV_COLUMNS + METRIC_CSV + FACT_CSV + POLICY_CSV, [_attempt_row(a, root) for a in attempts])
 
 
 def summary_row(summary: CaseSummary, root: Optional[Path] = None) -> dict[str, Any]:
@@ -97,6 +105,8 @@ def summary_row(summary: CaseSummary, root: Optional[Path] = None) -> dict[str, 
     row["mfu_measured_peak_tflops"] = distinct("measured_peak_tflops")
     chosen = summary.memory_figure
     row["memory_bytes"], row["memory_definition"] = (chosen.value, chosen.label) if chosen else (None, None)
+    row["scored_metrics"] = summary.cell("eval_accuracy") if summary.scored else None
+    row.update(compliance_marks.export_fields(summary.attempts))
     return row
 
 

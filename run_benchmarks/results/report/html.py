@@ -17,7 +17,7 @@ from run_benchmarks import __version__
 from run_benchmarks.results.analyze import CV_FLAG
 from run_benchmarks.results import breakdown_words
 from run_benchmarks.results.store.schema import Attempt
-from run_benchmarks.results.report import breakdown_chart, chart_data, charts, loss_chart, micro_charts
+from run_benchmarks.results.report import breakdown_chart, chart_data, charts, compliance_marks, loss_chart, micro_charts
 from run_benchmarks.results.report.ppo_phases import ppo_phase_views
 from run_benchmarks.results.report.summary import FIGURE_BY_KEY, CaseSummary
 from run_benchmarks.results.report.views import to_html
@@ -28,8 +28,10 @@ TABLE_GROUPS = (
                     "samples_per_s", "tflops_per_device", "mfu")),
     ("Time, loss and energy", ("step_time_median_s", "init_time_s", "first_step_time_s", "wall_time_s", "loss_last",
                                "accel_util_mean", "power_w_mean", "energy_j", "tokens_per_joule")),
+    ("MLPerf's result", ("time_to_train_s", "eval_accuracy")),  # an imported MLPerf log's score and metrics
 )
 TABLE_FIGURES = tuple(f for _, group in TABLE_GROUPS for f in group)
+IMPORTED_ONLY = ("time_to_train_s", "eval_accuracy")  # never listed as missing from accelbench's own rows
 
 
 def _fmt(figure: str, value: Optional[float]) -> str:
@@ -111,11 +113,12 @@ def render(title: str, summaries: Sequence[CaseSummary], attempts: Sequence[Atte
         show_config=any(s.config != "-" for s in summaries),
         title=title, generated=datetime.now(timezone.utc).isoformat(timespec="seconds"), version=__version__,
         cv_flag=f"{CV_FLAG:.0%}", summaries=summaries, table_groups=[g for g in groups if g[1]] or [("Cases", [])],
-        empty_figures=[FIGURE_BY_KEY[f].label for f in TABLE_FIGURES if f not in present],
+        empty_figures=[FIGURE_BY_KEY[f].label for f in TABLE_FIGURES if f not in present and f not in IMPORTED_ONLY],
         fmt=_fmt, formulas=formulas, checks=list(checks), charts=report_charts(summaries), losses=list(losses),
         ppo_phases=[to_html(v) for v in ppo_phase_views(summaries)],
         loss_charts=[loss_chart.loss_band(v, f"band{i}") for i, v in enumerate(losses) if v.steps],
         facts=facts, fact_text=fact_text, attempts=[a.row for a in attempts],
+        ranking_note=compliance_marks.ranking_note(summaries),
         environment=lambda s: json.dumps(s.environment, indent=2, default=str, sort_keys=True))
 
 

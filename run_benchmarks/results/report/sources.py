@@ -51,4 +51,25 @@ def logged_lines(metrics: Optional[dict]) -> list[str]:
             lines.append(f"{label}: {fmt(found)}" + (f" — {said}" if said else ""))
     if metrics.get("run_status") and metrics.get("eval_accuracy") is not None:
         lines.append(f"run status, as logged: {metrics['run_status']}")
+    return lines + mlperf_lines(metrics)
+
+
+def mlperf_lines(metrics: dict) -> list[str]:
+    """An MLPerf import's scored metrics (each with the rules' goal), its compliance verdict, the folder's score."""
+    lines, goals = [], metrics.get("eval_goals") or {}
+    scored = metrics.get("eval_metrics") or {}
+    if scored:
+        lines.append("scored metrics: " + ", ".join(
+            f"{name} {value:.4g}" + (f" (goal {goals[name]})" if name in goals else "") for name, value in
+            scored.items() if isinstance(value, (int, float))) + (f" — {source(metrics, 'eval_metrics')}"
+                                                                  if source(metrics, "eval_metrics") else ""))
+    if metrics.get("mlperf_rules"):
+        lines.append(f"MLPerf rules: {metrics['mlperf_rules']}")
+    score = metrics.get("mlperf_score_s")
+    if isinstance(score, (int, float)):
+        lines.append(f"MLPerf score of the folder: {score / 60:,.2f} min"
+                     + ("" if metrics.get("mlperf_score_counted") else " (this run not counted)")
+                     + f" — {source(metrics, 'mlperf_score_s')}")
+    if metrics.get("layout"):
+        lines.append(f"layout: {metrics['layout']}")
     return lines

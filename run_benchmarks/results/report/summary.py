@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Callable, Optional, Sequence
 
 from run_benchmarks.results import memory
+from run_benchmarks.results.report import compliance_marks
 from run_benchmarks.results.analyze import CV_FLAG, Stats
 from run_benchmarks.results.store.schema import Attempt
 from run_benchmarks.results.report.facts import RoundFacts, flat_settings, round_facts, settings_key
@@ -82,6 +83,9 @@ class CaseSummary:
     figures: dict[str, Stats] = field(default_factory=dict)
     flags: list[str] = field(default_factory=list)
     what: RoundFacts = RoundFacts(None, None)  # the workload hash and layout facts its rounds share
+    # every quality metric an imported MLPerf log's rules score, by name (Stable Diffusion: FID and CLIP),
+    # where there are several: the eval accuracy cell shows them all, never only the first
+    scored: dict[str, Stats] = field(default_factory=dict)
 
     @property
     def facts(self) -> dict:
@@ -91,6 +95,11 @@ class CaseSummary:
     @property
     def workload_hash(self) -> Optional[str]:
         return self.what.workload_hash
+
+    @property
+    def non_compliant(self) -> bool:
+        """Whether a round of this workload departs from its case's policy (report/compliance_marks.py)."""
+        return compliance_marks.departs(self.attempts)
 
     @property
     def statuses(self) -> Counter:
@@ -118,6 +127,10 @@ class CaseSummary:
 
     def cell(self, key: str) -> str:
         """The figure's mean over ok rounds, with its coefficient of variation when there are several."""
+        if key == "eval_accuracy" and len(self.scored) > 1:
+            fmt = FIGURE_BY_KEY[key].fmt
+            return "; ".join(f"{name} {fmt(st.mean)}" + (f" ±{st.cv:.1%}" if st.n > 1 else "")
+                             for name, st in self.scored.items())
         stats = self.figures.get(key)
         if stats is None:
             return "n/a"
@@ -199,6 +212,8 @@ def summarize(attempts: Sequence[Attempt], fields: Sequence[str] = KEY_FIELDS) -
     for what, members in groups.values():
         summary = CaseSummary(dict(zip(fields, case_key(members[0], fields))), members, what=what)
         summary.flags += [what.note] if what.note else []
+        summary.flags += untrained_flags(members)
+        summary.flags += compliance_marks.flags(members)  # each departure from the case's policy, named
         noisy = []  # (label, cv): throughput, TFLOP/s and MFU scale together, so one flag names them all
         for name in [f.key for f in FIGURES] + ["samples_per_step", "memory_total_bytes", "peak_memory_reserved_bytes",
                                                "device_memory_used_bytes"]:
@@ -210,10 +225,37 @@ def summarize(attempts: Sequence[Attempt], fields: Sequence[str] = KEY_FIELDS) -
             figure = FIGURE_BY_KEY.get(name)
             if figure and stats.n > 1 and stats.cv > CV_FLAG and name in FLAGGED:
                 noisy.append((figure.label, stats.cv))
+        _scored(summary)
         if noisy:
             summary.flags.append(f"varies across {len(summary.ok)} rounds (> {CV_FLAG:.0%}): "
                                  + ", ".join(f"{label} {cv:.1%}" for label, cv in noisy))
         out.append(summary)
+    return out
+
+
+def _scored(summary: CaseSummary) -> None:
+    """Each scored metric's stats over the ok rounds, and a flag where the log stated no layout."""
+    names: dict[str, list[float]] = {}
+    for attempt in summary.ok:
+        metrics = attempt.get("metrics") or {}
+        for name, value in (metrics.get("eval_metrics") or {}).items():
+            if isinstance(value, (int, float)) and not isinstance(value, bool):
+                names.setdefault(name, []).append(value)
+    summary.scored = {name: Stats.of(values) for name, values in names.items()}
+    if any(str((a.get("metrics") or {}).get("layout", "")).startswith("not stated") for a in summary.attempts):
+        summary.flags.append("the log states no layout and none was given: its nodes and devices (1:1) are a "
+                             "placeholder, and no per-device figure is stored")
+
+
+def untrained_flags(attempts: Sequence[Attempt]) -> list[str]:
+    """An imported round that trained nothing (importers/untrained.py): one flag line per round, its causes named,
+    so no view shows the row as a plain result."""
+    out = []
+    for attempt in attempts:
+        causes = (attempt.get("metrics") or {}).get("trained_nothing")
+        if causes:
+            out.append(f"round {attempt.get('round')} trained nothing (flag trained_nothing, status "
+                       f"{attempt.get('status')}): " + "; ".join(map(str, causes)))
     return out
 
 

@@ -9,6 +9,8 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
+from run_benchmarks.results.report import compliance_marks
+
 
 
 STATUS_STYLE = {"ok": "green", "failed": "red", "oom": "red", "unsupported": "magenta", "timeout": "yellow",
@@ -99,6 +101,13 @@ def layout_summary(workload, world_size: int) -> str:
 _WHERE_MEASURED = ("effective_tokens_per_s_per_device", "mfu_measured", "time_to_train_s", "eval_accuracy")
 
 
+def samples_only(summaries) -> bool:
+    """A row with samples/s and no tokens/s (an MLPerf import of BERT, DLRM, R-GAT, RetinaNet): the report then
+    shows samples/s, where every throughput column would read n/a."""
+    return any(s.mean("samples_per_s") is not None and s.mean("tokens_per_s_per_device") is None
+               and s.mean("tokens_per_s_total") is None for s in summaries)
+
+
 def summary_table(summaries, title: str) -> Table:
     """One row per workload: each figure's mean over ok rounds (± its coefficient of variation). The layout
     and batch facts that differ between the rows are columns of their own, so no two rows look alike."""
@@ -106,26 +115,35 @@ def summary_table(summaries, title: str) -> Table:
     from run_benchmarks.results.report.summary import FIGURE_BY_KEY
 
     table = Table(title=title)
-    columns = ("tokens_per_s_per_device", "effective_tokens_per_s_per_device", "tokens_per_s_total",
+    columns = ("tokens_per_s_per_device", "effective_tokens_per_s_per_device", "tokens_per_s_total", "samples_per_s",
                "tflops_per_device", "mfu", "mfu_measured", "step_time_median_s", "time_to_train_s", "eval_accuracy")
     # Effective tokens/s (padding left out) only where a round pads, "MFU (measured)" only once a round has a
     # calibrated peak, MLPerf's time to train and eval accuracy only where an imported MLPerf log gave them:
     # a column of n/a would push the others to wrap
     columns = tuple(k for k in columns if k not in _WHERE_MEASURED or any(s.mean(k) is not None for s in summaries))
+    columns = tuple(k for k in columns if k != "samples_per_s" or samples_only(summaries))
     varying = varying_settings(summaries)  # train.steps 15 and 12 are a column too, not two identical rows
     table.add_column("case", no_wrap=True)
     table.add_column("config", overflow="fold")
     for key in varying:
         table.add_column(FACT_LABEL.get(key, key), justify="right")
     table.add_column("rounds")
+    policy = compliance_marks.any_departs(summaries)  # a column only where some row departs
+    if policy:
+        table.add_column("policy")
     for key in columns:
         table.add_column(FIGURE_BY_KEY[key].label, justify="right")
     table.add_column("memory actual / total", justify="right")
     for s in summaries:
         rounds = ", ".join(f"[{STATUS_STYLE.get(st, '')}]{n} {st}[/]" for st, n in s.statuses.items())
         table.add_row(s.label, s.config, *[fact_text(s.facts.get(k)) for k in varying], rounds,
-                      *[s.cell(key) for key in columns], s.memory())
+                      *([_policy_cell(s)] if policy else []), *[s.cell(key) for key in columns], s.memory())
     return table
+
+
+def _policy_cell(summary) -> str:
+    word = compliance_marks.word(summary.attempts)
+    return f"[red]{word.upper()}[/]" if word == compliance_marks.NON_COMPLIANT else word
 
 
 def checks_table(checks) -> Table:
@@ -150,7 +168,12 @@ def print_summaries(console: Console, summaries, title: str) -> None:
     from run_benchmarks.results.report.ppo_phases import ppo_phase_views
     from run_benchmarks.results.report.views import to_rich
 
+    from run_benchmarks.results.report.footnotes import footnotes
+
     print_table(console, summary_table(summaries, title))
+    note = compliance_marks.ranking_note(summaries)
+    if note:
+        console.print(f"[red]⚑[/] {escape(note)}", soft_wrap=True)
     for line in footnotes(summaries):
         console.print(line, markup=False, highlight=False, soft_wrap=True)
     for view in ppo_phase_views(summaries):  # an RLHF workload's phases, as ColossalAI's benchmark sums them up
@@ -162,37 +185,12 @@ def print_summaries(console: Console, summaries, title: str) -> None:
             console.print(f"[yellow]⚑[/] {s.label} {s.config}{which}: {flag}", soft_wrap=True)
 
 
-def footnotes(summaries) -> list[str]:
-    """Per distinct note, from the rounds' stored metrics: why MFU is n/a, which peak it divides by
-    (datasheet or measured, with the value), the FLOP formula. A note that holds for only some rows names
-    them, so MFU figures counted two ways are never read as one."""
-    notes: dict[tuple[int, str], list[str]] = {}  # (order: MFU, measured MFU, FLOPs; line) -> row labels
-    measured = any((a.get("metrics") or {}).get("mfu_measured") is not None for s in summaries for a in s.attempts)
-    for s in summaries:
-        for attempt in s.attempts:
-            m = attempt.get("metrics") or {}
-            if not m:
-                continue
-            lines = [m.get("mfu_note") and (m["mfu_note"] if m.get("mfu") is not None else f"MFU n/a: {m['mfu_note']}")]
-            note = m.get("mfu_measured_note") or ""
-            if note:
-                lines.append(note if note.startswith("MFU (measured)") else
-                             ("² MFU (measured) n/a: " if measured else "MFU against a measured peak: n/a, ") + note)
-            lines.append(m.get("flop_formula") and f"FLOPs: {m['flop_formula']}")
-            for line in filter(None, lines):
-                rows = notes.setdefault((2 if line.startswith("FLOPs") else int("measured" in line[:30]), line), [])
-                if s.label not in rows:
-                    rows.append(s.label)
-    labels = {s.label for s in summaries}
-    return [line if set(rows) == labels else f"{line} [{', '.join(rows)}]" for (_, line), rows in sorted(notes.items())]
-
-
 def compare_table(a, b, rows) -> Table:
     """A against B per paired workload: each side's mean ± CV with its rounds, and the change, marked when
     it is inside the two sides' combined noise (compare.NOISE_RULE, printed as the caption)."""
     from run_benchmarks.results.report.compare import (NOISE_RULE, compared, format_change, format_rounds, format_value)
 
-    table = Table(title=f"A = {a.text}   B = {b.text}   (B vs A: +32% = B does 32% more)", caption=NOISE_RULE)
+    table = Table(title=escape(f"A = {a.text}   B = {b.text}   (B vs A: +32% = B does 32% more)"), caption=NOISE_RULE)
     for column, justify in (("case", "left"), ("figure", "left"), ("A (mean ±CV)", "right"), ("A rounds", "left"),
                             ("B (mean ±CV)", "right"), ("B rounds", "left"), ("B vs A", "right")):
         table.add_column(column, justify=justify, overflow="fold")
@@ -200,7 +198,8 @@ def compare_table(a, b, rows) -> Table:
     for row in rows:
         for i, figure in enumerate(figures):
             first = i == 0
-            table.add_row(row.label if first else "", row.figure_label(figure), format_value(row.a, figure, row),
+            # the label names the differing setting in brackets: text, never read as markup
+            table.add_row(Text(row.label) if first else "", row.figure_label(figure), format_value(row.a, figure, row),
                           format_rounds(row.a) if first else "", format_value(row.b, figure, row),
                           format_rounds(row.b) if first else "", format_change(row, figure),
                           end_section=i == len(figures) - 1)

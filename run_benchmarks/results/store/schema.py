@@ -12,7 +12,7 @@ if TYPE_CHECKING:  # the record's pydantic models: imported where a row becomes 
     from run_benchmarks.results.store.connection import Connection
 
 SCHEMA_VERSION = 1  # the file's tables (meta); a newer one is refused at open. Columns are only ever added
-ROW_VERSION = 6  # each attempts row's layout (column row_version), read and migrated by versions.read_row
+ROW_VERSION = 7  # each attempts row's layout (column row_version), read and migrated by versions.read_row
 
 # Figures copied out of the metrics into columns: (column, key in RoundMetrics.to_dict(), sub-key)
 METRIC_COLUMNS = (

@@ -113,6 +113,13 @@ def _row_version(row: dict) -> dict:
     return {**row, "row_version": 6}
 
 
+def _compliance(row: dict) -> dict:
+    """The record may carry the policy verdict (``record.compliance``) and what a device was
+    (``record.device_definition``); rows before them were not judged and said nothing of their devices, which
+    their record says by having neither: only the version it now has."""
+    return {**row, "row_version": 7}
+
+
 @dataclass(frozen=True)
 class RowMigration:
     to_version: int
@@ -126,7 +133,10 @@ ROW_MIGRATIONS = (
     RowMigration(3, "peak_memory_reserved_bytes added", "2026-11-23 e259435", _reserved_memory),
     RowMigration(4, "figures added", "2026-11-24 c02cc4f", _task_figures),
     RowMigration(5, "record: the round record stored whole", "2026-11-25 a2793ac", _record_whole),
-    RowMigration(6, "row_version: each row names its version", "2026-11-25 (this change)", _row_version),
+    RowMigration(6, "row_version: each row names its version", "2026-11-25", _row_version),
+    RowMigration(7, "record.compliance and record.device_definition: the workload against its case's policy, "
+                    "what one device was", "2026-11-26 (this change)",
+                 _compliance),
 )
 assert [m.to_version for m in ROW_MIGRATIONS] == list(range(2, ROW_VERSION + 1))
 

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from itertools import zip_longest
 from typing import Optional, Sequence, Union
 
+from run_benchmarks.catalog.compliance import NON_COMPLIANT
 from run_benchmarks.results.analyze import Stats
 from run_benchmarks.results.report.summary import FIGURE_BY_KEY, CaseSummary
 from run_benchmarks.results.tables.published import PublishedFigure, PublishedTable, load
@@ -120,7 +121,7 @@ class ReferenceTable:
         text = fmt(stats.mean) + (f" ±{stats.cv:.1%} n={stats.n}" if stats.n > 1 else "")
         if len(summary.ok) < len(summary.attempts):
             text += " (" + ", ".join(f"{n} {s}" for s, n in summary.statuses.items()) + ")"
-        return text
+        return text + (f" ({NON_COMPLIANT})" if summary.non_compliant else "")
 
     def settings(self, row: Row) -> str:
         """What the row ran: its case name and setup (a row nothing ran is the shipped sweep's, ``Built``)."""
@@ -160,6 +161,7 @@ class Built:
     left_out: dict[str, int] = field(default_factory=dict)  # why -> how many workloads
     planned: dict[str, str] = field(default_factory=dict)  # cell id -> the shipped sweep's settings for it
     title: str = ""
+    picked: list[str] = field(default_factory=list)  # how the runs were chosen, where it needs saying (``last``)
 
     def choice(self, row: Row, measure: Measure) -> Choice:
         figures = row.cell.published.get(measure.name, ())

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Optional, Union
 
-from run_benchmarks.results.report import compare
+from run_benchmarks.results.report import compare, compliance_marks
 from run_benchmarks.results.report.chart_data import devices
 from run_benchmarks.results.report.summary import CaseSummary
 from run_benchmarks.results.tables.core import Built, Measure, Placement, ReferenceTable, Row
@@ -42,7 +42,7 @@ def model_of(case: str) -> str:
 class FinetuneTable(ReferenceTable):
     name = "finetune"
     title = "finetune table"
-    label_headers = ("model", "method", "GPUs", "batch")
+    label_headers = ("model", "method", "devices", "batch")  # the source's "Num GPUs"; ours ran on "ran on"
     measures = (Measure("paddle", "Paddle effective tok/s/dev", FIGURE),
                 Measure("torch", "Torch effective tok/s/dev", FIGURE))
     extra_headers = ("Paddle setup", "Torch setup", "speedup (Paddle/Torch)", "published speedup")
@@ -98,7 +98,8 @@ def speedup_text(row: Row) -> str:
     if value is None:
         return "-"
     noise = compare.Row({}, row.ours.get("torch"), row.ours.get("paddle")).within_noise(FIGURE)
-    return f"{value:.2f}x" + (" (within noise)" if noise else "")
+    departs = compliance_marks.sides(row.ours.get("torch"), row.ours.get("paddle"), ("Torch", "Paddle"))
+    return f"{value:.2f}x" + (" (within noise)" if noise else "") + (f" ({departs})" if departs else "")
 
 
 TABLE = FinetuneTable()

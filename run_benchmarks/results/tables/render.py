@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 from typing import Any, Optional
 
+from run_benchmarks.results.report import compliance_marks
 from run_benchmarks.results.report.views import View
 from run_benchmarks.results.tables.core import Built, Measure, Row
 
@@ -91,7 +92,7 @@ def view(built: Built) -> View:
 
 
 def notes(built: Built) -> list[str]:
-    out = [*built.table.notes(built), *built.published.notes]
+    out = [*built.picked, *built.table.notes(built), *built.published.notes]
     if built.table.has_published:
         out.append(RATIO_RULE)
     for name, source in built.published.sources.items():
@@ -100,7 +101,13 @@ def notes(built: Built) -> list[str]:
         said += [f"formula: {source.formula}"] if source.formula else []
         out.append("; ".join(said))
     out += [f"left out: {n} workload(s) of {why} (not part of this table)" for why, n in built.left_out.items()]
-    return out
+    return out + departures(built)
+
+
+def departures(built: Built) -> list[str]:
+    """Each workload of the table that departs from its case's policy, with what it departs in, once."""
+    seen = {id(s): s for row in built.rows for s in row.ours.values()}
+    return [f"{s.label} {s.config}: {flag}" for s in seen.values() for flag in compliance_marks.flags(s.attempts)]
 
 
 def _number(stats) -> Optional[dict]:
