@@ -25,3 +25,4 @@ def test_the_cpu_twin_fills_the_single_gpu_mp_cells_with_a_ratio_labelled_as_a_t
         assert measure["ours"]["case_name"] == case and measure["ours"]["statuses"] == {"ok": 1}
         assert measure["ours"]["value"]["mean"] > 0 and measure["ratio"] > 0
         assert measure["ratio_is_a_comparison"] is False and rows[cell]["settings"].startswith(case)
+        assert "non-compliant" not in measure["ours"]["text"]  # the twin keeps its cases' policy
