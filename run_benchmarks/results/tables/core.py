@@ -112,6 +112,11 @@ class ReferenceTable:
         return summary.figures.get(measure.figure)
 
     def ours_text(self, measure: Measure, summary: CaseSummary) -> str:
+        """Our figure in words, marked where the workload departs from its case's policy."""
+        return self.figure_text(measure, summary) + (f" ({NON_COMPLIANT})" if summary.non_compliant else "")
+
+    def figure_text(self, measure: Measure, summary: CaseSummary) -> str:
+        """The mean ± CV over n rounds, with the rounds' endings where some were not ok; OOM; or why none."""
         stats = self.ours_value(measure, summary)
         if stats is None:
             if summary.statuses.get("oom") and not summary.ok:
@@ -121,7 +126,7 @@ class ReferenceTable:
         text = fmt(stats.mean) + (f" ±{stats.cv:.1%} n={stats.n}" if stats.n > 1 else "")
         if len(summary.ok) < len(summary.attempts):
             text += " (" + ", ".join(f"{n} {s}" for s, n in summary.statuses.items()) + ")"
-        return text + (f" ({NON_COMPLIANT})" if summary.non_compliant else "")
+        return text
 
     def settings(self, row: Row) -> str:
         """What the row ran: its case name and setup (a row nothing ran is the shipped sweep's, ``Built``)."""

@@ -42,9 +42,9 @@ class FlagperfGpt3Table(ReferenceTable):
         chosen = summary.memory_figure
         return None if chosen is None else Stats.of([chosen.value / GIB])
 
-    def ours_text(self, measure: Measure, summary: CaseSummary) -> str:
+    def figure_text(self, measure: Measure, summary: CaseSummary) -> str:
         if measure.name != "memory" or summary.memory_figure is None:
-            return super().ours_text(measure, summary)
+            return super().figure_text(measure, summary)
         return summary.memory()
 
     def notes(self, built) -> list[str]:

@@ -98,8 +98,8 @@ class MfuTable(ReferenceTable):
         said = f"{tflops * factor:,.0f} TFLOP/s" + (f" ({mfu * factor:.0%})" if mfu is not None else "")
         return f"{said} in our formula (x{factor:.3f})"
 
-    def ours_text(self, measure: Measure, summary: CaseSummary) -> str:
-        text = super().ours_text(measure, summary)
+    def figure_text(self, measure: Measure, summary: CaseSummary) -> str:
+        text = super().figure_text(measure, summary)
         if summary.figures.get(measure.figure) is None:
             return text
         mfu = summary.figures.get("mfu")

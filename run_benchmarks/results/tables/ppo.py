@@ -79,12 +79,12 @@ class PpoTable(ReferenceTable):
     def ours_value(self, measure: Measure, summary: CaseSummary) -> Optional[Stats]:
         return _phase(summary).get(measure.figure)
 
-    def ours_text(self, measure: Measure, summary: CaseSummary) -> str:
+    def figure_text(self, measure: Measure, summary: CaseSummary) -> str:
         f = summary.facts
         batch = f.get("ppo.experience_batch_size") or 8  # the schema's default where the workload omits it
         phases = _phase(summary)
         if EXPERIENCE not in phases:
-            return f"b{batch}: " + super().ours_text(measure, summary)
+            return f"b{batch}: " + super().figure_text(measure, summary)
         learning = phases.get(LEARNING)
         return f"b{batch}: {phases[EXPERIENCE].mean:.3g} / " + ("-" if learning is None else f"{learning.mean:.3g}")
 
