@@ -89,3 +89,18 @@ def test_each_table_with_nothing_run_prints_in_every_format(accelbench, tmp_path
         done = accelbench("table", name, "--db", tmp_path / "none.db", "--format", fmt)
         assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr
     assert json.loads(done.stdout)["table"] == name
+
+
+SWEEPS = {"mfu_table_h100.yaml": 6, "mfu_table_h100x8.yaml": 16, "mfu_table_tiny.yaml": 2,
+          "flagperf_gpt3_table_a100.yaml": 8, "flagperf_gpt3_table_tiny.yaml": 3, "ppo_table_h100.yaml": 16,
+          "ppo_table_h100x8.yaml": 240, "ppo_table_tiny.yaml": 3}
+
+
+@pytest.mark.parametrize("name", sorted(SWEEPS))
+def test_every_shipped_table_sweep_plans_every_point_within_its_cases_policy(accelbench, tmp_path, name):
+    from .conftest import ROOT
+
+    done = accelbench("sweep", f"configs/sweeps/{name}", "--dry-run", "--log-root", tmp_path / "logs", cwd=ROOT)
+    assert done.returncode == 0, done.stderr
+    planned = [line for line in done.stdout.splitlines() if line.startswith("p")]
+    assert len(planned) == SWEEPS[name] and all(line.endswith("-> runs") for line in planned), done.stdout[-2000:]
