@@ -15,6 +15,7 @@ from run_benchmarks.catalog import casename, frameworks
 from run_benchmarks.catalog.cases import CaseCatalog
 from run_benchmarks.catalog.compliance import Compliance
 from run_benchmarks.catalog.config_files import ClusterSpec, HostSpec, TestConf
+from run_benchmarks.catalog.contention_limits import ContentionLimits
 from run_benchmarks.catalog.vendors import Hardware, VendorRegistry
 
 
@@ -110,6 +111,7 @@ class CasePlan:
     rounds: list[RoundPlan]
     notes: tuple[str, ...] = ()  # how the inputs were read (which extern file, what a FlagPerf config mapped)
     compliance: Optional[Compliance] = None  # the workload against its case's policy (None: no policy to judge by)
+    contention: ContentionLimits = field(default_factory=ContentionLimits)  # when a round is not judged
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,8 @@ import pytest
 from .infra.postgres import postgres  # noqa: F401 - session fixture: a private PostgreSQL server, started once
 from .infra.slurm import slurm_cluster  # noqa: F401 - session fixture: the test Slurm, started once
 
-from .runner import ROOT, CliResult, copy_tree, run_cli  # noqa: F401 - what test modules import from here
+from .runner import (ROOT, CliResult, copy_tree, expect_shared_machine,  # noqa: F401 - what test modules import
+                     run_cli)
 
 
 # Under CI=true a skip is a failure, unless its reason is one that holds on every CI machine: hardware no
@@ -50,7 +51,7 @@ def pytest_runtest_makereport(item, call):
 E2E_FIXTURES = {"cli", "sshd", "engine", "cpu_torch_image", "slurm_cluster", "accelbench_containers", "postgres"}
 E2E_MODULES = {"test_parity", "test_paddle", "test_paddle_layouts", "test_torch_memory", "test_signals",
                "test_slurm", "test_micro_paddle", "test_store_faults", "test_sweep", "test_cli_imports",
-               "test_paddle_finetune_layouts", "test_loss_runs", "test_breakdown_pipeline"}
+               "test_paddle_finetune_layouts", "test_loss_runs", "test_breakdown_pipeline", "test_contention_runs"}
 
 
 # Lanes (``--lane``): ``./dev test`` runs the suite as three pytest processes side by side, because one
@@ -71,7 +72,8 @@ LANE_OF_MODULE = {"test_sweep": "infra", "test_micro_paddle": "inprocess", "test
                   "test_breakdown_pipeline": "inprocess", "test_breakdown_tp": "inprocess",
                   "test_paddle_breakdown_fleet_launch": "inprocess", "test_paddle_breakdown_launch": "inprocess",
                   "test_store_postgres": "inprocess", "test_store_postgres_cli": "inprocess",
-                  "test_store_postgres_runs": "inprocess", "test_mfu_twin": "inprocess"}
+                  "test_store_postgres_runs": "inprocess", "test_contention_runs": "inprocess",
+                  "test_mfu_twin": "inprocess"}
 
 
 def pytest_addoption(parser):
@@ -196,10 +198,12 @@ def write(path: Path, text: str) -> Path:
 
 @pytest.fixture
 def root(tmp_path) -> Path:
-    """A private copy of the checkout's cases/, vendors/ and configs/, free to edit."""
+    """A private copy of the checkout's cases/, vendors/ and configs/, free to edit; its test_conf expects the
+    suite's shared machine (runner.SHARED_MACHINE)."""
     copy = tmp_path / "root"
     for folder in ("cases", "vendors", "configs"):
         copy_tree(ROOT / folder, copy / folder)
+    expect_shared_machine(copy / "configs" / "test_conf.yaml")
     return copy
 
 

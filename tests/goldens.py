@@ -22,7 +22,7 @@ from typing import Any, Optional
 import pytest
 import yaml
 
-from .runner import ROOT, CliResult, copy_tree, run_cli
+from .runner import ROOT, SHARED_MACHINE, CliResult, copy_tree, expect_shared_machine, run_cli
 
 SHORT_STEPS, SHORT_WARMUP = 6, 2
 SHORT = ("--set", f"train.steps={SHORT_STEPS}", "--set", f"train.warmup_steps={SHORT_WARMUP}")
@@ -89,8 +89,9 @@ def _get(data: dict, dotted: str) -> Any:
 
 
 def test_conf(path: Path, cases: list[dict], **extra: Any) -> Path:
-    """A test_conf file: ``cases`` as ``{case, set}`` entries (``set`` with dotted keys)."""
-    data = json.loads(json.dumps({"cases": cases, **extra}))  # no shared objects: YAML aliases are refused
+    """A test_conf file: ``cases`` as ``{case, set}`` entries (``set`` with dotted keys), expecting the suite's
+    shared machine (runner.SHARED_MACHINE) unless ``extra`` says otherwise."""
+    data = json.loads(json.dumps({"cases": cases, "contention": SHARED_MACHINE, **extra}))  # no YAML aliases
     path.write_text(yaml.safe_dump(data, sort_keys=False))
     return path
 
@@ -169,6 +170,7 @@ def golden_two_nodes(tmp_path_factory) -> Golden:
     root = workdir / "root"
     for folder in ("cases", "vendors", "configs"):
         copy_tree(ROOT / folder, root / folder)
+    expect_shared_machine(root / "configs" / "test_conf.yaml")
     os.symlink(ROOT / "training", root / "training")
     (root / "configs" / "cluster.yaml").write_text("hosts:\n  - {name: n0}\n  - {name: n1}\n")
     run_golden(workdir, "run", "allreduce:torch:cpu:2:1", "--root", str(root),
@@ -238,6 +240,7 @@ def kind_root(folder: Path, image_from_cpu: bool = False) -> Path:
     its torch image built from the cpu vendor's Dockerfile and wheels, as a vendor would start from one)."""
     for sub in ("cases", "vendors", "configs"):
         copy_tree(ROOT / sub, folder / sub)
+    expect_shared_machine(folder / "configs" / "test_conf.yaml")
     shutil.copytree(TESTKIND, folder / "vendors" / "testkind")
     if image_from_cpu:
         copy_tree(ROOT / "vendors/cpu/docker/torch_2.13", folder / "vendors/testkind/docker/torch_2.13")

@@ -19,7 +19,7 @@ def _checksums(model) -> dict:
 
 
 def main(config: str, out: str) -> None:
-    from training import harness
+    from training.contract.names import read_ranks
     from training.paddle import train
     from training.run_pretraining import load_config
 
@@ -32,7 +32,7 @@ def main(config: str, out: str) -> None:
         return model
 
     train.build_model = recording
-    ranks = harness.read_ranks(train.PADDLE_LAUNCH)
+    ranks = read_ranks("paddle")
     worker = train.PaddleWorker(load_config(config), ranks)
     result = {"tp_rank": worker.layout.tp_rank, "built": built, "kept": _checksums(worker.model)}
     Path(out, f"rank{ranks.rank}.json").write_text(json.dumps(result, indent=1))

@@ -36,9 +36,11 @@ class CliResult:
 
 
 def run_cli(workdir: Path, *args: str, entry: str = "accelbench", timeout: float = 300,
-            log_root: Path | None = None, extra_env: dict | None = None, cwd: Path | None = None) -> CliResult:
+            log_root: Path | None = None, extra_env: dict | None = None, cwd: Path | None = None,
+            preexec_fn=None) -> CliResult:
     """``start_task.py``/``accelbench`` in a subprocess, as a user runs it, with the log root
-    ``workdir/logs`` (given to ``run``) and TMPDIR ``workdir/system-tmp`` (which must stay empty)."""
+    ``workdir/logs`` (given to ``run``) and TMPDIR ``workdir/system-tmp`` (which must stay empty);
+    ``preexec_fn``: run in the child before the command (tests/own_core.py gives it a core)."""
     log_root = log_root or workdir / "logs"
     system_tmp = workdir / "system-tmp"
     system_tmp.mkdir(parents=True, exist_ok=True)
@@ -49,7 +51,8 @@ def run_cli(workdir: Path, *args: str, entry: str = "accelbench", timeout: float
     if args and args[0] == "run" or entry == "start_task":
         argv += ["--log-root", str(log_root)]
     env = {**os.environ, "TMPDIR": str(system_tmp), "PYTHONPATH": str(ROOT), **(extra_env or {})}
-    done = subprocess.run(argv, cwd=cwd or workdir, env=env, capture_output=True, text=True, timeout=timeout)
+    done = subprocess.run(argv, cwd=cwd or workdir, env=env, capture_output=True, text=True, timeout=timeout,
+                          preexec_fn=preexec_fn)
     return CliResult(done.returncode, done.stdout, done.stderr, log_root)
 
 
@@ -72,3 +75,24 @@ def copy_tree(source: Path, target: Path) -> None:
     # measured_peaks.yaml: this machine's own `accelbench calibrate` figures (ignored by git), never a test's
     # input: a test that expects none stored would otherwise depend on whether the developer calibrated
     shutil.copytree(source, target, copy_function=link_wheels, ignore=shutil.ignore_patterns("measured_peaks.yaml"))
+
+
+# What this suite expects of its own machine: three lanes side by side on 2 cores (tests/lanes.py), the test
+# kind's runs of several lanes on the same stand-in devices. Others' CPU, steal, memory pressure and other
+# processes on a device are the lanes' own, so no round may turn contended (not judged: --check exit 7) by the
+# lanes alone. Every test_conf a real run of the suite reads says so (``expect_shared_machine``): the `root`
+# fixture's copy, kind_root's, the goldens' test_conf files. Tests of contention set their own limits.
+SHARED_MACHINE = {"others_cpu_share": None, "steal_share": None, "memory_pressure_share": None,
+                  "device_processes": None}
+
+
+def expect_shared_machine(test_conf: Path) -> Path:
+    """``test_conf`` with the suite's contention limits (SHARED_MACHINE); made if missing."""
+    import yaml
+
+    data = yaml.safe_load(test_conf.read_text()) if test_conf.is_file() else {}
+    data = data or {}
+    data["contention"] = {**(data.get("contention") or {}), **SHARED_MACHINE}
+    test_conf.parent.mkdir(parents=True, exist_ok=True)
+    test_conf.write_text(yaml.safe_dump(data, sort_keys=False))
+    return test_conf

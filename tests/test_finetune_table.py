@@ -220,7 +220,8 @@ def test_models_keep_the_order_they_ran_in_and_each_gets_its_chart(accelbench, t
     extra = [r for r in built.rows if not r.cell.source]
     assert [r.cell.labels[:2] for r in extra] == [("llama_tiny", "full finetune"), ("bloom_tiny", "LoRA")]
     paddle_m, _ = finetune.TABLE.measures
-    assert "paddle" not in extra[0].ours and finetune.speedup_text(extra[1]) == "1.00x"
+    assert "paddle" not in extra[0].ours and finetune.speedup_text(extra[1]) == \
+        "1.00x (within noise)"  # one round each, every step alike: the interval of the change is 0
     out = tmp_path / "two.html"
     assert accelbench("table", "finetune", "--db", db, "--format", "html", "-o", out).returncode == 0
     page = out.read_text()

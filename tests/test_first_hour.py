@@ -84,8 +84,8 @@ def test_other_runs_workers_are_one_warning_per_run_with_its_id():
              {"pid": 12, "run": "", "owner": "", "alive": None, "cmd": "python -m training.monitor"}]
     lines = cleanup.describe("localhost", procs)
     assert len(lines) == 2 and "run , " not in " ".join(lines)
-    assert "pids 10, 11 (run 20261128-1, still running from pid 4242 on host)" in lines[0]
-    assert "pids 12 (untagged" in lines[1]
+    assert "2 process(es) (run 20261128-1, still running from pid 4242 on host)" in lines[0]  # pids: show -v
+    assert "1 process(es) (untagged" in lines[1] and "10, 11" not in " ".join(lines)
 
 
 def test_the_loss_check_lists_only_settings_that_can_change_the_loss():

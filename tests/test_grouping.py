@@ -8,6 +8,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import math
 import statistics
 
 import pytest
@@ -160,15 +161,22 @@ def _cv(values):
     return statistics.stdev(values) / statistics.mean(values)
 
 
+def _log_se(values):
+    """Between rounds (these rows store no steps to resample): sd(log figure) / sqrt(k), results/noise.py."""
+    return statistics.stdev(math.log(v) for v in values) / math.sqrt(len(values))
+
+
 def test_a_difference_inside_the_noise_is_marked(tmp_path, accelbench):
     db = tmp_path / "results.db"
     vendors_store(db)
     _, _, rows = sides(db)
     row = next(r for r in rows if r.a and r.b)
     a_tok, b_tok = [4 * SEQ / t for t in (0.50, 0.55)], [4 * SEQ / t for t in (0.52, 0.54)]
-    assert row.noise("tokens_per_s_per_device") == pytest.approx(_cv(a_tok) + _cv(b_tok))
-    assert abs(row.change("tokens_per_s_per_device")) < _cv(a_tok) + _cv(b_tok)
-    assert row.within_noise("tokens_per_s_per_device") is True
+    centre = math.log(statistics.mean(b_tok) / statistics.mean(a_tok))
+    half = 1.959964 * math.hypot(_log_se(a_tok), _log_se(b_tok))
+    low, high = row.interval("tokens_per_s_per_device")
+    assert (low, high) == pytest.approx((math.exp(centre - half) - 1, math.exp(centre + half) - 1))
+    assert low < 0 < high and row.within_noise("tokens_per_s_per_device") is True
     assert format_change(row, "tokens_per_s_per_device").endswith("(within noise)")
 
     done = accelbench("compare", "hardware=A100", "hardware=X1", "--db", str(db), env={"COLUMNS": "250"})
@@ -183,7 +191,8 @@ def test_a_difference_beyond_the_noise_is_not_marked(tmp_path):
     _, _, rows = sides(db)
     row = next(r for r in rows if r.a and r.b)
     assert row.within_noise("tokens_per_s_per_device") is False
-    assert "noise" not in format_change(row, "tokens_per_s_per_device")
+    assert format_change(row, "tokens_per_s_per_device").endswith("(improvement)")  # B is faster
+    assert row.verdict("step_time_median_s") == "improvement"  # shorter steps: better, by the figure's direction
     single = next(r for r in rows if not (r.a and r.b))
     assert single.within_noise("tokens_per_s_per_device") is None  # one side missing: nothing to mark
 
@@ -225,7 +234,8 @@ def test_compare_two_runs_differing_in_micro_batch_pairs_them_and_names_the_sett
     (row,) = [line for line in runs.stdout.splitlines() if line.startswith("| gpt2_tiny")]  # one row, not two
     assert "(no run)" not in row and "[differs: train.micro_batch_size 4/8]" in row
     cells = [c.strip() for c in row.strip("|").split("|")]
-    assert cells[1:4] == ["128", "160", "+25%"]  # 4 x 16 / 0.5 against 8 x 16 / 0.8
+    # 4 x 16 / 0.5 against 8 x 16 / 0.8, one round each: every step took as long, so its interval is the change
+    assert cells[1:4] == ["128", "160", "+25% [+25%, +25%] (improvement)"]
     facts = accelbench("compare", "micro_batch_size=4", "micro_batch_size=8", "--db", str(db), "--format", "markdown")
     assert facts.returncode == 0, facts.stderr  # was refused: "cannot select by 'micro_batch_size'"
     (row,) = [line for line in facts.stdout.splitlines() if line.startswith("| gpt2_tiny")]

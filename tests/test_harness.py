@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from training import harness, plugins
+from training import harness, plugins, train_task
 from training.contract import perflog
 from training.contract.names import ENV_NODE_RANK, EXIT_UNSUPPORTED, WORKER_MODULE
 from training.faults import OOM_REQUEST_BYTES
@@ -142,7 +142,7 @@ def test_ranks_come_from_the_launchers_variables_and_node_rank_falls_back():
 
 
 def test_harness_records_on_an_accelerator(acme_root, capsys):
-    harness.run(acme(), LAUNCHER, FakeWorker)
+    harness.run(acme(), train_task.over(FakeWorker), LAUNCHER)
     worker = FakeWorker.last
     start, *steps, breakdown, end = records(capsys.readouterr().out)
     assert breakdown.steps == 0 and breakdown.not_measured.startswith("not measured for ")  # no phases offered
@@ -165,7 +165,7 @@ def test_harness_records_on_an_accelerator(acme_root, capsys):
 def test_harness_on_a_cpu_neither_synchronises_nor_asks_the_allocator(acme_root, capsys, monkeypatch):
     monkeypatch.setenv("FAKE_LOCAL", "1")
     monkeypatch.setattr(FakeWorker, "on_cpu", True)
-    harness.run(acme(visible_devices_env=None), LAUNCHER, FakeWorker)
+    harness.run(acme(visible_devices_env=None), train_task.over(FakeWorker), LAUNCHER)
     start, *_, end = records(capsys.readouterr().out)
     assert start.environment is None  # only local rank 0 reports the node
     assert "sync" not in FakeWorker.last.calls
@@ -174,7 +174,7 @@ def test_harness_on_a_cpu_neither_synchronises_nor_asks_the_allocator(acme_root,
 
 def test_oom_injection_asks_the_framework_for_a_pebibyte(acme_root, capsys):
     with pytest.raises(MemoryError):
-        harness.run(acme(debug=DebugSpec(oom_at_step=1, fail_rank=3)), LAUNCHER, FakeWorker)
+        harness.run(acme(debug=DebugSpec(oom_at_step=1, fail_rank=3)), train_task.over(FakeWorker), LAUNCHER)
     assert FakeWorker.last.calls[-1] == f"allocate {OOM_REQUEST_BYTES}"
     assert FakeWorker.last.calls.count("step") == 1
 
@@ -184,7 +184,7 @@ def test_an_unsupported_case_carries_the_rank_that_found_out(acme_root):
         raise UnsupportedOnDevice("no such thing here")
 
     with pytest.raises(UnsupportedOnDevice) as info:
-        harness.run(acme(), LAUNCHER, refuse)
+        harness.run(acme(), train_task.over(refuse), LAUNCHER)
     assert info.value.rank == 3
 
 

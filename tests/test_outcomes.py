@@ -9,6 +9,7 @@ import socket
 import subprocess
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -36,9 +37,9 @@ def test_a_crash_at_exit_after_every_figure_keeps_the_round_ok_with_a_warning(go
     assert doc["environment"]["nodes"][0]["exit_code"] == 1  # torchrun: a worker exited with 7
 
 
-def _rank_log(folder: Path, rank: int, measured_steps: range) -> RankLogs:
+def _rank_log(folder: Path, rank: int, measured_steps: range, world_size: int = 2) -> RankLogs:
     """A rank's stdout in the real perf-record format: start, warm-up step 0, its measured steps, end."""
-    records = [perflog.StartRecord(rank=rank, local_rank=rank, node_rank=0, world_size=2, framework="torch",
+    records = [perflog.StartRecord(rank=rank, local_rank=rank, node_rank=0, world_size=world_size, framework="torch",
                                    framework_version="2.13.0", device="cpu", precision="fp32", n_params=1000,
                                    flops_per_token=6000.0, flop_formula="6N", tokens_per_step=256),
                perflog.StepRecord(rank=rank, step=0, warmup=True, step_time_s=0.2, tokens=256, loss=7.0)]
@@ -68,6 +69,36 @@ def test_ranks_that_finished_without_a_common_measured_step_give_no_figures_and_
     assert result.status == "failed"
     assert result.reason == "no figures: no measured step is common to all ranks"
     assert result.metrics is None
+
+
+@pytest.mark.parametrize("worlds, finished, status", [((2, 2), 2, "ok"), ((1, 1), 2, "failed"), ((2, 1), 2, "failed"),
+                                                      ((1, 1), 1, "failed")])
+def test_a_world_size_the_plan_did_not_ask_for_fails_the_round_and_names_the_ranks(root, tmp_path, worlds, finished,
+                                                                                   status):
+    """Each rank's start record says the world its launcher put it in; the plan asked for 2 (1 x 2). Another
+    figure means the launch did not start the planned layout: the round fails and says which ranks said what
+    (a round that failed anyway carries it as a warning)."""
+    (case,) = build(root, tmp_path, "gpt2_tiny:torch:cpu:1:2").cases
+    (rnd,) = case.rounds
+    rnd.nodes[0].log_dir.mkdir(parents=True)
+    ranks = [collect.read_rank(_rank_log(rnd.nodes[0].log_dir, rank, range(1, 3), world)) for rank, world in
+             enumerate(worlds)]
+    ranks[finished:] = [replace(r, end=None) for r in ranks[finished:]]
+    accumulated = analyze.RoundAccumulator()
+    for rank in ranks:
+        accumulated.add(rank)
+    result = outcome.RoundResult(str(case.name), rnd.index, rnd.dir, status="failed")
+    outcome.classify(case, rnd, result, "done" if finished == 2 else "node_failed", ranks, accumulated)
+    assert result.status == status
+    said = {(1, 1): "ranks 0, 1 reported world_size 1", (2, 1): "rank 1 reported world_size 1"}.get(worlds)
+    expected = (f"the launch did not start the planned layout: {said}, but the plan asks for 2 (1 node(s) x 2 "
+                "process(es))")
+    if status == "ok":
+        assert result.metrics is not None and not any("planned layout" in w for w in result.warnings)
+    elif finished == 2:
+        assert result.reason.startswith(expected) and result.metrics is None
+    else:
+        assert any(w.startswith(expected) for w in result.warnings) and "planned layout" not in result.reason
 
 
 @pytest.fixture

@@ -7,6 +7,7 @@ import csv
 import functools
 import io
 import json
+import re
 from pathlib import Path
 
 from rich.console import Console
@@ -89,14 +90,16 @@ def test_a_speedup_over_a_departing_baseline_says_so(accelbench, tmp_path):
 def test_compare_names_the_departing_side_beside_every_change(accelbench, tmp_path):
     db = store(tmp_path)
     out = accelbench("compare", "run-ok", "run-deep", "--db", str(db)).stdout
-    changes = [line for line in out.splitlines() if "%" in line and "│" in line]
+    changes = [line for line in out.splitlines() if "%" in line and "│" in line
+               and not line.split("│")[-2].strip().startswith("[")]  # a change's own line, not its interval's
     assert changes and all("(B non-compliant)" in line for line in changes), out
     # the row label names the departing side (the label may wrap inside its cell: "[differs: ...] [B" / "non-compliant]")
     label = " ".join(cell.strip() for line in out.splitlines() if line.startswith("│")
                      for cell in [line.split("│")[1]] if cell.strip())
     assert "[B non-compliant]" in label and "⚑ B gpt2_tiny:torch:cpu:1:2 -: non-compliant" in out
     md = accelbench("compare", "run-ok", "run-deep", "--db", str(db), "--format", "markdown").stdout
-    assert "+25% (B non-compliant)" in md and "Departing from the case's policy:" in md
+    assert re.search(r"\+25% \[[^]]*\] \(improvement\) \(B non-compliant\)", md), md
+    assert "Departing from the case's policy:" in md
     html = tmp_path / "compare.html"
     accelbench("compare", "run-ok", "run-deep", "--db", str(db), "--html", str(html))
     assert "(B non-compliant)" in html.read_text()

@@ -110,12 +110,12 @@ def test_the_end_of_a_run_prints_the_phases_under_its_table(tmp_path):
 
 
 def test_the_worker_stores_each_phase_seconds_beside_its_rates():
-    """phase_figures (the PPO worker's) on a stand-in worker: the seconds are the clocks the rates divide by."""
+    """phase_figures (the PPO task's, training/ppo_task.py) on a stand-in worker: the seconds are the clocks the rates divide by."""
     from types import SimpleNamespace
 
     from training.contract.flops import PhaseFlops
     from training.contract.ppo import PPOSpec
-    from training.torch.ppo_loop import phase_figures
+    from training.ppo_task import phase_figures
 
     phase = {name: PhaseFlops(matmul=900_000_000, attention=100_000_000, reference=900_000_000)
              for name in ("generation", "forwards", "learning")}

@@ -227,7 +227,8 @@ def test_compare_frameworks_gives_the_speedup_per_matching_case(accelbench, tmp_
     assert done.returncode == 0, done.stderr
     (row,) = [line for line in done.stdout.splitlines() if line.startswith("| gpt3_tiny")]
     cells = [c.strip() for c in row.strip("|").split("|")]
-    assert cells[1:4] == ["8,192", "10,240", "+25%"]  # 0.5 s vs 0.4 s a step
+    # 0.5 s vs 0.4 s a step, every step alike: one round each, its interval the change itself
+    assert cells[1:4] == ["8,192", "10,240", "+25% [+25%, +25%] (improvement)"]
     (other,) = [line for line in done.stdout.splitlines() if line.startswith("| llama_tiny")]
     assert "(no run)" in other
     runs_db = tmp_path / "runs.db"  # two runs of one case: paired by everything but the run
@@ -236,7 +237,7 @@ def test_compare_frameworks_gives_the_speedup_per_matching_case(accelbench, tmp_
     assert runs.returncode == 0, runs.stderr
     (row,) = [line for line in runs.stdout.splitlines() if line.startswith("| gpt3_tiny")]
     cells = [c.strip() for c in row.strip("|").split("|")]
-    assert cells[1:4] == ["8,192", "10,240", "+25%"]
+    assert cells[1:4] == ["8,192", "10,240", "+25% [+25%, +25%] (improvement)"]
 
 
 def test_report_prints_the_runs_footnotes_and_every_row_keeps_its_mfu_basis(accelbench, tmp_path):

@@ -157,9 +157,12 @@ def test_the_next_run_warns_about_a_dead_runs_workers_and_clean_ends_them(cli, t
         (doc,) = result.results()
         # (other runs on this machine may be warned about too: pick the one about the orphan's run)
         warning = next(w for w in doc["warnings"] if "20200101-000000-dead" in w)
-        assert warning.startswith(f"another run's workers are still running on localhost: pids {orphan.pid} ")
-        assert "20200101-000000-dead" in warning and "is gone" in warning and "figures may be low" in warning
+        assert warning.startswith("another run's workers are still running on localhost: 1 process(es) (run "
+                                  "20200101-000000-dead; ")  # one short line: its pids are for show --verbose
+        assert "is gone" in warning and "figures may be low" in warning and str(orphan.pid) not in warning
         assert "another run's workers are still running on localhost" in result.stderr  # on the terminal too
+        shown = cli("show", "last", "--db", str(result.log_root / "results.db"), "--verbose")
+        assert f"run 20200101-000000-dead, pids {orphan.pid}: " in shown.stdout
         assert orphan.poll() is None  # a run only warns
         cleaned = cli("clean")
         assert cleaned.returncode == 0, cleaned.stderr

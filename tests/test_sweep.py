@@ -71,16 +71,16 @@ def test_search_stops_on_an_answer_that_is_not_about_memory():
 
 
 def test_memory_limit_takes_the_real_oom_path_once_the_peak_is_above_it(acme_root, capsys):
-    from training import harness
+    from training import harness, train_task
     from training.faults import OOM_REQUEST_BYTES
     from training.contract.spec import DebugSpec
 
     FakeWorker, acme, launcher = test_harness.FakeWorker, test_harness.acme, test_harness.LAUNCHER
     peak = FakeWorker.memory(None).peak_allocated  # the fake device's allocator peak, in bytes
-    harness.run(acme(debug=DebugSpec(memory_limit_mib=peak / 2**20)), launcher, FakeWorker)  # at the limit: fits
+    harness.run(acme(debug=DebugSpec(memory_limit_mib=peak / 2**20)), train_task.over(FakeWorker), launcher)  # at the limit: fits
     assert f"allocate {OOM_REQUEST_BYTES}" not in FakeWorker.last.calls
     with pytest.raises(MemoryError):
-        harness.run(acme(debug=DebugSpec(memory_limit_mib=peak / 2 / 2**20)), launcher, FakeWorker)
+        harness.run(acme(debug=DebugSpec(memory_limit_mib=peak / 2 / 2**20)), train_task.over(FakeWorker), launcher)
     assert FakeWorker.last.calls[-1] == f"allocate {OOM_REQUEST_BYTES}" and FakeWorker.last.calls.count("step") == 1
     assert "above debug.memory_limit_mib" in capsys.readouterr().err
 

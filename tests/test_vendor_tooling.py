@@ -109,7 +109,7 @@ def test_a_device_count_pattern_that_matches_nothing_says_so_with_the_tools_line
     preflight.hosts, preflight.device_counts = {"n1": Host()}, {}
     case = SimpleNamespace(hardware=SimpleNamespace(kind=SimpleNamespace(device_count=(counter,)),
                                                     spec=SimpleNamespace(kind="acme")))
-    node = SimpleNamespace(python="python3", cwd="/w")
+    node = SimpleNamespace(python="python3", cwd="/w", env={})
     with pytest.raises(PreflightError) as refused:
         preflight._check_resources(("n1", ("/w", 2, [(2, node, case)])))
     assert "matched none of the 2 line(s)" in refused.value.message and "lists 0" not in refused.value.message

@@ -172,7 +172,7 @@ def test_nvml_sampler_reads_every_field_and_tolerates_unsupported_ones():
     first, second = sample["devices"]
     assert first == {"index": 0, "name": "NVIDIA H100 80GB HBM3", "util_percent": 90, "mem_used_bytes": 10 * 2**30,
                      "mem_total_bytes": 80 * 2**30, "power_w": 650.0, "temp_c": 60, "sm_clock_mhz": 1980,
-                     "mem_clock_mhz": None}
+                     "mem_clock_mhz": None, "processes": None}  # a binding that cannot list processes
     assert second["power_w"] == 651.0
     with pytest.raises(Unavailable, match="NVML did not start: Driver Not Loaded"):
         nvml.open(_Nvml(fail_init=True))

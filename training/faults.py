@@ -47,6 +47,13 @@ def sleep_ms(ms) -> None:
 
 
 def compute_delay(debug: DebugSpec, rank: int) -> None:
-    """``debug.compute_delay_ms``: on ``fail_rank`` only, before each step's forward and backward (a straggler)."""
-    if debug.fail_rank == rank:
+    """``debug.compute_delay_ms``: on ``fail_rank`` only, before each step's forward and backward (a straggler);
+    spinning on the CPU with ``debug.compute_delay_spins``, as a slow kernel would."""
+    if debug.fail_rank != rank or not debug.compute_delay_ms:
+        return
+    if debug.compute_delay_spins:
+        until = time.perf_counter() + debug.compute_delay_ms / 1000
+        while time.perf_counter() < until:
+            pass
+    else:
         sleep_ms(debug.compute_delay_ms)

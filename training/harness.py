@@ -1,4 +1,9 @@
-"""The one timed loop every worker runs, whatever the framework and the device.
+"""One worker lifecycle and one timed loop, whatever the task, the framework and the device.
+
+Every task (pretraining, finetuning and LoRA: training/train_task.py; PPO: training/ppo_task.py;
+micro-benchmarks: training/micro/case.py) is a ``Task`` run by ``run``: the ranks read once from the launcher's
+variables (training/contract/names.py), the vendor's worker plugin loaded and set up before the framework
+touches the device, the start and end records written here and nowhere else.
 
 Each step is timed on the wall clock between two device synchronisations;
 warm-up steps are run and recorded but flagged, and the orchestrator leaves them
@@ -9,47 +14,21 @@ ranks, records, fault injection and the node's environment mean the same for all
 """
 from __future__ import annotations
 
-import math
 import os
 import resource
 import sys
 import time
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping, Optional, Union
+from typing import Any, Callable, Iterator, Optional, Union
 
-from training.contract import flops, perflog
+from training.contract import perflog
 from training import breakdown, plugins
-from training.contract.names import ENV_NODE_RANK
+from training.contract.names import RankVariables, Ranks, read_ranks
 from training.faults import OOM_REQUEST_BYTES, check_faults, exit_after_end
 from training.contract.spec import DeviceSpec, WorkerConfig, WorkloadSpec
 from training.sysinfo import memory_total_bytes, node_environment, process_age_s
 from training.unsupported import UnsupportedOnDevice
-
-
-@dataclass(frozen=True)
-class RankVariables:
-    """The environment variables a framework's launcher sets in each process it starts."""
-
-    rank: str
-    world_size: str
-    local_rank: str
-    node_rank: Optional[str] = None  # unset, or a launcher that does not say: contract.ENV_NODE_RANK
-
-
-@dataclass(frozen=True)
-class Ranks:
-    rank: int
-    world_size: int
-    local_rank: int
-    node_rank: int
-
-
-def read_ranks(variables: RankVariables, environ: Mapping[str, str] = os.environ) -> Ranks:
-    node_rank = environ.get(variables.node_rank) if variables.node_rank else None
-    return Ranks(rank=int(environ.get(variables.rank, 0)), world_size=int(environ.get(variables.world_size, 1)),
-                 local_rank=int(environ.get(variables.local_rank, 0)),
-                 node_rank=int(node_rank if node_rank is not None else environ.get(ENV_NODE_RANK, 0)))
 
 
 @dataclass(frozen=True)
@@ -128,70 +107,105 @@ class FrameworkWorker(ABC):
         """After the end record: tear down process groups."""
 
 
-def run(cfg: WorkerConfig, variables: RankVariables,
-        open_worker: Callable[[WorkerConfig, Ranks], FrameworkWorker]) -> None:
-    """Load the kind's plugin, set up the framework's worker, and train: start, step, ..., end records."""
-    ranks = read_ranks(variables)
+@dataclass(frozen=True)
+class Workload:
+    """What a task does per step on this rank, as its start record says it."""
+
+    precision: str
+    n_params: int
+    trainable_params: int
+    flops_per_token: float
+    flop_formula: str
+    tokens_per_step: int  # this rank's share
+    samples_per_step: Optional[float] = None  # this rank's share; summed over ranks: the global batch
+    data: Optional[dict] = None  # what the tokens are
+
+
+@dataclass(frozen=True)
+class Ending:
+    """What the end record says: steps run and the measured steps' peaks (``peak_memory``)."""
+
+    steps: int
+    memory: tuple[int, Optional[int], Optional[int], str]
+    recompiles: Optional[int] = None
+
+
+class Task(ABC):
+    """One task's work on one rank (pretraining, finetuning, LoRA, PPO, a micro-benchmark), between the start and
+    end records the harness writes. Set up by its constructor (device, groups, models, data) after the vendor's
+    plugin ran; attributes: ``framework``, ``version``, ``device`` and ``on_cpu``, as ``FrameworkWorker``'s."""
+
+    framework: str
+    version: str
+    device: str
+    on_cpu: bool
+
+    @abstractmethod
+    def workload(self) -> Workload:
+        """The start record's account of a step."""
+
+    @abstractmethod
+    def environment(self) -> dict:
+        """Facts about the framework and the device, for the node's environment."""
+
+    @abstractmethod
+    def records(self) -> Iterator[perflog.Record]:
+        """The task's work, as the records it makes (steps, figures, breakdowns), each yielded once made."""
+
+    @abstractmethod
+    def ending(self) -> Ending:
+        """After ``records``: the end record's figures."""
+
+    def close(self) -> None:
+        """After the end record: tear down process groups, stop threads."""
+
+
+def run(cfg: WorkerConfig, open_task: Callable[[WorkerConfig, Ranks], Task],
+        variables: Optional[RankVariables] = None) -> None:
+    """The one lifecycle of a worker process, whatever the task: read the ranks (the framework's launcher
+    variables, training/contract/names.py), run the kind's plugin setup before the framework touches the device,
+    open the task, write the start record, the task's records, the end record; then close."""
+    ranks = read_ranks(variables or cfg.runtime.framework)
     try:
         plugin = plugins.load(cfg.runtime.device)
         if plugin is not None:
             plugin.setup(cfg.runtime.device)  # before the framework touches the device
-        worker = open_worker(cfg, ranks)
-        _train(cfg, ranks, worker, plugin)
+        task = open_task(cfg, ranks)
+        perflog.emit(start_record(cfg, ranks, task, plugin))
+        for record in task.records():
+            perflog.emit(record)
+        ending = task.ending()
     except UnsupportedOnDevice as exc:
         exc.rank = ranks.rank  # the entry point reports which rank found out
         raise
-    worker.close()
-
-
-def _train(cfg: WorkerConfig, ranks: Ranks, worker: FrameworkWorker, plugin) -> None:
-    spec = cfg.workload
-    share = worker.model_parallel_size
-    # Ranks that split one model replica share its tokens: each reports its share, so the sum over
-    # ranks is the global batch and tokens/s per device stays honest.
-    samples = spec.train.micro_batch_size * spec.train.gradient_accumulation_steps
-    tokens_per_step = perflog.share_of(samples * spec.model.seq_len, share)
-    flops_per_token, flop_formula = flops.flops_per_token(spec.model, spec.train)
-    perflog.emit(perflog.StartRecord(
-        rank=ranks.rank, local_rank=ranks.local_rank, node_rank=ranks.node_rank, world_size=ranks.world_size,
-        framework=worker.framework, framework_version=worker.version, device=worker.device,
-        precision=spec.train.precision, n_params=worker.n_params, flops_per_token=float(flops_per_token),
-        flop_formula=flop_formula, tokens_per_step=tokens_per_step, samples_per_step=perflog.share_of(samples, share),
-        environment=node_facts(cfg.runtime.device, worker, plugin) if ranks.local_rank == 0 else None,
-        trainable_params=worker.trainable_params, data=worker.data_description, init_time_s=process_age_s(),
-    ))
-
-    def record(step: int, warmup: bool, elapsed: float, ended_at: float, work: StepWork) -> perflog.StepRecord:
-        loss, grad_norm = worker.after_step(work)  # untimed: the loss's reduction, the gradient norm's read
-        return perflog.StepRecord(
-            rank=ranks.rank, step=step, warmup=warmup, step_time_s=elapsed,
-            tokens=perflog.share_of(work.tokens, share), loss=loss,
-            effective_tokens=None if work.effective_tokens is None else perflog.share_of(work.effective_tokens, share),
-            flops=None if work.flops is None else work.flops / share,
-            grad_norm=grad_norm if grad_norm is not None and math.isfinite(grad_norm) else None,  # fp16 overflow
-            ended_at=ended_at)
-
-    timed_loop(spec, ranks.rank, worker, lambda step: worker.train_step(), record)
-
-    peak, reserved, total, kind = peak_memory(worker)
-    recompiles = worker.recompiles()  # the measured steps' peaks and compiles, before the breakdown steps
-    steps = spec.train.breakdown_steps
-    perflog.emit(breakdown.measure(steps, ranks.rank, worker.breakdown_phases() if steps else "",
-                                   lambda: synchronize(worker)))
-    perflog.emit(perflog.EndRecord(rank=ranks.rank, steps=spec.train.steps, peak_memory_bytes=peak,
+    peak, reserved, total, kind = ending.memory
+    perflog.emit(perflog.EndRecord(rank=ranks.rank, steps=ending.steps, peak_memory_bytes=peak,
                                    memory_total_bytes=total, memory_kind=kind, peak_memory_reserved_bytes=reserved,
-                                   recompiles=recompiles))
-    exit_after_end(spec.debug, ranks.rank)
+                                   recompiles=ending.recompiles))
+    exit_after_end(cfg.workload.debug, ranks.rank)
+    task.close()
+
+
+def start_record(cfg: WorkerConfig, ranks: Ranks, task: Task,
+                 plugin: Optional[plugins.WorkerPlugin]) -> perflog.StartRecord:
+    work = task.workload()
+    return perflog.StartRecord(
+        rank=ranks.rank, local_rank=ranks.local_rank, node_rank=ranks.node_rank, world_size=ranks.world_size,
+        framework=task.framework, framework_version=task.version, device=task.device, precision=work.precision,
+        n_params=work.n_params, flops_per_token=float(work.flops_per_token), flop_formula=work.flop_formula,
+        tokens_per_step=work.tokens_per_step, samples_per_step=work.samples_per_step,
+        environment=node_facts(cfg.runtime.device, task, plugin) if ranks.local_rank == 0 else None,
+        trainable_params=work.trainable_params, data=work.data, init_time_s=process_age_s())
 
 
 def timed_loop(spec: WorkloadSpec, rank: int, worker: FrameworkWorker, step_work: Callable[[int], Any],
-               record: Callable[[int, bool, float, float, Any], perflog.StepRecord]) -> None:
+               record: Callable[[int, bool, float, float, Any], perflog.StepRecord]) -> Iterator[perflog.StepRecord]:
     """The one timed loop, for every task that has steps (pretraining, finetuning, LoRA, PPO).
 
     Each of ``train.steps`` steps: injected faults, a device synchronisation, the clock, ``step_work(step)``,
     a second synchronisation, the clock again (and the wall clock, where the monitor's samples fall); then,
     untimed, ``record(step, warmup, seconds, ended_at, work)`` makes the step record, the memory limit of
-    ``debug`` is checked, and the record is written. Memory peaks, like times, are the measured steps': they are
+    ``debug`` is checked, and the record is yielded (the harness writes it before the next step starts). Memory peaks, like times, are the measured steps': they are
     reset when the first measured step starts."""
     for step in range(spec.train.steps):
         if step == spec.train.warmup_steps:
@@ -206,7 +220,7 @@ def timed_loop(spec: WorkloadSpec, rank: int, worker: FrameworkWorker, step_work
         made = record(step, step < spec.train.warmup_steps, elapsed, ended_at, work)
         if spec.debug.memory_limit_mib is not None:  # over it: the step ends in the framework's own OOM
             check_memory_limit(spec.debug.memory_limit_mib, rank, step, worker)
-        perflog.emit(made)
+        yield made
 
 
 def timed(worker: FrameworkWorker, fn: Callable[..., Any], *args: Any) -> tuple[Any, float]:
@@ -264,7 +278,7 @@ def peak_memory(worker: FrameworkWorker) -> tuple[int, Optional[int], Optional[i
     return memory.peak_allocated, memory.peak_reserved, memory.total, "allocated"
 
 
-def node_facts(device: DeviceSpec, worker: FrameworkWorker, plugin: Optional[plugins.WorkerPlugin]) -> dict:
+def node_facts(device: DeviceSpec, worker: Union[FrameworkWorker, Task], plugin: Optional[plugins.WorkerPlugin]) -> dict:
     """The node's environment as local rank 0 reports it: host, framework, accelerator kind, vendor facts."""
     facts = {**node_environment(), **worker.environment(), "accelerator_kind": device.kind}
     if device.visible_devices_env:

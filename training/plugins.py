@@ -1,7 +1,7 @@
 """A vendor's worker hooks: the one file an accelerator kind may name as ``worker_plugin``.
 
-The file lives in the vendor's folder (``vendors/<vendor>/<file>.py``), named
-relative to the code root, so a new kind needs no edit to ``training/``. Both
+The file lives in the vendor's folder (``vendors/<vendor>/<file>.py``, or an installed vendor package's
+folder), named ``{vendor_dir}/<file>.py``, so a new kind needs no edit to ``training/``. Both
 hooks are optional:
 
   setup(device_spec)  called before the framework touches the device (drivers, environment variables)
@@ -14,6 +14,7 @@ import os
 from types import ModuleType
 from typing import Optional
 
+from training.contract.names import expand_vendor_dir
 from training.contract.spec import DeviceSpec
 
 
@@ -43,13 +44,15 @@ class WorkerPlugin:
 
 
 def load(device: DeviceSpec, root: Optional[str] = None) -> Optional[WorkerPlugin]:
-    """The kind's worker plugin, imported from its file, or None when the kind names none."""
+    """The kind's worker plugin, imported from its file, or None when the kind names none. The file is
+    ``{vendor_dir}/<file>`` (the vendor's folder on this node, wherever it lives: training/contract/names.py),
+    or a path relative to the code root."""
     if not device.worker_plugin:
         return None
-    path = os.path.join(root or code_root(), device.worker_plugin)
+    path = os.path.join(root or code_root(), expand_vendor_dir(device.worker_plugin))
     if not os.path.isfile(path):
         raise FileNotFoundError(f"accelerator kind {device.kind}: worker_plugin {device.worker_plugin} is not "
-                                f"a file under the code root ({path})")
+                                f"a file ({path})")
     name = "accelbench_worker_plugin_" + "".join(c if c.isalnum() else "_" for c in device.kind)
     spec = importlib.util.spec_from_file_location(name, path)
     module = importlib.util.module_from_spec(spec)

@@ -46,43 +46,54 @@ def _owner_words(owner: str) -> str:
     return f"pid {pid} on {host}"
 
 
-def describe(host_name: str, processes: list[dict]) -> list[str]:
-    """One warning per other run found on a host. Processes of one orchestrator are one run's, also those that
-    carry no run id (a launcher or monitor started before the id was in their environment): grouped by owner,
-    named by the run id any of them carries."""
-    groups: dict[tuple, list[dict]] = {}
+def groups(host_name: str, processes: list[dict]) -> list[dict]:
+    """Another run's processes on a host, one entry per run: what ``show --verbose`` lists. Processes of one
+    orchestrator are one run's, also those that carry no run id (a launcher or monitor started before the id was
+    in their environment): grouped by owner, named by the run id any of them carries."""
+    found: dict[tuple, list[dict]] = {}
     for proc in processes:
         key = (proc["owner"], proc["alive"]) if proc["owner"] else (proc["run"], "", proc["alive"])
-        groups.setdefault(key, []).append(proc)
+        found.setdefault(key, []).append(proc)
+    return [{"host": host_name, "run": next((p["run"] for p in procs if p["run"]), "") or "(no run id)",
+             "owner": procs[0]["owner"], "alive": procs[0]["alive"], "pids": [p["pid"] for p in procs],
+             "cmd": procs[0]["cmd"][:100]} for procs in found.values()]
+
+
+def describe(host_name: str, processes: list[dict]) -> list[str]:
+    """One short warning per other run found on a host; its pids are for ``show --verbose`` (``groups``)."""
     lines = []
-    for procs in groups.values():
-        owner, alive = procs[0]["owner"], procs[0]["alive"]
-        run = next((p["run"] for p in procs if p["run"]), "") or "(no run id)"
-        pids = ", ".join(str(p["pid"]) for p in procs[:12]) + (", ..." if len(procs) > 12 else "")
+    for group in groups(host_name, processes):
+        run, owner, alive = group["run"], group["owner"], group["alive"]
         if not owner:
-            whose = "untagged: an older accelbench, or started by hand: " + procs[0]["cmd"][:100]
+            whose = "untagged: an older accelbench, or started by hand"
         elif alive is False:
             whose = f"run {run}; its orchestrator, {_owner_words(owner)}, is gone; `accelbench clean` ends them"
         elif alive:
             whose = f"run {run}, still running from {_owner_words(owner)}"
         else:
             whose = f"run {run} of {_owner_words(owner)}"
-        lines.append(f"another run's workers are still running on {host_name}: pids {pids} ({whose}); "
-                     "figures may be low")
+        lines.append(f"another run's workers are still running on {host_name}: {len(group['pids'])} process(es) "
+                     f"({whose}); figures may be low")
     return lines
 
 
-def leftover_warnings(hosts: dict[str, Host]) -> list[str]:
-    """Other runs' processes on the machines about to be measured, each machine once."""
+def leftovers(hosts: dict[str, Host]) -> tuple[list[str], list[dict]]:
+    """Other runs' processes on the machines about to be measured, each machine once: the short warnings, and
+    per run its pids (kept with every round for ``show --verbose``)."""
     names = list(hosts)
     found, _ = fan_out(lambda name: scan(hosts[name]), names)
-    lines, seen = [], set()
+    lines, details, seen = [], [], set()
     for name, report in zip(names, found):
         if not report or report["machine"] in seen:
             continue
         seen.add(report["machine"])
         lines += describe(name, report["processes"])
-    return lines
+        details += groups(name, report["processes"])
+    return lines, details
+
+
+def leftover_warnings(hosts: dict[str, Host]) -> list[str]:
+    return leftovers(hosts)[0]
 
 
 def kill_leftovers(hosts: dict[str, Host]) -> list[str]:
@@ -202,5 +213,6 @@ def clean(hosts: dict[str, Host], container_hosts: Iterable[str], docker_hosts: 
     return lines
 
 
-__all__ = ["clean", "describe", "kill_leftovers", "leftover_warnings", "scan", "sweep_bridge_folders",
+__all__ = ["clean", "describe", "groups", "kill_leftovers", "leftover_warnings", "leftovers", "scan",
+           "sweep_bridge_folders",
            "sweep_containers"]

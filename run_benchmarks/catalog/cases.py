@@ -9,6 +9,7 @@ from run_benchmarks.catalog import extern
 from run_benchmarks.catalog.config_files import CaseFile
 
 from run_benchmarks.catalog.config import CASE_NAME, load_model
+from run_benchmarks.catalog.vendor_folders import vendor_folder
 from run_benchmarks.errors import UserError
 
 
@@ -80,7 +81,9 @@ class CaseCatalog:
         return ResolvedCase(chain[::-1])
 
     def extern_dir(self, vendor: str, case: str, framework: str) -> Path:
-        return self.vendors_dir / vendor / case / framework
+        """Where the vendor keeps its configs for the case and framework: in its folder, in the checkout or in an
+        installed vendor package."""
+        return vendor_folder(self.vendors_dir, vendor) / case / framework
 
     def find_extern(self, name: str, vendor: str, case: str, framework: str) -> tuple[Path, list[str]]:
         """The file ``name`` means for this case (a path, or a YAML or FlagPerf ``.py`` config name in the

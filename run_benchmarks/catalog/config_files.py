@@ -10,6 +10,7 @@ from typing import Any, Literal, Optional, Union
 from pydantic import Field, NonNegativeFloat, PositiveFloat, conint, field_validator, model_validator
 
 from run_benchmarks.catalog.config import CASE_NAME, Strict
+from run_benchmarks.catalog.contention_limits import ContentionLimits
 from run_benchmarks.catalog.kubernetes_spec import KubernetesSpec
 
 
@@ -43,6 +44,9 @@ class TestConf(Strict):
     monitor_interval_s: NonNegativeFloat = Field(1.0, description="seconds between host and accelerator "
                                                                   "samples beside every node; 0 turns monitors off")
     overrides: dict[str, Any] = Field(default_factory=dict, description="workload keys applied to every case")
+    contention: ContentionLimits = Field(default_factory=ContentionLimits, description=(
+        "when a round counts as contended (not judged): limits on what else used the run's cores and devices "
+        "over its measured steps; --set contention.KEY=VALUE changes one"))
 
     @field_validator("log_root")
     @classmethod

@@ -79,8 +79,8 @@ class KindSpec(Strict):
         "the device plugin's resource a pod asks for, one per process (nvidia.com/gpu, amd.com/gpu, "
         "huawei.com/Ascend910); none: the pods ask for no device"))
     worker_plugin: Optional[str] = Field(None, description=(
-        "a Python file in the vendor's folder with worker hooks: setup(device) before the device is used, "
-        "environment() -> dict recorded with the results"))
+        "a Python file in the vendor's folder (plugin.py, or '{vendor_dir}/plugin.py') with worker hooks: "
+        "setup(device) before the device is used, environment() -> dict recorded with the results"))
 
     def device_spec(self, name: str, framework: str, plugin_path: Optional[str] = None) -> DeviceSpec:
         return DeviceSpec(kind=name, torch_device=self.torch_device, torch_module=self.torch_module,

@@ -14,9 +14,8 @@ from pathlib import Path
 from typing import Any
 
 from run_benchmarks.catalog.shipped_kinds import SHIPPED_KINDS
+from run_benchmarks.catalog.vendor_folders import VENDOR_FILE, vendor_folders
 from run_benchmarks.catalog.yaml_files import load_yaml
-
-TEMPLATE = "template"  # vendors/template: the scaffold `vendor new` copies, not a vendor
 
 
 @dataclass
@@ -24,7 +23,7 @@ class Listing:
     """Rows of ``list``'s tables, as text, and the files whose shown fields are malformed."""
 
     cases: list[tuple[str, str, str, str]] = field(default_factory=list)  # case, task, frameworks, description
-    vendors: list[tuple[str, str, str]] = field(default_factory=list)  # vendor, hardware, description
+    vendors: list[tuple[str, str, str, str]] = field(default_factory=list)  # vendor, hardware, description, from
     kinds: list[tuple[str, str, str, str, str, str]] = field(default_factory=list)
     hardware: list[tuple[str, str, str, str, str]] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
@@ -110,13 +109,13 @@ def read_vendors(vendors_dir: Path, listing: Listing) -> None:
     read = _Reader(listing.problems)
     kinds = [_kind_row(name, kind, "accelbench") for name, kind in SHIPPED_KINDS.items()]
     hardware = []
-    for path in sorted(vendors_dir.glob("*/vendor.yaml")):
-        vendor = path.parent.name
-        if vendor == TEMPLATE:
-            continue
+    folders = vendor_folders(vendors_dir)  # the checkout's and installed vendor packages'
+    for vendor, folder in folders.items():
+        path = folder.path / VENDOR_FILE
         data = load_yaml(path)
         accelerators = read.get(data, "accelerators", dict, {}, str(path))
-        listing.vendors.append((vendor, _names(accelerators), read.get(data, "description", str, "", str(path))))
+        listing.vendors.append((vendor, _names(accelerators), read.get(data, "description", str, "", str(path)),
+                                folder.source))
         for name, kind in read.get(data, "kinds", dict, {}, str(path)).items():
             if isinstance(kind, dict):
                 kinds.append(_kind_row(str(name), kind, vendor))
@@ -131,7 +130,7 @@ def read_vendors(vendors_dir: Path, listing: Listing) -> None:
     listing.kinds = kinds
     listing.hardware = sorted(hardware)
     known = {row[0] for row in kinds}
-    listing.problems += [f"{vendors_dir / vendor / 'vendor.yaml'}: accelerators.{name}.kind: unknown accelerator "
+    listing.problems += [f"{folders[vendor].path / VENDOR_FILE}: accelerators.{name}.kind: unknown accelerator "
                          f"kind {kind!r}" for name, vendor, kind, *_ in listing.hardware if kind not in known | {"?"}]
 
 

@@ -12,6 +12,7 @@ from pydantic import Field, PositiveFloat
 from run_benchmarks.catalog.config import Strict, load_model
 
 FILE_NAME = "measured_peaks.yaml"
+CONTENTION = ("others_cpu_share", "steal_share", "memory_pressure_share", "load_average")
 
 
 class MeasuredPeak(Strict):
@@ -23,8 +24,11 @@ class MeasuredPeak(Strict):
     load_average_1m: Optional[float] = Field(None, description="the machine's 1-minute load average just before")
     cpu_count: Optional[int] = Field(None, description="the machine's logical CPUs, to read the load against")
     under_load: list[str] = Field(default_factory=list, description=(
-        "what else ran while it was measured (other runs' workers, a load average past LOAD_LIMIT): a peak "
-        "measured under load is low, and every MFU (measured) against it too high"))
+        "why it was measured under contention, a short line each (others' CPU, steal or memory pressure past "
+        "test_conf's contention limits during the benchmark): such a peak is low, and every MFU (measured) against "
+        "it high"))
+    contention: Optional[dict[str, Optional[float]]] = Field(None, description=(
+        "the contention figures over the benchmark (execute/contention.py): " + ", ".join(CONTENTION)))
 
 
 class MeasuredPeaks(Strict):
@@ -57,7 +61,13 @@ def describe(peaks: dict[str, MeasuredPeak], hardware: str, dtype: str) -> tuple
     if peak is None:
         return None, f"no measured {dtype} peak for {hardware}: run `accelbench calibrate {hardware}`"
     m, n, k = peak.shape
-    loaded = f"; measured under load ({'; '.join(peak.under_load)}): MFU (measured) may read high" \
-        if peak.under_load else ""
     return peak.tflops, (f"{dtype} GEMM peak measured by accelbench calibrate on {peak.host} at {peak.measured_at} "
-                         f"({m}x{n}x{k}){loaded}")
+                         f"({m}x{n}x{k}){contended(peak)}")
+
+
+def contended(peak: MeasuredPeak) -> str:
+    """``; its peak was measured under contention (others used 63% ...): may read high``, one short clause."""
+    if not peak.under_load:
+        return ""
+    more = f" and {len(peak.under_load) - 1} more" if len(peak.under_load) > 1 else ""
+    return f"; measured under contention ({peak.under_load[0][:120]}{more}): MFU (measured) may read high"

@@ -22,9 +22,11 @@ from run_benchmarks.catalog import measured_peaks
 from run_benchmarks.catalog.config import Strict, load_model
 from run_benchmarks.errors import UserError
 from run_benchmarks.catalog.kinds import KINDS, KindSpec
+from run_benchmarks.catalog.vendor_folders import VENDOR_FILE, vendor_folders
 from run_benchmarks.registry import Registry
 
 Dtype = Literal["fp32", "tf32", "fp16", "bf16", "fp8"]
+VENDOR_DIR = "{vendor_dir}"
 # The peak a precision setting is measured against: fp32 training runs fp32 matmuls.
 PEAK_KEY_FOR_PRECISION = {"fp32": "fp32", "bf16": "bf16", "fp16": "fp16", "fp8": "fp8"}
 
@@ -165,8 +167,11 @@ class Hardware:
         return self.vendor_spec.monitor or self.kind.monitor
 
     def device_spec(self, framework: str) -> DeviceSpec:
-        """The worker's part of the kind; a vendor's worker plugin is named relative to the code root."""
-        plugin = f"vendors/{self.vendor}/{self.kind.worker_plugin}" if self.kind.worker_plugin else None
+        """The worker's part of the kind; a vendor's worker plugin is named in the vendor's folder as the node
+        sees it (``{vendor_dir}``: training/contract/names.py)."""
+        plugin = self.kind.worker_plugin
+        if plugin and not plugin.startswith(VENDOR_DIR):
+            plugin = f"{VENDOR_DIR}/{plugin}"
         spec = self.kind.device_spec(self.spec.kind, framework, plugin)
         return spec.model_copy(update={"monitor": self.monitor})
 
@@ -196,22 +201,23 @@ class Hardware:
 
 
 class VendorRegistry:
-    """Loads every vendor folder that has a ``vendor.yaml`` (``template`` excepted)."""
+    """Loads every vendor: each folder of ``vendors_dir`` that has a ``vendor.yaml`` (``template`` excepted) and
+    each installed vendor package's (catalog/vendor_folders.py)."""
 
     def __init__(self, vendors_dir: Path):
         self.vendors_dir = vendors_dir
         self.vendors: dict[str, VendorSpec] = {}
+        self.folders = vendor_folders(vendors_dir)
         self.hardware: dict[str, Hardware] = {}
         self.kinds: Registry[KindSpec] = KINDS.copy()  # the shipped kinds and every vendor's own
         self.kind_sources: dict[str, Path] = {}
-        specs = {path: load_model(VendorSpec, path) for path in sorted(vendors_dir.glob("*/vendor.yaml"))
-                 if path.parent.name != "template"}
-        for path, spec in specs.items():
+        specs = {folder.path / VENDOR_FILE: (name, load_model(VendorSpec, folder.path / VENDOR_FILE))
+                 for name, folder in self.folders.items()}
+        for path, (_, spec) in specs.items():
             for kind_name, kind in spec.kinds.items():
                 self.kinds.register(kind_name, kind, where=f"{path}: kinds")
                 self.kind_sources[kind_name] = path
-        for path, spec in specs.items():
-            name = path.parent.name
+        for path, (name, spec) in specs.items():
             self.vendors[name] = spec
             measured = measured_peaks.load(path.parent).accelerators  # validated now, not after a round
             for hw_name, accel in spec.accelerators.items():
@@ -235,8 +241,8 @@ class VendorRegistry:
             [by_case[name.lower()]] if name.lower() in by_case else [])
         hint = f"did you mean {close[0]!r}? " if close else ""
         known = ", ".join(sorted(self.hardware)) or "(none)"
-        raise UserError(f"unknown hardware {name!r}: no vendor under {self.vendors_dir} declares it",
-                        f"{hint}known hardware: {known}; or add it to a vendor.yaml")
+        raise UserError(f"unknown hardware {name!r}: no vendor under {self.vendors_dir} nor any installed vendor "
+                        "package declares it", f"{hint}known hardware: {known}; or add it to a vendor.yaml")
 
 
 CONFIG_LAYOUT = re.compile(r"x(\d+)x(\d+)$")

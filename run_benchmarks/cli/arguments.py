@@ -16,7 +16,7 @@ from training.contract.names import GEMM_DTYPES
 from run_benchmarks import __version__
 from run_benchmarks.catalog import casename
 from run_benchmarks.cli.parser import ArgumentParser
-from run_benchmarks.cli.exit_codes import EXIT_CONVERGENCE, EXIT_NOTHING_CHECKED, EXIT_REGRESSION
+from run_benchmarks.cli.exit_codes import EXIT_CONTENDED, EXIT_CONVERGENCE, EXIT_NOTHING_CHECKED, EXIT_REGRESSION
 from run_benchmarks.results.store import location as store_location
 from run_benchmarks.results.store.location import StoreLocation
 from run_benchmarks.results.store.schema import FILTER_KEYS
@@ -115,7 +115,11 @@ def add_run_options(parser: argparse.ArgumentParser) -> None:
                         help="after the run, check each figure against the case's and vendor's references.yaml, "
                              "and the loss curve against the case's loss_reference.yaml; "
                              f"exit {EXIT_CONVERGENCE} on a loss outside its band, {EXIT_REGRESSION} on a regression, "
+                             f"{EXIT_CONTENDED} when a contended round was not judged, "
                              f"{EXIT_NOTHING_CHECKED} when no reference matches any case")
+    parser.add_argument("--require-quiet", type=float, nargs="?", const=300.0, metavar="SECONDS",
+                        help="before each round, wait up to SECONDS (default 300) for its hosts to be within "
+                             f"test_conf's contention limits; past that, stop with the figures (exit {EXIT_CONTENDED})")
     add_check_expectation(parser)
 
 
@@ -168,6 +172,8 @@ def add_store_commands(sub) -> None:
 
     show = sub.add_parser("show", help="print one run: every attempt with its figures, warnings and environment")
     show.add_argument("run", metavar="RUN", help="run id, a unique prefix of one, or 'last'")
+    show.add_argument("--verbose", "-v", action="store_true", help="also who shared the machine: the other "
+                      "processes over each round's measured steps (pids, CPU), on its devices, other runs' leftovers")
     add_store_options(show)
 
     add_report(sub)
@@ -352,6 +358,8 @@ def add_calibrate(sub) -> None:
     cal.add_argument("--iters", type=int, default=10, help="timed iterations per size (default 10)")
     cal.add_argument("--root", type=Path,
                      help="folder with vendors/, where the peaks are written (default: this checkout)")
+    cal.add_argument("--test-conf", type=Path, help="its contention: limits judge the machine during the benchmark "
+                                                    "(default: <root>/configs/test_conf.yaml)")
 
 
 def add_vendor_import(vendor_sub) -> None:

@@ -54,7 +54,7 @@ def cmd_list(args: argparse.Namespace, console: Console) -> int:
     checked = check_catalog(root) if args.check else 0
     listing = read_listing(root / "cases", root / "vendors")
     console.print(_table("cases", ("case", "task", "frameworks", "description"), listing.cases))
-    console.print(_table("vendors", ("vendor", "hardware", "description"), listing.vendors))
+    console.print(_table("vendors", ("vendor", "hardware", "description", "from"), listing.vendors))
     console.print(_table("accelerator kinds", ("kind", "declared in", "torch / paddle device", "visible devices",
                                                "backends", "monitor"), listing.kinds))
     console.print(_table("hardware", ("hardware", "vendor", "kind", "memory", "peak TFLOP/s (dense)"),
@@ -73,6 +73,7 @@ def cmd_list(args: argparse.Namespace, console: Console) -> int:
 def cmd_vendor(args: argparse.Namespace, console: Console) -> int:
     from rich.markup import escape
 
+    from run_benchmarks.catalog.vendor_folders import vendor_folders
     from run_benchmarks.cli import vendor as vendor_tools, vendor_import  # planning every extern config: not for list
     from run_benchmarks.plan import Paths
 
@@ -85,8 +86,7 @@ def cmd_vendor(args: argparse.Namespace, console: Console) -> int:
         console.print(f"created {target} from vendors/{vendor_tools.TEMPLATE}; fill in the TODOs, then run: "
                       f"accelbench vendor check {args.name}", markup=False, soft_wrap=True)
         return EXIT_OK
-    names = args.names or sorted(p.parent.name for p in vendors_dir.glob("*/vendor.yaml")
-                                 if p.parent.name != vendor_tools.TEMPLATE)
+    names = args.names or list(vendor_folders(vendors_dir))  # the checkout's and installed packages
     failed = False
     for name in names:
         findings = vendor_tools.check(root, name, run_tools=args.run_tools)

@@ -11,3 +11,7 @@ EXIT_NOTHING_CHECKED = 5
 # --check (run, sweep, report): a loss curve outside its loss reference's band (cases/<case>/loss_reference.yaml):
 # the run did not train the same model. It wins over 3: a throughput is worth nothing for another training.
 EXIT_CONVERGENCE = 6
+# --check (run, sweep, report): a row that had a reference was not judged, because a round of it was contended
+# (others used the run's cores or devices past test_conf's contention limits). A regression (3), a loss outside
+# its band (6) or a failure (1) found in the rows that were judged wins; it wins over 5 (nothing checked).
+EXIT_CONTENDED = 7

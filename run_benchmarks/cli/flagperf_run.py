@@ -73,7 +73,7 @@ class ConfRun:
         if name.hardware in inputs.vendors.hardware or spec is None:
             return name, None
         stem = f"config_{name.hardware}x{name.nnodes}x{name.nprocs_per_node}"
-        folder = inputs.paths.vendors_dir / self.conf.vendor / name.case / name.framework
+        folder = inputs.vendors.folders[self.conf.vendor].path / name.case / name.framework
         accelerator = accelerator_in_config_name(stem, spec)
         if accelerator is None or not any((folder / f"{stem}{suffix}").is_file() for suffix in (".yaml", ".py")):
             return name, None

@@ -12,14 +12,16 @@ from run_benchmarks.results import references
 from run_benchmarks.results.breakdown_words import changed_parts
 from run_benchmarks.errors import UserError
 from run_benchmarks.pathnames import write_text_file
-from run_benchmarks.results.report import compliance_marks, export, markdown
-from run_benchmarks.results.report.compare import FACT_FILTERS, Selection, compare, nothing_in_common
+from run_benchmarks.results.report import compliance_marks, current_peaks, export, markdown
+from run_benchmarks.results.report.compare import FACT_FILTERS, Selection, compare
+from run_benchmarks.results.report.pairing import nothing_in_common
 from run_benchmarks.results.report.summary import summarize, untrained_flags
 from run_benchmarks.results.report.terminal import checks_table, print_table, print_summaries
 from run_benchmarks.results.store.store import ResultStore
 from run_benchmarks.cli.store_options import open_store
 from run_benchmarks.results.store.schema import FILTER_KEYS
-from run_benchmarks.cli.exit_codes import EXIT_CONVERGENCE, EXIT_NOTHING_CHECKED, EXIT_OK, EXIT_REGRESSION
+from run_benchmarks.cli.exit_codes import (EXIT_CONTENDED, EXIT_CONVERGENCE, EXIT_NOTHING_CHECKED, EXIT_OK,
+                                          EXIT_REGRESSION)
 from run_benchmarks.results import loss_check
 from run_benchmarks.planner.inputs import default_root
 
@@ -85,6 +87,7 @@ def cmd_report(args: argparse.Namespace, console: Console) -> int:
         selection = parse_selection(store, args.select)
         attempts = select(store, selection)
     summaries = summarize(attempts)
+    current_peaks.add(summaries, root / "vendors")  # MFU against a peak calibrated after the rounds ran
     checks, unchecked, losses = run_checks(summaries, root) if args.check else ([], [], [])
     title = f"accelbench report: {selection.text}"
     if args.format == "terminal":
@@ -131,12 +134,20 @@ def report_checks(console: Console, found, asked: bool, none_expected: bool = Fa
                       f"exit {EXIT_NOTHING_CHECKED}", soft_wrap=True)
         return EXIT_NOTHING_CHECKED
     print_table(console, checks_table(checks))
-    failed = [c for c in checks if not c.passed]
+    contended = [c for c in checks if c.contended]
+    judged = [c for c in checks if not c.contended]
+    failed = [c for c in judged if not c.passed]
     if failed:
-        console.print(f"[red]{len(failed)} of {len(checks)} figure(s) outside their reference band[/]")
-    else:
-        console.print(f"[green]all {len(checks)} figure(s) within their reference band[/]")
-    return EXIT_CONVERGENCE if not converged else EXIT_REGRESSION if failed else EXIT_OK
+        console.print(f"[red]{len(failed)} of {len(judged)} judged figure(s) outside their reference band[/]")
+    elif judged:
+        console.print(f"[green]all {len(judged)} judged figure(s) within their reference band[/]")
+    if contended:
+        rows = dict.fromkeys(f"{c.case} {c.config}" for c in contended)
+        console.print(f"[yellow]--check: not judged: contended[/]: {len(contended)} figure(s) of {', '.join(rows)} "
+                      f"(run again on a quiet machine); exit {EXIT_CONTENDED} unless a judged figure failed",
+                      soft_wrap=True)
+    return EXIT_CONVERGENCE if not converged else EXIT_REGRESSION if failed else \
+        EXIT_CONTENDED if contended else EXIT_OK
 
 
 def print_loss_verdicts(console: Console, verdicts) -> bool:
@@ -180,8 +191,12 @@ def cmd_compare(args: argparse.Namespace, console: Console) -> int:
     print_table(console, compare_table(a, b, rows))
     for line in compliance_marks.pair_lines(rows):  # what each departing side departs in
         console.print(f"⚑ {line}", markup=False, highlight=False, soft_wrap=True)
-    for label, line in changed_parts(rows):  # where the step's time moved (both sides measured a breakdown)
+    judged = [r for r in rows if not r.contended]  # a contended pair: not even where its time moved
+    for label, line in changed_parts(judged):  # where the step's time moved (both sides measured a breakdown)
         console.print(f"{label}: {line}", markup=False, highlight=False, soft_wrap=True)
+    for row in rows:  # named once per round, each in one line: the table's cells only say "not judged"
+        for line in row.contended:
+            console.print(f"not judged: {row.label}: {line}", markup=False, highlight=False, soft_wrap=True)
     for side, summary in ((side, getattr(row, side.lower())) for row in rows for side in ("A", "B")):
         for flag in untrained_flags(summary.attempts) if summary is not None else []:  # why a side has no figure
             console.print(f"⚑ {side} {summary.label}: {flag}", markup=False, highlight=False, soft_wrap=True)

@@ -16,7 +16,7 @@ from run_benchmarks.catalog.compliance import NON_COMPLIANT
 from run_benchmarks.errors import UserError
 from run_benchmarks.cli.exit_codes import EXIT_OK
 from run_benchmarks.results.report.summary import FIGURE_BY_KEY
-from run_benchmarks.results import memory
+from run_benchmarks.results import contention, memory
 from run_benchmarks.results.report import sources
 from run_benchmarks.results.report.views import to_rich
 from run_benchmarks.results.report.task_figures import interconnect_line, micro_views
@@ -76,13 +76,15 @@ def cmd_show(args: argparse.Namespace, console: Console) -> int:
     if run.get("note"):
         console.print(f"  note: {run['note']}", markup=False, soft_wrap=True)
     for a in attempts:
-        show_record(console, a.record(), a["attempt"], a, allreduce)
+        show_record(console, a.record(), a["attempt"], a, allreduce, verbose=getattr(args, "verbose", False))
     return EXIT_OK
 
 
-def show_record(console: Console, r, attempt: int, columns, allreduce: Sequence[dict] = ()) -> None:
+def show_record(console: Console, r, attempt: int, columns, allreduce: Sequence[dict] = (),
+                verbose: bool = False) -> None:
     """One round record: status, the headline figures (the store's columns, derived from it), task figures,
-    warnings, error lines and where each node ran."""
+    how clean its measurement was (contention, the rate's noise), warnings, error lines and where each node
+    ran; ``verbose``: who else used the machine (pids)."""
     console.print(f"\n[bold]{escape(r.case_name)}[/] round {r.round} attempt {attempt}: {r.status.value}"
                   + (f" — {escape(r.reason)}" if r.reason else ""), soft_wrap=True)
     if r.case.extern_config:
@@ -104,6 +106,8 @@ def show_record(console: Console, r, attempt: int, columns, allreduce: Sequence[
                 said = "over the whole round: no monitor sample fell inside the measured steps"
             console.print(f"  {figure.label}: {figure.fmt(value)}" + (f" — {said}" if said else ""),
                           markup=False, soft_wrap=True)
+    for line in measurement_lines(r, verbose):
+        console.print(f"  {line}", markup=False, soft_wrap=True)
     for line in sources.logged_lines(r.metrics):  # what the imported tool logged itself, beside ours
         console.print(f"  {line}", markup=False, soft_wrap=True)
     for line in describe_breakdown((r.metrics or {}).get("time_breakdown")):
@@ -145,6 +149,27 @@ def _show_compliance(console: Console, r) -> None:
                       f"({escape(', '.join(verdict.policy))})", soft_wrap=True)
         for departure in verdict.departures:
             console.print(f"    departs: {departure.sentence()}", markup=False, soft_wrap=True)
+
+
+def measurement_lines(r, verbose: bool = False) -> list[str]:
+    """How clean the round's measurement was: its contention verdict and the noise of its rate; verbose, who
+    the others were (pids) and other runs' leftovers found at the start."""
+    out = []
+    if r.source == "accelbench" and r.status.value == "ok":
+        out.append(f"contention: {contention.line(contention.of(r.monitor))}")
+    rate = (r.metrics or {}).get("rate_noise") or {}
+    if rate.get("interval95"):
+        low, high = rate["interval95"]
+        out.append(f"noise of the rate: 95 % interval {low:+.1%} .. {high:+.1%} from its {rate['steps']} steps "
+                   f"resampled (step time CV {rate['step_time_cv']:.1%})")
+    elif rate.get("why"):
+        out.append(f"noise of the rate: unknown ({rate['why']})")
+    if verbose:
+        out += [f"  {line}" for line in contention.verbose_lines(contention.of(r.monitor))]
+        for group in getattr(r.environment, "leftovers", None) or []:
+            out.append(f"  another run's processes at the start on {group.get('host')}: run {group.get('run') or '?'}"
+                       f", pids {', '.join(map(str, group.get('pids') or []))}: {group.get('cmd', '')}")
+    return out
 
 
 def _show_memory(console: Console, r, columns) -> None:

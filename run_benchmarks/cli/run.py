@@ -15,7 +15,7 @@ from rich.markup import escape
 from run_benchmarks import signals
 from run_benchmarks.catalog import casename
 from run_benchmarks.cli.console import make_console
-from run_benchmarks.cli.exit_codes import EXIT_FAILED, EXIT_NOT_RECORDED, EXIT_OK
+from run_benchmarks.cli.exit_codes import EXIT_CONTENDED, EXIT_FAILED, EXIT_NOT_RECORDED, EXIT_OK
 from run_benchmarks.cli.run_view import TerminalReporter, print_extern_configs, print_plan, print_results
 from run_benchmarks.errors import UserError
 from run_benchmarks.execute.environment import orchestrator_environment
@@ -49,14 +49,17 @@ def cmd_run(args: argparse.Namespace, console: Console) -> int:
         print_flagperf_notes(console, flagperf)
         return EXIT_OK
     from run_benchmarks.execute.launch import Runner  # what a real run needs (paramiko among it), not a dry run
+    from run_benchmarks.execute.quiet import NotQuiet
 
     print_flagperf_notes(make_console(stderr=True), flagperf)
     print_extern_configs(make_console(stderr=True), plan)
 
     environment = orchestrator_environment(inputs.paths.root)
     signals.install()  # TERM and HUP end a run as Ctrl-C does (see signals: exit 128 + the signal's number)
-    runner = Runner(plan, TerminalReporter(make_console(stderr=True)), environment,
-                    allow_version_mismatch=args.allow_version_mismatch, plan_root=inputs.paths.root)
+    err = make_console(stderr=True)
+    runner = Runner(plan, TerminalReporter(err), environment, allow_version_mismatch=args.allow_version_mismatch,
+                    plan_root=inputs.paths.root, require_quiet=getattr(args, "require_quiet", None),
+                    say=lambda line: err.print(line, markup=False, highlight=False, soft_wrap=True))
     db = store_location(args, log_root, inputs.test_conf, inputs.test_conf_path, inputs.paths.root)
     store = None
     try:
@@ -79,8 +82,11 @@ def cmd_run(args: argparse.Namespace, console: Console) -> int:
         raise
     interrupted = False
     stopped: Optional[OSError] = None  # results could not be written (disk full): the run stopped there
+    refused: Optional[NotQuiet] = None  # --require-quiet: the hosts stayed busy past the deadline
     try:
         runner.run()
+    except NotQuiet as exc:
+        refused = exc
     except KeyboardInterrupt:
         interrupted = True
         signals.settle()  # a further signal only hurries what is left; the results are written whole
@@ -90,7 +96,7 @@ def cmd_run(args: argparse.Namespace, console: Console) -> int:
         stopped = exc
     finally:
         signals.settle()
-        ending = "interrupted" if interrupted else "aborted" if stopped else "done"
+        ending = "interrupted" if interrupted else "aborted" if stopped or refused else "done"
         try:
             store.end_run(plan.run_id, datetime.now(timezone.utc).isoformat(timespec="seconds"), ending)
         except (StoreError, StoreUnavailable) as exc:
@@ -100,7 +106,8 @@ def cmd_run(args: argparse.Namespace, console: Console) -> int:
         write_summary(plan, runner.results)
     except OSError as exc:  # the rounds' results.json and the store hold what it would have said
         stopped = stopped or exc
-    print_results(console, runner.results, plan.cases)
+    if runner.results or refused is None:
+        print_results(console, runner.results, plan.cases)
     if stopped is not None or store.unstored:
         report_unrecorded(plan, store, stopped, log_root)
     else:
@@ -119,6 +126,9 @@ def cmd_run(args: argparse.Namespace, console: Console) -> int:
         return signals.exit_code(signals.received())
     if stopped is not None or store.unstored:
         return EXIT_NOT_RECORDED
+    if refused is not None:  # after the rounds before it, which are stored
+        console.print(str(refused), markup=False, highlight=False, soft_wrap=True)
+        return EXIT_FAILED if any(r.status != "ok" for r in runner.results) else EXIT_CONTENDED
     if not (runner.results and all(r.status == "ok" for r in runner.results)):
         return EXIT_FAILED
     return regression

@@ -145,6 +145,8 @@ def print_plan(console: Console, plan: RunPlan) -> None:
         for line in compliance_lines(case):
             say(f"  {line}")
         say(f"  device: {_device_summary(case)}")
+        say("  contended past: " + ", ".join(f"{key} {'off' if value is None else value}"
+                                             for key, value in case.contention.model_dump().items()))
         guess = estimate(case)
         for note in guess.notes:
             say(f"  estimate: {note}")

@@ -27,6 +27,7 @@ from run_benchmarks.errors import UserError
 from run_benchmarks.pathnames import component
 from run_benchmarks.plan import Paths, PlanInputs
 from run_benchmarks.planner.build import build_run_plan
+from run_benchmarks.catalog.vendor_folders import describe, package_vendors, vendor_folders
 from run_benchmarks.catalog.vendors import VendorRegistry, VendorSpec, accelerator_in_config_name
 
 TEMPLATE = "template"
@@ -55,6 +56,10 @@ def scaffold(vendors_dir: Path, name: str) -> Path:
         raise UserError(f"{source} is missing", "restore vendors/template from the accelbench checkout")
     if target.exists():
         raise UserError(f"{target} already exists", f"check it with: accelbench vendor check {name}")
+    installed = {folder.name: folder for folder in package_vendors()}
+    if name in installed:
+        raise UserError(f"vendor {name!r} is declared by {describe(installed[name])}",
+                        "choose another name, or uninstall the package")
     shutil.copytree(source, target)
     for path in sorted(target.rglob("*"), key=lambda p: len(p.parts), reverse=True):  # files before folders
         if path.is_file():
@@ -108,10 +113,11 @@ def _todo_values(path: Path, lines: list[str]) -> list[int]:
 def check(root: Path, name: str, run_tools: bool = False) -> list[Finding]:
     component(name, "vendor name", "name a folder under vendors/, e.g. nvidia")
     paths = Paths(root)
-    folder = paths.vendors_dir / name
+    folders = vendor_folders(paths.vendors_dir)  # the checkout's and installed packages'
+    folder = folders[name].path if name in folders else paths.vendors_dir / name
     vendor_file = folder / "vendor.yaml"
     if not vendor_file.is_file():
-        known = ", ".join(sorted(p.parent.name for p in paths.vendors_dir.glob("*/vendor.yaml"))) or "(none)"
+        known = ", ".join(folders) or "(none)"
         return [Finding(vendor_file, "missing", f"create it: accelbench vendor new {name} (known vendors: {known})")]
     try:
         spec = load_model(VendorSpec, vendor_file)
@@ -131,11 +137,11 @@ def check(root: Path, name: str, run_tools: bool = False) -> list[Finding]:
             continue
         if run_tools:
             findings += [Finding(vendor_file, problem, fix, severity)
-                         for severity, problem, fix in vendor_probe.probe(f"kinds.{kind_name}", kind, paths.root)]
+                         for severity, problem, fix in vendor_probe.probe(f"kinds.{kind_name}", kind, paths.root, folder)]
         else:
             findings += [Finding(vendor_file, f"not run: {command}", "read it, then pass --run-tools to run it "
                                  "here and see what accelbench parses from it", "info")
-                         for command in vendor_probe.commands(f"kinds.{kind_name}", kind, paths.root)]
+                         for command in vendor_probe.commands(f"kinds.{kind_name}", kind, paths.root, folder)]
     if name != TEMPLATE:
         try:
             registry = VendorRegistry(paths.vendors_dir)  # hardware and kind names unique, kinds known
@@ -166,9 +172,10 @@ def _check_kinds(vendor_file: Path, spec: VendorSpec) -> list[Finding]:
                                                 "default for the device is used", f"set backends.{framework} "
                                                                                   "(hccl, cncl, xccl, ...)",
                                    "warning"))
-        if kind.worker_plugin and not (vendor_file.parent / kind.worker_plugin).is_file():
-            out.append(Finding(vendor_file, f"{where}.worker_plugin: {vendor_file.parent / kind.worker_plugin} "
-                                            "does not exist", "add the file, or remove worker_plugin"))
+        plugin = vendor_file.parent / (kind.worker_plugin or "").removeprefix("{vendor_dir}/")
+        if kind.worker_plugin and not plugin.is_file():
+            out.append(Finding(vendor_file, f"{where}.worker_plugin: {plugin} does not exist",
+                               "add the file, or remove worker_plugin"))
     return out
 
 

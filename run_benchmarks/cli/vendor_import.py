@@ -23,6 +23,7 @@ from run_benchmarks.catalog import flagperf_config, flagperf_keys
 from run_benchmarks.catalog.cases import CaseCatalog
 from run_benchmarks.catalog.config import describe, parse_yaml
 from run_benchmarks.catalog.config_files import ExternConfig
+from run_benchmarks.catalog.vendor_folders import vendor_folder
 from run_benchmarks.cli.exit_codes import EXIT_FAILED, EXIT_OK
 from run_benchmarks.errors import UserError
 from run_benchmarks.pathnames import component, write_text_atomically
@@ -67,8 +68,8 @@ def cmd_import_flagperf(args: argparse.Namespace, console: Console, root: Path) 
         raise UserError(f"{args.folder}: not a folder", "give FlagPerf's training/<vendor>/ folder")
     paths = Paths(root)
     vendor = component(args.vendor or folder.name, "vendor", "name it with --vendor")
-    if not (paths.vendors_dir / vendor / "vendor.yaml").is_file():
-        raise UserError(f"vendor {vendor!r} has no {paths.vendors_dir / vendor / 'vendor.yaml'}",
+    if not (vendor_folder(paths.vendors_dir, vendor) / "vendor.yaml").is_file():
+        raise UserError(f"vendor {vendor!r} has no {vendor_folder(paths.vendors_dir, vendor) / 'vendor.yaml'}",
                         f"make it first (accelbench vendor new {vendor}), or name another with --vendor")
     catalog = CaseCatalog(paths.cases_dir, paths.vendors_dir)
     configs = sorted(folder.rglob("config_*.py"))

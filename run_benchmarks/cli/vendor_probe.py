@@ -62,20 +62,22 @@ def _reading(device: dict) -> str:
         (": " + ", ".join(parts) if parts else ": no reading")
 
 
-def commands(where: str, kind: KindSpec, code_root: Path) -> list[str]:
+def commands(where: str, kind: KindSpec, code_root: Path, vendor_dir: Path) -> list[str]:
     """What ``probe`` would run (installed here), named for the report when ``--run-tools`` is not given."""
-    argvs = [(f"{where}.device_count[{i}]", expand_placeholders(c.command, sys.executable, str(code_root)))
+    argvs = [(f"{where}.device_count[{i}]", expand_placeholders(c.command, sys.executable, str(code_root),
+                                                                 str(vendor_dir)))
              for i, c in enumerate(kind.device_count)]
     if not isinstance(kind.monitor, str):
-        argvs.append((f"{where}.monitor", expand_placeholders(kind.monitor.command, sys.executable, str(code_root))))
+        argvs.append((f"{where}.monitor", expand_placeholders(kind.monitor.command, sys.executable, str(code_root),
+                                                              str(vendor_dir))))
     return [f"{name} `{' '.join(argv)}`" for name, argv in argvs if _installed(argv)]
 
 
-def probe(where: str, kind: KindSpec, code_root: Path) -> list[tuple[str, str, str]]:
+def probe(where: str, kind: KindSpec, code_root: Path, vendor_dir: Path) -> list[tuple[str, str, str]]:
     """(severity, what, fix) per command run: ``info`` says what was parsed, ``error`` why it cannot be."""
     out = []
     for i, counter in enumerate(kind.device_count):
-        argv = expand_placeholders(counter.command, sys.executable, str(code_root))
+        argv = expand_placeholders(counter.command, sys.executable, str(code_root), str(vendor_dir))
         if not _installed(argv):
             continue
         code, stdout, stderr = _run(argv)
@@ -90,7 +92,7 @@ def probe(where: str, kind: KindSpec, code_root: Path) -> list[tuple[str, str, s
     monitor = kind.monitor
     if isinstance(monitor, str):
         return out
-    argv = expand_placeholders(monitor.command, sys.executable, str(code_root))
+    argv = expand_placeholders(monitor.command, sys.executable, str(code_root), str(vendor_dir))
     if not _installed(argv):
         return out
     code, stdout, stderr = _run(argv)

@@ -28,7 +28,8 @@ __all__ = ["MIN_FREE_BYTES", "MONITOR_GRACE_S", "POLL_S", "START_RETRIES", "STOP
 class Runner:
     def __init__(self, plan: RunPlan, reporter: Reporter, orchestrator_env: dict,
                  allow_version_mismatch: bool = False, clock: Callable[[], float] = time.monotonic,
-                 plan_root: Path | None = None, store: Optional[ResultStore] = None):
+                 plan_root: Path | None = None, store: Optional[ResultStore] = None,
+                 require_quiet: Optional[float] = None, say: Callable[[str], None] = print):
         self.plan, self.reporter, self.orchestrator_env = plan, reporter, orchestrator_env
         self.store = store  # every attempt becomes a row as soon as it ends
         self.clock = clock
@@ -37,7 +38,9 @@ class Runner:
         self.runtimes = RunRuntimes(plan, self.hosts, plan_root)
         self.preflight = Preflight(plan, self.hosts, self.runtimes, allow_version_mismatch)
         self.machine_warnings: list[str] = []  # other runs' processes on the hosts: in every round's results
+        self.leftovers: list[dict] = []  # their pids, per run: with every round, for `show --verbose`
         self.swept: list[str] = []  # containers of dead orchestrators removed at preflight
+        self.require_quiet, self.say = require_quiet, say  # --require-quiet's deadline (execute/quiet.py)
 
     @property
     def notices(self) -> list[str]:
@@ -63,11 +66,12 @@ class Runner:
         for runtime in self.runtimes:
             self.swept += getattr(runtime, "swept", [])
         self.swept += cleanup.sweep_bridge_folders()  # Docker bridge sockets of orchestrators killed here
-        self.machine_warnings = cleanup.leftover_warnings(self.hosts)
+        self.machine_warnings, self.leftovers = cleanup.leftovers(self.hosts)
 
     def run(self) -> list[RoundResult]:
         rounds = RoundExecutor(self.hosts, self.runtimes, self.preflight, self.reporter, self.orchestrator_env,
-                               self.results, self.store, self.clock, self.machine_warnings)
+                               self.results, self.store, self.clock, self.machine_warnings,
+                               leftovers=self.leftovers, require_quiet=self.require_quiet, say=self.say)
         try:
             for case in self.plan.cases:
                 for rnd in case.rounds:

@@ -27,7 +27,8 @@ from training.contract.names import MONITOR_ACCELERATOR_FILE, MONITOR_HOST_FILE,
 SERIES_POINTS = 200  # samples kept per device for plots
 
 
-def _lines(path: Path) -> Iterator[dict]:
+def read_samples(path: Path) -> Iterator[dict]:
+    """The JSON lines of a monitor file (a line stopped mid-write is left out)."""
     if not path.is_file():
         return
     with open(path, encoding="utf-8", errors="replace") as f:
@@ -85,13 +86,13 @@ def summarize_node(folder: Path, window: Optional[tuple[float, float]] = None) -
         if str(status.get(name, "")).startswith(("unavailable", "stopped")):
             warnings.append(f"{name} monitor {status[name]}")
     out: dict = {"status": status}
-    host, host_window = _within(list(_lines(folder / MONITOR_HOST_FILE)), window)
+    host, host_window = _within(list(read_samples(folder / MONITOR_HOST_FILE)), window)
     if host:
         out["host"] = {key: _stats([s.get(key) for s in host]) for key in
                        ("cpu_percent", "mem_used_bytes", "net_rx_bps", "net_tx_bps", "disk_read_bps", "disk_write_bps")}
         out["host"]["mem_total_bytes"] = host[-1].get("mem_total_bytes")
         out["duration_s"] = host[-1]["t"] - host[0]["t"]
-    every = list(_lines(folder / MONITOR_ACCELERATOR_FILE))
+    every = list(read_samples(folder / MONITOR_ACCELERATOR_FILE))
     refused = [reason for sample in every for reason in sample.get("refused") or [] if isinstance(reason, str)]
     if refused:  # the monitor left out readings no device gives (training/contract/readings.py)
         warnings.append(f"the accelerator monitor refused {len(refused)} impossible or unreadable reading(s) in "

@@ -20,7 +20,7 @@ from typing import Callable, Optional, Sequence
 from run_benchmarks.results import analyze
 from run_benchmarks.results import breakdown, breakdown_layouts, breakdown_ppo, fairness_checks
 from run_benchmarks.results import rank_logs as collect
-from run_benchmarks.execute import monitoring
+from run_benchmarks.execute import contention, monitoring
 from run_benchmarks import signals
 from run_benchmarks.results import figures as task_figures
 from run_benchmarks.pathnames import write_text_atomically
@@ -80,13 +80,15 @@ def finish(case: CasePlan, rnd: RoundPlan, result: RoundResult, outcome: str, be
     except task_figures.FigureConflict as exc:
         result.warnings.append(f"task figures left out: {exc}")
     result.steps_completed = min(steps_done, default=0)
-    monitored = []
+    monitored, contended = [], []
     measured_window = (min(s[0] for s in spans), max(s[1] for s in spans)) if spans else None
     for node in rnd.nodes:
         if node.monitor_argv is not None:
             figures_of_node, warnings = monitoring.summarize_node(node.monitor_dir, measured_window)
             monitored.append({"node_rank": node.node_rank, "host": node.host.name, **figures_of_node})
             result.warnings += [f"node {node.node_rank}: {w}" for w in warnings]
+            contended.append({"node_rank": node.node_rank, "host": node.host.name, **contention.node_figures(
+                node.monitor_dir, measured_window, _run_devices(case, rnd, node))})
     result.nodes = [
         {"node_rank": node.node_rank, "host": node.host.name,
          "exit_code": result.exit_codes.get(node.node_rank), "launcher_log": str(node.launcher_log),
@@ -104,6 +106,9 @@ def finish(case: CasePlan, rnd: RoundPlan, result: RoundResult, outcome: str, be
     if monitored:
         result.monitor = monitoring.summarize_round(
             monitored, result.metrics.tokens_per_s_total if result.metrics else None)
+        result.monitor["contention"] = contention.judge(contended, case.contention)
+        if contention.warning(result.monitor["contention"]):
+            result.warnings.append(contention.warning(result.monitor["contention"]))
     if result.metrics is not None and result.metrics.time_breakdown is not None:
         result.metrics.time_breakdown["energy"] = monitoring.energy(result.monitor, result.metrics.tokens_per_s_total)
     result.ended_at = now()
@@ -111,9 +116,25 @@ def finish(case: CasePlan, rnd: RoundPlan, result: RoundResult, outcome: str, be
     write_results(rnd.results_path, case, result, orchestrator_env)
 
 
+def _run_devices(case: CasePlan, rnd: RoundPlan, node: NodePlan) -> list[int]:
+    """The device indices the node's processes were given: the kind's visibility variable where the host pins
+    them, else the first one per process."""
+    variable = rnd.worker_config.runtime.device.visible_devices_env
+    pinned = node.env.get(variable, "") if variable else ""
+    listed = [int(d) for d in pinned.split(",") if d.strip().isdigit()]
+    return listed or list(range(case.name.nprocs_per_node))
+
+
 def classify(case: CasePlan, rnd: RoundPlan, result: RoundResult, outcome: str,
              ranks: list[collect.RankLog], figures: analyze.RoundAccumulator) -> None:
     complete = len(ranks) == case.name.world_size and all(r.finished for r in ranks)
+    mismatch = collect.world_size_mismatch(
+        ranks, case.name.world_size, f"{case.name.nnodes} node(s) x {case.name.nprocs_per_node} process(es)")
+    if mismatch is not None and complete:  # no figure of another layout than the one named is kept
+        result.status, result.reason = "failed", mismatch
+        return
+    if mismatch is not None:  # a round that failed anyway says it too
+        result.warnings.append(mismatch)
     if complete:
         result.status, result.reason = "ok", ""
         for rank, code in sorted(result.exit_codes.items()):
@@ -230,7 +251,8 @@ def result_document(case: CasePlan, result: RoundResult, orchestrator_env: dict)
         steps_completed=result.steps_completed, metrics=result.metrics.to_dict() if result.metrics else None,
         monitor=result.monitor, figures=result.figures, workload=case.workload.model_dump(mode="json"),
         workload_hash=workload_hash(workload), compliance=case.compliance, device_definition=_device(case),
-        environment=Environment(orchestrator=orchestrator_env, nodes=result.nodes))
+        environment=Environment(orchestrator=orchestrator_env, nodes=result.nodes,
+                                **({"leftovers": result.leftovers} if result.leftovers else {})))
 
 
 def _device(case: CasePlan) -> Optional[DeviceDefinition]:

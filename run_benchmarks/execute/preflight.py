@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Optional
 
-from training.contract.names import expand_placeholders
+from training.contract.names import ENV_VENDOR_DIR, expand_placeholders
 
 from run_benchmarks.catalog import casename
 from run_benchmarks.errors import PreflightError
@@ -50,9 +50,10 @@ class Preflight:
 
     def _probe_hosts(self) -> None:
         """The vendor's environment probes, once per host and vendor, all hosts at once."""
-        wanted = {(node.host.name, case.hardware.vendor): case.hardware.vendor_spec.all_probes(case.hardware.kind)
+        wanted = {(node.host.name, case.hardware.vendor): (case.hardware.vendor_spec.all_probes(case.hardware.kind),
+                                                           node.env.get(ENV_VENDOR_DIR))
                   for case in self.plan.cases for node in case.rounds[0].nodes}
-        found, _ = fan_out(lambda item: run_probes(self.hosts[item[0][0]], item[1]), list(wanted.items()))
+        found, _ = fan_out(lambda item: run_probes(self.hosts[item[0][0]], *item[1]), list(wanted.items()))
         self.probed.update({key: probes or {} for key, probes in zip(wanted, found)})
 
     def _resource_needs(self) -> dict[str, tuple[str, int, list[tuple[int, NodePlan, CasePlan]]]]:
@@ -126,7 +127,7 @@ class Preflight:
         command, and why its pattern matched nothing (None when it matched)."""
         tried = []
         for counter in case.hardware.kind.device_count:
-            argv = expand_placeholders(counter.command, node.python, str(node.cwd))
+            argv = expand_placeholders(counter.command, node.python, str(node.cwd), node.env.get(ENV_VENDOR_DIR))
             try:
                 result = host.run(argv)
             except OSError as exc:

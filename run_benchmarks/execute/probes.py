@@ -9,7 +9,7 @@ from __future__ import annotations
 import shlex
 import socket
 import subprocess
-from typing import Mapping
+from typing import Mapping, Optional
 
 from run_benchmarks.backends.hosts import Host
 
@@ -17,11 +17,13 @@ MAX_CHARS = 2000  # a probe is a fact, not a log; topology matrices fit
 TIMEOUT_S = 15.0
 
 
-def run_probes(host: Host, probes: Mapping[str, str]) -> dict[str, str]:
+def run_probes(host: Host, probes: Mapping[str, str], vendor_dir: Optional[str] = None) -> dict[str, str]:
+    """Each probe's answer on ``host``; ``{vendor_dir}`` in a command is the vendor's folder there."""
     out = {}
     for field, command in probes.items():
         try:
-            result = host.run(shlex.split(command), TIMEOUT_S)
+            argv = [word.replace("{vendor_dir}", vendor_dir) if vendor_dir else word for word in shlex.split(command)]
+            result = host.run(argv, TIMEOUT_S)
         except (OSError, ValueError, subprocess.TimeoutExpired, socket.timeout) as exc:
             out[field] = f"unavailable: {type(exc).__name__}: {exc}"[:MAX_CHARS]
             continue

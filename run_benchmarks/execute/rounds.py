@@ -17,7 +17,7 @@ import yaml
 
 from training.contract import perflog
 
-from run_benchmarks.execute import outcome
+from run_benchmarks.execute import outcome, quiet
 from run_benchmarks import signals
 from run_benchmarks.backends.hosts import Host, Job
 from run_benchmarks.results.round_result import RoundResult
@@ -55,15 +55,20 @@ class RoundExecutor:
     def __init__(self, hosts: dict[str, Host], runtimes: RunRuntimes, preflight: Preflight, reporter: Reporter,
                  orchestrator_env: dict, results: list[RoundResult], store: Optional[ResultStore],
                  clock: Callable[[], float] = time.monotonic, machine_warnings: Sequence[str] = (),
-                 scheduler: Optional[Scheduler] = None):
+                 scheduler: Optional[Scheduler] = None, leftovers: Sequence[dict] = (),
+                 require_quiet: Optional[float] = None, say: Callable[[str], None] = print):
         self.hosts, self.runtimes, self.preflight, self.reporter = hosts, runtimes, preflight, reporter
         self.scheduler = scheduler or preflight.scheduler  # where the nodes come from, how they start and end
         self.orchestrator_env, self.results, self.store, self.clock = orchestrator_env, results, store, clock
         self.machine_warnings = list(machine_warnings)  # found at preflight: other runs on these hosts
+        self.leftovers = list(leftovers)  # their pids, per run (cleanup.groups)
+        self.require_quiet, self.say = require_quiet, say  # --require-quiet: its deadline in seconds (quiet.py)
 
     def run(self, case: CasePlan, rnd: RoundPlan) -> None:
         """A round whose ranks never connected (no step done) is not a result: keep its logs aside, run again."""
         notes: list[str] = []
+        if self.require_quiet is not None:  # raises quiet.NotQuiet, which stops the run, past the deadline
+            quiet.wait_for_quiet(self.hosts, case, rnd, self.require_quiet, self.say)
         for attempt in range(1, START_RETRIES + 2):
             try:
                 result = self._run_round(case, rnd, notes)
@@ -91,6 +96,7 @@ class RoundExecutor:
         began = time.monotonic()
         result.warnings += self.preflight.version_warnings.get(str(case.name), [])
         result.warnings += self.machine_warnings
+        result.leftovers = self.leftovers
         result.warnings += notes
         self.results.append(result)
         write_inputs(case, rnd)

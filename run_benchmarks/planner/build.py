@@ -9,10 +9,10 @@ import math
 from pathlib import Path, PurePosixPath
 from typing import Optional
 
-from training.contract.names import ENV_NODE_RANK, MONITOR_MODULE
+from training.contract.names import ENV_NODE_RANK, ENV_VENDOR_DIR, MONITOR_MODULE
 from training.contract.spec import RuntimeSpec, WorkerConfig, WorkloadSpec
 
-from run_benchmarks.catalog import casename, compliance, frameworks, policy
+from run_benchmarks.catalog import casename, compliance, contention_limits, frameworks, policy
 from run_benchmarks.planner import checks
 from run_benchmarks.backends.codesync import code_digest, remote_code_root
 from run_benchmarks.catalog.config_files import CaseEntry, HostSpec
@@ -117,6 +117,8 @@ def _case_plan(inputs: PlanInputs, name: casename.CaseName, run_id: str, case_di
         layers += [Layer(source, layer) for source, layer in extern.layers]
     if inputs.test_conf.overrides:
         layers.append(Layer(f"{inputs.test_conf_path} (overrides)", inputs.test_conf.overrides))
+    limits, assignments = contention_limits.split(assignments)  # the run's judgement, not the workload's
+    contention = inputs.test_conf.contention.applied(limits)
     for text in assignments:
         layers.append(Layer(f"--set {text}", parse_assignment(text)))
     layered = merge(layers)
@@ -141,13 +143,14 @@ def _case_plan(inputs: PlanInputs, name: casename.CaseName, run_id: str, case_di
         port = next(ports)
         nodes = [
             _node_plan(inputs, framework, name, hosts, node_rank, round_dir, port,
-                       {**runtime_env, **device_envs[node_rank]}, monitored=bool(inputs.test_conf.monitor_interval_s))
+                       {**runtime_env, **device_envs[node_rank]}, monitored=bool(inputs.test_conf.monitor_interval_s),
+                       vendor=(hardware.vendor, hardware.vendor_dir))
             for node_rank in range(name.nnodes)
         ]
         rounds.append(RoundPlan(index, round_dir, worker_config, nodes))
     return CasePlan(name, framework, hardware, case_path, extern.path if extern else None, workload,
                     layered.provenance, timeout_s, case_dir, rounds,
-                    tuple(extern.notes_for(workload)) if extern else (), verdict)
+                    tuple(extern.notes_for(workload)) if extern else (), verdict, contention)
 
 
 def _judge(inputs: PlanInputs, name: casename.CaseName, case, layered, workload: WorkloadSpec,
@@ -164,7 +167,7 @@ def _judge(inputs: PlanInputs, name: casename.CaseName, case, layered, workload:
 
 def _node_plan(inputs: PlanInputs, framework: frameworks.Framework, name: casename.CaseName,
                hosts: list[HostSpec], node_rank: int, round_dir: Path, port: int,
-               vendor_env: dict[str, str], monitored: bool = True) -> NodePlan:
+               vendor_env: dict[str, str], monitored: bool, vendor: tuple[str, Path]) -> NodePlan:
     host = hosts[node_rank]
     node_dir = round_dir / f"{host.name}_noderank{node_rank}"
     runtime = get_runtime(host.runtime)
@@ -177,9 +180,11 @@ def _node_plan(inputs: PlanInputs, framework: frameworks.Framework, name: casena
         code_root = remote_code_root(host.work_root, code_digest(inputs.paths.root))
         remote_dir = remote_round / node_dir.name
         host_node_dir, host_round, cache = remote_dir, remote_round, PurePosixPath(host.work_root) / "cache"
+        vendor_dir = code_root / "vendors" / vendor[0]  # codesync copies every vendor there, packages' too
     else:
         remote_dir, code_root = None, inputs.paths.root
         host_node_dir, host_round, cache = node_dir, round_dir, round_dir.parent.parent / "cache"
+        vendor_dir = vendor[1]  # in the checkout or an installed vendor package
     argv = framework.launcher_argv(NodeLaunch(
         python=python, nnodes=name.nnodes, nprocs_per_node=name.nprocs_per_node, node_rank=node_rank,
         master_addr=scheduler.master_address(hosts), master_port=port,
@@ -194,10 +199,11 @@ def _node_plan(inputs: PlanInputs, framework: frameworks.Framework, name: casena
         "TMPDIR": str(host_node_dir / "tmp"),
         "TORCHINDUCTOR_CACHE_DIR": str(cache / "torchinductor"),
         ENV_NODE_RANK: str(node_rank),
+        ENV_VENDOR_DIR: str(vendor_dir),  # the vendor's folder as the node sees it: {vendor_dir}
     }
     container = runtime.plan_node(NodeSite(
         host, round_dir.parent.parent.name, round_dir.parent.name, int(round_dir.name.removeprefix("round")),
-        node_rank, code_root, host_round, cache))
+        node_rank, code_root, host_round, cache, vendor_dir))
     monitor_argv = None
     if monitored:  # the accelerator monitor to run is the kind's, in the worker config
         monitor_argv = [python, "-m", MONITOR_MODULE, "--config", str(host_round / "config.json"),

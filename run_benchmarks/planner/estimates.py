@@ -54,8 +54,9 @@ def _state_bytes(case: CasePlan) -> tuple[float, str]:
 
 def _reference_speed(case: CasePlan) -> Optional[tuple[float, str]]:
     config = case.extern_config.stem if case.extern_config else None
-    cases_dir, vendors_dir = case.case_file.parent.parent, case.hardware.vendor_dir.parent
-    for ref, source in load_references(cases_dir, vendors_dir, case.name.case, case.hardware.vendor):
+    cases_dir, vendor_dir = case.case_file.parent.parent, case.hardware.vendor_dir
+    for ref, source in load_references(cases_dir, vendor_dir.parent, case.name.case, case.hardware.vendor,
+                                       vendor_dir=vendor_dir):
         tol = ref.figures.get("tokens_per_s_per_device")
         if tol and (ref.case in (None, case.name.case) and ref.hardware == case.hardware.name
                     and ref.framework in (None, case.framework.name)

@@ -10,6 +10,7 @@ Definitions (all over measured steps, i.e. warm-up excluded):
                    batches vary in width the steps carry their own FLOPs, and it
                    is their sum / time / world size
   MFU              TFLOP/s/device / the vendor's peak for the precision used
+  rate noise       the rate's 95 % interval from its steps resampled (noise.py)
 
 A round with a figure no run can measure (figure_checks: negative or non-finite throughput or step time,
 MFU over 100 %, a step faster than its FLOPs at the declared peak) has no figures: ImpossibleFigures names
@@ -30,7 +31,7 @@ from typing import Optional, Sequence
 
 from training.contract import perflog
 
-from run_benchmarks.results import derive
+from run_benchmarks.results import derive, noise
 from run_benchmarks.results.rank_logs import RankLog, StepSeries
 from run_benchmarks.results.figure_checks import impossible
 
@@ -105,6 +106,7 @@ class RoundMetrics:
     # beyond): what a loss-curve reference (results/loss_reference.py) checks and the report's loss chart draws
     loss_series: Optional[list] = None
     time_breakdown: Optional[dict] = None  # measured and expected parts of a step (results/breakdown.py)
+    rate_noise: Optional[dict] = None  # the rate's own noise: its steps resampled (results/noise.py)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -291,6 +293,7 @@ class RoundAccumulator:
             mfu_measured=mfu_measured,
             mfu_measured_note=measured_note,
             loss_series=first.loss_series or None,
+            rate_noise=noise.round_noise(step_times, [self.tokens[step] for step in common]),
         )
         checked = metrics.to_dict()
         if self.has_flops:  # steps carry their own FLOPs: flops_per_token x tokens_per_step is no step's count

@@ -255,3 +255,20 @@ def error_lines(ranks: list[RankLog], launcher_logs: list[Path]) -> list[str]:
         if lines:
             return lines
     return []
+
+
+def world_size_mismatch(ranks: list[RankLog], planned: int, layout: str) -> Optional[str]:
+    """Why the ranks' own world sizes (each start record's, from its launcher's variables) are not the plan's
+    ``planned`` (``layout``: how the plan made it), or None when every rank that started agrees. A mismatch means
+    the launch did not start the layout the plan asked for: every per-rank share and global figure would be of
+    another job than the one named."""
+    reported: dict[int, list[int]] = {}
+    for rank in ranks:
+        if rank.start is not None and rank.start.world_size != planned:
+            reported.setdefault(rank.start.world_size, []).append(rank.rank)
+    if not reported:
+        return None
+    said = "; ".join(f"rank{'s' if len(r) > 1 else ''} {', '.join(map(str, r))} reported world_size {size}"
+                     for size, r in sorted(reported.items()))
+    return (f"the launch did not start the planned layout: {said}, but the plan asks for {planned} ({layout}); "
+            "check the launcher's arguments and the hosts' rendezvous (every node must join the same job)")

@@ -1,7 +1,9 @@
 """Reference figures with tolerances, and the pass/fail check against them.
 
 A case (``cases/<case>/references.yaml``) or a vendor (``vendors/<vendor>/references.yaml``) holds
-reference values per hardware and layout. A figure passes when it lies in
+reference values per hardware and layout. A row with a contended round (results/contention.py) is not judged:
+its checks say so and neither pass nor fail (``--check`` exits 7 where nothing else failed). A figure passes
+when it lies in
 ``[value x (1 - lower), value x (1 + upper)]``: a throughput below the band is a regression, one above
 it means the reference is stale (update it, deliberately). A case with references but no ok round
 fails every figure. The vendor's entry wins over the case's where both match the same figure.
@@ -19,6 +21,7 @@ from typing import Optional
 from pydantic import Field, NonNegativeFloat, conint
 
 from run_benchmarks.catalog.config import Strict, load_model
+from run_benchmarks.catalog.vendor_folders import vendor_folder
 from run_benchmarks.pathnames import component
 from run_benchmarks.results.report.facts import describe, varying_settings
 from run_benchmarks.results.report.summary import FIGURE_BY_KEY, CaseSummary
@@ -71,6 +74,7 @@ class Check:
     measured: Optional[float]
     reference: Tolerance
     source: str
+    contended: tuple[str, ...] = ()  # the row's contended rounds: not judged (exit 7), neither pass nor fail
 
     @property
     def low(self) -> float:
@@ -86,6 +90,8 @@ class Check:
 
     @property
     def verdict(self) -> str:
+        if self.contended:
+            return f"not judged: contended ({'; '.join(self.contended)})"
         if self.measured is None:
             return "FAIL (no figure: no ok round)"
         if self.passed:
@@ -111,9 +117,10 @@ def _validated(path: Path, case: Optional[str]) -> list[tuple[Reference, str]]:
 
 
 def load_references(cases_dir: Path, vendors_dir: Path, case: str, vendor: Optional[str],
-                    row: str = "a stored row") -> list[tuple[Reference, str]]:
-    """The case's references, then the vendor's (later entries win). Both names come from a stored row (maybe
-    from an imported bundle): each must be one plain path component before it becomes a path."""
+                    row: str = "a stored row", vendor_dir: Optional[Path] = None) -> list[tuple[Reference, str]]:
+    """The case's references, then the vendor's (later entries win), from its folder (``vendor_dir``, else the
+    one the checkout or an installed package holds). Both names come from a stored row (maybe from an imported
+    bundle): each must be one plain path component before it becomes a path."""
     fix = ("the row was not written by accelbench (an imported bundle?): leave that run out of the command; a "
            "case or vendor name is one folder name")
     component(case, f"{row}: its case", fix)
@@ -124,7 +131,7 @@ def load_references(cases_dir: Path, vendors_dir: Path, case: str, vendor: Optio
     if case_file.is_file():
         found += _validated(case_file, case)
     if vendor:
-        vendor_file = vendors_dir / vendor / FILE_NAME
+        vendor_file = (vendor_dir or vendor_folder(vendors_dir, vendor)) / FILE_NAME
         if vendor_file.is_file():
             found += _validated(vendor_file, None)
     return found
@@ -139,7 +146,7 @@ def check(summary: CaseSummary, references: list[tuple[Reference, str]], varying
             for figure, tolerance in ref.figures.items():
                 chosen[figure] = (tolerance, source)
     config = summary.config + (f" ({describe(summary.facts, varying)})" if varying else "")
-    return [Check(summary.label, config, figure, summary.mean(figure), tol, source)
+    return [Check(summary.label, config, figure, summary.mean(figure), tol, source, tuple(summary.contended))
             for figure, (tol, source) in chosen.items()]
 
 
@@ -162,7 +169,8 @@ def check_summaries(summaries: list[CaseSummary], cases_dir: Path,
         found = check(summary, cache[key], varying)
         out += found
         if not found:
-            files = [str(cases_dir / key[0] / FILE_NAME)] + ([str(vendors_dir / key[1] / FILE_NAME)] if key[1] else [])
+            files = [str(cases_dir / key[0] / FILE_NAME)] + ([str(vendor_folder(vendors_dir, key[1]) / FILE_NAME)]
+                                                              if key[1] else [])
             which = f" ({describe(summary.facts, varying)})" if varying else ""
             unchecked.append(f"{summary.label} {summary.config}{which}: no entry matches "
                              f"(read {' and '.join(f + ('' if Path(f).is_file() else ' (absent)') for f in files)})")

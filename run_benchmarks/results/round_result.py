@@ -31,3 +31,4 @@ class RoundResult:
     figures: list[dict] = field(default_factory=list)  # task figures (figures.round_figures), e.g. PPO phases
     write_error: Optional[OSError] = None  # results.json could not be written (disk full): the run stops
     record: Optional[RoundRecord] = None  # what results.json, summary.json and the store were written from
+    leftovers: list[dict] = field(default_factory=list)  # other runs' processes found at the start (their pids)

@@ -124,7 +124,7 @@ class Sweep:
         if runner is not None:
             self.executor = RoundExecutor(runner.hosts, runner.runtimes, runner.preflight, self.progress,
                                           self.ctx.environment, runner.results, store, time.monotonic,
-                                          runner.machine_warnings)
+                                          runner.machine_warnings, leftovers=runner.leftovers)
         with self.stop:
             self._run_points(planned)
 

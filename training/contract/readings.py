@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # a type only: the monitor imports this module, and pydantic with the spec would cost it
     # ~0.3 s of CPU while the ranks beside it start (a command monitor's spec is validated where it is read)
-    from training.contract.spec import CommandMonitorSpec
+    from training.contract.monitor_spec import CommandMonitorSpec, ProcessQuerySpec
 
 POWER_BOUND_W = 2000.0
 
@@ -40,7 +40,7 @@ def _value(field: str, text: str, scale: dict[str, float]):
     if match is None:
         return None
     number = float(match.group()) * scale.get(field, 1.0)
-    return int(number) if field == "index" else number
+    return int(number) if field in ("index", "pid") else number
 
 
 def parse(spec: CommandMonitorSpec, output: str) -> dict:
@@ -103,3 +103,18 @@ def check(sample: dict) -> dict:
     if refused:
         sample["refused"] = refused
     return sample
+
+
+def parse_processes(spec: ProcessQuerySpec, output: str) -> dict[int, list]:
+    """The processes query's output as ``{device index: [[pid, util %, memory bytes], ...]}``: a line without
+    a number for its index or pid (a header, "No running processes found") is no process."""
+    found: dict[int, list] = {}
+    for row in csv.reader(line for line in output.splitlines() if line.strip()):
+        if len(row) != len(spec.columns):
+            continue
+        fields = {field: _value(field, cell, spec.scale) for field, cell in zip(spec.columns, row) if field != "-"}
+        if fields.get("index") is None or fields.get("pid") is None:
+            continue
+        found.setdefault(int(fields["index"]), []).append(
+            [int(fields["pid"]), fields.get("util_percent"), fields.get("mem_used_bytes")])
+    return found

@@ -14,7 +14,7 @@ from typing import Literal, Optional, Union
 
 from pydantic import Field, NonNegativeInt, PositiveFloat, PositiveInt, conint, model_validator
 
-from training.contract.names import DEVICE_FIELDS
+from training.contract.monitor_spec import CommandMonitorSpec, MonitorName  # noqa: F401 - re-exported
 from training.contract.micro import MicroSpec
 from training.contract.spec_base import STEPS_REASON, WIDTH_REASON, StrictModel, bounded
 from training.contract.micro import with_stand_in
@@ -248,6 +248,10 @@ class DebugSpec(StrictModel):
         None, le=60_000, why="a delay, not a hang (hang_at_step is that)",
         description="on fail_rank only, sleep this long before each step's forward and backward (PPO: before "
                     "each experience making and each trained role's forward and backward): a straggler")
+    compute_delay_spins: bool = Field(
+        False, description="compute_delay_ms spins on the CPU instead of sleeping: a slow kernel's time, which keeps "
+                           "the rank's core busy (a sleeping rank leaves its core to other processes, whose use of it "
+                           "a round's contention counts)")
 
 
 class WorkloadSpec(StrictModel):
@@ -292,45 +296,6 @@ class WorkloadSpec(StrictModel):
         return self
 
 
-MonitorName = Literal["nvml", "rocm-smi", "cpu", "none"]
-
-
-class CommandMonitorSpec(StrictModel):
-    """A vendor's smi tool as the accelerator monitor, declared in YAML: run ``command`` every interval and
-    read one reading per device from its output. ``{python}`` and ``{code_root}`` in the command are the
-    node's interpreter and the folder holding ``training/`` (and the vendors' code) on the node."""
-
-    command: tuple[str, ...] = Field(min_length=1, description="argv, never a shell line")
-    format: Literal["csv", "regex"] = Field(description="csv: one line per device, fields in `columns` order; "
-                                                        "regex: every match of `pattern` is one device")
-    columns: tuple[str, ...] = Field((), description=f"csv: the field of each column ({', '.join(DEVICE_FIELDS)}), "
-                                                     "'-' for a column to skip")
-    pattern: Optional[str] = Field(None, description="regex: named groups are fields, e.g. (?P<power_w>[0-9.]+)")
-    scale: dict[str, float] = Field(default_factory=dict, description="multiply a field, e.g. "
-                                                                      "{mem_used_bytes: 1048576} for MiB")
-    timeout_s: PositiveFloat = 10.0
-
-    @model_validator(mode="after")
-    def _fields_known(self) -> "CommandMonitorSpec":
-        import re
-
-        if self.format == "csv" and not self.columns:
-            raise ValueError("format csv needs columns: the device field of each column, in order")
-        if self.format == "regex":
-            if not self.pattern:
-                raise ValueError("format regex needs pattern, with named groups for the fields")
-            try:
-                named = set(re.compile(self.pattern).groupindex)
-            except re.error as exc:
-                raise ValueError(f"pattern is not a regular expression: {exc}") from None
-        else:
-            named = {c for c in self.columns if c != "-"}
-        unknown = sorted((named | set(self.scale)) - set(DEVICE_FIELDS))
-        if unknown:
-            raise ValueError(f"unknown device field(s) {', '.join(unknown)}; known: {', '.join(DEVICE_FIELDS)}")
-        return self
-
-
 class DeviceSpec(StrictModel):
     """The worker's part of an accelerator kind: how the frameworks address the device of this round."""
 
@@ -341,8 +306,8 @@ class DeviceSpec(StrictModel):
     backend: Optional[str] = Field(None, description="collective backend of this round's framework; unset: the "
                                                      "framework's default for the device")
     visible_devices_env: Optional[str] = None
-    worker_plugin: Optional[str] = Field(None, description="a vendor module with worker hooks, relative to the "
-                                                           "code root (vendors/<vendor>/<file>.py)")
+    worker_plugin: Optional[str] = Field(None, description="a vendor module with worker hooks, {vendor_dir}/<file>.py "
+                                                           "(the vendor's folder), or relative to the code root")
     monitor: Union[MonitorName, CommandMonitorSpec] = "none"
 
     @property

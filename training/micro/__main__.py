@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 
 import torch
@@ -27,8 +26,8 @@ def parse_spec(argv: list[str] | None = None) -> tuple[MicroSpec, str]:
 
 def main(argv: list[str] | None = None) -> None:
     spec, device_type = parse_spec(argv)
-    rank = int(os.environ.get("RANK", 0))
-    local = int(os.environ.get("LOCAL_RANK", 0))
+    ranks = contract.read_ranks("torch")
+    rank, local = ranks.rank, ranks.local_rank
     device = torch.device(device_type) if device_type == "cpu" else torch.device(device_type, local)
     if device.type != "cpu":
         torch.accelerator.set_device_index(local)

@@ -9,16 +9,15 @@ picked here once. ``python -m training.micro --spec`` stays the direct way in (t
 """
 from __future__ import annotations
 
-import os
 from typing import Callable, Iterator
 
-from training import harness, plugins
+from training import harness
 from training.contract import perflog
+from training.contract.names import Ranks
 from training.micro.ops import MicroOps
 from training.contract.micro import MicroSpec
 from training.contract.registry import Registry
 from training.contract.spec import WorkerConfig
-from training.sysinfo import node_environment, process_age_s
 from training.unsupported import UnsupportedOnDevice
 
 # The benchmark of each MicroSpec.bench: a function (spec, ops, rank) -> figure records.
@@ -45,58 +44,43 @@ def ops_class(framework: str) -> type[MicroOps]:
     return FRAMEWORK_OPS.get(framework)
 
 
-def run(cfg: WorkerConfig) -> None:
-    """Start record, the benchmark's figures, end record; a group only for collectives (GEMM and memory
-    figures are each device's own)."""
-    spec, opener = cfg.workload.micro, ops_class(cfg.runtime.framework)
-    ranks = harness.read_ranks(opener.ranks)
-    try:
-        plugin = plugins.load(cfg.runtime.device)
-        if plugin is not None:
-            plugin.setup(cfg.runtime.device)  # before the framework touches the device
-        ops = opener.open(cfg.runtime.device, ranks.local_rank)
-    except UnsupportedOnDevice as exc:
-        exc.rank = ranks.rank
-        raise
-    grouped = spec.bench == "collective"
-    if grouped:
-        ops.open_group()
-    try:
-        perflog.emit(_start_record(cfg, ranks, ops, plugin))
+class MicroTask(harness.Task):
+    """A micro-benchmark as a task: its figures are the round's result; a group only for collectives (GEMM and
+    memory figures are each device's own)."""
+
+    def __init__(self, cfg: WorkerConfig, ranks: Ranks):
+        self.spec, self.rank = cfg.workload.micro, ranks.rank
+        self.ops = ops_class(cfg.runtime.framework).open(cfg.runtime.device, ranks.local_rank)
+        self.framework, self.version, self.device, self.on_cpu = (self.ops.framework, self.ops.version,
+                                                                  self.ops.device, self.ops.on_cpu)
+        self.grouped = self.spec.bench == "collective"
+        if self.grouped:
+            self.ops.open_group()
+
+    def workload(self) -> harness.Workload:
+        return harness.Workload(precision="n/a", n_params=0, trainable_params=0, flops_per_token=0.0,
+                                flop_formula=NO_MODEL_FORMULA, tokens_per_step=0)
+
+    def environment(self) -> dict:
+        return self.ops.environment()
+
+    def records(self) -> Iterator[perflog.Record]:
         try:
-            for record in figures(spec, ops, ranks.rank):
-                perflog.emit(record)
-        except UnsupportedOnDevice as exc:
-            exc.rank = ranks.rank
-            raise
-        perflog.emit(_end_record(ranks.rank, ops))
-    finally:
-        if grouped:
-            ops.close_group()
+            yield from figures(self.spec, self.ops, self.rank)
+        finally:
+            self.close()
+
+    def ending(self) -> harness.Ending:
+        """Peak memory as training rounds report it: the process's peak RSS on a CPU, the allocator's on a
+        device."""
+        return harness.Ending(steps=0, memory=harness.peak_memory(self.ops))
+
+    def close(self) -> None:
+        if self.grouped:
+            self.grouped = False
+            self.ops.close_group()
 
 
-def _start_record(cfg: WorkerConfig, ranks: harness.Ranks, ops: MicroOps, plugin) -> perflog.StartRecord:
-    environment = None
-    if ranks.local_rank == 0:
-        environment = {**node_environment(), **ops.environment(), "accelerator_kind": cfg.runtime.device.kind}
-        variable = cfg.runtime.device.visible_devices_env
-        if variable:
-            environment["visible_devices"] = {variable: os.environ.get(variable)}
-        if plugin is not None:
-            environment.update(plugin.environment())
-    return perflog.StartRecord(
-        rank=ranks.rank, local_rank=ranks.local_rank, node_rank=ranks.node_rank, world_size=ranks.world_size,
-        framework=ops.framework, framework_version=ops.version, device=ops.device, precision="n/a",
-        n_params=0, flops_per_token=0.0, flop_formula=NO_MODEL_FORMULA, tokens_per_step=0,
-        environment=environment, trainable_params=0, init_time_s=process_age_s())
-
-
-def _end_record(rank: int, ops: MicroOps) -> perflog.EndRecord:
-    """Peak memory as training rounds report it: the process's peak RSS on a CPU, the allocator's on a device."""
-    if ops.on_cpu:
-        return perflog.EndRecord(rank=rank, steps=0, peak_memory_bytes=harness.peak_rss(),
-                                 memory_total_bytes=harness.memory_total_bytes(), memory_kind="rss")
-    memory = ops.memory()
-    return perflog.EndRecord(rank=rank, steps=0, peak_memory_bytes=memory.peak_allocated,
-                             memory_total_bytes=memory.total, memory_kind="allocated",
-                             peak_memory_reserved_bytes=memory.peak_reserved)
+def run(cfg: WorkerConfig) -> None:
+    """Task micro, on the framework of the round: start record, the benchmark's figures, end record."""
+    harness.run(cfg, MicroTask)

@@ -12,7 +12,7 @@ from abc import ABC, abstractmethod
 from typing import Callable, ContextManager
 
 from training.contract.micro import MICRO_INPUTS
-from training.harness import DeviceMemory, RankVariables
+from training.harness import DeviceMemory
 from training.contract.spec import DeviceSpec
 
 Call = Callable[[], object]
@@ -28,14 +28,12 @@ def with_operands(call: Call, *operands) -> Call:
 
 class MicroOps(ABC):
     """One rank's framework and device. Attributes: ``framework`` and ``version`` (name and version),
-    ``device`` (the framework's name for this rank's device), ``on_cpu``, ``ranks`` (the variables its
-    launcher sets in each process)."""
+    ``device`` (the framework's name for this rank's device), ``on_cpu``."""
 
     framework: str
     version: str
     device: str
     on_cpu: bool
-    ranks: RankVariables
 
     @classmethod
     @abstractmethod

@@ -21,7 +21,6 @@ from training import harness
 from training.micro.ops import SAMPLE, Call, MicroOps, first_line, with_operands
 from training.paddle import device as devices
 from training.paddle.precision import TF32_FLAGS, flags_in_build
-from training.paddle.train import PADDLE_LAUNCH
 from training.contract.spec import DeviceSpec
 from training.unsupported import UnsupportedOnDevice
 
@@ -45,7 +44,7 @@ def _missing(exc: Exception) -> bool:
 
 
 class PaddleOps(MicroOps):
-    framework, version, ranks = "paddle", paddle.__version__, PADDLE_LAUNCH
+    framework, version = "paddle", paddle.__version__
 
     def __init__(self, spec: DeviceSpec):
         self.spec = spec

@@ -14,8 +14,6 @@ from training.contract.spec import DeviceSpec
 from training.torch import device as devices
 from training.unsupported import UnsupportedOnDevice
 
-TORCHRUN = harness.RankVariables(rank="RANK", world_size="WORLD_SIZE", local_rank="LOCAL_RANK",
-                                 node_rank="GROUP_RANK")
 _DTYPES = {"fp32": torch.float32, "tf32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
 
 
@@ -57,7 +55,7 @@ def make_gemm(m: int, n: int, k: int, dtype: str, device: torch.device, seed: in
 
 
 class TorchOps(MicroOps):
-    framework, version, ranks = "torch", torch.__version__, TORCHRUN
+    framework, version = "torch", torch.__version__
 
     def __init__(self, torch_device: torch.device, spec: DeviceSpec | None = None):
         self.torch_device, self.spec = torch_device, spec

@@ -1,7 +1,8 @@
 """A vendor's smi tool as the accelerator monitor, declared in YAML (``CommandMonitorSpec``): no code.
 
 Each sample runs the command (argv, never a shell) and reads one device per CSV line or per regex
-match into the monitor file schema's device fields (``training.contract.DEVICE_FIELDS``). A value
+match into the monitor file schema's device fields (``training.contract.DEVICE_FIELDS``); where the kind
+declares a processes query, each device also gets the processes on it (``PROCESS_FIELDS``). A value
 that is not a number (``N/A``, ``-``) is None. The parser is the contract's (``readings.parse``), separate
 from running the tool, so a tool's recorded output can be tested where its device is absent and
 ``accelbench vendor check`` reads it the same way.
@@ -14,7 +15,7 @@ import sys
 
 from training.contract import readings
 from training.contract.names import expand_placeholders
-from training.contract.spec import CommandMonitorSpec
+from training.contract.monitor_spec import CommandMonitorSpec
 
 from training.monitor import ToolKilled, Unavailable
 
@@ -57,7 +58,22 @@ class CommandSampler:
         except readings.ReadingError as exc:
             raise Unavailable(str(exc)) from None
         self.read_once = True
+        if self.spec.processes is not None:
+            self._add_processes(sample)
         return sample
+
+    def _add_processes(self, sample: dict) -> None:
+        """Each device's ``processes`` from the processes query; None on every device where it fails (the
+        readings stand without them)."""
+        query = self.spec.processes
+        try:
+            done = subprocess.run(expand_placeholders(query.command, sys.executable, CODE_ROOT), capture_output=True,
+                                  text=True, timeout=query.timeout_s, stdin=subprocess.DEVNULL)
+            found = readings.parse_processes(query, done.stdout) if done.returncode == 0 else None
+        except (OSError, subprocess.TimeoutExpired):
+            found = None
+        for device in sample.get("devices") or []:
+            device["processes"] = None if found is None else found.get(device.get("index"), [])
 
 
 def open(spec: CommandMonitorSpec) -> CommandSampler:  # noqa: A001 - the sampler interface's name

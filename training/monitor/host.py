@@ -1,4 +1,5 @@
-"""The host: CPU utilisation, memory used/total, network and disk throughput (psutil)."""
+"""The host: CPU utilisation, memory used/total, network and disk throughput (psutil), and the contention
+counters of the run's cores (contention.py), where the machine has a Linux /proc."""
 from __future__ import annotations
 
 import time
@@ -30,6 +31,7 @@ class HostSampler:
         self.psutil = psutil
         self.cpu = CpuBusy(psutil)
         self.last = (time.monotonic(), psutil.net_io_counters(), psutil.disk_io_counters())
+        self.contention = _counters()
 
     def sample(self) -> dict:
         p = self.psutil
@@ -46,7 +48,23 @@ class HostSampler:
         if disk and disk0:
             out["disk_read_bps"] = (disk.read_bytes - disk0.read_bytes) / dt
             out["disk_write_bps"] = (disk.write_bytes - disk0.write_bytes) / dt
+        if self.contention is not None:
+            try:
+                out["contention"] = self.contention.sample()
+            except OSError:  # /proc went unreadable: the other figures go on
+                self.contention = None
         return out
+
+
+def _counters():
+    from training.monitor.contention import ContentionCounters
+
+    try:
+        counters = ContentionCounters()
+        counters.sample()  # the baseline: the first sample's processes count from now on
+    except OSError:  # no Linux /proc here: the round says its contention was not measured
+        return None
+    return counters
 
 
 def open() -> HostSampler:  # noqa: A001 - the sampler interface's name

@@ -30,7 +30,7 @@ import paddle.distributed as dist
 
 from training.contract import flops
 from training.faults import compute_delay, sleep_ms
-from training import harness
+from training import harness, train_task
 from training.data.batches import StepCounts
 from training.paddle import breakdown, device as devices, hybrid
 from training.paddle.data import open_data
@@ -41,8 +41,6 @@ from training.paddle.weights import canonical_name, load as load_weights
 from training.contract.spec import WorkerConfig, WorkloadSpec
 from training.unsupported import UnsupportedOnDevice
 
-PADDLE_LAUNCH = harness.RankVariables(rank="PADDLE_TRAINER_ID", world_size="PADDLE_TRAINERS_NUM",
-                                      local_rank="PADDLE_LOCAL_RANK")
 
 
 class Layout:
@@ -117,7 +115,8 @@ def build_model(spec: WorkloadSpec, layout: Layout, on_cpu: bool):
 
 
 def train(cfg: WorkerConfig) -> None:
-    harness.run(cfg, PADDLE_LAUNCH, PaddleWorker)
+    """Tasks pretrain, finetune and lora on Paddle."""
+    harness.run(cfg, train_task.over(PaddleWorker))
 
 
 class PaddleWorker(harness.FrameworkWorker):

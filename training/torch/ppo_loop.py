@@ -1,12 +1,8 @@
-"""Task ppo: the RLHF loop ColossalAI chat's benchmark times, on the PyTorch worker.
+"""Task ppo's operations in torch: the roles (actor, critic, initial, reward), experience making and learning.
 
-Per episode, ``max_timesteps`` experience makings; every ``update_timesteps`` of them, ``max_epochs`` passes
-of learning over what was collected (one perf step record per learning update: its experience making and
-its learning). Each phase is timed between device synchronisations; the first episode is warm-up and is
-left out of the phase figures (and flagged warm-up in the step records). Figures: perf records of kind
-``figure`` per rank, combined by the orchestrator (``run_benchmarks/results/figures.py``). After the measured
-updates, ``train.breakdown_steps`` more, split per phase (training/torch/ppo_breakdown.py): one breakdown record
-per phase.
+The task itself (the timed updates, the phase figures, the records) is framework-neutral:
+training/ppo_task.py, run by the one lifecycle (training/harness.py). After the measured updates,
+``train.breakdown_steps`` more, split per phase (training/torch/ppo_breakdown.py).
 """
 from __future__ import annotations
 
@@ -14,8 +10,8 @@ from __future__ import annotations
 import torch
 import torch.distributed as dist
 
-from training.contract import flops, perflog
-from training import harness
+from training.contract import flops
+from training import harness, ppo_task
 from training.contract.spec import WorkerConfig
 from training.torch import device as devices
 from training.torch import precision as precisions
@@ -52,6 +48,8 @@ class PPOWorker(devices.OnTorchDevice):
         self.generator = torch.Generator(self.torch_device).manual_seed(spec.train.seed + 1000 * (ranks.rank + 1))
         self.phase = flops.ppo_phase_flops(spec.model, self.critic_spec, self.ppo.prompt_length,
                                            self.ppo.generation_length, spec.train)
+        self.data_description = {"source": "random prompts", "prompt_length": self.ppo.prompt_length,
+                                 "generation_length": self.ppo.generation_length}
 
     def prompts(self) -> torch.Tensor:
         """One making's random prompts (``debug.data_fetch_delay_ms`` after them: the data path's cost)."""
@@ -101,6 +99,21 @@ class PPOWorker(devices.OnTorchDevice):
                     losses.append(loss.detach())
         return losses[0], losses[1]
 
+    def collect(self, made: list[Experience]) -> Experience:
+        """One buffer of an update's experience makings."""
+        return Experience.cat(made)
+
+    def mean_loss(self, losses: tuple[torch.Tensor, torch.Tensor]) -> float:
+        """Untimed: the actor's plus the critic's loss, the mean over the ranks, as one process would see it."""
+        loss = losses[0] + losses[1]
+        if self.world > 1:
+            dist.all_reduce(loss)
+            loss /= self.world
+        return float(loss)
+
+    def breakdown(self, steps: int, sync) -> list:
+        return ppo_breakdown.measure(self, steps, sync)
+
     def environment(self) -> dict:
         return devices.environment(self.torch_device)
 
@@ -110,96 +123,5 @@ class PPOWorker(devices.OnTorchDevice):
 
 
 def run(cfg: WorkerConfig) -> None:
-    ranks = harness.read_ranks(harness.RankVariables(rank="RANK", world_size="WORLD_SIZE", local_rank="LOCAL_RANK",
-                                                      node_rank="GROUP_RANK"))
-    worker = PPOWorker(cfg, ranks)
-    spec, ppo = worker.spec, worker.ppo
-    s, per_update = ppo.total_length, ppo.update_timesteps * ppo.experience_batch_size
-    per_sample = worker.phase["generation"].total + worker.phase["forwards"].total
-    per_sample += ppo.max_epochs * worker.phase["learning"].total
-    perflog.emit(perflog.StartRecord(
-        rank=ranks.rank, local_rank=ranks.local_rank, node_rank=ranks.node_rank, world_size=ranks.world_size,
-        framework=worker.framework, framework_version=worker.version, device=worker.device,
-        precision=spec.train.precision, n_params=worker.n_params, flops_per_token=per_sample / s,
-        flop_formula=flops.PPO_FORMULA, tokens_per_step=per_update * s, samples_per_step=per_update,
-        trainable_params=worker.trainable_params,
-        data={"source": "random prompts", "prompt_length": ppo.prompt_length,
-              "generation_length": ppo.generation_length},
-        environment=harness.node_facts(cfg.runtime.device, worker, None) if ranks.local_rank == 0 else None))
-    clocks = {"experience": 0.0, "learning": 0.0, "iteration": 0.0}  # the measured steps' seconds
-
-    def update(step: int) -> tuple:
-        """One learning update: experience made ``update_timesteps`` times, then learned from; each phase
-        timed between synchronisations for its own figures, the whole step by the timed loop."""
-        made, experience_s = [], 0.0
-        for _ in range(ppo.update_timesteps):
-            experience, seconds = harness.timed(worker, worker.experience)
-            made.append(experience)
-            experience_s += seconds
-        losses, learning_s = harness.timed(worker, worker.learn, Experience.cat(made))
-        return losses, experience_s, learning_s
-
-    def record(step: int, warmup: bool, elapsed: float, ended_at: float, work: tuple) -> perflog.StepRecord:
-        (actor_loss, critic_loss), experience_s, learning_s = work
-        if not warmup:
-            clocks["experience"] += experience_s
-            clocks["learning"] += learning_s
-            clocks["iteration"] += elapsed
-        loss = actor_loss + critic_loss  # untimed: the mean over the ranks, as one process would see it
-        if worker.world > 1:
-            dist.all_reduce(loss)
-            loss /= worker.world
-        return perflog.StepRecord(rank=ranks.rank, step=step, warmup=warmup, step_time_s=elapsed,
-                                  tokens=per_update * s, loss=float(loss), ended_at=ended_at)
-
-    harness.timed_loop(spec, ranks.rank, worker, update, record)  # train.steps = episodes x updates per episode
-    step = spec.train.steps
-    measured = (ppo.num_episodes - 1) * ppo.updates_per_episode * per_update  # samples made per rank
-    for record in phase_figures(worker, clocks, measured):
-        perflog.emit(record)
-    peak, reserved, total, kind = harness.peak_memory(worker)  # the measured updates' peak, before the breakdown's
-    for record in ppo_breakdown.measure(worker, spec.train.breakdown_steps, lambda: harness.synchronize(worker)):
-        perflog.emit(record)
-    perflog.emit(perflog.EndRecord(rank=ranks.rank, steps=step, peak_memory_bytes=peak, memory_total_bytes=total,
-                                   memory_kind=kind, peak_memory_reserved_bytes=reserved))
-    worker.close()
-
-
-def phase_figures(worker: PPOWorker, clocks: dict, samples: int) -> list[perflog.FigureRecord]:
-    """Each phase's throughput on this rank (summed over ranks for the total, averaged for per device) and its
-    measured seconds (``<phase>.time_s``, averaged: the reports' time split per phase)."""
-    ppo, phase, rank = worker.ppo, worker.phase, worker.ranks.rank
-    learned = samples * ppo.max_epochs
-    exp_flops = samples * (phase["generation"].total + phase["forwards"].total)
-    exp_attention = samples * (phase["generation"].attention + phase["forwards"].attention)
-    exp_ref = samples * (phase["generation"].reference + phase["forwards"].reference)
-    values = {
-        "experience.samples_per_s": (samples / clocks["experience"], "samples/s"),
-        "experience.generated_tokens_per_s": (samples * ppo.generation_length / clocks["experience"], "tokens/s"),
-        "experience.tflops": (exp_flops / clocks["experience"] / 1e12, "TFLOP/s"),
-        "experience.tflops_attention_part": (exp_attention / clocks["experience"] / 1e12, "TFLOP/s"),
-        "experience.tflops_reference": (exp_ref / clocks["experience"] / 1e12, "TFLOP/s"),
-        "learning.samples_per_s": (learned / clocks["learning"], "samples/s"),
-        "learning.tokens_per_s": (learned * ppo.total_length / clocks["learning"], "tokens/s"),
-        "learning.tflops": (learned * phase["learning"].total / clocks["learning"] / 1e12, "TFLOP/s"),
-        "learning.tflops_attention_part": (learned * phase["learning"].attention / clocks["learning"] / 1e12,
-                                           "TFLOP/s"),
-        "learning.tflops_reference": (learned * phase["learning"].reference / clocks["learning"] / 1e12, "TFLOP/s"),
-        "iteration.samples_per_s": (samples / clocks["iteration"], "samples/s"),
-    }
-    records = []
-    for name, (value, unit) in values.items():
-        formula = flops.PPO_REFERENCE_FORMULA if name.endswith("_reference") else flops.PPO_FORMULA
-        if name.endswith("_attention_part"):
-            formula = "the attention score and value products alone, of " + flops.PPO_FORMULA
-        records.append(perflog.FigureRecord(rank=rank, name=name, value=value, unit=unit, reduce="sum",
-                                            formula=formula if "tflops" in name else None))
-        records.append(perflog.FigureRecord(rank=rank, name=name + "_per_device", value=value, unit=unit,
-                                            reduce="mean"))
-    for part in ("experience", "learning", "iteration"):  # the seconds the rates above divide by: the time split
-        records.append(perflog.FigureRecord(rank=rank, name=f"{part}.time_s", value=clocks[part], unit="s",
-                                            better="lower", reduce="mean"))
-    peak = harness.peak_memory(worker)[0]
-    records.append(perflog.FigureRecord(rank=rank, name="peak_memory_gib", value=peak / 2**30, unit="GiB",
-                                        better="lower", reduce="max"))
-    return records
+    """Task ppo on torch: the one lifecycle (training/harness.py) over the PPO task (training/ppo_task.py)."""
+    harness.run(cfg, ppo_task.over(PPOWorker))

@@ -11,7 +11,7 @@ from typing import Optional
 import torch
 import torch.distributed as dist
 
-from training import harness
+from training import harness, train_task
 from training.faults import compute_delay, sleep_ms
 from training.contract.spec import WorkerConfig
 from training.torch import breakdown, breakdown_tp
@@ -24,17 +24,16 @@ from training.torch.lora import apply_lora, trainable_parameters
 from training.torch.model import GPT
 from training.torch.parallel import parallelize
 
-TORCHRUN = harness.RankVariables(rank="RANK", world_size="WORLD_SIZE", local_rank="LOCAL_RANK",
-                                 node_rank="GROUP_RANK")
 
 
 def train(cfg: WorkerConfig) -> None:
-    if cfg.workload.task == "ppo":  # the RLHF loop times its own phases
+    """Tasks pretrain, finetune and lora on torch (ppo: training/torch/ppo_loop.py's ``run``)."""
+    if cfg.workload.task == "ppo":  # the RLHF loop: its own task, the same lifecycle
         from training.torch.ppo_loop import run
 
         run(cfg)
         return
-    harness.run(cfg, TORCHRUN, TorchWorker)
+    harness.run(cfg, train_task.over(TorchWorker))
 
 
 class TorchWorker(devices.OnTorchDevice, harness.FrameworkWorker):

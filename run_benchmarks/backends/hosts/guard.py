@@ -20,11 +20,11 @@ import os
 import socket
 from typing import Optional, Sequence
 
+from training.contract.names import ENV_ORCHESTRATOR, ENV_RUN_ID  # noqa: F401 - re-exported for the runtimes
+
 from run_benchmarks.backends.hosts import reaper
 
 ENV_TAG = "ACCELBENCH_JOB_TAG"
-ENV_RUN_ID = "ACCELBENCH_RUN_ID"
-ENV_ORCHESTRATOR = "ACCELBENCH_ORCHESTRATOR"
 DEATH_GRACE_S = 3.0  # after the orchestrator died: TERM, this long, then KILL (the goal: all gone in 5 s)
 DISARM = b"d"
 

@@ -35,6 +35,7 @@ class NodeSite:
     code_root: Path | PurePosixPath
     round_dir: Path | PurePosixPath
     cache_dir: Path | PurePosixPath
+    vendor_dir: Optional[Path | PurePosixPath] = None  # the vendor's folder there: {vendor_dir}
 
 
 def run_id_of(node: "NodePlan") -> str:

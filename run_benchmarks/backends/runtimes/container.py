@@ -6,6 +6,7 @@ it. Launcher and monitor run in sibling containers named after the node, removed
 from __future__ import annotations
 
 import shutil
+from pathlib import PurePosixPath
 from typing import TYPE_CHECKING, Optional, Sequence
 
 from run_benchmarks.backends.runtimes import docker as containers, images
@@ -40,9 +41,11 @@ class ContainerRuntime(NodeRuntime):
 
     @classmethod
     def plan_node(cls, site: NodeSite) -> ContainerPlan:
+        mounts = containers.mounts_for(site.code_root, site.round_dir, site.cache_dir, site.host.data_root)
+        if site.vendor_dir is not None and not PurePosixPath(site.vendor_dir).is_relative_to(site.code_root):
+            mounts[str(site.vendor_dir)] = "ro"  # an installed vendor package's folder, outside the checkout
         return ContainerPlan(
-            containers.container_name(site.run_id, site.case_slug, site.round_index, site.node_rank),
-            containers.mounts_for(site.code_root, site.round_dir, site.cache_dir, site.host.data_root))
+            containers.container_name(site.run_id, site.case_slug, site.round_index, site.node_rank), mounts)
 
     def __init__(self, hosts, plan_root):
         super().__init__(hosts, plan_root)

@@ -14,6 +14,7 @@ import json
 from pathlib import Path
 from typing import Any, Optional, Sequence
 
+from run_benchmarks.results import contention
 from run_benchmarks.results.store.schema import CASE_COLUMNS, METRIC_COLUMNS, MONITOR_COLUMNS, Attempt
 from run_benchmarks.results.report import compliance_marks
 from run_benchmarks.results.report.facts import FACT_KEYS, round_facts
@@ -28,13 +29,18 @@ METRIC_CSV = ("time_to_train_s", "eval_accuracy", "eval_metrics", "mlperf_score_
 FACT_CSV = ("workload_hash",) + tuple(k for k in FACT_KEYS if k != "precision")  # precision is a column already
 # The verdict against the case's policy: compliant true/false (empty: not judged), each departing key=value
 POLICY_CSV = ("compliant", "departures")
+# How clean each round's measurement was (results/contention.py, results/noise.py): the verdict with its figures,
+# and the rate's own 95 % interval, relative to the rate
+CLEAN_CSV = ("contention", "contention_reasons", "others_cpu_share", "steal_share", "memory_pressure_share",
+             "load_average", "rate_interval95_low", "rate_interval95_high")
 CASE_FIELDS = ("case", "framework", "framework_version", "hardware", "vendor", "nnodes", "nprocs_per_node")
 SUMMARY_COLUMNS = (CASE_FIELDS + ("config", "extern_config", "workload_hash") + FACT_KEYS
                    + ("rounds", "rounds_ok") + tuple(f"{f.key}{s}" for f in FIGURES for s in ("", "_cv"))
                    + ("flop_formula", "mfu_peak_tflops", "mfu_peak_source", "mfu_measured_peak_tflops")
                    + ("memory_bytes", "memory_definition")  # the memory figure the report's table shows
                    + ("scored_metrics",)  # an MLPerf import's metrics, each named: "FID 79.13; CLIP 0.1865"
-                   + POLICY_CSV)
+                   + POLICY_CSV
+                   + ("contention",))  # quiet, contended (n of k rounds), n/a: a contended row is not judged
 # What each row's MFU divides by and how its FLOPs were counted (6N, 6N + attention, a PPO phase): MFU from
 # two tools that count differently is never compared without these beside it.
 
@@ -61,6 +67,12 @@ def _attempt_row(attempt: Attempt, root: Optional[Path]) -> dict:
         row["eval_metrics"] = json.dumps(row["eval_metrics"])
     row.update({k: what.facts.get(k) for k in FACT_KEYS if k != "precision"})
     row.update(compliance_marks.export_fields([attempt]))
+    found = contention.of(attempt.get("monitor")) or {}
+    row["contention"] = found.get("verdict")
+    row["contention_reasons"] = "; ".join(found.get("reasons") or []) or None
+    row.update({k: found.get(k) for k in CLEAN_CSV[2:6]})
+    interval = ((attempt.get("metrics") or {}).get("rate_noise") or {}).get("interval95") or (None, None)
+    row["rate_interval95_low"], row["rate_interval95_high"] = interval
     return row
 
 
@@ -78,7 +90,7 @@ def _csv(columns: Sequence[str], rows: Sequence[dict]) -> str:
 
 
 def to_csv(attempts: Sequence[Attempt], root: Optional[Path] = None) -> str:
-    return _csv(CSV_COLUMNS + METRIC_CSV + FACT_CSV + POLICY_CSV, [_attempt_row(a, root) for a in attempts])
+    return _csv(CSV_COLUMNS + METRIC_CSV + FACT_CSV + POLICY_CSV + CLEAN_CSV, [_attempt_row(a, root) for a in attempts])
 
 
 def summary_row(summary: CaseSummary, root: Optional[Path] = None) -> dict[str, Any]:
@@ -107,6 +119,7 @@ def summary_row(summary: CaseSummary, root: Optional[Path] = None) -> dict[str, 
     row["memory_bytes"], row["memory_definition"] = (chosen.value, chosen.label) if chosen else (None, None)
     row["scored_metrics"] = summary.cell("eval_accuracy") if summary.scored else None
     row.update(compliance_marks.export_fields(summary.attempts))
+    row["contention"] = summary.contention_cell()
     return row
 
 

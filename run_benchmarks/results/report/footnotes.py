@@ -3,6 +3,7 @@ which peak it divides by, how FLOPs were counted, and what one device was."""
 from __future__ import annotations
 
 from run_benchmarks.results.record import DeviceDefinition
+from run_benchmarks.results.report import current_peaks
 
 
 def footnotes(summaries) -> list[str]:
@@ -16,13 +17,16 @@ def footnotes(summaries) -> list[str]:
             m = attempt.get("metrics") or {}
             if not m:
                 continue
-            lines = [m.get("mfu_note") and (m["mfu_note"] if m.get("mfu") is not None else f"MFU n/a: {m['mfu_note']}")]
+            mfu_note = current_peaks.without_advice(m.get("mfu_note"), s.current_peak_note)
+            lines = [mfu_note and (mfu_note if m.get("mfu") is not None else f"MFU n/a: {mfu_note}")]
             note = m.get("mfu_measured_note") or ""
-            if note and m.get("mfu_measured") is None and "`accelbench calibrate" in (m.get("mfu_note") or ""):
-                note = ""  # the first line already says to measure one (a CPU: no datasheet peak)
+            if note and m.get("mfu_measured") is None and ("`accelbench calibrate" in (m.get("mfu_note") or "")
+                                                           or s.current_peak_note):
+                note = ""  # the first line already says to measure one (a CPU), or one was measured since
             if note:
                 lines.append(note if note.startswith("MFU (measured)") else
                              ("² MFU (measured) n/a: " if measured else "MFU against a measured peak: n/a, ") + note)
+            lines.append(s.current_peak_note)  # an older row against a peak calibrated since (current_peaks.py)
             lines.append(m.get("flop_formula") and f"FLOPs: {m['flop_formula']}")
             for line in filter(None, lines):
                 rows = notes.setdefault((2 if line.startswith("FLOPs") else int("measured" in line[:30]), line), [])

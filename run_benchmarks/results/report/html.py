@@ -143,4 +143,5 @@ def render_compare(a, b, rows: Sequence) -> str:
         generated=datetime.now(timezone.utc).isoformat(timespec="seconds"), version=__version__,
         compared=[(f, cmp.SHORT[f]) for f in cmp.compared(rows)], value=cmp.format_value, change=cmp.format_change,
         rounds=getattr(cmp, "format_rounds", lambda s: "-" if s is None else str(len(s.ok))),
-        noise_rule=getattr(cmp, "NOISE_RULE", ""), charts=chart_list, moved=breakdown_words.changed_parts(rows))
+        noise_rule=getattr(cmp, "NOISE_RULE", ""), charts=chart_list, moved=breakdown_words.changed_parts(
+            [r for r in rows if not r.contended]))

@@ -5,7 +5,7 @@ from typing import Sequence
 
 from run_benchmarks.results.breakdown_words import changed_parts
 from run_benchmarks.results.report import compliance_marks
-from run_benchmarks.results.report.compare import Row, Selection, compared, format_change, format_value
+from run_benchmarks.results.report.compare import NOISE_RULE, Row, Selection, compared, format_change, format_value
 from run_benchmarks.results.report.ppo_phases import ppo_phase_views
 from run_benchmarks.results.report.footnotes import footnotes
 from run_benchmarks.results.report.summary import FIGURE_BY_KEY, CaseSummary
@@ -52,8 +52,9 @@ def published_table(summaries: Sequence[CaseSummary]) -> str:
                   (False, False, False, True, False, True, True))
 
 
-# MLPerf's score and quality metric (imports of its result logs): columns only where a row has them.
-HEADLINE = ("time_to_train_s", "eval_accuracy")
+# MLPerf's score and quality metric (imports of its result logs), and MFU against a peak calibrated since the
+# rounds ran (current_peaks.py): columns only where a row has them.
+HEADLINE = ("mfu_current_peak", "time_to_train_s", "eval_accuracy")
 
 
 def figures_table(summaries: Sequence[CaseSummary]) -> str:
@@ -67,6 +68,7 @@ def figures_table(summaries: Sequence[CaseSummary]) -> str:
     extra = [f for f in HEADLINE if any(s.mean(f) is not None for s in summaries)]
     policy = compliance_marks.any_departs(summaries)  # a column only where some row departs
     samples = ["samples_per_s"] if samples_only(summaries) else []  # where a row has no tokens/s
+    contention = ["contention"] if any(s.contention_cell() != "n/a" for s in summaries) else []
     rows = []
     for s in summaries:
         statuses = ", ".join(f"{n} {st}" for st, n in s.statuses.items())
@@ -74,13 +76,13 @@ def figures_table(summaries: Sequence[CaseSummary]) -> str:
         rows.append([s.label, s.config, *[fact_text(s.facts.get(k)) for k in keys], statuses,
                      s.cell("tokens_per_s_per_device"), s.cell("tokens_per_s_total"), *[s.cell(f) for f in samples],
                      s.cell("tflops_per_device"), s.cell("mfu"), s.memory(), s.cell("step_time_median_s"),
-                     *[s.cell(f) for f in extra]])
+                     *[s.cell(f) for f in extra], *[s.contention_cell() for _ in contention]])
     header = ("case", "config", *[FACT_LABEL.get(k, k) for k in keys], "rounds (policy)" if policy else "rounds",
               "tokens/s/device",
               "tokens/s total", *["samples/s" for _ in samples], "TFLOP/s/device", "MFU", "memory actual / total",
-              "step time", *[FIGURE_BY_KEY[f].label for f in extra])
+              "step time", *[FIGURE_BY_KEY[f].label for f in extra], *contention)
     return _table(header, rows, (False, False) + (True,) * len(keys) + (False,)
-                  + (True,) * (6 + len(samples) + len(extra)))
+                  + (True,) * (6 + len(samples) + len(extra)) + (False,) * len(contention))
 
 
 def report(summaries: Sequence[CaseSummary], title: str) -> str:
@@ -108,10 +110,14 @@ def compare_table(a: Selection, b: Selection, rows: Sequence[Row]) -> str:
     body = [[row.label] + [cell for figure in figures for cell in
                            (*_sides(row, figure), format_change(row, figure))]
             for row in rows]
-    moved = [f"- {label}: {line}" for label, line in changed_parts(rows)]  # where the step's time moved
+    moved = [f"- {label}: {line}"  # where the step's time moved; a contended pair's is not judged either
+             for label, line in changed_parts([r for r in rows if not r.contended])]
+    contended = [f"- {row.label}: not judged: {line}" for row in rows for line in row.contended]
     departing = [f"- {line}" for line in compliance_marks.pair_lines(rows)]
     return (f"A = `{a.text}`, B = `{b.text}`\n\n"
             + _table(header, body, (False,) + (True,) * (len(header) - 1)) + "\n"
+            + f"\n{NOISE_RULE}\n"
+            + ("\nContended (not judged):\n\n" + "\n".join(contended) + "\n" if contended else "")
             + ("\nWhere the step's time moved (time breakdown):\n\n" + "\n".join(moved) + "\n" if moved else "")
             + ("\nDeparting from the case's policy:\n\n" + "\n".join(departing) + "\n" if departing else ""))
 

@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Optional, Sequence
 
-from run_benchmarks.results import memory
-from run_benchmarks.results.report import compliance_marks
+from run_benchmarks.results import contention, memory, noise
+from run_benchmarks.results.report import compliance_marks, current_peaks
 from run_benchmarks.results.analyze import CV_FLAG, Stats
 from run_benchmarks.results.store.schema import Attempt
 from run_benchmarks.results.report.facts import RoundFacts, flat_settings, round_facts, settings_key
@@ -52,6 +52,8 @@ FIGURES = (
     Figure("tflops_per_device", "TFLOP/s/device (model)", "TFLOP/s", True, lambda x: f"{x:.3g}"),
     Figure("mfu", "MFU", "", True, lambda x: f"{x:.1%}"),
     Figure("mfu_measured", "MFU (measured)", "", True, lambda x: f"{x:.1%}"),
+    # an older row against the GEMM peak calibrated since it ran (report/current_peaks.py), beside its stored MFU
+    Figure("mfu_current_peak", "MFU (peak calibrated since)", "", True, lambda x: f"{x:.1%}"),
     Figure("peak_memory_bytes", "peak memory/device", "B", False, human_bytes),
     Figure("step_time_median_s", "step time (median)", "s", False, lambda x: f"{x * 1e3:.1f} ms"),
     Figure("init_time_s", "init time", "s", False, lambda x: f"{x:.1f} s"),
@@ -86,6 +88,7 @@ class CaseSummary:
     # every quality metric an imported MLPerf log's rules score, by name (Stable Diffusion: FID and CLIP),
     # where there are several: the eval accuracy cell shows them all, never only the first
     scored: dict[str, Stats] = field(default_factory=dict)
+    current_peak_note: str = ""  # what mfu_current_peak divides by (report/current_peaks.py), when it is set
 
     @property
     def facts(self) -> dict:
@@ -184,6 +187,21 @@ class CaseSummary:
         return {}
 
     @property
+    def contended(self) -> list[str]:
+        """``round 2: others used 63% ...`` per contended ok round: such a row is not judged (compare, --check)."""
+        return contention.contended_rounds(self.ok)
+
+    def contention_cell(self) -> str:
+        return contention.cell(self.ok)
+
+    def log_se(self, key: str) -> Optional[float]:
+        """The standard error of the figure's mean on the log scale (results/noise.py), None when unknown."""
+        values = [v for v in (_value(a, key) for a in self.ok) if v is not None]
+        rounds = [((a.get("metrics") or {}).get("rate_noise") or {}).get("log_se") for a in self.ok
+                  if _value(a, key) is not None]
+        return noise.side_log_se(key, values, rounds) if values else None
+
+    @property
     def batch_size(self) -> Optional[int]:
         value = self.mean("samples_per_step")
         return int(value) if value else None
@@ -229,6 +247,7 @@ def summarize(attempts: Sequence[Attempt], fields: Sequence[str] = KEY_FIELDS) -
         if noisy:
             summary.flags.append(f"varies across {len(summary.ok)} rounds (> {CV_FLAG:.0%}): "
                                  + ", ".join(f"{label} {cv:.1%}" for label, cv in noisy))
+        summary.flags += [f"contended, not judged: {line}" for line in summary.contended]
         out.append(summary)
     return out
 

@@ -98,7 +98,8 @@ def layout_summary(workload, world_size: int) -> str:
 # ---------------------------------------------------------------- from the results store
 
 
-_WHERE_MEASURED = ("effective_tokens_per_s_per_device", "mfu_measured", "time_to_train_s", "eval_accuracy")
+_WHERE_MEASURED = ("effective_tokens_per_s_per_device", "mfu_measured", "mfu_current_peak", "time_to_train_s",
+                   "eval_accuracy")
 
 
 def samples_only(summaries) -> bool:
@@ -116,7 +117,8 @@ def summary_table(summaries, title: str) -> Table:
 
     table = Table(title=title)
     columns = ("tokens_per_s_per_device", "effective_tokens_per_s_per_device", "tokens_per_s_total", "samples_per_s",
-               "tflops_per_device", "mfu", "mfu_measured", "step_time_median_s", "time_to_train_s", "eval_accuracy")
+               "tflops_per_device", "mfu", "mfu_measured", "mfu_current_peak", "step_time_median_s", "time_to_train_s",
+               "eval_accuracy")
     # Effective tokens/s (padding left out) only where a round pads, "MFU (measured)" only once a round has a
     # calibrated peak, MLPerf's time to train and eval accuracy only where an imported MLPerf log gave them:
     # a column of n/a would push the others to wrap
@@ -134,10 +136,15 @@ def summary_table(summaries, title: str) -> Table:
     for key in columns:
         table.add_column(FIGURE_BY_KEY[key].label, justify="right")
     table.add_column("memory actual / total", justify="right")
+    measured = any(s.contention_cell() != "n/a" for s in summaries)  # imports and older rows: no such column
+    if measured:
+        table.add_column("contention")  # a contended row is never judged (results/contention.py)
     for s in summaries:
         rounds = ", ".join(f"[{STATUS_STYLE.get(st, '')}]{n} {st}[/]" for st, n in s.statuses.items())
+        cell = s.contention_cell()
         table.add_row(s.label, s.config, *[fact_text(s.facts.get(k)) for k in varying], rounds,
-                      *([_policy_cell(s)] if policy else []), *[s.cell(key) for key in columns], s.memory())
+                      *([_policy_cell(s)] if policy else []), *[s.cell(key) for key in columns], s.memory(),
+                      *([f"[yellow]{cell}[/]" if cell.startswith("contended") else cell] if measured else []))
     return table
 
 
@@ -156,7 +163,8 @@ def checks_table(checks) -> Table:
         fmt = FIGURE_BY_KEY[c.figure].fmt
         table.add_row(c.case, c.config, c.figure, "n/a" if c.measured is None else fmt(c.measured),
                       f"{fmt(c.reference.value)} ({fmt(c.low)} – {fmt(c.high)})",
-                      f"[{'green' if c.passed else 'red'}]{c.verdict}[/]", escape(c.source))
+                      f"[{'yellow' if c.contended else 'green' if c.passed else 'red'}]{escape(c.verdict)}[/]",
+                      escape(c.source))
     return table
 
 
@@ -201,6 +209,6 @@ def compare_table(a, b, rows) -> Table:
             # the label names the differing setting in brackets: text, never read as markup
             table.add_row(Text(row.label) if first else "", row.figure_label(figure), format_value(row.a, figure, row),
                           format_rounds(row.a) if first else "", format_value(row.b, figure, row),
-                          format_rounds(row.b) if first else "", format_change(row, figure),
+                          format_rounds(row.b) if first else "", escape(format_change(row, figure, lines=True)),
                           end_section=i == len(figures) - 1)
     return table
