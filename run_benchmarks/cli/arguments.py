@@ -20,6 +20,7 @@ from run_benchmarks.cli.exit_codes import EXIT_CONTENDED, EXIT_CONVERGENCE, EXIT
 from run_benchmarks.results.store import location as store_location
 from run_benchmarks.results.store.location import StoreLocation
 from run_benchmarks.results.store.schema import FILTER_KEYS
+from run_benchmarks.results.tables import NAMES as TABLE_NAMES
 
 SWEEP_FORMATS = ("terminal", "markdown", "html")
 REPORT_FORMATS = ("terminal", "markdown", "html", "json", "csv", "summary-json", "summary-csv")  # json/csv: raw attempts
@@ -242,16 +243,19 @@ def add_report(sub) -> None:
 
 def add_table(sub) -> None:
     table = sub.add_parser(
-        "table", help="a reference table's shape from stored runs: finetune (Paddle vs Torch, LoRA and full)",
-        description="finetune: one row per model x method (LoRA, full finetune) x devices x global batch; each "
-                    "framework's setup and effective tokens/s per device (padding excluded, mean ± CV over the "
-                    "ok rounds of that workload), speedup Paddle/Torch; OOM where every round ran out of memory. "
-                    "HTML adds a grouped bar chart per model.",
-        epilog="SELECT: run ids (or prefixes, or 'last') and/or KEY=VALUE filters, as for report; default: the "
-               "last run. e.g. accelbench table finetune last --format markdown")
-    table.add_argument("name", choices=("finetune",), metavar="TABLE", help="finetune")
+        "table", help=f"a published table beside our runs: {', '.join(TABLE_NAMES)}",
+        description="Each source's table in its shape: per cell the published figure (with its source and "
+                    "conditions), ours from the store (mean ± CV over the ok rounds of one workload) and the ratio "
+                    "ours / published; cells not run say why. mfu: the Benchmark LLM Training repository's MFU "
+                    "tables (H100); flagperf_gpt3: FlagPerf's GPT-3 Paddle guide (A100 80G 1x8); finetune: "
+                    "PaddleNLP against Torch (A100 80G); ppo: ColossalAI chat's benchmark grid (no published "
+                    "figures). HTML adds grouped bars of published and ours.",
+        epilog="SELECT: run ids (or prefixes, or 'last': the newest run that holds rows of the table) and/or "
+               "KEY=VALUE filters, as for report; default: every stored run (none: the published figures alone). "
+               "e.g. accelbench table mfu --format markdown")
+    table.add_argument("name", choices=TABLE_NAMES, metavar="TABLE", help=", ".join(TABLE_NAMES))
     table.add_argument("select", nargs="*", metavar="SELECT")
-    table.add_argument("--format", choices=SWEEP_FORMATS, default="terminal")
+    table.add_argument("--format", choices=SWEEP_FORMATS + ("json",), default="terminal")
     table.add_argument("-o", "--output", type=Path, help="write to this file instead of stdout")
     add_store_options(table)
 

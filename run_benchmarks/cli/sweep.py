@@ -170,7 +170,8 @@ def show(console: Console, args: argparse.Namespace, options: SweepOptions, rows
     if args.format == "html" and main is not None:  # the grid as bars: matplotlib, for the HTML page only
         charts.insert(0, views.grid_chart(rows, options.axes, args.across))
     if options.table:  # the sweep file's reference table, from the rounds the store holds for this run
-        reference = table_cli.sweep_table(store_location(args, log_root), run_id, args.format == "html")
+        reference = table_cli.sweep_table(store_location(args, log_root), run_id, args.format == "html",
+                                          options.table)
         if reference is not None:
             table_views.append(reference[0])
             charts.append(reference[1])
