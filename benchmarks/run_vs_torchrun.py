@@ -124,8 +124,9 @@ def timed(argv: list[str], env: dict, log: Path, cpu: bool) -> tuple[float, CpuS
     return wall, sampler
 
 
-def through_accelbench(settings: list[str], work: Path, cpu: bool) -> dict:
-    argv = [sys.executable, "-m", "run_benchmarks.cli", "run", CASE, "--log-root", str(work / "a")]
+def through_accelbench(settings: list[str], work: Path, cpu: bool, case: str = CASE, options: tuple = ()) -> dict:
+    """One fresh ``accelbench run case --set ...`` (``options``: more of its command line, e.g. --test-conf)."""
+    argv = [sys.executable, "-m", "run_benchmarks.cli", "run", case, "--log-root", str(work / "a"), *options]
     for setting in settings:
         argv += ["--set", setting]
     (work / "a").mkdir(parents=True, exist_ok=True)
@@ -134,7 +135,7 @@ def through_accelbench(settings: list[str], work: Path, cpu: bool) -> dict:
     document = json.loads(results.read_text())
     window = _window(results.parent)
     return {"wall_s": wall, "tokens_per_s": document["metrics"]["tokens_per_s_total"],
-            "cpu": _cpu(sampler, window)}
+            "warmup_steps": document["metrics"]["warmup_steps"], "cpu": _cpu(sampler, window)}
 
 
 def bare_torchrun(settings: list[str], work: Path, cpu: bool) -> dict:

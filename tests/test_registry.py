@@ -60,7 +60,8 @@ def _registries():
     from run_benchmarks.catalog.kinds import KINDS
     from run_benchmarks.cli.main import COMMANDS
     from run_benchmarks.results.importers.parsers import PARSERS
-    from run_benchmarks.results.report.formats import COMPARE_FORMATS, REPORT_FORMATS, TABLE_FORMATS
+    from run_benchmarks.results.report.formats import COMPARE_FORMATS, REPORT_FORMATS, SWEEP_FORMATS, TABLE_FORMATS
+    from run_benchmarks.results.tables import TABLES
     from training.micro.case import BENCHES, FRAMEWORK_OPS
     from training.monitor import ACCELERATORS
     from training.workers import START, WORKERS
@@ -68,6 +69,7 @@ def _registries():
     return {"BACKENDS": BACKENDS, "LAUNCHERS": LAUNCHERS, "RUNTIMES": RUNTIMES, "SCHEDULERS": SCHEDULERS,
             "FRAMEWORKS": FRAMEWORKS, "KINDS": KINDS, "COMMANDS": COMMANDS, "PARSERS": PARSERS,
             "REPORT_FORMATS": REPORT_FORMATS, "COMPARE_FORMATS": COMPARE_FORMATS, "TABLE_FORMATS": TABLE_FORMATS,
+            "SWEEP_FORMATS": SWEEP_FORMATS, "TABLES": TABLES,
             "BENCHES": BENCHES, "FRAMEWORK_OPS": FRAMEWORK_OPS, "ACCELERATORS": ACCELERATORS, "WORKERS": WORKERS,
             "START": START}
 
@@ -155,7 +157,7 @@ def test_commands_pick_a_report_format_by_name_not_by_an_if_chain():
     """report, compare, table and sweep render through the format registries; their --format choices are the
     registries' names."""
     from run_benchmarks.cli.arguments import build_parser
-    from run_benchmarks.results.report.formats import COMPARE_FORMATS, REPORT_FORMATS, TABLE_FORMATS
+    from run_benchmarks.results.report.formats import COMPARE_FORMATS, REPORT_FORMATS, SWEEP_FORMATS, TABLE_FORMATS
 
     for module in ("report", "table", "sweep"):
         tree = ast.parse((ROOT / f"run_benchmarks/cli/{module}.py").read_text())
@@ -164,6 +166,6 @@ def test_commands_pick_a_report_format_by_name_not_by_an_if_chain():
         assert compared == [], module
     commands = build_parser()._subparsers._group_actions[0].choices
     for command, registry in (("report", REPORT_FORMATS), ("compare", COMPARE_FORMATS), ("table", TABLE_FORMATS),
-                              ("sweep", TABLE_FORMATS)):
+                              ("sweep", SWEEP_FORMATS)):
         (choices,) = [a.choices for a in commands[command]._actions if "--format" in a.option_strings]
         assert choices == list(registry), command

@@ -20,7 +20,7 @@ from run_benchmarks.cli.exit_codes import EXIT_FAILED, EXIT_OK
 from run_benchmarks.planner.inputs import default_root, load_inputs, new_run_id
 from run_benchmarks.pathnames import component
 from run_benchmarks.results.report.documents import TablesDocument
-from run_benchmarks.results.report.formats import TABLE_FORMATS
+from run_benchmarks.results.report.formats import SWEEP_FORMATS
 from run_benchmarks.sweep import views
 from run_benchmarks.results.report.summary import summarize
 from run_benchmarks.execute.outcome import ResultsUnwritable
@@ -168,11 +168,11 @@ def show(console: Console, args: argparse.Namespace, options: SweepOptions, rows
         if scaled is not None:
             table_views.append(scaled)
         charts.append(views.scaling_chart(rows, options.scaling.axis))
-    chosen = TABLE_FORMATS.get(args.format)
+    chosen = SWEEP_FORMATS.get(args.format)
     if chosen.charts and main is not None:  # the grid as bars: matplotlib, for a format that draws charts only
         charts.insert(0, views.grid_chart(rows, options.axes, args.across))
     if options.table:  # the sweep file's reference table, from the rounds the store holds for this run
-        reference = table_cli.sweep_table(store_location(args, log_root), run_id, chosen.charts)
+        reference = table_cli.sweep_table(store_location(args, log_root), run_id, chosen.charts, options.table)
         if reference is not None:
             table_views.append(reference[0])
             charts.append(reference[1])

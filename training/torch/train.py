@@ -122,6 +122,9 @@ class TorchWorker(devices.OnTorchDevice, harness.FrameworkWorker):
     def breakdown_phases(self):
         return breakdown.phases(self)
 
+    def breakdown_in_warmup(self) -> bool:
+        return breakdown.leaves_model(self.spec, self.parallel)
+
     def _global_count(self, local: int) -> int:
         """Supervised tokens in the global batch: an all-reduce where batches differ (instruction data)."""
         if not self.spec.data.instruction:  # every position of every sample is supervised: same on every rank

@@ -52,3 +52,4 @@ class TablesDocument:
     views: Sequence["View"]
     chart: Optional[str] = None
     heading: bool = True
+    data: Any = None  # what a data format writes whole: a published table's cells (results/tables/, JSON)

@@ -1,7 +1,7 @@
 """Report formats as plug-ins, in the one registry style (run_benchmarks/registry.py): a command picks a format
 by name and writes what it renders (cli/report.py ``emit``), never by a chain of ifs. ``REPORT_FORMATS`` render
-``accelbench report``'s selection of stored rounds, ``COMPARE_FORMATS`` a comparison, ``TABLE_FORMATS`` tables
-(``accelbench table`` and ``sweep``). The built-ins are registered by path: a format's libraries (matplotlib
+``accelbench report``'s selection of stored rounds, ``COMPARE_FORMATS`` a comparison, ``TABLE_FORMATS`` a
+published table beside our runs (``accelbench table``), ``SWEEP_FORMATS`` a sweep's tables. The built-ins are registered by path: a format's libraries (matplotlib
 for HTML) load only when it is chosen, and ``--help`` lists the names without loading any. What a format is
 and what it renders: documents.py.
 """
@@ -27,3 +27,9 @@ TABLE_FORMATS: Registry[Format] = Registry("table format")
 TABLE_FORMATS.register("terminal", "run_benchmarks.results.report.table_formats:TERMINAL")
 TABLE_FORMATS.register("markdown", "run_benchmarks.results.report.table_formats:MARKDOWN")
 TABLE_FORMATS.register("html", "run_benchmarks.results.report.table_formats:HTML")
+TABLE_FORMATS.register("json", "run_benchmarks.results.report.table_formats:JSON")  # a published table's cells
+
+SWEEP_FORMATS: Registry[Format] = Registry("sweep format")  # a sweep's tables: the table formats but JSON
+SWEEP_FORMATS.register("terminal", "run_benchmarks.results.report.table_formats:TERMINAL")
+SWEEP_FORMATS.register("markdown", "run_benchmarks.results.report.table_formats:MARKDOWN")
+SWEEP_FORMATS.register("html", "run_benchmarks.results.report.table_formats:HTML")

@@ -19,6 +19,15 @@ def _markdown(doc: TablesDocument) -> str:
     return f"## {doc.title}\n\n{tables}" if doc.heading else tables
 
 
+def _json(doc: TablesDocument) -> str:
+    import json
+
+    from run_benchmarks.results.tables.render import to_json
+
+    return json.dumps(to_json(doc.data), indent=1) + "\n"
+
+
 TERMINAL = Format(_terminal, width=200)
 MARKDOWN = Format(_markdown)
 HTML = Format(lambda doc: html_page(doc.title, doc.views, doc.chart), charts=True)
+JSON = Format(_json)  # a published table's cells, whole (``accelbench table`` only: a sweep has none)
