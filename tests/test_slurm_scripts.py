@@ -175,3 +175,21 @@ def test_slurm_states_become_statuses():
     assert describe_end("7", JobInfo("7", "FAILED"), 1, {}) == "Slurm job 7 ended FAILED; its launcher exited with 1"
     assert describe_end("7", JobInfo("7", "FAILED"), 0, {}) is None  # this node's launcher ended well
     assert describe_end("7", JobInfo("7", "TIMEOUT"), None, {}) == "Slurm job 7 ended TIMEOUT"
+
+
+@pytest.mark.parametrize("container, chooser", [
+    ({"kind": "apptainer", "image": "/img/torch $(id).sif", "options": ["--nv"]},
+     "master_port=$(apptainer exec --bind '/shared/bench'\"'\"'s dir $(touch /tmp/accelbench-owned):/shared/bench'\"'\"'s "
+     "dir $(touch /tmp/accelbench-owned)' --nv '/img/torch $(id).sif' PYTHON "),
+    ({"kind": "pyxis", "image": "reg.example/torch:2.13"},
+     "master_port=$(srun --nodes=1 --ntasks=1 --container-image=reg.example/torch:2.13 '--container-mounts=/shared/"
+     "bench'\"'\"'s dir $(touch /tmp/accelbench-owned):/shared/bench'\"'\"'s dir $(touch /tmp/accelbench-owned)' "
+     "--nodelist=\"$first\" PYTHON "),
+], ids=["apptainer", "pyxis"])
+def test_the_batch_script_chooses_the_port_where_the_launchers_run(tmp_path, container, chooser):
+    """In the site's container, as node 0's launcher runs: Apptainer around ports.py, or a one-task Pyxis step
+    pinned to the job's first node (the batch script itself runs outside the container); every value quoted."""
+    text = submitted_text(tmp_path, CASE, container=container)
+    (line,) = [line for line in text.splitlines() if line.startswith("master_port=$(")]
+    assert line.startswith(chooser), line
+    assert line.endswith("/code/DIGEST/training/contract/ports.py')"), line
