@@ -179,8 +179,8 @@ def test_slurm_states_become_statuses():
 
 @pytest.mark.parametrize("container, chooser", [
     ({"kind": "apptainer", "image": "/img/torch $(id).sif", "options": ["--nv"]},
-     "master_port=$(apptainer exec --bind '/shared/bench'\"'\"'s dir $(touch /tmp/accelbench-owned):/shared/bench'\"'\"'s "
-     "dir $(touch /tmp/accelbench-owned)' --nv '/img/torch $(id).sif' PYTHON "),
+     "master_port=$(apptainer exec --bind '/shared/bench'\"'\"'s dir $(touch /tmp/accelbench-owned):"
+     "/shared/bench'\"'\"'s dir $(touch /tmp/accelbench-owned)' --nv '/img/torch $(id).sif' PYTHON "),
     ({"kind": "pyxis", "image": "reg.example/torch:2.13"},
      "master_port=$(srun --nodes=1 --ntasks=1 --container-image=reg.example/torch:2.13 '--container-mounts=/shared/"
      "bench'\"'\"'s dir $(touch /tmp/accelbench-owned):/shared/bench'\"'\"'s dir $(touch /tmp/accelbench-owned)' "
