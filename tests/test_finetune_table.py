@@ -27,7 +27,7 @@ EFFECTIVE = 3000  # effective tokens of one rank's step: tokens/s per device = E
 @functools.lru_cache(maxsize=None)
 def workload(case_name: str, *sets: str) -> dict:
     """The resolved workload a run of ``case_name`` stores (planned, never run)."""
-    plan = build_run_plan(load_inputs(ROOT), [case_name], "table", ROOT / "logs-unused", None, sets, ports=[29500])
+    plan = build_run_plan(load_inputs(ROOT), [case_name], "table", ROOT / "logs-unused", None, sets)
     return plan.cases[0].workload.model_dump(mode="json")
 
 

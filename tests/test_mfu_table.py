@@ -34,7 +34,7 @@ H100 = mfu.TABLE.measures[0]
 def doc(run_id: str, case_name: str, sets: tuple[str, ...], tflops: float, status: str = "ok") -> dict:
     """One round of ``case_name`` planned with ``sets``, every rank's steps at the time that gives ``tflops``
     TFLOP/s per device in our formula (analyze.py computes the figures from the perf records)."""
-    plan = build_run_plan(load_inputs(ROOT), [case_name], "mfu", ROOT / "logs-unused", None, sets, ports=[29500])
+    plan = build_run_plan(load_inputs(ROOT), [case_name], "mfu", ROOT / "logs-unused", None, sets)
     (case,) = plan.cases
     spec, name = case.workload, case.name
     per_token, formula = flops.flops_per_token(spec.model, spec.train)
@@ -170,8 +170,7 @@ def test_the_proxy_is_one_layer_of_llama_3_1_70b_as_published_and_the_sources_pr
     intermediate_size 28672, vocab_size 128256, rope_theta 500000, rms_norm_eps 1e-5, hidden_act silu, no
     attention or MLP bias, untied embeddings; one layer of it."""
     inputs = load_inputs(ROOT)
-    plan = build_run_plan(inputs, ["llama3.1_70b_1layer:torch:H100:1:1"], "mfu", ROOT / "logs-unused", None, (),
-                          ports=[29500])
+    plan = build_run_plan(inputs, ["llama3.1_70b_1layer:torch:H100:1:1"], "mfu", ROOT / "logs-unused", None, ())
     model = plan.cases[0].workload.model
     assert (model.n_layer, model.d_model, model.n_head, model.kv_heads, model.ffn_hidden, model.vocab_size) == \
         (1, 8192, 64, 8, 28672, 128256)

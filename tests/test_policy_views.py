@@ -33,8 +33,7 @@ TINY = "gpt2_tiny:torch:cpu:1:2"
 @functools.lru_cache(maxsize=None)
 def planned(case_name: str, *sets: str) -> tuple[dict, dict]:
     """The resolved workload and policy verdict a run of ``case_name`` with ``sets`` records (planned, never run)."""
-    case = build_run_plan(load_inputs(ROOT), [case_name], "views", ROOT / "logs-unused", None, sets,
-                          ports=[29500]).cases[0]
+    case = build_run_plan(load_inputs(ROOT), [case_name], "views", ROOT / "logs-unused", None, sets).cases[0]
     return case.workload.model_dump(mode="json"), case.compliance.model_dump(mode="json")
 
 

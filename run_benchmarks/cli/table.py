@@ -11,24 +11,23 @@ the sweep's run after the sweep's own (``sweep_table``)."""
 from __future__ import annotations
 
 import argparse
-import io
-import json
 from pathlib import Path
 from typing import Optional
 
 from rich.console import Console
 
 from run_benchmarks.cli.exit_codes import EXIT_OK
-from run_benchmarks.cli.report import LAST, _write, parse_selection, select
+from run_benchmarks.cli.report import LAST, emit, parse_selection, select
 from run_benchmarks.cli.store_options import open_store, store_location
-from run_benchmarks.errors import UserError
 from run_benchmarks.results.report import views
+from run_benchmarks.results.report.documents import TablesDocument
+from run_benchmarks.results.report.formats import TABLE_FORMATS
 from run_benchmarks.results.report.summary import summarize
 from run_benchmarks.results.store.location import StoreLocation
 from run_benchmarks.results.store.store import ResultStore
 from run_benchmarks.results.tables import TABLES
 from run_benchmarks.results.tables.core import Built, ReferenceTable, build
-from run_benchmarks.results.tables.render import to_json, view
+from run_benchmarks.results.tables.render import view
 
 ROOT = Path(__file__).resolve().parents[2]  # the checkout that holds configs/sweeps/
 
@@ -106,19 +105,8 @@ def cmd_table(args: argparse.Namespace, console: Console) -> int:
     summaries, what, picked = _summaries(args, table)
     built = build(table, summaries, planned(table, args.root or ROOT), f"{table.title}: {what}")
     built.picked = picked
-    if args.format == "json":
-        _write(console, json.dumps(to_json(built), indent=1) + "\n", args.output)
-    elif args.format == "terminal":
-        if args.output is None:
-            console.print(views.to_rich(view(built)))
-        else:  # the same table, without terminal escapes
-            text = Console(file=io.StringIO(), width=200, highlight=False, record=True)
-            text.print(views.to_rich(view(built)))
-            _write(console, text.export_text(), args.output)
-    elif args.format == "html":
-        _write(console, views.html_page(built.title, [view(built)], charts(built)), args.output)
-    elif args.format == "markdown":
-        _write(console, views.to_markdown(view(built)), args.output)
-    else:
-        raise UserError(f"--format {args.format}: not a table format", "use terminal, markdown, html or json")
+    chosen = TABLE_FORMATS.get(args.format)
+    emit(console, chosen, TablesDocument(built.title, [view(built)], charts(built) if chosen.charts else None,
+                                         heading=False, data=built),
+         args.output)  # a terminal table written to a file: the same table, without terminal escapes
     return EXIT_OK

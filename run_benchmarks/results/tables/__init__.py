@@ -14,5 +14,7 @@ if TYPE_CHECKING:
 
 TABLES: "Registry[ReferenceTable]" = Registry("table")
 NAMES = ("mfu", "flagperf_gpt3", "finetune", "ppo")
-for _name in NAMES:
-    TABLES.register(_name, f"run_benchmarks.results.tables.{_name}:TABLE")
+TABLES.register("mfu", "run_benchmarks.results.tables.mfu:TABLE")  # by path, spelled out: the house's
+TABLES.register("flagperf_gpt3", "run_benchmarks.results.tables.flagperf_gpt3:TABLE")  # import checks read them
+TABLES.register("finetune", "run_benchmarks.results.tables.finetune:TABLE")
+TABLES.register("ppo", "run_benchmarks.results.tables.ppo:TABLE")
