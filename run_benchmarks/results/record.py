@@ -15,6 +15,8 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from run_benchmarks.results.metrics_shape import checked
 
+from training.contract.tasks import task_of
+
 from run_benchmarks.catalog.compliance import Compliance
 
 RESULTS_SCHEMA = "accelbench.results/1"
@@ -70,6 +72,9 @@ class Environment(BaseModel):
 
     orchestrator: dict[str, Any] = Field(default_factory=dict)
     nodes: list[dict[str, Any]] = Field(default_factory=list)
+    rendezvous: dict[str, Any] = Field(default_factory=dict, description=(
+        "master_port: the port the round's launchers met on (master_port auto: chosen on the master host when "
+        "the round started), chosen_by: who chose it; empty where no launcher needed one"))
 
 
 class DeviceDefinition(_Record):
@@ -135,7 +140,7 @@ class RoundRecord(_Record):
         the other micro-benchmarks move fp32 buffers."""
         workload = self.workload or {}
         micro = workload.get("micro") or {}
-        if workload.get("task") == "micro":
+        if not task_of(workload.get("task") or "pretrain").trains:
             return "+".join(dict.fromkeys(micro.get("dtypes") or ["fp32"])) if micro.get("bench") == "gemm" else "fp32"
         return (workload.get("train") or {}).get("precision") or (self.metrics or {}).get("precision")
 

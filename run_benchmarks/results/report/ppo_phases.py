@@ -25,14 +25,20 @@ COLUMNS = ("phase", "samples/s", "samples/s per device", "TFLOP/s per device", "
            "share of iteration")
 
 
-def _means(summary: CaseSummary) -> tuple[dict[str, float], dict[str, str], int]:
-    """Each stored figure's mean over the ok rounds, its formula, and how many rounds had figures."""
+def phase_figures(summary: CaseSummary) -> tuple[list[dict], int]:
+    """Each stored figure (``figures.across_rounds``: key, formula, Stats over the ok rounds that reported it),
+    and how many rounds had figures."""
     rounds = [a.get("figures") or [] for a in summary.ok]
     rounds = [r for r in rounds if r]
-    combined = across_rounds([figures_from_dicts(r) for r in rounds])
+    return across_rounds([figures_from_dicts(r) for r in rounds]), len(rounds)
+
+
+def _means(summary: CaseSummary) -> tuple[dict[str, float], dict[str, str], int]:
+    """Each stored figure's mean over the ok rounds, its formula, and how many rounds had figures."""
+    combined, rounds = phase_figures(summary)
     means = {item["key"]: item["stats"]["mean"] for item in combined}
     formulas = {item["key"]: item["formula"] for item in combined if item["formula"]}
-    return means, formulas, len(rounds)
+    return means, formulas, rounds
 
 
 def _metric(summary: CaseSummary, name: str) -> Optional[float]:
