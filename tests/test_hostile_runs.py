@@ -13,6 +13,8 @@ import subprocess
 import sys
 import time
 
+import pytest
+
 from run_benchmarks.results.store.store import ResultStore
 
 from .runner import ROOT
@@ -63,6 +65,7 @@ def test_the_first_of_three_runs_at_once_says_live_that_the_others_started_besid
 
 VICTIM = '''
 import time
+from pathlib import Path
 
 from tests.signal_faults import LONG, start
 
@@ -81,13 +84,17 @@ def test_a_run_a_test_started_ends_seconds_after_its_pytest_is_killed(tmp_path):
     work.mkdir()
     victim = tmp_path / "victim_test.py"
     victim.write_text(VICTIM.format(work=str(work)))
-    lane = subprocess.Popen([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:randomly",
-                             "--rootdir", str(tmp_path), str(victim)], cwd=ROOT, stdin=subprocess.DEVNULL,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
-                            env={**os.environ, "PYTHONPATH": str(ROOT)})
+    lane_log = tmp_path / "lane.log"
+    with open(lane_log, "wb") as out:
+        lane = subprocess.Popen([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:randomly",
+                                 "--rootdir", str(tmp_path), str(victim)], cwd=ROOT, stdin=subprocess.DEVNULL,
+                                stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
+                                env={**os.environ, "PYTHONPATH": str(ROOT)})
     log_root = work / "logs"
     try:
-        wait_for(lambda: new_run_stepping(log_root, set()), "the victim's run training", timeout=300, proc=lane)
+        if not _stepping(log_root, lane):
+            pytest.fail(f"the victim's run never trained:\n{lane_log.read_text()[-3000:]}\n"
+                        f"{(work / 'orchestrator.err').read_text()[-3000:] if (work / 'orchestrator.err').exists() else ''}")
         orchestrators = [line for line in run_processes(lane.pid, [log_root]) if "run_benchmarks.cli" in line]
         assert len(orchestrators) == 1, orchestrators
         orchestrator = int(orchestrators[0].split()[0])
@@ -105,6 +112,15 @@ def test_a_run_a_test_started_ends_seconds_after_its_pytest_is_killed(tmp_path):
     assert took < 20, took
     (stderr,) = [p.read_text() for p in [work / "orchestrator.err"]]
     assert "accelbench: SIGTERM: stopping every node" in stderr, stderr[-2000:]
+
+
+def _stepping(log_root, lane: subprocess.Popen, timeout: float = 300) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and lane.poll() is None:
+        if new_run_stepping(log_root, set()):
+            return True
+        time.sleep(0.2)
+    return False
 
 
 def _alive(pid: int) -> bool:
