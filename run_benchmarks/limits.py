@@ -45,15 +45,22 @@ CONFIG_BYTES = Cap("a config file's size", "ACCELBENCH_MAX_CONFIG_BYTES", 1 << 2
                    "configs are a few kB; PyYAML needs ~170x a file's size in memory")
 SWEEP_POINTS = Cap("the sweep's number of points", "ACCELBENCH_MAX_SWEEP_POINTS", 10_000, "points",
                    "the same bound as a run's rounds: each point is at least one round with its own folder")
-BUNDLE_BYTES = Cap("the bundle's unpacked size", "ACCELBENCH_MAX_BUNDLE_BYTES", 16 << 30, "bytes",
-                   "counted as it is unpacked, whatever the archive's headers say")
+# From real bundles (tests/test_hostile_bundles.py prints the suite's): gpt2_tiny on 2 nodes, 2 rounds of 6 steps
+# is 291 KB unpacked from 44 KB (6.6x); its rank logs take ~300 bytes per rank and step, a node's monitor ~1 KB a
+# second. A 1,024-rank run of 1,000 steps is ~0.3 GB of rank logs: 1 GiB leaves room, and a bomb stops far sooner.
+BUNDLE_BYTES = Cap("the bundle's unpacked size", "ACCELBENCH_MAX_BUNDLE_BYTES", 1 << 30, "bytes",
+                   "a 1,024-rank run of 1,000 steps logs ~0.3 GB; held to from the headers before any data is "
+                   "read, and counted again as it is unpacked")
+BUNDLE_RATIO = Cap("the bundle's unpacked size over its packed size", "ACCELBENCH_MAX_BUNDLE_RATIO", 100, "times",
+                   "gzip packs a real run's bundle about 7x; a bomb of zeros about 1,000x. Judged past 64 MiB "
+                   "unpacked")
 BUNDLE_FILES = Cap("the bundle's number of files", "ACCELBENCH_MAX_BUNDLE_FILES", 100_000, "files",
                    "a run folder holds a few files per rank and round")
 BUNDLE_META_BYTES = Cap("a bundle's manifest, checksum or attempts file", "ACCELBENCH_MAX_BUNDLE_META_BYTES",
                         512 << 20, "bytes", "each is read into memory whole before anything is stored")
 NODE_LOG_BYTES = Cap("a node's folder on the shared volume, copied into the run folder",
                      "ACCELBENCH_MAX_NODE_LOG_BYTES", 16 << 30, "bytes",
-                     "the same bound as a bundle: what a node's job wrote there is untrusted")
+                     "far above a node's logs of one round: what a node's job wrote there is untrusted")
 TOOL_OUTPUT_BYTES = Cap("a vendor tool's output read by `vendor check --run-tools`", "ACCELBENCH_MAX_TOOL_OUTPUT_BYTES",
                         1 << 20, "bytes", "an smi tool prints a few kB; only the first bytes are read")
 CERTIFICATE_BYTES = Cap("a certificate's size", "ACCELBENCH_MAX_CERTIFICATE_BYTES", 64 << 20, "bytes",

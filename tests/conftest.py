@@ -51,7 +51,8 @@ def pytest_runtest_makereport(item, call):
 E2E_FIXTURES = {"cli", "sshd", "engine", "cpu_torch_image", "slurm_cluster", "accelbench_containers", "postgres"}
 E2E_MODULES = {"test_parity", "test_paddle", "test_paddle_layouts", "test_torch_memory", "test_signals",
                "test_slurm", "test_micro_paddle", "test_store_faults", "test_sweep", "test_cli_imports",
-               "test_paddle_finetune_layouts", "test_loss_runs", "test_breakdown_pipeline", "test_contention_runs"}
+               "test_paddle_finetune_layouts", "test_loss_runs", "test_breakdown_pipeline", "test_contention_runs",
+               "test_hostile_runs"}
 
 
 # Lanes (``--lane``): ``./dev test`` runs the suite as three pytest processes side by side, because one
@@ -211,5 +212,5 @@ def root(tmp_path) -> Path:
 # Session fixtures, defined once here so every module shares each: the test hosts (tests/infra/hosts.py: one
 # sshd cluster, one Docker engine with the base image, the vendor images) and the golden runs (tests/goldens.py).
 from .infra.hosts import accelbench_containers, cpu_torch_image, engine, sshd  # noqa: E402,F401
-from .goldens import (golden_containers, golden_default, golden_failures, golden_killed, golden_micro,  # noqa: E402,F401
-                      golden_local, golden_ssh, golden_two_nodes)
+from .goldens import (golden_bundle, golden_containers, golden_default, golden_failures, golden_killed,  # noqa: E402,F401
+                      golden_local, golden_micro, golden_ssh, golden_two_nodes)

@@ -178,6 +178,19 @@ def golden_two_nodes(tmp_path_factory) -> Golden:
     return run_golden(workdir, "run", "gpt2_tiny:torch:cpu:2:1:2", "--root", str(root), *SHORT)
 
 
+@pytest.fixture(scope="session")
+def golden_bundle(golden_two_nodes, tmp_path_factory) -> tuple[Path, str, Path]:
+    """(log root, run id, bundle path) of a real two-round run (golden_two_nodes: gpt2_tiny 2:1 for 2 rounds) and
+    its bundle, written by the CLI as a user writes one; tests that change it work on a copy."""
+    base = tmp_path_factory.mktemp("bundle")
+    run_id = golden_two_nodes.doc("gpt2_tiny:torch:cpu:2:1:2")["run_id"]
+    out = base / "handed-over.tar.gz"
+    made = run_cli(base, "bundle", run_id, "--db", str(golden_two_nodes.db), "-o", str(out), timeout=120)
+    assert made.returncode == 0, made.stderr
+    assert f"wrote {out}" in made.stdout
+    return golden_two_nodes.log_root, run_id, out
+
+
 # ---------------------------------------------------------------- a local run killed with SIGKILL
 
 

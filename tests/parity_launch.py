@@ -35,6 +35,7 @@ from training.contract.names import WORKER_MODULE, WORKER_SCRIPT
 
 from .conftest import ROOT
 from .parity_worker import MARKER
+from .runner import ends_with_the_test
 
 ENTRY_MODULE, ENTRY_SCRIPT = "tests.parity_worker", "tests/parity_worker.py"
 LAUNCH_TIMEOUT_S = 900  # every strategy of a world size, on 2 busy cores (a launch takes 10-60 s here)
@@ -144,7 +145,7 @@ def _launch_one(result: Launch, name: str, runs: list[Run], common: tuple[str, .
         # one: SIGTERM, on which the launcher stops its ranks (each in a session of its own), then SIGKILL.
         argv = ports.filled(node.argv, ports.free_ports(1)[0])  # master_port auto: chosen here, where it starts
         process = subprocess.Popen(entry_argv(argv, configs), cwd=node.cwd, stdout=log,
-                                   stderr=subprocess.STDOUT, start_new_session=True,
+                                   stderr=subprocess.STDOUT, start_new_session=True, preexec_fn=ends_with_the_test(),
                                    env={**os.environ, "TMPDIR": str(result.system_tmp), **env, **node.env})
         try:
             ending = f"exit {process.wait(timeout=LAUNCH_TIMEOUT_S)}"

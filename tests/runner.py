@@ -2,14 +2,42 @@
 conftest.py and the session's golden runs (tests/goldens.py)."""
 from __future__ import annotations
 
+import ctypes
 import json
 import os
+import signal
 import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable, Optional
 
 ROOT = Path(__file__).resolve().parent.parent
+
+PR_SET_PDEATHSIG = 1  # linux/prctl.h
+_PRCTL = getattr(ctypes.CDLL(None, use_errno=True), "prctl", None) if sys.platform.startswith("linux") else None
+
+
+def ends_with_the_test(sig: int = signal.SIGTERM, then: Optional[Callable[[], None]] = None
+                       ) -> Optional[Callable[[], None]]:
+    """A ``preexec_fn`` for every process a test starts that runs a benchmark (an orchestrator, a launcher): the
+    kernel sends it ``sig`` when the thread that started it ends, however the suite ends (a lane's SIGTERM, a
+    SIGKILL of pytest by a CI deadline), so no run outlives its test by more than its stop takes (issue 43: a
+    killed suite left a run training for ten minutes, re-parented to init). TERM: accelbench stops every node
+    as on Ctrl-C, torchrun its workers. Start such processes from the test's own thread (or wait for them in
+    the thread that started them): the signal follows that thread. ``then``: another preexec_fn, run after
+    (tests/own_core.py's). Just ``then`` where there is no prctl (not Linux)."""
+    if _PRCTL is None:
+        return then
+    parent = os.getpid()
+
+    def tie() -> None:  # in the child, between fork and exec: only the prctl call and a check
+        _PRCTL(PR_SET_PDEATHSIG, int(sig))
+        if os.getppid() != parent:  # the test was gone before the tie was made
+            os.kill(os.getpid(), sig)
+        if then is not None:
+            then()
+    return tie
 
 
 @dataclass
@@ -52,7 +80,7 @@ def run_cli(workdir: Path, *args: str, entry: str = "accelbench", timeout: float
         argv += ["--log-root", str(log_root)]
     env = {**os.environ, "TMPDIR": str(system_tmp), "PYTHONPATH": str(ROOT), **(extra_env or {})}
     done = subprocess.run(argv, cwd=cwd or workdir, env=env, capture_output=True, text=True, timeout=timeout,
-                          preexec_fn=preexec_fn)
+                          preexec_fn=ends_with_the_test(then=preexec_fn))
     return CliResult(done.returncode, done.stdout, done.stderr, log_root)
 
 

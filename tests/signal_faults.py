@@ -15,6 +15,8 @@ from typing import Optional, Sequence
 
 import psutil
 
+from .runner import ends_with_the_test
+
 ROOT = Path(__file__).resolve().parent.parent
 LONG = ("--set", "train.steps=100000", "--set", "train.warmup_steps=1")
 
@@ -52,7 +54,7 @@ def start(workdir: Path, case: str, *args: str, log_root: Optional[Path] = None)
     env = {**os.environ, "PYTHONPATH": str(ROOT), "TMPDIR": str(tmp)}
     with open(out, "wb") as o, open(err, "wb") as e:
         process = subprocess.Popen(argv, cwd=workdir, env=env, stdout=o, stderr=e, stdin=subprocess.DEVNULL,
-                                   start_new_session=True)
+                                   start_new_session=True, preexec_fn=ends_with_the_test())
     return Orchestrator(process, log_root, out, err)
 
 

@@ -84,8 +84,9 @@ def test_compare_says_which_part_changed_in_markdown_and_html(tmp_path, accelben
     docs = []
     for run_id, comm in (("run-a", 0.01), ("run-b", 0.06)):
         doc = document(run_id, "gpt2_tiny", "torch", 0.2)
-        doc["metrics"]["time_breakdown"] = {"measured": {"compute_s": 0.16, "communication_s": comm,
-                                                         "other_s": 0.014}, "expected": {}}
+        doc["metrics"]["time_breakdown"] = {"measured": {"compute_s": 0.16, "communication_s": comm, "other_s": 0.014,
+                                                         "serialised_step_s": 0.174 + comm, "breakdown_steps": 3,
+                                                         "gradient_bytes": 4096}, "expected": {}}
         docs.append(doc)
     db = tmp_path / "results.db"
     fill(db, docs)

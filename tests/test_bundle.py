@@ -21,27 +21,10 @@ from run_benchmarks.results.store.store import ResultStore
 
 
 
-@pytest.fixture(scope="module")
-def bundled(golden_two_nodes, tmp_path_factory):
-    """(log root, run id, bundle path) of a real two-round run (the session's two-node golden: gpt2_tiny 2:1 for
-    2 rounds) and its bundle, written by the CLI as a user writes one."""
-    import subprocess
-    import sys
-    import os
-
-    from .conftest import ROOT
-
-    base = tmp_path_factory.mktemp("bundle")
-    log_root = golden_two_nodes.log_root
-    run_id = golden_two_nodes.doc("gpt2_tiny:torch:cpu:2:1:2")["run_id"]
-    out = base / "handed-over.tar.gz"
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "TMPDIR": str(base)}
-    made = subprocess.run([sys.executable, "-m", "run_benchmarks.cli", "bundle", run_id, "--db",
-                           str(golden_two_nodes.db), "-o", str(out)], cwd=base, env=env, capture_output=True,
-                          text=True, timeout=120)
-    assert made.returncode == 0, made.stderr
-    assert f"wrote {out}" in made.stdout
-    return log_root, run_id, out
+@pytest.fixture
+def bundled(golden_bundle):
+    """(log root, run id, bundle path): tests/goldens.py's golden_bundle."""
+    return golden_bundle
 
 
 def rows(db: Path) -> list[dict]:

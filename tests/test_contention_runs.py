@@ -19,7 +19,7 @@ import yaml
 
 from .conftest import write
 from .own_core import OwnCore
-from .runner import ROOT, run_cli
+from .runner import ROOT, ends_with_the_test, run_cli
 from .signal_faults import Orchestrator, wait_for_step
 
 CASE = "gpt2_tiny:torch:cpu:1:1"
@@ -68,7 +68,7 @@ def _beside_hogs(workdir, log_root, root, core: OwnCore, db, hogs: int = 4) -> t
     env = {**os.environ, "PYTHONPATH": str(ROOT), "TMPDIR": str(workdir / "system-tmp")}
     with open(out, "wb") as o, open(err, "wb") as e:
         orch = Orchestrator(subprocess.Popen(argv, cwd=workdir, env=env, stdout=o, stderr=e, stdin=subprocess.DEVNULL,
-                                             preexec_fn=core.preexec), log_root, out, err)
+                                             preexec_fn=ends_with_the_test(then=core.preexec)), log_root, out, err)
     started = []
     try:
         wait_for_step(orch, [log_root / run for run in os.listdir(log_root)] if log_root.is_dir() else [log_root])

@@ -15,6 +15,7 @@ import psutil
 import pytest
 
 from .conftest import ROOT, write
+from .runner import ends_with_the_test
 from .test_runs import leftover_processes as processes_mentioning
 
 CASE = "gpt2_tiny:torch:cpu:1:1"
@@ -40,11 +41,13 @@ LAUGHS = "\n".join(
     + [f"  {b}: &{b} [{', '.join(['*' + a] * 10)}]" for a, b in zip("abcdefgh", "bcdefghi")])
 
 
-def run_bounded(argv: list[str], cwd: Path, limit_s: float = 20, rss_limit: int = 400 * 2**20):
+def run_bounded(argv: list[str], cwd: Path, limit_s: float = 20, rss_limit: int = 400 * 2**20,
+                env: dict | None = None):
     """Run the CLI, watching its memory: a bounded loader answers in seconds and small."""
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    env = {**os.environ, "PYTHONPATH": str(ROOT), **(env or {})}
     started = time.monotonic()
     proc = subprocess.Popen([sys.executable, "-m", "run_benchmarks.cli", *argv], cwd=cwd, env=env,
+                            preexec_fn=ends_with_the_test(),
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     watched, peak = psutil.Process(proc.pid), 0
     try:

@@ -14,6 +14,7 @@ from training.contract import perflog
 from training.contract.names import EXIT_UNSUPPORTED
 
 from .conftest import ROOT
+from .runner import ends_with_the_test
 
 torch = pytest.importorskip("torch")
 
@@ -33,7 +34,8 @@ def run_micro(spec: dict, nprocs: int = 1, tmp_path=None) -> list[perflog.Figure
     env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
     if tmp_path is not None:
         env["TMPDIR"] = str(tmp_path)
-    done = subprocess.run([sys.executable, *argv], cwd=ROOT, env=env, capture_output=True, text=True, timeout=180)
+    done = subprocess.run([sys.executable, *argv], cwd=ROOT, env=env, capture_output=True, text=True, timeout=180,
+                          preexec_fn=ends_with_the_test())
     assert done.returncode == 0, done.stderr[-3000:]
     return [r for r in map(perflog.parse_line, done.stdout.splitlines()) if isinstance(r, perflog.FigureRecord)]
 
@@ -105,7 +107,7 @@ def collectives(tmp_path_factory):
                "TMPDIR": str(tmp_path_factory.mktemp(f"collectives{nprocs}"))}
         done = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone",
                                f"--nproc_per_node={nprocs}", "-m", "tests.micro_ops_worker", *specs], cwd=ROOT,
-                              env=env, capture_output=True, text=True, timeout=300)
+                              env=env, capture_output=True, text=True, timeout=300, preexec_fn=ends_with_the_test())
         assert done.returncode == 0, done.stderr[-3000:]
         out[nprocs] = [r for r in map(perflog.parse_line, done.stdout.splitlines())
                        if isinstance(r, perflog.FigureRecord)]

@@ -36,6 +36,7 @@ from training.data.token_file import generate_token_dataset
 from training.contract.spec import ModelSpec
 
 from .conftest import ROOT
+from .runner import ends_with_the_test
 from .parity_launch import Launch, Run, launch
 from .test_parity import COMMON, ONE_THREAD, assert_trajectories_match, trajectory
 from .test_plan import build
@@ -180,7 +181,7 @@ def test_a_layout_paddle_cannot_run_on_cpu_is_unsupported_not_failed(tmp_path):
     done = subprocess.run([sys.executable, "start_task.py", "--case_name", f"{CASE}:paddle:cpu:1:2",
                            "--log-root", str(tmp_path), "--set", "parallel.sharding=stage2",
                            "--set", "train.steps=2", "--set", "train.warmup_steps=1"],
-                          cwd=ROOT, capture_output=True, text=True, timeout=300)
+                          cwd=ROOT, capture_output=True, text=True, timeout=300, preexec_fn=ends_with_the_test())
     results = [json.loads(p.read_text()) for p in tmp_path.glob("*/*/round1/results.json")]
     assert [r["status"] for r in results] == ["unsupported"], done.stdout + done.stderr
     assert done.returncode == 1, "README: exit 1 when a round is not ok (unsupported included)"

@@ -33,6 +33,7 @@ import pytest
 from training.contract import perflog
 
 from .conftest import ROOT
+from .runner import ends_with_the_test
 from .parity_launch import Launch, Run, launch
 
 # Measured on 2026-11-24 over every comparison in this file and tests/test_paddle.py (ACCELBENCH_PARITY_REPORT):
@@ -80,7 +81,8 @@ def trajectory(log_root: Path, case_name: str, *settings: str,
     system_tmp = log_root / "system-tmp"
     system_tmp.mkdir(exist_ok=True)
     done = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=600,
-                          env={**os.environ, "PYTHONPATH": str(ROOT), "TMPDIR": str(system_tmp)})
+                          env={**os.environ, "PYTHONPATH": str(ROOT), "TMPDIR": str(system_tmp)},
+                          preexec_fn=ends_with_the_test())
     assert done.returncode == 0, done.stderr + done.stdout
     assert list(system_tmp.iterdir()) == []  # launcher and compiler kept their files in the run folder
     logs = [*log_root.glob("*/*/round1/*/rank0.stdout.log"), *log_root.glob("*/*/round1/*/rank0.log")]  # torch, paddle

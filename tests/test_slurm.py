@@ -28,6 +28,7 @@ import yaml
 from training.contract import perflog
 
 from .conftest import ROOT, write
+from .runner import ends_with_the_test
 from .infra.slurm import SlurmCluster, processes_mentioning, wait_until
 
 CASE = "gpt2_tiny:torch:cpu:2:1"
@@ -55,7 +56,7 @@ class Run:
         env = {**os.environ, "PYTHONPATH": str(ROOT), "TMPDIR": str(folder / "system-tmp")}
         with open(folder / "stdout.log", "w") as out, open(folder / "stderr.log", "w") as err:
             self.process = subprocess.Popen(argv, cwd=folder, env=env, stdin=subprocess.DEVNULL, stdout=out,
-                                            stderr=err)
+                                            stderr=err, preexec_fn=ends_with_the_test())
 
     @classmethod
     def through(cls, slurm: SlurmCluster, folder: Path, args: Sequence[str], shared: Optional[Path] = None,

@@ -18,6 +18,7 @@ import pytest
 from tests.infra.tmpfs import tmpfs
 
 from .conftest import ROOT
+from .runner import ends_with_the_test
 from .checks import kill_leftovers, leftover_processes
 from .goldens import SHORT
 from .test_results import document, fill as fill_store
@@ -54,7 +55,7 @@ def start_run(log_root: Path, tmp_path: Path, *args: str, env: dict | None = Non
     err = tmp_path / f"stderr-{time.monotonic_ns()}.txt"
     argv = [sys.executable, "-m", "run_benchmarks.cli", "run", *args, "--log-root", str(log_root)]
     proc = subprocess.Popen(argv, cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(ROOT), **(env or {})},
-                            stdout=subprocess.PIPE, stderr=open(err, "w"), text=True)
+                            stdout=subprocess.PIPE, stderr=open(err, "w"), text=True, preexec_fn=ends_with_the_test())
     return proc, err
 
 

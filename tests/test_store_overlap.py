@@ -1,10 +1,9 @@
 """A second run on the same machine (moved from tests/test_store_hostile.py, section (e), each test as it was):
-the run that started first records the runs that overlapped its rounds, runs on other hosts are not named,
-and two real runs at once each name the other."""
+the run that started first records the runs that overlapped its rounds, runs on other hosts are not named.
+Real runs at once (three, each naming the others, the first saying it live) are in tests/test_hostile_runs.py."""
 from __future__ import annotations
 
 import os
-import signal
 import socket
 
 import psutil
@@ -13,8 +12,7 @@ from run_benchmarks.results.store.schema import row_from_document
 from run_benchmarks.results.store.store import ResultStore
 
 from .test_results import document
-from .test_store_faults import kill_leftovers, new_run_stepping, start_run, wait_for
-from .test_store_hostile import CASE, dead_orchestrator
+from .test_store_hostile import dead_orchestrator
 
 
 def attempt_fields(run_id: str, started: str, ended: str, warnings=(), host: str = "localhost") -> dict:
@@ -68,30 +66,3 @@ def test_runs_whose_nodes_were_on_other_hosts_are_not_named(tmp_path):
         store.add_attempt(attempt_fields("first", t(1), t(60), host="localhost"))
         (first,) = store.attempts(run_ids=["first"])
     assert first["warnings"] == []
-
-
-def test_two_real_runs_at_once_each_name_the_other(cli, tmp_path):
-    """The first run is still in its round when the second starts and ends: the second finds the first's
-    workers at preflight, and the first's row (stored when it is stopped) names the second."""
-    log_root = tmp_path / "logs"
-    first, err = start_run(log_root, tmp_path, CASE, "--set", "train.steps=100000", "--set",
-                           "train.warmup_steps=1")
-    try:
-        wait_for(lambda: new_run_stepping(log_root, set()), "the first run's training", proc=first)
-        (first_id,) = (p.name for p in log_root.iterdir() if p.is_dir())
-        second = cli("run", CASE, "--set", "train.steps=4", "--set", "train.warmup_steps=1")
-        assert second.returncode == 0, second.stderr
-        first.send_signal(signal.SIGINT)  # its round ends now, interrupted, and is stored
-        first.communicate(timeout=120)
-    finally:
-        if first.poll() is None:
-            first.kill()
-        kill_leftovers(log_root)
-    (second_id,) = {p.name for p in log_root.iterdir() if p.is_dir()} - {first_id}
-    with ResultStore(log_root / "results.db") as store:
-        (first_row,) = store.attempts(run_ids=[first_id])
-        (second_row,) = store.attempts(run_ids=[second_id])
-    assert first_row["status"] == "interrupted"
-    assert any(w.startswith(f"another run, {second_id}, ran on this machine") for w in first_row["warnings"]), \
-        first_row["warnings"]
-    assert any(f"run {first_id}" in w for w in second_row["warnings"]), second_row["warnings"]

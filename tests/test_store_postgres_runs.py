@@ -18,6 +18,7 @@ from .conftest import ROOT
 from .goldens import SHORT
 from .postgres_stores import every_text, fetch, pg  # noqa: F401 - pg: the fixture
 from .test_store_faults import run_folders, wait_for
+from .runner import ends_with_the_test
 
 CASE = "gpt2_tiny:torch:cpu:1:1"
 
@@ -26,7 +27,7 @@ def start(tmp_path: Path, *args: str, env: dict) -> tuple[subprocess.Popen, Path
     err = tmp_path / f"stderr-{time.monotonic_ns()}.txt"
     proc = subprocess.Popen([sys.executable, "-m", "run_benchmarks.cli", *args], cwd=tmp_path,
                             env={**os.environ, "PYTHONPATH": str(ROOT), **env}, stdout=subprocess.PIPE,
-                            stderr=open(err, "w"), text=True)
+                            stderr=open(err, "w"), text=True, preexec_fn=ends_with_the_test())
     return proc, err
 
 

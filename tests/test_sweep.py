@@ -18,6 +18,7 @@ from run_benchmarks.sweep.grid import SweepFile, expand, grid_axis, merge_comman
 
 from . import test_harness
 from .conftest import ROOT, write
+from .runner import ends_with_the_test
 
 acme_root = test_harness.acme_root  # the harness tests' fake accelerator (a fixture)
 
@@ -31,7 +32,7 @@ def sweep_cmd(*args: str, log_root: Path) -> list[str]:
 def run_sweep(tmp_path: Path, *args: str, timeout: float = 300) -> subprocess.CompletedProcess:
     env = {**os.environ, "PYTHONPATH": str(ROOT), "TMPDIR": str(tmp_path)}
     return subprocess.run(sweep_cmd(*args, log_root=tmp_path / "logs"), cwd=tmp_path, env=env,
-                          capture_output=True, text=True, timeout=timeout)
+                          capture_output=True, text=True, timeout=timeout, preexec_fn=ends_with_the_test())
 
 
 def logs_tail(tmp_path: Path, chars: int = 3000) -> str:
@@ -171,7 +172,8 @@ def test_sweep_rows_oom_skip_and_resume_after_ctrl_c(tmp_path):
     env = {**os.environ, "PYTHONPATH": str(ROOT), "TMPDIR": str(tmp_path)}
     with open(out, "wb") as o, open(err, "wb") as e:
         proc = subprocess.Popen(sweep_cmd("--file", str(sweep_file), log_root=log_root), cwd=tmp_path, env=env,
-                                stdout=o, stderr=e, stdin=subprocess.DEVNULL, start_new_session=True)
+                                stdout=o, stderr=e, stdin=subprocess.DEVNULL, start_new_session=True,
+                                preexec_fn=ends_with_the_test())
     deadline = time.monotonic() + 240
     while time.monotonic() < deadline:  # Ctrl-C once two points have their rows
         runs = [p for p in log_root.glob("*/sweep.json")] if log_root.is_dir() else []

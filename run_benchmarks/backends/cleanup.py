@@ -182,12 +182,20 @@ def _listening(path: Path) -> bool:
             return False
 
 
-def clean(hosts: dict[str, Host], container_hosts: Iterable[str], docker_hosts: Iterable[str] = ()) -> list[str]:
+def _clip(text: str, limit: int = 200) -> str:
+    """A URL or an engine's error as a message shows it (a --docker-host may be 100,000 characters)."""
+    return text if len(text) <= limit else f"{text[:limit]}... ({len(text):,} characters)"
+
+
+def clean(hosts: dict[str, Host], container_hosts: Iterable[str], docker_hosts: Iterable[str] = (),
+          unreached: Optional[list[str]] = None) -> list[str]:
     """What ``accelbench clean`` does: containers first (their output saved), then processes, then the
-    local bridge folders. ``docker_hosts``: more engines (URLs) to sweep, besides the container hosts'."""
+    local bridge folders. ``docker_hosts``: more engines (URLs) to sweep, besides the container hosts'.
+    ``unreached`` collects each engine that could not be swept: the command then fails (exit 1), since
+    what it was asked to clean may still be there."""
     from run_benchmarks.backends.runtimes.docker import docker_client
 
-    lines = []
+    lines, unreached = [], unreached if unreached is not None else []
     for name in container_hosts:
         try:
             client = docker_client(hosts[name])
@@ -196,18 +204,21 @@ def clean(hosts: dict[str, Host], container_hosts: Iterable[str], docker_hosts: 
             finally:
                 client.close()
         except Exception as exc:  # noqa: BLE001 - the other hosts are still cleaned
-            lines.append(f"host {name}: could not reach its Docker engine: {type(exc).__name__}: {exc}")
+            unreached.append(f"host {name}")
+            lines.append(f"host {name}: could not reach its Docker engine: {type(exc).__name__}: {_clip(str(exc))}")
     for url in docker_hosts:
         import docker
 
         try:
             client = docker.DockerClient(base_url=url, timeout=60)
             try:
-                lines += [f"{url}: {line}" for line in sweep_containers(client)]
+                lines += [f"{_clip(url)}: {line}" for line in sweep_containers(client)]
             finally:
                 client.close()
         except Exception as exc:  # noqa: BLE001
-            lines.append(f"{url}: could not reach the Docker engine: {type(exc).__name__}: {exc}")
+            unreached.append(_clip(url))
+            lines.append(f"{_clip(url)}: could not reach the Docker engine: {type(exc).__name__}: "
+                         f"{_clip(str(exc).replace(url, '<the URL>'))}")
     lines += kill_leftovers(hosts)
     lines += sweep_bridge_folders()
     return lines

@@ -89,22 +89,48 @@ def _mark(out: Layered, path: Key, value: Any, source: str) -> None:
 
 def validate_layered(cls: Type[M], layered: Layered, default_source: str) -> M:
     try:
-        return cls.model_validate(layered.data)
+        model = cls.model_validate(layered.data)
     except ValidationError as exc:
         raise describe(exc, cls, default_source, layered) from None
+    _refuse_booleans_as_numbers(model, layered.data, (), layered, default_source)
+    return model
+
+
+def _refuse_booleans_as_numbers(model: Any, data: Any, key: Key, layered: Layered, default_source: str) -> None:
+    """A boolean where a number goes (``--set model.seq_len=true``): pydantic reads it as 1 or 0, which no
+    one meant; refused naming where it was set. Walks the layered data beside the validated model."""
+    if not isinstance(data, dict):
+        return
+    for name, value in data.items():
+        field = getattr(model, str(name), None) if isinstance(model, BaseModel) else \
+            model.get(name) if isinstance(model, dict) else None
+        path = key + (str(name),)
+        if isinstance(value, dict):
+            _refuse_booleans_as_numbers(field, value, path, layered, default_source)
+        elif isinstance(value, bool) and type(field) in (int, float):
+            dotted = ".".join(path)
+            raise UserError(f"{layered.source_of(path, default_source)}: {dotted}: {str(value).lower()} is a "
+                            "boolean, not a number", f"give {dotted} a number (YAML reads true/false, yes/no "
+                            "and on/off as booleans)")
+
+
+def set_source(text: str) -> str:
+    """How messages name a ``--set`` (its text clipped: a value may be thousands of characters)."""
+    return f"--set {text}" if len(text) <= 200 else f"--set {text[:100]}... ({len(text):,} characters)"
 
 
 def parse_assignment(text: str) -> dict:
     """``train.steps=10`` -> ``{"train": {"steps": 10}}``; the value is read as YAML."""
+    source = set_source(text)
     if "=" not in text:
-        raise UserError(f"--set {text!r}: expected KEY=VALUE", "e.g. --set train.steps=10")
+        raise UserError(f"{source}: expected KEY=VALUE", "e.g. --set train.steps=10")
     key, raw = text.split("=", 1)
     parts = [p for p in key.strip().split(".")]
     if not all(parts):
-        raise UserError(f"--set {text!r}: key {key!r} is empty or has an empty part",
+        raise UserError(f"{source}: key {key[:100]!r} is empty or has an empty part",
                         "e.g. --set train.micro_batch_size=8")
     try:
-        value = parse_yaml(raw, f"--set {text!r}") if raw.strip() else ""
+        value = parse_yaml(raw, source) if raw.strip() else ""
     except UserError as exc:
         if "YAML syntax error" not in exc.message:
             raise

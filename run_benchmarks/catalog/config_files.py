@@ -11,9 +11,10 @@ from pydantic import Field, NonNegativeFloat, PositiveFloat, conint, field_valid
 
 from training.contract.tasks import TASKS, task_of
 
+from run_benchmarks.catalog.addresses import checked_address
 from run_benchmarks.catalog.config import CASE_NAME, Strict
 from run_benchmarks.catalog.contention_limits import ContentionLimits
-from run_benchmarks.catalog.kubernetes_spec import KubernetesSpec
+from run_benchmarks.catalog.kubernetes_spec import KubernetesSpec, system_folder
 
 
 class CaseEntry(Strict):
@@ -91,6 +92,11 @@ class HostSpec(Strict):
         "accelerator indices a node on this host may use, exported through the vendor's visible_devices_env "
         "(CUDA_VISIBLE_DEVICES, HIP_VISIBLE_DEVICES, ...); default: all of them"))
 
+    @field_validator("address")
+    @classmethod
+    def _one_machine(cls, address: str) -> str:
+        return checked_address(address)
+
     @model_validator(mode="after")
     def _absolute_remote_folders(self) -> "HostSpec":
         # A relative folder would be relative to wherever the SSH session or the container starts: the
@@ -157,6 +163,10 @@ class SlurmSpec(Strict):
     def _consistent(self) -> "SlurmSpec":
         if not PurePosixPath(self.shared_dir).is_absolute():
             raise ValueError(f"shared_dir {self.shared_dir!r} must be an absolute path that every node sees")
+        system = system_folder(self.shared_dir)
+        if system:
+            raise ValueError(f"shared_dir {self.shared_dir!r} is {system}: the run would put code, configs and "
+                             "logs there; give a folder of its own, e.g. /shared/accelbench")
         if self.gres and self.gpus_per_node:
             raise ValueError("give gpus_per_node or gres, not both (they ask Slurm for the same devices)")
         if self.poll_max_s < self.poll_s:

@@ -64,7 +64,11 @@ def parse_assignments(text: str, source: str, names: bool = False) -> dict[str, 
         raise UserError(f"{source}:{exc.lineno or 0}: Python syntax error: {exc.msg}",
                         "check that line; a FlagPerf config is assignments, one per line") from None
     except (ValueError, RecursionError, MemoryError) as exc:  # a NUL byte; nesting the parser cannot take
-        raise UserError(f"{source}: not a FlagPerf config: {exc or 'nested too deeply'}", FIX) from None
+        # Python's parser gives up on deep nesting (300,000 unary minus signs, a 100,000-deep power tower)
+        # with a MemoryError or RecursionError that carries no message: the reason is then said here.
+        why = str(exc).strip() or (f"nested deeper than Python's parser takes ({type(exc).__name__})"
+                                   if isinstance(exc, (RecursionError, MemoryError)) else type(exc).__name__)
+        raise UserError(f"{source}: not a FlagPerf config: {why}", FIX) from None
     found: dict[str, Assigned] = {}
     try:
         for statement in tree.body:

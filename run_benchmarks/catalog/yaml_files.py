@@ -7,6 +7,7 @@ its line and column.
 from __future__ import annotations
 
 import os
+import stat
 from pathlib import Path
 
 import yaml
@@ -88,14 +89,30 @@ def parse_yaml(text: str, source: str):
     except RecursionError:
         raise UserError(f"{source}: YAML nested too deeply", "flatten the value; configs nest a few "
                         "levels at most") from None
+    except ValueError as exc:  # a whole number past Python's int-string limit (4,300 digits)
+        raise UserError(f"{source}: a number no setting can take ({str(exc).split(':')[0]})",
+                        "write the value as a number of a few digits") from None
+
+
+_NOT_A_FILE = ((stat.S_ISDIR, "a folder"), (stat.S_ISFIFO, "a named pipe (FIFO)"), (stat.S_ISCHR, "a device"),
+               (stat.S_ISBLK, "a device"), (stat.S_ISSOCK, "a socket"))
 
 
 def read_config_text(path: Path, kind: str = "") -> str:
     """A config file's text (YAML, or FlagPerf's Python), its size checked against the cap before a byte is
-    parsed (PyYAML takes ~170x a file's size in memory); ``kind`` names the format in the fixes."""
+    parsed (PyYAML takes ~170x a file's size in memory); ``kind`` names the format in the fixes. Only a
+    regular file is read: a FIFO would block for ever and a device (/dev/zero) never ends, so the file is
+    opened without blocking and what it is checked before a byte is read."""
     what = f"{kind} " if kind else ""
     try:
-        with open(path, "rb") as f:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0))
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            os.close(fd)
+            kind_of = next((name for test, name in _NOT_A_FILE if test(mode)), "not a regular file")
+            raise UserError(f"{path}: is {kind_of}, not a config file; nothing was read from it",
+                            f"give the path of a regular {what}file")
+        with open(fd, "rb") as f:
             raw = f.read(limits.CONFIG_BYTES.value() + 1)
             limits.CONFIG_BYTES.check(max(len(raw), os.fstat(f.fileno()).st_size), str(path))
         return raw.decode("utf-8")

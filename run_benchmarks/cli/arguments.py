@@ -99,6 +99,10 @@ def add_run_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--allow-version-mismatch", action="store_true",
                         help="run even if the installed framework differs from the case name's version "
                              "(recorded as a warning in the results)")
+    parser.add_argument("--allow-kubeconfig-exec", action="store_true",
+                        help="scheduler kubernetes: let the kubeconfig's credential commands run (an exec plugin, "
+                             "a gcp cmd-path), whatever they are; without it only those in kubernetes.allow_exec "
+                             "run, and any other stops the run at preflight")
     parser.add_argument("--test-conf", type=Path, help="run settings (default: <root>/configs/test_conf.yaml)")
     parser.add_argument("--cluster", type=Path, help="hosts (default: <root>/configs/cluster.yaml)")
     parser.add_argument("--root", type=Path, help="folder with cases/, vendors/, configs/ and training/ "

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 from run_benchmarks.catalog import casename, frameworks
 from run_benchmarks.catalog.listing import read_listing
 from run_benchmarks.catalog.root import default_root
+from run_benchmarks.cli.console import make_console
 from run_benchmarks.cli.exit_codes import EXIT_FAILED, EXIT_OK, EXIT_USAGE
 
 if TYPE_CHECKING:
@@ -120,8 +121,9 @@ def cmd_clean(args: argparse.Namespace, console: Console) -> int:
     hosts = {name: host for name, host in zip(specs, connected) if host is not None}
     try:
         lines = [f"could not reach a host: {exc}" for exc in errors]
+        unreached: list[str] = []
         lines += cleanup.clean(hosts, [name for name in hosts if specs[name].runtime == "container"],
-                               args.docker_host)
+                               args.docker_host, unreached)
     finally:
         for host in hosts.values():
             host.close()
@@ -129,4 +131,7 @@ def cmd_clean(args: argparse.Namespace, console: Console) -> int:
         console.print(line, markup=False, soft_wrap=True)
     if not lines:
         console.print("nothing left behind by a dead run", markup=False)
-    return EXIT_FAILED if errors else EXIT_OK
+    if unreached:  # what was asked for may still be there: not a clean exit
+        make_console(stderr=True).print(f"accelbench: error: could not clean {', '.join(unreached)}: its Docker "
+                                        "engine did not answer", markup=False, soft_wrap=True)
+    return EXIT_FAILED if errors or unreached else EXIT_OK

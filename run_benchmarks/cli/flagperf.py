@@ -83,6 +83,12 @@ class FlagPerfRun:
         check_hardware(names, inputs, (self.vendor, f"--vendor {self.vendor}"),
                        (self.visible_dev_env, f"--visible_dev_env {self.visible_dev_env}"), self.notes)
         inputs = self._cluster(inputs)
+        if self.hosts is not None and names and len(inputs.cluster.hosts) > max(n.nnodes for n in names):
+            most = max(n.nnodes for n in names)
+            raise UserError(f"--hosts {self.hosts[:200]}: {len(inputs.cluster.hosts)} hosts for a case of {most} "
+                            f"node(s) ({', '.join(str(n) for n in names)}); the others would sit idle while the "
+                            "case reads as if it ran on them", f"name one host per node: {most} in --hosts, in "
+                                                               "node order (or raise nnodes in the case name)")
         if self.data_dir is not None:
             args.assignments = [*self._data(names, inputs), *args.assignments]
         return inputs

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from training.contract.tasks import task_of
 
+from run_benchmarks.catalog.addresses import address_problem
 from run_benchmarks.catalog.config_files import HostSpec
 from run_benchmarks.errors import UserError
 
@@ -18,11 +19,18 @@ _HOST_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]*$")
 
 
 def addresses_of(values: list[str], said: str) -> list[str]:
-    """Host names or addresses, each checked (no shell word, no empty name)."""
+    """Host names or addresses, each checked (no shell word, no empty name, an address one host can have:
+    catalog/addresses.py)."""
     addresses = [a for a in values if a]
     if not addresses or not all(_ADDRESS.match(a) for a in addresses):
-        raise UserError(f"{said}: expected host names or addresses, got {values!r}",
+        raise UserError(f"{said}: expected host names or addresses, got {str(values)[:200]}",
                         "e.g. 10.0.0.10,10.0.0.11 (127.0.0.1 for this machine)")
+    for address in addresses:
+        problem = address_problem(address)
+        if problem:
+            raise UserError(f"{said}: expected host names or addresses: {address[:100]!r} is {problem}",
+                            "name each node's host by its name or IP address, e.g. 10.0.0.10,10.0.0.11 (127.0.0.1 "
+                            "for this machine)")
     return addresses
 
 

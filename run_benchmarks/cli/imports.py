@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import re
 import secrets
+import sqlite3
 import sys
 from datetime import datetime, timezone
 from pathlib import Path
@@ -166,9 +167,17 @@ def cmd_import(args: argparse.Namespace, console: Console) -> int:
         failed = 0  # a log that yields no result is stored (with its reason) but fails the command
         for index, (path, which, imported) in enumerate(parsed, 1):
             failed += imported.status != "ok"
-            store.add_attempt(imported.record(run_id, which, index, args.vendor, args.extern_config, path,
-                                              parser.name, _overrides(args.assignments)).to_row())
-            console.print(f"{path}: {imported.status}{_headline(imported.metrics)}"
+            try:
+                store.add_attempt(imported.record(run_id, which, index, args.vendor, args.extern_config, path,
+                                                  parser.name, _overrides(args.assignments)).to_row())
+            except (sqlite3.Error, OverflowError, ValueError, TypeError) as exc:  # a value no column takes
+                # The run row is ended, never left ``running`` with no attempt for ever.
+                store.end_run(run_id, datetime.now(timezone.utc).isoformat(timespec="seconds"), "aborted")
+                raise UserError(f"{path}: a figure of this log does not fit the results store ({type(exc).__name__}: "
+                                f"{str(exc)[:200]}); run {run_id} is marked aborted with the attempts before it",
+                                "check the log's figures; report the line to accelbench's maintainers") from None
+            shown = imported.metrics if imported.status == "ok" else {}  # a failed one's reason names its figures
+            console.print(f"{path}: {imported.status}{_headline(shown)}"
                           + (f" — {imported.reason}" if imported.reason else ""), markup=False, soft_wrap=True)
         store.end_run(run_id, datetime.now(timezone.utc).isoformat(timespec="seconds"))
     for line in folders:

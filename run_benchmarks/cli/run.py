@@ -24,7 +24,7 @@ from run_benchmarks.pathnames import write_text_atomically
 from run_benchmarks.plan import RunPlan
 from run_benchmarks.planner import checks as plan_checks
 from run_benchmarks.planner.build import build_run_plan
-from run_benchmarks.planner.inputs import default_root, load_inputs, new_run_id, split_case_names
+from run_benchmarks.planner.inputs import default_root, load_inputs, new_run_id, split_case_names, with_kubeconfig_exec
 from run_benchmarks.results.round_result import RoundResult
 from run_benchmarks.results.store.faults import StoreError, StoreUnavailable, is_full, orchestrator_identity
 from run_benchmarks.cli.store_options import store_location
@@ -32,7 +32,8 @@ from run_benchmarks.results.store.store import ResultStore
 
 
 def cmd_run(args: argparse.Namespace, console: Console) -> int:
-    inputs = load_inputs(args.root or default_root(), args.test_conf, args.cluster)
+    inputs = with_kubeconfig_exec(load_inputs(args.root or default_root(), args.test_conf, args.cluster),
+                                  getattr(args, "allow_kubeconfig_exec", False))
     flagperf = getattr(args, "flagperf", None)  # start_task.py's FlagPerf options (cli/flagperf.py)
     if flagperf is not None:
         inputs = flagperf.prepare(args, inputs)

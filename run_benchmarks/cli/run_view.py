@@ -69,6 +69,10 @@ class TerminalReporter:
     def progress(self, case: CasePlan, rnd: RoundPlan, step: int, live: Optional[LiveStep] = None) -> None:
         self.live.update(step, live)
 
+    def notice(self, text: str) -> None:
+        """Something the person watching should know now (another run started beside this one)."""
+        self.console.print(f"[yellow]warning:[/] {escape(text)}", soft_wrap=True)
+
     def round_finished(self, case: CasePlan, rnd: RoundPlan, result: RoundResult) -> None:
         self.live.stop()
         style = STATUS_STYLE.get(result.status, "")

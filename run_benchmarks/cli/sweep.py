@@ -17,7 +17,7 @@ from run_benchmarks.execute.environment import orchestrator_environment
 from run_benchmarks.errors import UserError
 from run_benchmarks.cli.console import make_console
 from run_benchmarks.cli.exit_codes import EXIT_FAILED, EXIT_OK
-from run_benchmarks.planner.inputs import default_root, load_inputs, new_run_id
+from run_benchmarks.planner.inputs import default_root, load_inputs, new_run_id, with_kubeconfig_exec
 from run_benchmarks.pathnames import component
 from run_benchmarks.results.report.documents import TablesDocument
 from run_benchmarks.results.report.formats import SWEEP_FORMATS
@@ -41,7 +41,8 @@ if TYPE_CHECKING:
 
 def cmd_sweep(args: argparse.Namespace, console: Console) -> int:
     err = make_console(stderr=True)
-    inputs = load_inputs(args.root or default_root(), args.test_conf, args.cluster)
+    inputs = with_kubeconfig_exec(load_inputs(args.root or default_root(), args.test_conf, args.cluster),
+                                  getattr(args, "allow_kubeconfig_exec", False))
     log_root = args.log_root.resolve() if args.log_root else inputs.test_conf.log_root_in(inputs.paths.root)
     if not args.log_root:
         plan_checks.check_folder(log_root, f"log_root ({inputs.test_conf_path})", writable=not args.dry_run)

@@ -17,7 +17,7 @@ from run_benchmarks.catalog import casename, compliance, contention_limits, fram
 from run_benchmarks.planner import checks
 from run_benchmarks.backends.codesync import code_digest, remote_code_root
 from run_benchmarks.catalog.config_files import CaseEntry, HostSpec
-from run_benchmarks.catalog.config import Layer, merge, parse_assignment, validate_layered
+from run_benchmarks.catalog.config import Layer, merge, parse_assignment, set_source, validate_layered
 from run_benchmarks.errors import UserError
 from run_benchmarks.backends import launchers
 from run_benchmarks.backends.launchers import NodeLaunch
@@ -113,7 +113,7 @@ def _case_plan(inputs: PlanInputs, name: casename.CaseName, run_id: str, case_di
     limits, assignments = contention_limits.split(assignments)  # the run's judgement, not the workload's
     contention = inputs.test_conf.contention.applied(limits)
     for text in assignments:
-        layers.append(Layer(f"--set {text}", parse_assignment(text)))
+        layers.append(Layer(set_source(text), parse_assignment(text)))
     layered = merge(layers)
     workload = validate_layered(WorkloadSpec, layered, str(case_path))
     verdict = _judge(inputs, name, case, layered, workload, extern.path if extern else None, hardware.vendor_dir)

@@ -1,8 +1,10 @@
 """Where accelbench's tree is and what a command loads from it: every config a plan needs, validated."""
 from __future__ import annotations
 
+import os
 import secrets
 import sys
+from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
 from typing import Optional, Sequence
@@ -24,13 +26,13 @@ def load_inputs(root: Path, test_conf_path: Optional[Path] = None,
         raise UserError(f"{paths.root} has no cases/ folder", "run from an accelbench checkout, or pass --root")
     default_test_conf = paths.configs_dir / "test_conf.yaml"
     test_conf_path = test_conf_path or default_test_conf
-    test_conf = TestConf() if test_conf_path == default_test_conf and not test_conf_path.is_file() \
+    test_conf = TestConf() if test_conf_path == default_test_conf and not os.path.lexists(test_conf_path) \
         else load_model(TestConf, test_conf_path)
     default_cluster = paths.configs_dir / "cluster.yaml"
     cluster_path = cluster_path or default_cluster
-    if cluster_path == default_cluster and not cluster_path.is_file():
+    if cluster_path == default_cluster and not os.path.lexists(cluster_path):
         cluster = ClusterSpec(hosts=[HostSpec(name="localhost")])  # no cluster file: this machine alone
-    elif not cluster_path.is_file():
+    elif not cluster_path.exists():  # a FIFO or device is there: read_config_text names what it is
         raise UserError(f"--cluster {cluster_path}: file not found",
                         f"write it (YAML): `hosts:` as a list, one entry per node in order, e.g. "
                         f"`hosts: [{{name: node0, backend: ssh, address: 10.0.0.10, user: bench, identity_file: "
@@ -40,6 +42,14 @@ def load_inputs(root: Path, test_conf_path: Optional[Path] = None,
         cluster = load_model(ClusterSpec, cluster_path)
     return PlanInputs(paths, test_conf, test_conf_path, cluster, cluster_path, VendorRegistry(paths.vendors_dir),
                       CaseCatalog(paths.cases_dir, paths.vendors_dir), sys.executable)
+
+
+def with_kubeconfig_exec(inputs: PlanInputs, allowed: bool) -> PlanInputs:
+    """``--allow-kubeconfig-exec``: the kubeconfig's credential commands may run, for this invocation only."""
+    k8s = inputs.cluster.kubernetes
+    if not allowed or k8s is None:
+        return inputs
+    return replace(inputs, cluster=inputs.cluster.model_copy(update={"kubernetes": k8s.allowing_any_exec()}))
 
 
 def new_run_id() -> str:

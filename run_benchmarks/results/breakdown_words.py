@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Optional
 
 from run_benchmarks.results import breakdown_pipeline as pipeline
+from run_benchmarks.results.metrics_shape import breakdown_of
 from training.contract import perflog
 
 # measured compute this many times its expected figure: the step is bound by per-operation overhead, not GEMM
@@ -134,6 +135,8 @@ def describe(tb: Optional[dict]) -> list[str]:
     where the task has phases: PPO's experience making and learning), the lever."""
     if not tb:
         return []
+    if breakdown_of({"time_breakdown": tb}) is None:
+        return ["time breakdown: not of the shape accelbench writes; not shown"]
     m, e, unit = tb.get("measured") or {}, tb.get("expected") or {}, tb.get("unit") or "step"
     if m.get("not_measured"):
         lines = [f"time breakdown: {m['not_measured']}"]
@@ -203,7 +206,7 @@ def _rank_line(row: dict, indent: str) -> str:
 def of_summary(summary) -> Optional[dict]:
     """The measured breakdown of a report row (a CaseSummary): its first ok round's, None where not measured."""
     for attempt in (summary.ok[:1] if summary is not None else []):
-        tb = (attempt.get("metrics") or {}).get("time_breakdown")
+        tb = breakdown_of(attempt.get("metrics"))  # only a breakdown of the shape these words read
         if tb and not (tb.get("measured") or {}).get("not_measured"):
             return tb
     return None

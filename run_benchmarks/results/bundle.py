@@ -39,6 +39,7 @@ from run_benchmarks.pathnames import run_id as run_id_name
 from run_benchmarks.results.store.faults import StoreError
 from run_benchmarks.results.store.store import ResultStore
 from run_benchmarks.results.store.schema import _insert_attempt
+from run_benchmarks.results.bundle_checks import RATIO_AFTER_BYTES, judged_end, refuse_impossible, scan_sizes
 from run_benchmarks.results.store.recovery import results_documents
 from run_benchmarks.results.store.versions import NewerRowError, StoredRowError, read_row
 
@@ -74,11 +75,16 @@ class _Hashing:
 
 
 def is_bundle(path: Path) -> bool:
-    """Whether ``path`` is a .tar.gz holding a bundle manifest (any other log goes to the importers)."""
+    """Whether ``path`` is a .tar.gz holding a bundle manifest (any other log goes to the importers). A
+    member of more than 64 MiB before the manifest is not skipped (that is unpacking it): the file is taken
+    as a bundle, for import_bundle's checks of its sizes to judge."""
     try:
         with tarfile.open(path, "r:gz") as tar:
-            first = tar.next()
+            first, skipped = tar.next(), 0
             while first is not None and first.name != MANIFEST:
+                skipped += max(first.size, 0)
+                if skipped > RATIO_AFTER_BYTES:
+                    return True
                 first = tar.next()
             return first is not None
     except (OSError, tarfile.TarError, EOFError):
@@ -199,7 +205,8 @@ def _read_sums(tar: tarfile.TarFile, bundle: Path) -> tuple[dict[str, str], Bund
 
 def _extract_verified(tar: tarfile.TarFile, sums: dict[str, str], into: Path, bundle: Path) -> None:
     """Every member into ``into``, each hashed as it is written and compared with SHA256SUMS. The bytes and
-    files are counted as they are written, against the caps: a header's size is never trusted."""
+    files are counted as they are written, against the caps (the headers were held to them before any data
+    was read: bundle_checks.scan_sizes)."""
     seen = set()
     files = written = 0
     max_bytes = limits.BUNDLE_BYTES.value()
@@ -296,6 +303,7 @@ def import_bundle(bundle: Path, store: ResultStore, log_root: Path) -> str:
         raise UserError(f"{bundle}: cannot be read as a .tar.gz: {exc}", "copy the bundle again")
     log_root = Path(log_root).resolve()
     with tar:
+        scan_sizes(tar, bundle, Path(bundle).stat().st_size)  # every header, held to the caps, before any data
         sums, manifest = _read_sums(tar, bundle)
         run_id = manifest.run_id
         if store.has_run(run_id):
@@ -308,6 +316,7 @@ def import_bundle(bundle: Path, store: ResultStore, log_root: Path) -> str:
         try:
             _extract_verified(tar, sums, staging, bundle)
             attempts = _read_attempts(staging / ATTEMPTS, run_id, bundle)
+            refuse_impossible(attempts, bundle, ASK_ORIGINAL)
             run_folder = staging / RUN_PREFIX.rstrip("/")
             run_folder.mkdir(exist_ok=True)
             for meta in (MANIFEST, CHECKSUMS, ENVIRONMENT, ATTEMPTS):  # kept beside the logs, as handed over
@@ -321,8 +330,12 @@ def import_bundle(bundle: Path, store: ResultStore, log_root: Path) -> str:
     imported = {a["results_path"]: target / IMPORTED / f"{a['round']}-{Path(a['results_path']).name}"
                 for a in attempts if manifest.source != "accelbench" and a.get("results_path")}
     run_row = {**manifest.run, "run_id": run_id, "log_dir": str(target / IMPORTED if imported else target)}
+    judged = judged_end(target, run_id, manifest.source, manifest.run.get("status"))
     run_row["note"] = "; ".join(filter(None, [run_row.get("note"), f"imported from bundle {Path(bundle).name} "
-                                              f"at {datetime.now(timezone.utc).isoformat(timespec='seconds')}"]))
+                                              f"at {datetime.now(timezone.utc).isoformat(timespec='seconds')}",
+                                              judged]))
+    if judged:
+        run_row["status"] = "aborted"
     run_cols, attempt_cols = store.columns("runs"), store.columns("attempts")
 
     def work(cur) -> int:

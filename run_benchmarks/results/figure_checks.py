@@ -15,6 +15,9 @@ hardware does not):
                                                                     its peak is a measurement, not a bound)
   median step time                                                  shorter than the model FLOPs one device
                                                                     does per step, at the declared peak
+  samples/s and tokens/s per device, and the log's own batch over   faster than any device can be, with or
+  its step time                                                     without a case (ANY_DEVICE below)
+  step time (median)                                                under MIN_STEP_S
 
 What the callers do with an impossible figure (decided here once, for imports and accelbench's own rounds):
 the round is **failed**, never stored ``ok`` with the figure dropped. A figure that cannot be says that the
@@ -37,6 +40,14 @@ MEMORY = {"peak_memory_bytes": "peak memory", "peak_memory_reserved_bytes": "pea
 TFLOPS = {"tflops_per_device": "TFLOP/s/device", "tflops_per_device_logged": "TFLOP/s/device as logged"}
 MFU = {"mfu": "MFU", "mfu_logged": "MFU as logged"}
 STEP_STATS = ("mean", "median", "min", "max")
+
+# Bounds on any device, for a log that names no case (no FLOPs, no declared peak): each sample or token of a
+# step is at least one byte the device reads, and no device reads more than 1e14 bytes/s (100 TB/s, several
+# times any memory's bandwidth); a training step (a forward, a backward and an update: several kernels or
+# loops) takes more than a microsecond on any device. An import of 1e-300 ms steps (5.12e305 samples/s) or of
+# a 21-digit global batch breaks them; any real run is orders of magnitude inside.
+ANY_DEVICE_ITEMS_PER_S = 1e14
+MIN_STEP_S = 1e-6
 
 
 def _show(value: float) -> str:
@@ -98,6 +109,31 @@ def impossible(metrics: Mapping, peak_tflops: Optional[float] = None,
         if value is not None and (why := _bad(value, f"step time ({stat})", " s", positive=True)):
             problems.append(why)
     problems.extend(_faster_than_peak(metrics, stats.get("median"), peak, seq_len))
+    problems.extend(_faster_than_any_device(metrics, stats.get("median")))
+    return problems
+
+
+def _faster_than_any_device(metrics: Mapping, median: Optional[float]) -> list[str]:
+    """Throughput per device, and the batch over the step time, against what no device exceeds (ANY_DEVICE)."""
+    problems = []
+    if median is not None and math.isfinite(median) and 0 < median < MIN_STEP_S:
+        problems.append(f"step time (median) {_show(median)} s is shorter than {_show(MIN_STEP_S)} s, less than "
+                        "any device takes for one training step")
+    world = _number(metrics.get("world_size"))
+    world = world if world is not None and math.isfinite(world) and world >= 1 else 1.0
+    batch = _number(metrics.get("samples_per_step"))
+    rates = {"samples/s": _number(metrics.get("samples_per_s")),
+             "tokens/s/device": _number(metrics.get("tokens_per_s_per_device"))}
+    if rates["samples/s"] is None and batch is not None and median is not None and median > 0:
+        rates["samples/s"] = batch / median  # the log's own batch over its step time
+    for what, rate in rates.items():
+        per_device = rate / world if what == "samples/s" and rate is not None else rate
+        if per_device is not None and math.isfinite(per_device) and per_device > ANY_DEVICE_ITEMS_PER_S:
+            basis = f"{_show(batch)} samples per step, " if what == "samples/s" and batch is not None else ""
+            spread = f"{basis}{int(world):,} device(s): {_show(per_device)} per device, " if what == "samples/s" \
+                else ""
+            problems.append(f"{what} {_show(rate)} ({spread}over {_show(ANY_DEVICE_ITEMS_PER_S)}) is more than "
+                            "any device can read (one byte per item at 100 TB/s)")
     return problems
 
 

@@ -49,7 +49,8 @@ class Band(Strict):
 
     first_step: conint(ge=0, le=10_000_000)
     k: PositiveFloat = Field(3.0, le=1000)
-    floor: NonNegativeFloat = Field(0.005, description="relative: a zero-noise reference is no bit-equality test")
+    floor: NonNegativeFloat = Field(0.005, allow_inf_nan=False, le=1, description="relative: a zero-noise "
+                                                                                  "reference is no bit-equality test")
     max_outside: float = Field(0.1, ge=0, le=1, description="share of checked steps allowed outside the band")
     mean_rel_error: PositiveFloat = Field(0.02, le=1000)
     min_drop: float = Field(0.5, ge=0, le=1, description="share of the reference's loss drop a run must show")
@@ -84,6 +85,14 @@ class Curve(Strict):
     def _aligned(self) -> "Curve":
         if not (len(self.steps) == len(self.mean) == len(self.std)) or not self.steps:
             raise ValueError("steps, mean and std must be lists of one equal, non-zero length")
+        for step, mean, std in zip(self.steps, self.mean, self.std):
+            # A band of infinite or absurd width passes any curve: the spread of N runs' loss is finite and
+            # smaller than the loss itself (or than 1 nat, for a loss near zero).
+            if not (math.isfinite(mean) and math.isfinite(std)):
+                raise ValueError(f"step {step}: mean {mean!r} and std {std!r} must be finite numbers")
+            if not 0 <= std <= max(abs(mean), 1.0):
+                raise ValueError(f"step {step}: std {std:g} is outside 0 to max(|mean|, 1) = "
+                                 f"{max(abs(mean), 1.0):g}: a band that wide passes any curve")
         return self
 
     def describe(self) -> str:

@@ -11,7 +11,9 @@ from __future__ import annotations
 from enum import Enum
 from typing import Any, Literal, Optional
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from run_benchmarks.results.metrics_shape import checked
 
 from training.contract.tasks import task_of
 
@@ -120,6 +122,13 @@ class RoundRecord(_Record):
                                                           "import, an older run, or the CPU")
 
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+    @field_validator("metrics")
+    @classmethod
+    def _views_can_read(cls, metrics: Optional[dict]) -> Optional[dict]:
+        """The figures and the time breakdown in the shape views read (metrics_shape): a record from a bundle,
+        a results.json or an edited row with another shape is refused where it is read, with the key."""
+        return checked(metrics)
 
     def document(self) -> dict:
         """As results.json holds it."""

@@ -30,10 +30,18 @@ FILE_NAME = "references.yaml"
 CHECKABLE = tuple(FIGURE_BY_KEY)
 
 
+MAX_UPPER = 10.0  # +1,000 %: a band that reaches ten times the reference above it checks nothing
+
+
 class Tolerance(Strict):
-    value: float = Field(description="the reference figure")
-    lower: NonNegativeFloat = Field(0.05, description="fraction below value still passing")
-    upper: NonNegativeFloat = Field(0.05, description="fraction above value still passing")
+    """A band around a finite reference: ``lower`` at most 1 (the band's floor reaches zero), ``upper`` at most
+    MAX_UPPER. An infinite or absurd tolerance would make ``--check`` pass any figure: refused on load."""
+
+    value: float = Field(allow_inf_nan=False, description="the reference figure")
+    lower: NonNegativeFloat = Field(0.05, allow_inf_nan=False, le=1, description="fraction below value still "
+                                                                                 "passing")
+    upper: NonNegativeFloat = Field(0.05, allow_inf_nan=False, le=MAX_UPPER, description="fraction above value "
+                                                                                         "still passing")
     unit: str = ""
 
 

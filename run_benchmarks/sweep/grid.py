@@ -19,7 +19,7 @@ from pydantic import Field, field_validator, model_validator
 
 from run_benchmarks.catalog import casename
 from run_benchmarks import limits
-from run_benchmarks.catalog.config import Strict, load_model, parse_yaml
+from run_benchmarks.catalog.config import Strict, load_model, parse_yaml, set_source
 from run_benchmarks.catalog.config_files import CaseEntry
 from run_benchmarks.errors import UserError
 from run_benchmarks.results.tables import NAMES as TABLE_NAMES
@@ -137,8 +137,8 @@ def merge_command_line(sweep: SweepFile, case_names: Sequence[Union[str, CaseEnt
     for text in sets:
         key, sep, raw = text.partition("=")
         if not sep or not key.strip():
-            raise UserError(f"--set {text!r}: expected KEY=VALUE", "e.g. --set train.steps=10")
-        extra[key.strip()] = parse_yaml(raw, f"--set {text!r}") if raw.strip() else ""
+            raise UserError(f"{set_source(text)}: expected KEY=VALUE", "e.g. --set train.steps=10")
+        extra[key.strip()] = parse_yaml(raw, set_source(text)) if raw.strip() else ""
     cases = SweepFile.model_validate({"cases": list(case_names)}).cases or sweep.cases
     return sweep.model_copy(update={"cases": cases, "axes": axes, "set": {**sweep.set, **extra}})
 

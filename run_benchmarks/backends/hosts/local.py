@@ -14,6 +14,9 @@ from typing import Mapping, Optional, Sequence
 import psutil
 
 from run_benchmarks import signals
+from run_benchmarks.catalog.addresses import is_this_machine
+from run_benchmarks.catalog.config_files import HostSpec
+from run_benchmarks.errors import PreflightError
 from run_benchmarks.backends.hosts.base import VERSION_PROBE, CommandResult, Host, Job
 from run_benchmarks.backends.hosts.guard import (DEATH_GRACE_S, DISARM, ENV_ORCHESTRATOR, ENV_TAG, guard_argv, orchestrator_tag)
 
@@ -113,6 +116,16 @@ class LocalJob(Job):
 
 
 class LocalHost(Host):
+    def __init__(self, spec: HostSpec):
+        super().__init__(spec)
+        # The address is node 0's rendezvous address for every launcher: a local host's must be this
+        # machine's, as --hosts takes only this machine's loopback names for a local node.
+        if spec.address not in ("127.0.0.1", "localhost", "::1") and not is_this_machine(spec.address):
+            raise PreflightError(f"host {spec.name}: address {spec.address!r} is not an address of this machine, "
+                                 "yet its backend is local (its nodes run here, and the launchers meet at that "
+                                 "address)", "give this machine's address on the nodes' network (127.0.0.1 when "
+                                             "every node is local), or backend: ssh for another machine")
+
     def start(self, argv: Sequence[str], env: Mapping[str, str], cwd: Path, output: Path) -> Job:
         output.parent.mkdir(parents=True, exist_ok=True)
         tag = f"accelbench-{uuid.uuid4().hex}"

@@ -12,6 +12,7 @@ import shlex
 import socket
 import stat
 import threading
+import time
 import uuid
 from pathlib import Path, PurePosixPath
 from typing import Mapping, Optional, Sequence
@@ -182,7 +183,20 @@ class SshHost(Host):
         return SshGuard(channel)
 
     def _kill_tagged(self, tag: str, grace_s: float) -> None:
-        self.run(reaper.stop_argv("python3", tag, grace_s), timeout_s=grace_s + 30)
+        """The reaper's stop there (TERM, ``grace_s``, KILL), watched from here: a second signal while it
+        waits (signals.hurried) sends a stop with no grace beside it, which kills what is left at once, as
+        a local stop cuts its grace short."""
+        channel = self.client.get_transport().open_session(timeout=30)
+        channel.exec_command(remote_command(reaper.stop_argv("python3", tag, grace_s)))
+        deadline, hurried = time.monotonic() + grace_s + 30, grace_s <= 0
+        try:
+            while not channel.exit_status_ready() and time.monotonic() < deadline:
+                if not hurried and signals.hurried():
+                    hurried = True
+                    self.run(reaper.stop_argv("python3", tag, 0), timeout_s=30)
+                time.sleep(0.05)
+        finally:
+            channel.close()
 
     def run(self, argv: Sequence[str], timeout_s: float = 60.0) -> CommandResult:
         channel = self.client.get_transport().open_session(timeout=timeout_s)

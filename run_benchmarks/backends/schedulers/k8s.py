@@ -24,7 +24,7 @@ from run_benchmarks.backends.schedulers import k8s_manifests as manifests
 from run_benchmarks.backends.schedulers import k8s_status as status
 from run_benchmarks.backends.schedulers.base import Scheduler, check_writable, clear_port_file
 from run_benchmarks.backends.schedulers.shared_copy import copy_node_folder
-from run_benchmarks.backends.schedulers.k8s_client import KubeClient, kubeconfig
+from run_benchmarks.backends.schedulers.k8s_client import KubeClient, described, kubeconfig
 from run_benchmarks.backends.schedulers.k8s_job import NodeJob, RoundJob
 from run_benchmarks.backends.schedulers.slurm_script import MASTER_ADDR, NODE_ADDR
 
@@ -54,7 +54,8 @@ class Kubernetes(Scheduler):
     def dry_run(cls, plan: "RunPlan", case: "CasePlan") -> list[str]:
         spec, rnd = plan.cluster.kubernetes, case.rounds[0]
         owner = manifests.owner_reference(manifests.object_name(case, rnd), "(the Job's uid, once created)")
-        return [f"--- namespace {spec.namespace}: the Job, then its Service and ConfigMap",
+        return [*described(spec),  # the commands a kubeconfig makes the client run, and whether allowed
+                f"--- namespace {spec.namespace}: the Job, then its Service and ConfigMap",
                 *manifests.as_yaml(manifests.manifests(spec, case, rnd, owner)).splitlines()]
 
     def __init__(self, plan: "RunPlan", hosts, runtimes, client: Optional[KubeClient] = None):

@@ -5,10 +5,13 @@ Every call that fails says which object and what the API answered.
 """
 from __future__ import annotations
 
+import logging
 import os
+import sys
 from pathlib import Path
 from typing import Iterator, Optional
 
+from run_benchmarks.backends.schedulers import k8s_kubeconfig
 from run_benchmarks.catalog.kubernetes_spec import KubernetesSpec
 from run_benchmarks.errors import PreflightError
 
@@ -27,34 +30,73 @@ def _modules():
 
 def kubeconfig(spec: KubernetesSpec) -> Optional[str]:
     """The kubeconfig to load: the cluster file's, else $KUBECONFIG as it is (a list of paths joined by
-    os.pathsep, which the client merges itself) when one of its paths exists, else ~/.kube/config when it
+    os.pathsep, merged as the client merges them) when one of its paths exists, else ~/.kube/config when it
     exists; None: in-cluster. The same string goes to the guard's k8s_delete.py."""
     if spec.kubeconfig:
         return os.path.expanduser(spec.kubeconfig)
     listed = os.environ.get("KUBECONFIG", "")
-    if any(Path(p).expanduser().is_file() for p in listed.split(os.pathsep) if p):
-        return listed
+    if any(os.path.lexists(Path(p).expanduser()) for p in listed.split(os.pathsep) if p):
+        return listed  # a FIFO or device there too: the reader refuses it, naming it (k8s_kubeconfig)
     default = Path("~/.kube/config").expanduser()
-    return str(default) if default.is_file() else None
+    return str(default) if os.path.lexists(default) else None
 
 
 def api_client(spec: KubernetesSpec):
-    """An ApiClient from the cluster file's kubeconfig (else $KUBECONFIG, ~/.kube/config), else in-cluster."""
+    """An ApiClient from the cluster file's kubeconfig (else $KUBECONFIG, ~/.kube/config), else in-cluster.
+    The kubeconfig is read and its credential commands checked against the opt-in first (k8s_kubeconfig):
+    a command not allowed stops here, before the client could run it."""
     kubernetes = _modules()
+    route_client_logs()
     path = kubeconfig(spec)
     if path is not None:
+        config = k8s_kubeconfig.read(path, spec.context)
+        k8s_kubeconfig.refuse_unallowed(config, spec)
+        for credential in config.credentials:  # said before it runs, as the plan says it
+            print(f"accelbench: the kubeconfig runs {credential.words()} for credentials (allowed by "
+                  f"{spec.exec_allowed_by(credential.command)})", file=sys.stderr, flush=True)
         try:
-            return kubernetes.config.new_client_from_config(config_file=path, context=spec.context)
-        except (kubernetes.config.ConfigException, OSError, ValueError) as exc:
-            raise PreflightError(f"the kubeconfig {path} cannot be used: {exc}",
-                                 "set kubernetes.kubeconfig (and context) in the cluster file to a working "
-                                 "kubeconfig; kubectl cluster-info with it should answer") from None
+            return k8s_kubeconfig.client_from(config, kubernetes)
+        except (kubernetes.config.ConfigException, OSError, ValueError, TypeError, KeyError, AttributeError) as exc:
+            raise PreflightError(f"the kubeconfig {path} cannot be used: {type(exc).__name__}: {str(exc)[:300]}",
+                                 k8s_kubeconfig.FIX_FILE) from None
     try:
         kubernetes.config.load_incluster_config()
     except kubernetes.config.ConfigException:
         raise PreflightError("no kubeconfig (none of $KUBECONFIG, ~/.kube/config exists) and not inside a "
                              "cluster", "set kubernetes.kubeconfig in the cluster file, or KUBECONFIG") from None
     return kubernetes.client.ApiClient()
+
+
+def described(spec: KubernetesSpec) -> list[str]:
+    """What the plan says of the kubeconfig: its files and every command it makes the client run."""
+    path = kubeconfig(spec)
+    return k8s_kubeconfig.described(k8s_kubeconfig.read(path, spec.context) if path is not None else None, spec)
+
+
+class _ClientLogs(logging.Handler):
+    """The client's own log lines (``logging.error`` on the root logger when an exec plugin fails, urllib3's
+    retries) as accelbench's warnings on stderr, instead of Python's ``ERROR:root:`` default format."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        """Only the client's lines: its modules' (on the root logger too) and urllib3's, which it uses."""
+        return (record.name.startswith(("kubernetes", "urllib3"))
+                or os.sep + "kubernetes" + os.sep in (record.pathname or ""))
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            text = " ".join(record.getMessage().split())
+            source = "kubernetes client" if record.name == "root" else record.name
+            print(f"accelbench: warning: {source}: {text[:500]}", file=sys.stderr, flush=True)
+        except Exception:  # noqa: BLE001 - a log line must never end the run
+            self.handleError(record)
+
+
+def route_client_logs() -> None:
+    """Once per process: a handler on the root logger, so that neither ``logging.error`` (which would call
+    basicConfig) nor urllib3's logger prints in Python's default format. Warnings and worse, the client's only."""
+    root = logging.getLogger()
+    if not any(isinstance(h, _ClientLogs) for h in root.handlers):
+        root.addHandler(_ClientLogs(level=logging.WARNING))
 
 
 class KubeClient:

@@ -18,7 +18,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     args = parser.parse_args(argv)
     from kubernetes import client, config
     if args.kubeconfig:
-        api = config.new_client_from_config(config_file=args.kubeconfig, context=args.context)
+        # persist_config=False: a refreshed gcp token is not written into the user's file (as the run's client)
+        api = config.new_client_from_config(config_file=args.kubeconfig, context=args.context, persist_config=False)
     else:
         config.load_incluster_config()
         api = client.ApiClient()

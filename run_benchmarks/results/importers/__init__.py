@@ -12,7 +12,7 @@ import math
 import os
 import sys
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterator, Optional
 
@@ -81,24 +81,40 @@ class Parser:
 
 
 class Span:
-    """A log's first and last time stamps: all that is kept of them, however many lines carry one."""
+    """A log's earliest and latest time stamps (all that is kept of them), and the first stamp that went back
+    by more than BACKWARDS_SLACK (``back``: the latest stamp before it, and it), if any did."""
+
+    BACKWARDS_SLACK = timedelta(seconds=2)  # ranks' lines interleave in one file, each stamped by its own process
 
     def __init__(self) -> None:
         self.first: Optional[datetime] = None
         self.last: Optional[datetime] = None
+        self.back: Optional[tuple[datetime, datetime]] = None
 
     def see(self, text: str) -> None:
         at = stamp(text)
-        if at is not None:
-            self.first, self.last = self.first or at, at
+        if at is None:
+            return
+        try:
+            if self.back is None and self.last is not None and self.last - at > self.BACKWARDS_SLACK:
+                self.back = (self.last, at)
+            self.first = at if self.first is None else min(self.first, at)
+            self.last = at if self.last is None else max(self.last, at)
+        except TypeError:  # one stamp names its zone and another does not: no order between them
+            self.back = self.back or (self.last, at)
 
 
 def line_log_result(world_size: int, intervals: int, skipped: int, span: Span, error: str) -> Imported:
     """What every line-based log gives before its figures: when it ran (its first and last time stamps) and
-    whether it ends in an error (then the import is ``failed``, whatever figures came before)."""
+    whether it ends in an error (then the import is ``failed``, whatever figures came before). Stamps that run
+    backwards (a clock set back, several runs' logs in one) give no wall time, with a warning saying where."""
     result = Imported(status="ok", metrics={"world_size": world_size},
                       details={"intervals": intervals, "skipped": skipped})
-    if span.first is not None:
+    if span.back is not None:
+        before, after = span.back
+        result.warnings.append(f"time stamps run backwards ({after.isoformat()} after {before.isoformat()}): no "
+                               "wall time is stored")
+    elif span.first is not None:
         result.started_at, result.ended_at = span.first.isoformat(), span.last.isoformat()
         result.wall_time_s = (span.last - span.first).total_seconds()
     if error:

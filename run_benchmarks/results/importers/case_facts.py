@@ -37,7 +37,7 @@ from training.contract.spec import WorkloadSpec
 
 from run_benchmarks.catalog.casename import CaseName
 from run_benchmarks.catalog.cases import CaseCatalog
-from run_benchmarks.catalog.config import Layer, merge, parse_assignment, validate_layered
+from run_benchmarks.catalog.config import Layer, merge, parse_assignment, set_source, validate_layered
 from run_benchmarks.errors import UserError
 from run_benchmarks.results import derive
 from run_benchmarks.results.figure_checks import impossible
@@ -87,7 +87,7 @@ def case_facts(root: Path, name: CaseName, extern_config: Optional[str],
             layers += [Layer(source, layer) for source, layer in extern.layers]
         except UserError as exc:
             notes.append(f"the case's own workload used: {exc.message}")
-    layers += [Layer(f"--set {text}", parse_assignment(text)) for text in assignments]
+    layers += [Layer(set_source(text), parse_assignment(text)) for text in assignments]
     layered = merge(layers)
     workload = validate_layered(WorkloadSpec, layered, str(case.path))
     per_token: Optional[float] = None

@@ -67,3 +67,18 @@ def _run_node_hosts(conn: Any, run_id: str) -> set[str]:
 def _node_hosts(environment: Any) -> set[str]:
     nodes = environment.get("nodes") if isinstance(environment, dict) else None
     return {str(n["host"]) for n in nodes or () if isinstance(n, dict) and n.get("host")}
+
+
+def started_beside(conn: sqlite3.Connection, run_id: str) -> list[sqlite3.Row]:
+    """The other accelbench runs whose orchestrator on this run's machine started after this run did (as the
+    store knows them now): what the run that started first says live, as its rounds run (execute/rounds.py)."""
+    try:
+        own = conn.execute("SELECT orchestrator_host, started_at FROM runs WHERE run_id = ? AND source = "
+                           "'accelbench'", (run_id,)).fetchone()
+        if own is None or not own["orchestrator_host"]:
+            return []
+        return conn.execute("SELECT run_id, started_at, orchestrator_pid FROM runs WHERE run_id != ? AND "
+                            "orchestrator_host = ? AND source = 'accelbench' AND started_at >= ? ORDER BY started_at",
+                            (run_id, own["orchestrator_host"], own["started_at"])).fetchall()
+    except sqlite3.Error:
+        return []  # a courtesy: never a reason to stop a round

@@ -193,7 +193,10 @@ def with_columns(fields: dict) -> dict:
     metrics = row.get("metrics") or {}
     for column, key, sub in METRIC_COLUMNS:
         value = metrics.get(key)
-        row[column] = value.get(sub) if sub and isinstance(value, dict) else value
+        value = value.get(sub) if sub and isinstance(value, dict) else value
+        if isinstance(value, int) and not isinstance(value, bool) and not -2**63 <= value < 2**63:
+            value = float(value)  # SQLite's integers are 64-bit; the exact figure stays in the metrics JSON
+        row[column] = value
     row["precision"] = row.get("precision") or metrics.get("precision")
     monitor = row.get("monitor") or {}
     for column in MONITOR_COLUMNS:

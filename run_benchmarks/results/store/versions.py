@@ -15,9 +15,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable, Optional
 
-from pydantic import BaseModel, ConfigDict, ValidationError, create_model
+from pydantic import BaseModel, ConfigDict, ValidationError, create_model, field_validator
 
 from run_benchmarks.errors import UserError
+from run_benchmarks.results.metrics_shape import checked
 from run_benchmarks.results.record import RoundRecord
 from run_benchmarks.results.store.schema import (CASE_COLUMNS, METRIC_COLUMNS, MONITOR_COLUMNS, ROW_VERSION,
                                                  Attempt)
@@ -59,6 +60,12 @@ class RowV1(BaseModel):
     accelbench_commit: Optional[str] = None
     results_path: Optional[str] = None
     source: str
+
+    @field_validator("metrics")
+    @classmethod
+    def _views_can_read(cls, metrics: Optional[dict]) -> Optional[dict]:
+        """Every version's figures and time breakdown have the shape views read (results/metrics_shape.py)."""
+        return checked(metrics)
 
 
 class _Today(RowV1):
@@ -157,7 +164,8 @@ def _where(raw: dict, origin: str) -> str:
 def _refuse(raw: dict, origin: str, version: Any, exc: ValidationError, within: str = "") -> StoredRowError:
     first = exc.errors()[0]
     key = within + (".".join(str(part) for part in first["loc"]) or "(the row)")
-    return StoredRowError(f"{_where(raw, origin)}, row version {version}: {key}: {first['msg']}"
+    return StoredRowError(f"{_where(raw, origin)}, row version {version}: {key}: "
+                          f"{first['msg'].removeprefix('Value error, ')}"
                           + (f" ({len(exc.errors()) - 1} more)" if len(exc.errors()) > 1 else ""),
                           "the row was changed outside accelbench: correct or delete it (sqlite3), then add the "
                           "round again from its results.json with: accelbench store repair")
