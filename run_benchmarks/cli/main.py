@@ -33,6 +33,7 @@ COMMANDS = {
     "report": "run_benchmarks.cli.report:cmd_report",
     "reference": "run_benchmarks.cli.reference:cmd_reference",
     "compare": "run_benchmarks.cli.report:cmd_compare",
+    "history": "run_benchmarks.cli.history:cmd_history",
     "table": "run_benchmarks.cli.table:cmd_table",
     "import": "run_benchmarks.cli.imports:cmd_import",
     "bundle": "run_benchmarks.cli.bundle:cmd_bundle",
