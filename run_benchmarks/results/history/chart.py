@@ -58,7 +58,6 @@ def history_chart(a: Analysed, chart_id: str) -> str:
             ax.annotate(f"{shift.size:+.1%}", (at, 1.0), xycoords=("data", "axes fraction"), color=CHANGE,
                         fontsize=8, ha="left", va="top", xytext=(3, 0), textcoords="offset points")
         ax.yaxis.set_major_formatter(charts._formatter(meta.fmt))
-        ax.set_ylim(bottom=0)
         fig.autofmt_xdate()
         return _titled(charts.to_svg(fig, title, chart_id), tips)
 
