@@ -5,11 +5,13 @@ The rules (README, "History"), on the log of the figure, so a shift is a ratio w
 - **noise** (sigma): the larger of the series' own point-to-point noise (the median absolute difference of
   successive points, scaled to a standard deviation: robust to one shift and to a bad day) and the median of the
   points' own noise (each point's standard error from its rounds' stored bootstrap interval and the spread
-  between its repeats, results/noise.py); never below ``NOISE_FLOOR``.
-- **outlier** (a single bad day): a point more than ``OUTLIER_SIGMAS`` sigma from the median of the
-  ``MIN_SHIFT`` points before it and from the median of the ``MIN_SHIFT`` points after it. Named, and left out
-  of the search and of the sides' means. The newest points cannot be told from the start of a shift yet: one
-  that far from the points before it is *pending*, left out the same way.
+  between its repeats, results/noise.py); never below ``NOISE_FLOOR``. Estimated again once outliers are left
+  out (a bad day is two large steps between successive points).
+- **outlier** (a single bad day, or two): a run of fewer than ``MIN_SHIFT`` points, each more than
+  ``OUTLIER_SIGMAS`` sigma on the same side of the median of the ``MIN_SHIFT`` points before the run and of the
+  ``MIN_SHIFT`` points after it (the points just outside the run nearer those medians than the run). Named,
+  and left out of the search and of the sides' means. The newest points cannot be told from the start of a
+  shift yet: such a run at the end is *pending*, left out the same way.
 - **shift** (a change point): found by ruptures' binary segmentation (least squares on the points divided by
   sigma), every segment at least ``MIN_SHIFT`` points long, splitting while a split's gain exceeds the gain that a
   series of pure noise of the same length exceeds with probability ``ALPHA``. That threshold is simulated (seeded)
@@ -101,6 +103,9 @@ def find(values: Sequence[float], log_ses: Sequence[Optional[float]], figure: st
     if len(kept) < MIN_POINTS:
         found.judged, found.why = False, f"{len(kept)} point(s) once outliers are left out (needs {MIN_POINTS})"
         return found
+    if outliers:  # a bad day is two large steps: a short series' noise is estimated again without it
+        sigma, source = _sigma(y[kept], [log_ses[i] for i in kept])
+        found.sigma, found.sigma_source = sigma, source + ", outliers left out"
     z = y[kept] / sigma
     maxima = null_maxima(len(kept), MIN_SHIFT)
     found.threshold = float(maxima[min(len(maxima) - 1, math.ceil((1 - ALPHA) * len(maxima)) - 1)])
@@ -128,18 +133,29 @@ def _sigma(y, log_ses: Sequence[Optional[float]]) -> tuple[float, str]:
 
 
 def _outliers(y, sigma: float) -> list[Outlier]:
-    import numpy as np
+    """Runs of 1 to MIN_SHIFT - 1 points, each more than OUTLIER_SIGMAS sigma on the same side of the median of
+    the MIN_SHIFT points before the run and of the MIN_SHIFT points after it, the points just outside the run
+    nearer those medians than the run (so the middle of a longer run, or the start of a shift, is none)."""
+    import statistics
 
-    out = []
-    n = len(y)
-    for i in range(n):
-        left, right = y[max(0, i - MIN_SHIFT):i], y[i + 1:i + 1 + MIN_SHIFT]
-        offs = [y[i] - float(np.median(side)) for side in (left, right) if len(side)]
-        if not offs or any(abs(off) <= OUTLIER_SIGMAS * sigma for off in offs):
-            continue
-        off = min(offs, key=abs)
-        out.append(Outlier(i, math.exp(off) - 1, float(abs(off) / sigma), pending=not len(right)))
-    return out
+    values = [float(v) for v in y]
+    n, far = len(values), OUTLIER_SIGMAS * sigma
+    before = [statistics.median(values[max(0, i - MIN_SHIFT):i]) if i else None for i in range(n + 1)]
+    after = [statistics.median(values[j:j + MIN_SHIFT]) if j < n else None for j in range(n + 1)]
+    out: list[Outlier] = []
+    for r in range(1, MIN_SHIFT):
+        for i in range(n - r + 1):
+            levels = [level for level in (before[i], after[i + r]) if level is not None]
+            run = statistics.median(values[i:i + r])
+            if not levels or (i and abs(values[i - 1] - before[i]) >= abs(values[i - 1] - run)) or \
+                    (i + r < n and abs(values[i + r] - after[i + r]) >= abs(values[i + r] - run)):
+                continue  # a point just outside sits nearer the run than the level: the run is part of a shift
+            offs = [[values[j] - level for level in levels] for j in range(i, i + r)]
+            if len({off > 0 for row in offs for off in row}) == 1 and all(abs(o) > far for row in offs for o in row):
+                for j, row in zip(range(i, i + r), offs):
+                    off = min(row, key=abs)
+                    out.append(Outlier(j, math.exp(off) - 1, abs(off) / sigma, pending=i + r == n))
+    return sorted(out, key=lambda o: o.index)
 
 
 def _gain(z, k: int) -> float:
