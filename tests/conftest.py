@@ -75,7 +75,7 @@ LANE_OF_MODULE = {"test_sweep": "infra", "test_micro_paddle": "inprocess", "test
                   "test_paddle_breakdown_fleet_launch": "inprocess", "test_paddle_breakdown_launch": "inprocess",
                   "test_store_postgres": "inprocess", "test_store_postgres_cli": "inprocess",
                   "test_store_postgres_runs": "inprocess", "test_contention_runs": "inprocess",
-                  "test_html_browser": "inprocess"}
+                  "test_html_browser": "inprocess", "test_history_stores": "inprocess"}
 
 
 def pytest_addoption(parser):
