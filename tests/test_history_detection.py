@@ -77,3 +77,16 @@ def test_the_threshold_is_the_significance_level_of_the_noise_estimate_it_uses()
 def test_a_rate_must_be_positive():
     with pytest.raises(ValueError):
         changes.find([1.0, 2.0, 0.0, 1.0, 1.0, 1.0], [None] * 6)
+
+
+def test_without_ruptures_history_says_how_to_install_it(accelbench, tmp_path, monkeypatch):
+    import sys
+
+    from .history_series import rate_series, store_series
+
+    db = tmp_path / "results.db"
+    store_series(db, rate_series(8))
+    monkeypatch.setitem(sys.modules, "ruptures", None)  # as if the extra were not installed
+    done = accelbench("history", "--db", db)
+    assert done.returncode == 2 and "pip install 'accelbench[history]' (ruptures==1.1.10)" in done.stderr
+    assert "Traceback" not in done.stderr

@@ -109,9 +109,7 @@ def find(values: Sequence[float], log_ses: Sequence[Optional[float]], figure: st
     z = y[kept] / sigma
     maxima = null_maxima(len(kept), MIN_SHIFT)
     found.threshold = float(maxima[min(len(maxima) - 1, math.ceil((1 - ALPHA) * len(maxima)) - 1)])
-    import ruptures
-
-    bkps = ruptures.Binseg(model="l2", min_size=MIN_SHIFT, jump=1).fit(z).predict(pen=found.threshold)
+    bkps = _ruptures().Binseg(model="l2", min_size=MIN_SHIFT, jump=1).fit(z).predict(pen=found.threshold)
     edges = [0] + list(bkps)
     for j in range(1, len(edges) - 1):
         a, b = kept[edges[j - 1]:edges[j]], kept[edges[j]:edges[j + 1]]
@@ -119,6 +117,18 @@ def find(values: Sequence[float], log_ses: Sequence[Optional[float]], figure: st
         found.shifts.append(_shift(values, log_ses, a, b, figure, higher_is_better,
                                    float((np.sum(maxima >= gain) + 1) / (len(maxima) + 1))))
     return found
+
+
+def _ruptures():
+    """ruptures, or the install line when the ``history`` extra is missing."""
+    try:
+        import ruptures
+    except ImportError:
+        from run_benchmarks.errors import UserError
+
+        raise UserError("finding change points (accelbench history) needs ruptures, which is not installed",
+                        "pip install 'accelbench[history]' (ruptures==1.1.10)") from None
+    return ruptures
 
 
 def _sigma(y, log_ses: Sequence[Optional[float]]) -> tuple[float, str]:
