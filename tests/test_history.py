@@ -168,3 +168,27 @@ def test_every_format_names_each_run_and_the_change(accelbench, tmp_path, fmt):
     assert "change point (regression): -10." in text or "change point (regression): -9." in text
     if fmt != "terminal":
         assert all(f"night{d:03d}" in text for d in range(12))
+
+
+def test_a_round_stores_its_vendor_files_sha256_and_a_changed_file_is_named(accelbench, tmp_path):
+    import hashlib
+
+    from run_benchmarks.execute.outcome import result_document
+    from run_benchmarks.results.round_result import RoundResult
+    from run_benchmarks.planner.build import build_run_plan
+    from run_benchmarks.planner.inputs import load_inputs
+
+    from .conftest import ROOT
+
+    case = build_run_plan(load_inputs(ROOT), ["gpt2_tiny:torch:cpu:1:1"], "v", tmp_path / "logs", ports=[29500]).cases[0]
+    record = result_document(case, RoundResult(str(case.name), 1, tmp_path, "failed"), {})
+    assert record.environment.vendor_file_sha256 == hashlib.sha256(
+        (ROOT / "vendors/cpu/vendor.yaml").read_bytes()).hexdigest()
+    db = tmp_path / "results.db"
+    docs = [day_doc(d, r) for d, r in enumerate(rate_series(8, drop_at=4, drop=-0.2))]
+    for doc in docs[4:]:
+        doc["environment"]["vendor_file_sha256"] = "e" * 64
+    fill(db, docs)
+    (change,) = history(accelbench, db)[1]["workloads"][0]["change_points"]
+    assert [(c["key"], c["before"], c["after"]) for c in change["changed_here"]] == \
+        [("vendor file sha256", "f" * 16, "e" * 16)]
