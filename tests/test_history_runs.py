@@ -1,0 +1,54 @@
+"""``accelbench history`` on real runs (issue 46): six 1-process gpt2_tiny runs (goldens.SHORT), one after another
+into one store; from the fourth on, every step is slowed by an injected delay that spins on the CPU
+(``debug.compute_delay_ms`` with ``debug.compute_delay_spins``: a slow kernel's time). The history finds one
+change point at the fourth run, calls it a regression beyond the noise (``--check``: exit 3), and names the
+settings that changed there. Six is the fewest: a change needs three points on each side (changes.MIN_POINTS).
+The runs are made once for the module (``delayed_series``) and read by each test."""
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+
+from .conftest import ROOT
+from .goldens import SHORT
+from .runner import copy_tree, expect_shared_machine, run_cli
+
+CASE = "gpt2_tiny:torch:cpu:1:1"
+DELAY = ("--set", "debug.compute_delay_ms=300", "--set", "debug.compute_delay_spins=true")
+RUNS = 6
+
+
+@pytest.fixture(scope="module")
+def delayed_series(tmp_path_factory):
+    """(workdir, db, run ids oldest first): three plain runs, then three with the delay."""
+    workdir = tmp_path_factory.mktemp("history-runs")
+    root = workdir / "root"
+    for folder in ("cases", "vendors", "configs"):
+        copy_tree(ROOT / folder, root / folder)
+    expect_shared_machine(root / "configs" / "test_conf.yaml")  # the lanes' load never makes a round contended
+    os.symlink(ROOT / "training", root / "training")
+    logs = workdir / "logs"
+    for n in range(RUNS):
+        done = run_cli(workdir, "run", CASE, *SHORT, *(DELAY if n >= RUNS // 2 else ()), "--root", str(root),
+                       log_root=logs)
+        assert done.returncode == 0, done.stderr[-3000:]
+    run_ids = sorted(p.name for p in logs.iterdir() if p.is_dir())
+    assert len(run_ids) == RUNS
+    return workdir, logs / "results.db", run_ids
+
+
+def test_the_injected_delay_is_one_change_point_naming_the_setting(delayed_series, cli):
+    workdir, db, run_ids = delayed_series
+    done = cli("history", "--db", str(db), "--format", "json", "--check")
+    assert done.returncode == 3, done.stdout + done.stderr
+    (workload,) = json.loads(done.stdout)["workloads"]  # one workload: debug settings are not another
+    assert [p["run_id"] for p in workload["points"]] == run_ids
+    (change,) = workload["change_points"]
+    assert change["run_id"] == run_ids[3] and change["verdict"] == "regression" and change["size"] < -0.5
+    assert change["before"]["first_run"] == run_ids[0] and change["after"]["last_run"] == run_ids[-1]
+    changed = {c["key"]: (c["before"], c["after"]) for c in change["changed_here"]}
+    assert changed["debug.compute_delay_ms"] == ("-", "300.0") and changed["debug.compute_delay_spins"] == ("-", "True")
+    text = cli("history", "--db", str(db), "--check")
+    assert text.returncode == 3 and "changed here: " in text.stdout and "debug.compute_delay_ms - -> 300.0" in text.stdout
