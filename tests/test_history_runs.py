@@ -1,5 +1,5 @@
 """``accelbench history`` on real runs (issue 46): six 1-process gpt2_tiny runs (goldens.SHORT), one after another
-into one store; from the fourth on, every step is slowed by an injected delay that spins on the CPU
+into one store; from the fourth on, every step is slowed by an injected 1.5 s delay that spins on the CPU
 (``debug.compute_delay_ms`` with ``debug.compute_delay_spins``: a slow kernel's time). The history finds one
 change point at the fourth run, calls it a regression beyond the noise (``--check``: exit 3), and names the
 settings that changed there. Six is the fewest: a change needs three points on each side (changes.MIN_POINTS).
@@ -16,7 +16,11 @@ from .goldens import SHORT
 from .runner import copy_tree, expect_shared_machine, run_cli
 
 CASE = "gpt2_tiny:torch:cpu:1:1"
-DELAY = ("--set", "debug.compute_delay_ms=300", "--set", "debug.compute_delay_spins=true")
+# A model small enough that its step takes milliseconds even on a loaded machine, and a delay that dwarfs the
+# step's spread between runs there (measured: 0.3 s-steps of the full gpt2_tiny varied 4x between runs at load 12).
+SMALL = ("--set", "model.n_layer=1", "--set", "model.d_model=32", "--set", "model.seq_len=32",
+         "--set", "train.micro_batch_size=1")
+DELAY = ("--set", "debug.compute_delay_ms=1500", "--set", "debug.compute_delay_spins=true")
 RUNS = 6
 
 
@@ -31,7 +35,7 @@ def delayed_series(tmp_path_factory):
     os.symlink(ROOT / "training", root / "training")
     logs = workdir / "logs"
     for n in range(RUNS):
-        done = run_cli(workdir, "run", CASE, *SHORT, *(DELAY if n >= RUNS // 2 else ()), "--root", str(root),
+        done = run_cli(workdir, "run", CASE, *SHORT, *SMALL, *(DELAY if n >= RUNS // 2 else ()), "--root", str(root),
                        log_root=logs)
         assert done.returncode == 0, done.stderr[-3000:]
     run_ids = sorted(p.name for p in logs.iterdir() if p.is_dir())
@@ -49,6 +53,6 @@ def test_the_injected_delay_is_one_change_point_naming_the_setting(delayed_serie
     assert change["run_id"] == run_ids[3] and change["verdict"] == "regression" and change["size"] < -0.5
     assert change["before"]["first_run"] == run_ids[0] and change["after"]["last_run"] == run_ids[-1]
     changed = {c["key"]: (c["before"], c["after"]) for c in change["changed_here"]}
-    assert changed["debug.compute_delay_ms"] == ("-", "300.0") and changed["debug.compute_delay_spins"] == ("-", "True")
+    assert changed["debug.compute_delay_ms"] == ("-", "1500.0") and changed["debug.compute_delay_spins"] == ("-", "True")
     text = cli("history", "--db", str(db), "--check")
-    assert text.returncode == 3 and "changed here: " in text.stdout and "debug.compute_delay_ms - -> 300.0" in text.stdout
+    assert text.returncode == 3 and "changed here: " in text.stdout and "debug.compute_delay_ms - -> 1500.0" in text.stdout
