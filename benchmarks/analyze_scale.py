@@ -66,7 +66,7 @@ ANALYZE = """
 import json, resource, sys, time
 from pathlib import Path
 from run_benchmarks.results import analyze, rank_logs as collect
-from run_benchmarks.catalog.frameworks import RankLogs
+from run_benchmarks.results.rank_logs import RankLogs
 paths = [Path(p) for p in sys.argv[2:]]
 if sys.argv[1] == "idle":
     print(json.dumps({"rss_kib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss}))

@@ -12,7 +12,10 @@
 # breakdown against it), then the machine's GEMM and memory figures; convergence = gpt3_tiny and gpt2_tiny in fp32
 # and bf16 checked against the loss references recorded on a CPU (same tokens per step), and PPO's breakdown;
 # multi = on a machine of two or more GPUs, the breakdown of DDP (plain and with a collective delay), ZeRO-2, TP2
-# and PP2 against calibrate and the collective and sendrecv micro cases run there.
+# and PP2 against calibrate and the collective and sendrecv micro cases run there; mfu_table = issue 45: the mfu
+# table's single-GPU rows (configs/sweeps/mfu_table_h100.yaml on HARDWARE: gpt2-1.5b and the 70B proxy, MP, MP +
+# compile, MP + fp8) and the table beside the published figures (estimate ~4-5 minutes of device time; run it
+# with CHECKLIST_BUDGET_S=470 in one call of at most 8 minutes: docs/gpu-readiness.md).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 hw=${1:-H100}
@@ -42,7 +45,7 @@ python3 -c 'import torch, sys; p = torch.cuda.get_device_properties(0); print(sy
 step "install accelbench's dependencies from .whl/ (no registry here)"
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir .whl/*.whl
 python3 -m pip install -q --no-index --no-deps --no-build-isolation -e . || exit 1
-for ao in "" .whl/alt/torchao-0.17*.whl .whl/alt/torchao-0.16*.whl; do
+for ao in "" .whl/alt/torchao-0.18*.whl .whl/alt/torchao-0.17*.whl .whl/alt/torchao-0.16*.whl; do
   [ -n "$ao" ] && python3 -m pip install -q --no-index --no-deps --force-reinstall "$ao"
   python3 -c 'import torchao.float8, torchao; print("torchao", torchao.__version__)' 2>&1 | tail -1 && break
 done
@@ -76,6 +79,19 @@ run 180 accelbench run "gpt2_xl:torch:$hw:1:$n" --set train.steps=30 --set train
 run 180 accelbench run "gpt2_xl:torch:$hw:1:$n" --set train.steps=30 --set train.warmup_steps=10 --set parallel.tensor_parallel_degree=2
 run 180 accelbench run "gpt2_xl:torch:$hw:1:$n" --set train.steps=30 --set train.warmup_steps=10 --set parallel.pipeline_parallel_degree=2 --set train.gradient_accumulation_steps=4
 fi
+if [ "$part" = mfu_table ]; then  # issue 45: the published mfu table's single-GPU rows, then the table
+run 420 accelbench sweep configs/sweeps/mfu_table_h100.yaml --grid "hardware=$hw"
+accelbench table mfu --format markdown | tee "$out/mfu_table.md"
+accelbench table mfu --format json > "$out/mfu_table.json"
+python3 - <<'PY'
+import glob, json
+for path in sorted(glob.glob("logs/*/*/round1/results.json")):
+    doc = json.load(open(path))
+    m = doc.get("metrics") or {}
+    print(path, doc["status"], doc.get("reason") or "", "TFLOP/s:", m.get("tflops_per_device"), "MFU:", m.get("mfu"),
+          json.dumps(m.get("time_breakdown"), indent=1)[:2000])
+PY
+fi
 if [ "$part" = convergence ]; then
 for case in gpt3_tiny gpt2_tiny; do
   for precision in fp32 bf16; do
@@ -100,7 +116,7 @@ for path in sorted(glob.glob("logs/*/*/round1/results.json")):
     print(path, doc["status"], json.dumps((doc.get("metrics") or {}).get("time_breakdown"), indent=1)[:3000])
 PY
 fi
-if [ "$part" != 2 ] && [ "$part" != fixes ] && [ "$part" != lora ] && [ "$part" != breakdown ] && [ "$part" != convergence ] && [ "$part" != multi ]; then
+if [ "$part" != 2 ] && [ "$part" != fixes ] && [ "$part" != lora ] && [ "$part" != breakdown ] && [ "$part" != convergence ] && [ "$part" != multi ] && [ "$part" != mfu_table ]; then
 run 120 accelbench calibrate "$hw" --dtype bf16 --dtype fp16 --dtype tf32 --dtype fp32 --dtype fp8
 cat vendors/*/measured_peaks.yaml 2>/dev/null
 run 120 accelbench run "gemm:torch:$hw:1:1" --set "micro.shapes=[[8192,8192,8192],[8192,12288,4096],[16384,8192,8192]]" --set "micro.dtypes=[bf16,fp16,fp32,tf32]"
@@ -110,7 +126,7 @@ run 180 accelbench run "gpt2_xl:torch:$hw:1:1" --set train.steps=30 --set train.
 run 180 accelbench run "gpt2_xl:torch:$hw:1:1" --set train.steps=30 --set train.warmup_steps=10 --set train.recompute=full
 run 240 accelbench run "gpt2_tiny:torch:$hw:1:1" --set train.steps=40 --set train.warmup_steps=10 --set train.precision=fp8 --set train.compile=default
 fi
-if [ "$part" != 1 ] && [ "$part" != fixes ] && [ "$part" != lora ] && [ "$part" != breakdown ] && [ "$part" != convergence ] && [ "$part" != multi ]; then
+if [ "$part" != 1 ] && [ "$part" != fixes ] && [ "$part" != lora ] && [ "$part" != breakdown ] && [ "$part" != convergence ] && [ "$part" != multi ] && [ "$part" != mfu_table ]; then
 run 300 accelbench run "gpt2_xl:torch:$hw:1:1" --set train.steps=30 --set train.warmup_steps=10 --set train.compile=default
 run 300 accelbench run "gpt2_xl:torch:$hw:1:1" --set train.steps=30 --set train.warmup_steps=10 --set train.compile=default --set train.micro_batch_size=8
 run 240 accelbench run "ppo_gpt2_s:torch:$hw:1:1" --set train.micro_batch_size=1 --set ppo.experience_batch_size=1

@@ -84,7 +84,7 @@ def resolve_workload(case: str, settings: list[str]) -> str:
     from run_benchmarks.planner.build import build_run_plan
 
     plan = build_run_plan(load_inputs(default_root()), [f"{case}:torch:cpu:1:1"], "bench", Path("/nonexistent"),
-                          assignments=tuple(settings), ports=[0])
+                          assignments=tuple(settings))
     return plan.cases[0].workload.model_dump_json()
 
 

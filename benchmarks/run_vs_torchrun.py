@@ -7,7 +7,7 @@
     taken from the run's own plan: ``build_run_plan`` and ``rounds.write_inputs``), started the way the
     local host starts it (own session, the node's environment, output to a log file), and nothing else:
     no orchestrator, no monitor, no guard. Its tokens/s read from the rank logs by the orchestrator's own
-    code (``gather_rank_logs``, ``read_ranks``, ``round_metrics``), so both figures are computed alike.
+    code (the launcher's ``gather_rank_logs``, ``read_ranks``, ``round_metrics``), so both figures are computed alike.
 
 Only the orchestrator differs: same launcher flags, same worker config, so (b) runs the breakdown steps
 (``train.breakdown_steps``) after its measured steps as (a) does. Wall time is from starting the command
@@ -28,7 +28,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import socket
 import statistics
 import subprocess
 import sys
@@ -125,14 +124,9 @@ def timed(argv: list[str], env: dict, log: Path, cpu: bool) -> tuple[float, CpuS
     return wall, sampler
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def through_accelbench(settings: list[str], work: Path, cpu: bool) -> dict:
-    argv = [sys.executable, "-m", "run_benchmarks.cli", "run", CASE, "--log-root", str(work / "a")]
+def through_accelbench(settings: list[str], work: Path, cpu: bool, case: str = CASE, options: tuple = ()) -> dict:
+    """One fresh ``accelbench run case --set ...`` (``options``: more of its command line, e.g. --test-conf)."""
+    argv = [sys.executable, "-m", "run_benchmarks.cli", "run", case, "--log-root", str(work / "a"), *options]
     for setting in settings:
         argv += ["--set", setting]
     (work / "a").mkdir(parents=True, exist_ok=True)
@@ -141,7 +135,7 @@ def through_accelbench(settings: list[str], work: Path, cpu: bool) -> dict:
     document = json.loads(results.read_text())
     window = _window(results.parent)
     return {"wall_s": wall, "tokens_per_s": document["metrics"]["tokens_per_s_total"],
-            "cpu": _cpu(sampler, window)}
+            "warmup_steps": document["metrics"]["warmup_steps"], "cpu": _cpu(sampler, window)}
 
 
 def bare_torchrun(settings: list[str], work: Path, cpu: bool) -> dict:
@@ -149,30 +143,31 @@ def bare_torchrun(settings: list[str], work: Path, cpu: bool) -> dict:
     from run_benchmarks.planner.build import build_run_plan
     from run_benchmarks.planner.inputs import default_root, load_inputs
 
-    plan = build_run_plan(load_inputs(default_root()), [CASE], "bare", work / "b", assignments=tuple(settings),
-                          ports=[free_port()])
+    from training.contract import ports
+
+    plan = build_run_plan(load_inputs(default_root()), [CASE], "bare", work / "b", assignments=tuple(settings))
     case = plan.cases[0]
     rnd = case.rounds[0]
     node = rnd.nodes[0]
     write_inputs(case, rnd)  # the worker config and resolved.yaml, as the orchestrator writes them
     (node.log_dir / "tmp").mkdir(parents=True, exist_ok=True)
-    wall, sampler = timed(list(node.argv), {**os.environ, **node.env}, node.launcher_log, cpu)
+    argv = ports.filled(node.argv, ports.free_ports(1)[0])  # master_port auto: chosen here, where it starts
+    wall, sampler = timed(argv, {**os.environ, **node.env}, node.launcher_log, cpu)
     from run_benchmarks.results.analyze import round_metrics
     from run_benchmarks.results.rank_logs import read_ranks
 
-    ranks = list(read_ranks(case.framework.gather_rank_logs(node.log_dir, 0, case.name.nprocs_per_node)))
+    from run_benchmarks.backends import launchers
+
+    ranks = list(read_ranks(launchers.of(case).gather_rank_logs(node.log_dir, 0, case.name.nprocs_per_node)))
     window = _span([r.series.window for r in ranks])
     metrics = round_metrics(ranks, None, "")
     return {"wall_s": wall, "tokens_per_s": metrics.tokens_per_s_total, "cpu": _cpu(sampler, window)}
 
 
 def _window(round_dir: Path) -> tuple[float, float] | None:
-    from run_benchmarks.catalog.frameworks import RankLogs
-    from run_benchmarks.results.rank_logs import read_ranks
+    from run_benchmarks.results.rank_logs import gathered, read_ranks
 
-    logs = [RankLogs(int(p.name[4:].split(".")[0]), p, p.with_name(p.name.replace("stdout", "stderr")))
-            for p in sorted(round_dir.glob("*/rank*.stdout.log"))]
-    return _span([r.series.window for r in read_ranks(logs)])
+    return _span([r.series.window for r in read_ranks(gathered(round_dir))])
 
 
 def _span(windows: list) -> tuple[float, float] | None:

@@ -87,6 +87,7 @@ class RoundPlan:
     dir: Path
     worker_config: WorkerConfig
     nodes: list[NodePlan]
+    master_port: Optional[int] = None  # the cluster file's; None: auto, chosen on the master when the round starts
 
     @property
     def config_path(self) -> Path:

@@ -75,7 +75,9 @@ LANE_OF_MODULE = {"test_sweep": "infra", "test_micro_paddle": "inprocess", "test
                   "test_paddle_breakdown_fleet_launch": "inprocess", "test_paddle_breakdown_launch": "inprocess",
                   "test_store_postgres": "inprocess", "test_store_postgres_cli": "inprocess",
                   "test_store_postgres_runs": "inprocess", "test_contention_runs": "inprocess",
-                  "test_html_browser": "inprocess", "test_history_stores": "inprocess"}
+                  "test_breakdown_lever": "inprocess",  # issue 41: one invocation of its own (~30 s)
+                  "test_mfu_twin": "inprocess", "test_html_browser": "inprocess",
+                  "test_history_stores": "inprocess"}
 
 
 def pytest_addoption(parser):

@@ -13,7 +13,7 @@ from __future__ import annotations
 import contextlib
 from pathlib import Path
 
-from run_benchmarks.catalog.frameworks import RankLogs
+from run_benchmarks.results.rank_logs import RankLogs
 from run_benchmarks.plan import CasePlan
 from run_benchmarks.results import analyze
 from run_benchmarks.results import rank_logs as collect

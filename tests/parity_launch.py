@@ -22,14 +22,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Hashable, Optional
 
+from run_benchmarks.backends import launchers
 from run_benchmarks.results import analyze
 from run_benchmarks.results import rank_logs as collect
-from run_benchmarks.catalog.frameworks import RankLogs
+from run_benchmarks.results.rank_logs import RankLogs
 from run_benchmarks.planner.inputs import load_inputs
 from run_benchmarks.plan import CasePlan
 from run_benchmarks.planner.build import build_case_plan
 from run_benchmarks.execute.rounds import write_inputs
-from training.contract import perflog
+from training.contract import perflog, ports
 from training.contract.names import WORKER_MODULE, WORKER_SCRIPT
 
 from .conftest import ROOT
@@ -141,7 +142,8 @@ def _launch_one(result: Launch, name: str, runs: list[Run], common: tuple[str, .
     with open(node.launcher_log, "w", encoding="utf-8") as log:
         # A launch that outlives the deadline (or an interrupted test) is stopped as the orchestrator stops
         # one: SIGTERM, on which the launcher stops its ranks (each in a session of its own), then SIGKILL.
-        process = subprocess.Popen(entry_argv(node.argv, configs), cwd=node.cwd, stdout=log,
+        argv = ports.filled(node.argv, ports.free_ports(1)[0])  # master_port auto: chosen here, where it starts
+        process = subprocess.Popen(entry_argv(argv, configs), cwd=node.cwd, stdout=log,
                                    stderr=subprocess.STDOUT, start_new_session=True,
                                    env={**os.environ, "TMPDIR": str(result.system_tmp), **env, **node.env})
         try:
@@ -158,7 +160,7 @@ def _launch_one(result: Launch, name: str, runs: list[Run], common: tuple[str, .
                     process.wait()
     result.launches += 1
     first = result.plans[runs[0].label]
-    ranks = first.framework.gather_rank_logs(node.log_dir, 0, first.name.nprocs_per_node)
+    ranks = launchers.of(first).gather_rank_logs(node.log_dir, 0, first.name.nprocs_per_node)
     running = _split(result, ranks)
     labels = [run.label for run in runs]
     if ending == "exit 0" and result.finished.issuperset(labels):

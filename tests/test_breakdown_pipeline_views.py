@@ -144,9 +144,9 @@ def test_show_the_lever_and_compare_read_as_a_pipeline():
            "calibrated GEMM peak; P2P not priced (missing below)" in lines
     assert "  rank 0 (stage 0): compute 50 ms, pipeline waiting 400 ms, wait 1 ms, communication 4 ms, data 2 ms, " \
            "optimizer 3 ms" in lines
-    assert tb["lever"] == ("compute is 65% of the serialised step (300 ms); at the calibrated GEMM peak it would take "
-                           "0.3 ms, " + words.OVERHEAD_BOUND.format(ratio=1000) + "; rank 1 (stage 1) is the "
-                           "pipeline's slowest stage (compute 300 ms against the "
+    assert tb["lever"] == ("compute is 65% of the serialised step (300 ms); at 50% of the calibrated GEMM peak it "
+                           "would take 0.6 ms: 299 ms to gain; " + words.OVERHEAD_BOUND.format(ratio=1000)
+                           + "; rank 1 (stage 1) is the pipeline's slowest stage (compute 300 ms against the "
                            "median 175 ms): the other stages wait for it")
     waiting = breakdown.time_breakdown([record(0, 0.1, 0.5), record(1, 0.1, 0.5)], METRICS, (None, "no peak"),
                                        (None, ""), NODES, [], MEASURE)

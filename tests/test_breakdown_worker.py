@@ -12,6 +12,7 @@ from .torch_ranks import open_worker, run_ranks, worker_config
 
 MODEL = dict(n_layer=2, n_head=2, d_model=32, vocab_size=128, seq_len=16)
 TRAIN = dict(micro_batch_size=2, steps=2, warmup_steps=1)
+WARM = dict(micro_batch_size=2, steps=7, warmup_steps=5)  # 2 plain warm-up steps, then the 3 breakdown steps
 # Delays well above what a loaded machine adds to a step of this tiny model (the suite runs in three lanes
 # on 2 cores); each comparison takes the fastest of the steps: load only ever adds time, a delay adds its own.
 COLLECTIVE_MS, DATA_MS, COMPUTE_MS = 250.0, 100.0, 400.0
@@ -26,9 +27,25 @@ def _measure(rank: int, world: int, cfg) -> dict:
     return {"record": record, "worker": worker}
 
 
+def _through_harness(rank: int, world: int, cfg) -> dict:
+    """The whole timed loop (training/harness.py ``_train``) of ``cfg``: every record it wrote, in order."""
+    import contextlib
+    import io
+
+    from training import harness
+    from training.contract import perflog
+
+    worker, out = open_worker(rank, world, cfg), io.StringIO()
+    with contextlib.redirect_stdout(out):
+        harness._train(cfg, harness.Ranks(rank=rank, world_size=world, local_rank=rank, node_rank=0), worker, None)
+    return {"record": [r for r in map(perflog.parse_line, out.getvalue().splitlines()) if r], "worker": worker}
+
+
 def _in_turn(rank: int, world: int, configs: list) -> list:
-    """Each config's worker in turn on the one process group (the first owns it: it closes last)."""
-    done = [_measure(rank, world, cfg) for cfg in configs]
+    """Each config's worker in turn on the one process group (the first owns it: it closes last); a config in
+    ``HARNESS`` form, ``("harness", cfg)``, runs the whole timed loop."""
+    done = [_through_harness(rank, world, cfg[1]) if isinstance(cfg, tuple) else _measure(rank, world, cfg)
+            for cfg in configs]
     for one in reversed(done):
         one["worker"].close()
     return [one["record"] for one in done]
@@ -50,6 +67,11 @@ def records() -> dict:
     for stage in ("stage1", "stage2"):
         cfg = worker_config(MODEL, TRAIN, {"sharding": stage})
         configs[stage], configs[f"{stage}_delayed"] = cfg, _delayed(cfg, collective_delay_ms=SHARDED_MS)
+    # the whole timed loop: DDP with a warm-up long enough for its breakdown steps, FSDP2 with the same (its
+    # hooks stay on the model: after the measured steps), DDP with a short warm-up (after them too)
+    configs.update({"loop_ddp": ("harness", worker_config(MODEL, WARM)),
+                    "loop_stage2": ("harness", worker_config(MODEL, WARM, {"sharding": "stage2"})),
+                    "loop_short": ("harness", worker_config(MODEL, TRAIN))})
     ranks = run_ranks(_in_turn, 2, list(configs.values()))
     return {name: (ranks[0][i], ranks[1][i]) for i, name in enumerate(configs)}
 
@@ -152,3 +174,46 @@ def test_sharded_collectives_are_timed_one_by_one(records, stage):
     grew = min(delayed.communication_s) - min(plain.communication_s)
     assert abs(grew - delay) <= 0.2 * delay, (ops, plain.communication_s, delayed.communication_s)
     assert min(delayed.compute_s) - min(plain.compute_s) < 0.5 * delay, (plain.compute_s, delayed.compute_s)
+
+
+def test_the_breakdown_steps_are_the_last_warm_up_steps_where_the_layout_leaves_the_model_alone(records):
+    """DDP with 5 warm-up steps: steps 2-4 of the timed loop are the breakdown steps (each a step record, its
+    time spanning the breakdown step's), so the run has no extra step; FSDP2 (its timing hooks would stay on
+    the model) and a short warm-up keep them after the measured steps."""
+    from training import breakdown
+    from training.contract import perflog
+
+    for rank_records in records["loop_ddp"]:
+        steps = [r for r in rank_records if isinstance(r, perflog.StepRecord)]
+        (timed,) = [r for r in rank_records if isinstance(r, perflog.BreakdownRecord)]
+        assert [s.step for s in steps] == list(range(7)) and [s.warmup for s in steps] == [True] * 5 + [False] * 2
+        assert rank_records.index(timed) == len(rank_records) - 2  # after the steps, before the end record
+        assert timed.steps == 3 and timed.method == breakdown.method(breakdown.WARMUP) and timed.not_measured is None
+        assert sum(timed.bucket_bytes) == b0_gradient_bytes(MODEL) and timed.group_size == 2
+        for step, seconds in zip(steps[2:5], timed.step_s):
+            assert step.step_time_s >= seconds > 0 and step.loss > 0  # the loop timed the breakdown step whole
+    for name in ("loop_stage2", "loop_short"):
+        for rank_records in records[name]:
+            (timed,) = [r for r in rank_records if isinstance(r, perflog.BreakdownRecord)]
+            assert timed.steps == 3 and timed.method == breakdown.method(breakdown.AFTER), name
+    assert breakdown.in_warmup(SimpleTrain(5, 3), True) == range(2, 5)
+    assert breakdown.in_warmup(SimpleTrain(4, 3), True) == range(0) == breakdown.in_warmup(SimpleTrain(5, 3), False)
+    assert breakdown.in_warmup(SimpleTrain(5, 0), True) == range(0)
+
+
+def test_one_process_takes_its_breakdown_from_the_warm_up_too():
+    from training import breakdown
+    from training.contract import perflog
+
+    done = _through_harness(0, 1, worker_config(MODEL, WARM))
+    (timed,) = [r for r in done["record"] if isinstance(r, perflog.BreakdownRecord)]
+    steps = [r for r in done["record"] if isinstance(r, perflog.StepRecord)]
+    assert timed.method == breakdown.method(breakdown.WARMUP) and timed.steps == 3 and timed.bucket_bytes == []
+    assert len(steps) == 7 and all(s.step_time_s >= t for s, t in zip(steps[2:5], timed.step_s))
+    done["worker"].close()
+
+
+def SimpleTrain(warmup_steps: int, breakdown_steps: int):
+    from types import SimpleNamespace
+
+    return SimpleNamespace(warmup_steps=warmup_steps, breakdown_steps=breakdown_steps)

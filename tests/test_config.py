@@ -13,7 +13,7 @@ CASE = "gpt2_tiny:torch:cpu:1:2"
 
 
 def plan(root, tmp_path, names=(CASE,), **kwargs):
-    return build_run_plan(load_inputs(root), list(names), "test-run", tmp_path / "logs", ports=[29500] * 8, **kwargs)
+    return build_run_plan(load_inputs(root), list(names), "test-run", tmp_path / "logs", **kwargs)
 
 
 def error(root, tmp_path, **kwargs) -> str:

@@ -52,8 +52,7 @@ def test_a_device_must_say_how_many_dies_it_is_and_reports_say_it(accelbench, ro
     assert tripped.returncode == 1 and "accelerators.MI250X.dies_per_device is not set" in tripped.stdout
     assert "MI300X.dies_per_device" not in tripped.stdout and "cpu" not in tripped.stdout.split("vendor amd")[0]
     # a round on the shipped file records what a device is, and show and report say it
-    case = build_run_plan(load_inputs(ROOT), ["gpt3_6.7B:torch:MI250X:1:8"], "d", tmp_path / "logs",
-                          ports=[29500]).cases[0]
+    case = build_run_plan(load_inputs(ROOT), ["gpt3_6.7B:torch:MI250X:1:8"], "d", tmp_path / "logs").cases[0]
     record = result_document(case, RoundResult(str(case.name), 1, tmp_path, "failed"), {})
     assert record.device_definition.words() == "a device of MI250X is 1 die; a card is 2 devices " \
                                                "(vendors/amd/vendor.yaml)"

@@ -3,7 +3,7 @@ import pytest
 
 from run_benchmarks.results import rank_logs as collect
 from run_benchmarks.results import figures
-from run_benchmarks.catalog.frameworks import RankLogs
+from run_benchmarks.results.rank_logs import RankLogs
 from training.contract import perflog
 
 

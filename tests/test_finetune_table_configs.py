@@ -33,8 +33,7 @@ def test_every_row_has_one_config_per_framework():
 @pytest.mark.parametrize("case, framework, name", CONFIGS, ids=["/".join(c) for c in CONFIGS])
 def test_each_config_plans_on_the_layout_its_name_states(case, framework, name, tmp_path):
     tp, stage, degree, batch, recompute, gpus = NAME.fullmatch(name).groups()
-    plan = build_run_plan(load_inputs(ROOT), [f"{case}:{framework}:A100:1:{gpus}"], "table", tmp_path, name,
-                          ports=[29500])
+    plan = build_run_plan(load_inputs(ROOT), [f"{case}:{framework}:A100:1:{gpus}"], "table", tmp_path, name)
     (planned,) = plan.cases
     spec = planned.workload
     train, par = spec.train, spec.parallel

@@ -13,7 +13,6 @@ from run_benchmarks.catalog.vendors import VendorRegistry
 from run_benchmarks.results import loss_check, loss_reference
 from run_benchmarks.results.breakdown_words import changed_part
 from run_benchmarks.results.loss_reference import RunCurve
-from run_benchmarks.results.report import finetune_table
 
 from .conftest import ROOT, write
 from .test_finetune_table import doc as finetune_doc, store  # noqa: F401 - fixture
@@ -44,18 +43,21 @@ def test_table_finetune_last_is_the_newest_run_holding_a_finetune(accelbench, st
     done = accelbench("table", "finetune", "last", "--db", store, "--format", "markdown")
     assert done.returncode == 0, done.stderr  # was exit 2: "no Paddle or Torch LoRA or full finetune"
     chosen = done.stdout.split("last: run ", 1)[1].split(",")[0]  # run-a and run-b started at one time
-    assert chosen in ("run-a", "run-b") and f"finetune table: {chosen} on cpu" in done.stdout
-    assert "the newest run holding a finetune (1 newer run(s) hold none: run-newer)" in done.stdout
+    assert chosen in ("run-a", "run-b") and f"finetune table: {chosen}" in done.stdout
+    assert "the newest run holding rows of this table (1 newer run(s) hold none: run-newer)" in done.stdout
     assert accelbench("table", "finetune", "--db", store).returncode == 0  # no selection: the same
-    assert accelbench("table", "finetune", "run-newer", "--db", store).returncode == 2  # named: as asked
+    named = accelbench("table", "finetune", "run-newer", "--db", store, "--format", "markdown")  # named: as asked
+    assert named.returncode == 0 and "left out: 1 workload(s) of task pretrain" in named.stdout  # the source alone
 
 
-def test_a_cpu_table_names_its_devices_cpu_processes(accelbench, store):  # noqa: F811
+def test_a_cpu_table_names_its_devices_and_where_they_ran(accelbench, store):  # noqa: F811
+    """The source's column is its GPU count; ours counts devices, and a CPU twin's rows say they ran on cpu
+    (never a GPU for what is not one)."""
     done = accelbench("table", "finetune", "run-a", "--db", store, "--format", "markdown")
     header = next(line for line in done.stdout.splitlines() if line.startswith("| model"))
-    assert "| CPU processes |" in header and "GPU" not in done.stdout
-    table, _ = finetune_table.rows([])
-    assert finetune_table.device_noun(table) == ("device", "devices")  # no rows: no kind to name
+    assert "| devices | batch | ran on |" in header and "GPU" not in header
+    ours = [line for line in done.stdout.splitlines() if line.startswith("| llama_tiny")]
+    assert ours and all(line.split(" | ")[4] == "cpu" for line in ours)
 
 
 def test_a_cpus_mfu_footnote_points_at_calibrate_and_markdown_keeps_it_under_the_run_id(accelbench, tmp_path):

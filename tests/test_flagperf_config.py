@@ -68,7 +68,7 @@ def as_flagperf(config: dict) -> str:
 
 
 def planned(case_name: str, extern: str, tmp_path, root=ROOT):
-    plan = build_run_plan(load_inputs(root), [case_name], "flagperf", tmp_path / "logs", extern, ports=[29500])
+    plan = build_run_plan(load_inputs(root), [case_name], "flagperf", tmp_path / "logs", extern)
     return plan.cases[0]
 
 
@@ -256,8 +256,7 @@ def test_a_real_run_says_first_which_extern_file_it_reads(tmp_path):
     from run_benchmarks.cli.run_view import print_extern_configs
 
     py = write(tmp_path / "config_mine.py", "per_device_train_batch_size = 2\nsave_steps = 5\n")
-    plan = build_run_plan(load_inputs(ROOT), ["gpt2_tiny:torch:cpu:1:2"], "flagperf", tmp_path / "logs", str(py),
-                          ports=[29500])
+    plan = build_run_plan(load_inputs(ROOT), ["gpt2_tiny:torch:cpu:1:2"], "flagperf", tmp_path / "logs", str(py))
     out = io.StringIO()
     print_extern_configs(Console(file=out, width=200), plan)
     assert out.getvalue().splitlines() == [

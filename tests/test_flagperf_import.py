@@ -18,7 +18,7 @@ CONFIGS = ("config_TP1PP1SH2SP8A10080Gx1x8", "config_TP2PP4SH1SP1A10040Gx1x8")
 
 def workload(root, extern: str, hardware: str, tmp_path):
     plan = build_run_plan(load_inputs(root), [f"gpt3_6.7B:paddle:{hardware}:1:8"], "import", tmp_path / "logs",
-                          extern, ports=[29500])
+                          extern)
     return plan.cases[0].workload
 
 

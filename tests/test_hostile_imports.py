@@ -11,7 +11,7 @@ import json
 import pytest
 
 from run_benchmarks.results import analyze
-from run_benchmarks.results.importers import PARSERS, register
+from run_benchmarks.results.importers.parsers import PARSERS, register
 
 from .test_analyze import rank_log
 from .test_hostile_inputs import run_bounded

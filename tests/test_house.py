@@ -1,10 +1,13 @@
 """The house's rules, from the code's own imports: the import contracts of pyproject.toml (import-linter:
-the orchestrator's layers, the two halves meeting only in training/contract), no import cycle between
-modules (imports inside functions and under TYPE_CHECKING count), and files short enough to read."""
+the orchestrator's layers, the two halves meeting only in training/contract; and the same contracts checked
+here on the imports by name import-linter cannot see: import_module, __import__, the registries' lazy paths),
+no import cycle between modules (imports inside functions, under TYPE_CHECKING and by name count), and files
+short enough to read, tests/ included."""
 from __future__ import annotations
 
 import ast
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -62,15 +65,54 @@ def test_every_part_of_training_but_the_contract_is_forbidden_to_the_orchestrato
             assert set(contract["forbidden_modules"]) == parts, contract["name"]
 
 
-def module_imports() -> dict[str, set[str]]:
-    """Each module of both halves -> the modules it imports, wherever the import statement sits."""
+def _modules(root: Path) -> dict[str, Path]:
     modules: dict[str, Path] = {}
     for half in HALVES:
-        for path in (ROOT / half).rglob("*.py"):
-            parts = list(path.relative_to(ROOT).with_suffix("").parts)
+        for path in (root / half).rglob("*.py"):
+            parts = list(path.relative_to(root).with_suffix("").parts)
             if parts[:2] == ["training", "run_benchmarks"]:
                 continue  # FlagPerf's own entry scripts, no package: not part of the worker half
             modules[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+    return modules
+
+
+# A registry's built-in entry, "package.module:attribute" (training/contract/registry.py): an import by name.
+_LAZY_PATH = re.compile(r"^((?:run_benchmarks|training)(?:\.\w+)+):\w+$")
+
+
+def _literal(node: ast.AST, name: str) -> str | None:
+    """A string the code spells out: a literal, or f"{__name__}..." in module ``name``."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return node.value
+    if isinstance(node, ast.JoinedStr) and len(node.values) == 2 and isinstance(node.values[0], ast.FormattedValue) \
+            and isinstance(node.values[0].value, ast.Name) and node.values[0].value.id == "__name__" \
+            and isinstance(node.values[1], ast.Constant):
+        return name + str(node.values[1].value)
+    return None
+
+
+def imports_by_name(tree: ast.AST, name: str) -> set[str]:
+    """The modules a module loads by name: ``importlib.import_module("x")``, ``import_module("x")`` and
+    ``__import__("x")`` with a literal, and the registries' lazy paths ("x:attribute"); f"{__name__}.x" spells
+    one too."""
+    found = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and node.args and (
+                (isinstance(node.func, ast.Attribute) and node.func.attr == "import_module")
+                or (isinstance(node.func, ast.Name) and node.func.id in ("import_module", "__import__"))):
+            module = _literal(node.args[0], name)
+            if module is not None:
+                found.add(module)
+        match = _LAZY_PATH.match(_literal(node, name) or "")
+        if match:
+            found.add(match.group(1))
+    return found
+
+
+def module_imports(root: Path = ROOT, by_name_only: bool = False) -> dict[str, set[str]]:
+    """Each module of both halves -> the modules it imports, wherever the import statement sits, and those it
+    loads by name (``imports_by_name``); ``by_name_only``: those alone (what import-linter cannot see)."""
+    modules = _modules(root)
 
     def known(name: str) -> str | None:
         while name and name not in modules:
@@ -80,8 +122,9 @@ def module_imports() -> dict[str, set[str]]:
     edges: dict[str, set[str]] = {}
     for name, path in modules.items():
         package = name if path.name == "__init__.py" else name.rpartition(".")[0]
-        targets: set[str] = set()
-        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        tree = ast.parse(path.read_text(), str(path))
+        targets: set[str] = set(imports_by_name(tree, name))
+        for node in ast.walk(tree) if not by_name_only else ():
             if isinstance(node, ast.Import):
                 targets |= {a.name for a in node.names}
             elif isinstance(node, ast.ImportFrom):
@@ -92,6 +135,58 @@ def module_imports() -> dict[str, set[str]]:
                 targets |= {f"{source}.{a.name}" if f"{source}.{a.name}" in modules else source for a in node.names}
         edges[name] = {t for t in map(known, targets) if t and t != name}
     return edges
+
+
+def _within(module: str, packages) -> bool:
+    return any(module == p or module.startswith(p + ".") for p in packages)
+
+
+def contract_breaches(edges: dict[str, set[str]], root: Path = ROOT) -> list[str]:
+    """The import contracts of pyproject.toml (forbidden and layers) checked on ``edges``: import-linter reads
+    import statements only, so the imports by name are checked here against the same contracts."""
+    contracts = tomllib.loads((root / "pyproject.toml").read_text())["tool"]["importlinter"]["contracts"]
+    found = []
+    for contract in contracts:
+        if contract["type"] == "forbidden":
+            found += [f"{source} -> {target} ({contract['name']})" for source, targets in sorted(edges.items())
+                      if _within(source, contract["source_modules"]) for target in sorted(targets)
+                      if _within(target, contract["forbidden_modules"])]
+        elif contract["type"] == "layers":
+            layers = [re.split(r"\s*[|:]\s*", layer) for layer in contract["layers"]]
+            rank = {module: i for i, layer in enumerate(layers) for module in layer}
+            for source, targets in sorted(edges.items()):
+                mine = next((rank[m] for m in rank if _within(source, [m])), None)
+                for target in sorted(targets):
+                    theirs = next((rank[m] for m in rank if _within(target, [m])), None)
+                    if mine is not None and theirs is not None and theirs < mine:
+                        found.append(f"{source} -> {target} ({contract['name']})")
+    return found
+
+
+def test_the_contracts_hold_for_imports_by_name():
+    assert contract_breaches(module_imports(by_name_only=True)) == []
+
+
+def test_an_import_by_name_across_the_halves_or_up_the_layers_fails_the_check(tmp_path):
+    """A copy of the tree where the orchestrator loads a worker module with import_module, names one in a
+    registry's lazy path, and the results load the CLI with __import__: each is reported."""
+    for part in (*HALVES, "pyproject.toml"):
+        source = ROOT / part
+        (shutil.copytree(source, tmp_path / part, ignore=shutil.ignore_patterns("__pycache__"))
+         if source.is_dir() else shutil.copy(source, tmp_path / part))
+    figures = tmp_path / "run_benchmarks/results/figures.py"
+    figures.write_text(figures.read_text() + "\n\ndef _late():\n    import importlib\n    return "
+                       "importlib.import_module('training.harness'), __import__('run_benchmarks.cli.main')\n")
+    kinds = tmp_path / "run_benchmarks/catalog/kinds.py"
+    kinds.write_text(kinds.read_text() + '\nKINDS.register("stray", "training.torch.device:TorchDevice")\n')
+    breaches = contract_breaches(module_imports(tmp_path, by_name_only=True), tmp_path)
+    assert "run_benchmarks.results.figures -> training.harness (the orchestrator imports from training/ only its " \
+           "contract package)" in breaches
+    assert "run_benchmarks.catalog.kinds -> training.torch.device (the orchestrator imports from training/ only " \
+           "its contract package)" in breaches
+    assert any(b.startswith("run_benchmarks.results.figures -> run_benchmarks.cli.main (the orchestrator's")
+               for b in breaches)
+    assert len(breaches) == 3, breaches
 
 
 def cycles(edges: dict[str, set[str]]) -> list[list[str]]:
@@ -145,7 +240,10 @@ def test_the_cycle_finder_finds_a_cycle_through_a_lazy_import():
 
 
 def test_no_file_is_over_400_lines_and_one_over_300_says_why():
-    long, unexplained = [], []
+    """Both halves; the 400-line limit holds for tests/ too (tests/infra/ included)."""
+    long = [f"{path.relative_to(ROOT)} ({n})" for path in (ROOT / "tests").rglob("*.py")
+            if (n := len(path.read_text().splitlines())) > 400]
+    unexplained = []
     for half in HALVES:
         for path in (ROOT / half).rglob("*.py"):
             lines = len(path.read_text().splitlines())

@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from run_benchmarks.results import importers
+from run_benchmarks.results.importers import parsers
 from run_benchmarks.results.importers.fields import MEANINGS, Field, FieldTable
 from run_benchmarks.results.importers.megatron_fields import MEGATRON, MEGATRON_DEEPSPEED
 from run_benchmarks.results.importers.nemo_fields import NEMO1, NEMO2
@@ -24,7 +24,7 @@ PROJECTS = {"NVIDIA/Megatron-LM", "microsoft/Megatron-DeepSpeed", "NVIDIA/NeMo",
 
 
 def test_every_line_format_has_a_parser_and_every_field_its_meaning_unit_and_printing_file():
-    formats = {p.format for _, p in importers.PARSERS.items()} - {"mllog"}
+    formats = {p.format for _, p in parsers.PARSERS.items()} - {"mllog"}
     assert formats == set(TABLES), formats
     for tables in TABLES.values():
         for table in tables:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from run_benchmarks.results import importers
+from run_benchmarks.results.importers import parsers
 
 from .line_log_writers import write
 from .line_logs import GIB, Truth, flops_per_step_per_device
@@ -54,7 +54,7 @@ def truths(draw, fmt: str) -> Truth:
 def imported(tmp_path, truth: Truth):
     log = tmp_path / f"{truth.fmt}.log"
     log.write_text(write(truth))
-    return importers.get(truth.fmt).parse(log, truth.world, truth.skip)
+    return parsers.get(truth.fmt).parse(log, truth.world, truth.skip)
 
 
 def approx(value):

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from run_benchmarks.results.importers import get
+from run_benchmarks.results.importers.parsers import get
 
 T0 = 1_760_000_000_000
 SETTINGS = settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])

@@ -13,7 +13,7 @@ import sys
 
 import pytest
 
-from run_benchmarks.results.importers import get
+from run_benchmarks.results.importers.parsers import get
 from run_benchmarks.results.importers import mllog_events
 from run_benchmarks.results.importers.mlperf_table import TABLE, parse, table
 

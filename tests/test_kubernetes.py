@@ -25,14 +25,19 @@ from .infra.k8s_api import Cluster, StandIn, exited, running, unschedulable
 CASE = "gpt2_tiny:torch:cpu:2:1"
 
 
+PUBLISHED_PORT = 24680  # what pod 0's ports.py --publish chose (master_port auto), in the stand-in
+
+
 def reported(cluster: Cluster, pod: dict, folder: Path) -> None:
     """What a node's launcher leaves: every rank's records where torchrun's --log-dir puts them, and its
-    own lines as the pod's log."""
+    own lines as the pod's log; pod 0 also the master port it chose and published in its folder."""
     config = json.loads((folder.parent / "config.json").read_text())
     name, workload = parse_case_name(config["runtime"]["case_name"]), config["workload"]
     train, n, node = workload["train"], name.nprocs_per_node, int(pod["metadata"]["labels"]["job-name"] and
                                                                  folder.name.rsplit("noderank", 1)[1])
     tokens = train["micro_batch_size"] * workload["model"]["seq_len"]
+    if node == 0:
+        write(folder / "master_port", f"{PUBLISHED_PORT}\n")
     for local in range(n):
         rank = node * n + local
         records = [perflog.StartRecord(rank=rank, local_rank=local, node_rank=node, world_size=name.world_size,
@@ -110,6 +115,8 @@ def test_a_round_that_completes_is_ok_with_its_pods_logs_and_facts(accelbench, s
     assert policy == "Foreground" and name.endswith("-r1") and api.cluster.jobs == {} and api.cluster.owned == {}
     nodes = doc["environment"]["nodes"]
     assert [n["host"] for n in nodes] == ["kind-worker0", "kind-worker1"]
+    assert doc["environment"]["rendezvous"] == {
+        "master_port": PUBLISHED_PORT, "chosen_by": "auto, chosen in the pod of index 0 when it starts"}
     assert [n["kubernetes"]["job"] for n in nodes] == [name, name]
     assert nodes[1]["kubernetes"]["pod"].startswith(f"{name}-1-") and nodes[1]["kubernetes"]["namespace"] == "bench"
     round_dir = Path(doc["results_path"]).parent

@@ -29,16 +29,18 @@ SCHEMA_VERSION = "1.33"  # a Kubernetes release whose schemas kubernetes-validat
 ODD_SHARED = "/shared/bench's dir $(touch /tmp/accelbench-owned)"  # never created: only planned
 
 
-def cluster_file(path: Path, **settings) -> Path:
+def cluster_file(path: Path, master_port=None, **settings) -> Path:
+    """A Kubernetes cluster file: ``settings`` under ``kubernetes:``; ``master_port`` auto unless given."""
     settings = {"namespace": "bench", "image": "reg.example/accelbench/torch:2.13", "shared_dir": ODD_SHARED,
                 "shared_claim": "bench-rwx", **settings}
-    lines = ["scheduler: kubernetes", "kubernetes:", *(f"  {k}: {json.dumps(v)}" for k, v in settings.items())]
+    lines = ["scheduler: kubernetes", *([f"master_port: {master_port}"] if master_port else []), "kubernetes:",
+             *(f"  {k}: {json.dumps(v)}" for k, v in settings.items())]
     return write(path, "\n".join(lines) + "\n")
 
 
 def planned(tmp_path: Path, case_name: str, root: Path = ROOT, **settings):
     inputs = load_inputs(root, None, cluster_file(tmp_path / "k8s.yaml", **settings))
-    plan = build_run_plan(inputs, [case_name], RUN_ID, tmp_path / "logs", ports=[29500])
+    plan = build_run_plan(inputs, [case_name], RUN_ID, tmp_path / "logs")
     return inputs.cluster.kubernetes, plan.cases[0], plan.cases[0].rounds[0]
 
 
@@ -77,12 +79,17 @@ EXPECTED_JOB = {
                                                                          .replace("ROUND", ROUND)),
                                      "args": ["/etc/accelbench/nodes.json", "monitor"], "restartPolicy": "Always"}],
              }}}}
-EXPECTED_NODE_1 = {
-    "launcher": ["python3", "-m", "torch.distributed.run", "--nnodes=2", "--nproc-per-node=1", "--node-rank=1",
-                 f"--master-addr={NAME}-0.{NAME}", "--master-port=29500", f"--local-addr={NAME}-1.{NAME}",
+PORT_FILE = f"{ROUND}/kubernetes_noderank0/master_port"  # where the pod of index 0 writes the port it chose
+CHOOSE_PORT = ["python3", f"{ODD_SHARED}/code/DIGEST/training/contract/ports.py"]
+EXPECTED_NODE_1 = {  # master_port auto: it waits for the port pod 0 chose, fills it in and runs its launcher
+    "launcher": [*CHOOSE_PORT, "--wait", PORT_FILE, "--timeout", "3600", "--",
+                 "python3", "-m", "torch.distributed.run", "--nnodes=2", "--nproc-per-node=1", "--node-rank=1",
+                 f"--master-addr={NAME}-0.{NAME}", "--master-port=@ACCELBENCH_MASTER_PORT@",
+                 f"--local-addr={NAME}-1.{NAME}",
                  "--max-restarts=0", "--monitor-interval=0.25", f"--log-dir={ROUND}/kubernetes_noderank1/torchrun",
                  "--redirects=3", "-m", "training.run_pretraining", "--config", f"{ROUND}/config.json"],
     "env": {"ACCELBENCH_NODE_RANK": "1", "ACCELBENCH_ORCHESTRATOR": "ORCHESTRATOR", "ACCELBENCH_RUN_ID": RUN_ID,
+            "ACCELBENCH_VENDOR_DIR": f"{ODD_SHARED}/code/DIGEST/vendors/cpu",
             "PYTHONPATH": f"{ODD_SHARED}/code/DIGEST", "PYTHONUNBUFFERED": "1",
             "TMPDIR": f"{ROUND}/kubernetes_noderank1/tmp",
             "TORCHINDUCTOR_CACHE_DIR": f"{ODD_SHARED}/cache/torchinductor"},
@@ -106,11 +113,23 @@ def test_a_2x1_round_is_this_indexed_job_service_and_config_map(tmp_path):
     assert json.loads(config["data"]["config.json"]) == json.loads(rnd.worker_config.model_dump_json())
     nodes = _named(json.loads(config["data"]["nodes.json"]))
     assert sorted(nodes) == ["0", "1"] and nodes["1"] == EXPECTED_NODE_1
+    # the pod of index 0 chooses the port in its own network and publishes it before its launcher starts
+    assert nodes["0"]["launcher"][:5] == [*CHOOSE_PORT, "--publish", PORT_FILE, "--"]
+    assert nodes["0"]["launcher"][10:14] == ["--node-rank=0", f"--master-addr={NAME}-0.{NAME}",
+                                             "--master-port=@ACCELBENCH_MASTER_PORT@", f"--local-addr={NAME}-0.{NAME}"]
+    # the launcher argv is the planner's own, only its address placeholders filled (its port's in the pod)
+    assert [a for a in rnd.nodes[1].argv if "ACCELBENCH" not in a] == \
+        [a for a in json.loads(config["data"]["nodes.json"])["1"]["launcher"][7:] if NAME not in a
+         and "ACCELBENCH" not in a]
+
+
+def test_a_fixed_master_port_is_the_launchers_own_with_nothing_chosen_in_the_pods(tmp_path):
+    spec, case, rnd = planned(tmp_path, "gpt2_tiny:torch:cpu:2:1", master_port=29500)
+    nodes = _named(json.loads(manifests.config_map(case, rnd)["data"]["nodes.json"]))
+    assert nodes["1"]["launcher"] == [
+        *EXPECTED_NODE_1["launcher"][7:14], "--master-port=29500", *EXPECTED_NODE_1["launcher"][15:]]
     assert nodes["0"]["launcher"][5:9] == ["--node-rank=0", f"--master-addr={NAME}-0.{NAME}", "--master-port=29500",
                                            f"--local-addr={NAME}-0.{NAME}"]
-    # the launcher argv is the planner's own, only its address placeholders filled
-    assert [a for a in rnd.nodes[1].argv if "ACCELBENCH" not in a] == \
-        [a for a in json.loads(config["data"]["nodes.json"])["1"]["launcher"] if NAME not in a]
 
 
 def test_the_vendor_kind_names_the_device_resource_and_count_per_pod(tmp_path):

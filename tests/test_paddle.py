@@ -218,9 +218,9 @@ def test_a_config_that_does_not_fit_the_world_size_is_refused(root, tmp_path):
 
 
 def test_multi_node_paddle_launch_names_master_rank_and_address(root, tmp_path):
-    from run_benchmarks.catalog.frameworks import NodeLaunch, get
+    from run_benchmarks.backends.launchers import NodeLaunch, get
 
-    argv = get("paddle").launcher_argv(NodeLaunch(
+    argv = get("paddle.distributed.launch").argv(NodeLaunch(
         python="python", nnodes=2, nprocs_per_node=8, node_rank=1, master_addr="10.0.0.1", master_port=29500,
         local_addr="10.0.0.2", log_dir=tmp_path, worker_config=tmp_path / "c.json", code_root=tmp_path))
     assert {"--nnodes=2", "--master=10.0.0.1:29500", "--rank=1", "--host=10.0.0.2"} <= set(argv)
@@ -239,11 +239,12 @@ def test_multi_node_paddle_launch_names_master_rank_and_address(root, tmp_path):
     ("ConnectionRefusedError: [Errno 111] Connection refused (a dataset server)", False),
 ])
 def test_a_gloo_connect_failure_is_a_start_error_not_a_result(line, start_error):
+    from run_benchmarks.backends import launchers
     from run_benchmarks.catalog.frameworks import get
 
-    for framework in ("paddle", "torch"):
-        assert (get(framework).start_error_in(["Traceback (most recent call last):", line]) is not None) \
-            == start_error
+    for framework in ("paddle", "torch"):  # each framework's launcher (backends/launchers/) knows the errors
+        assert (launchers.get(get(framework).launcher).start_error_in(["Traceback (most recent call last):", line])
+                is not None) == start_error
 
 
 @pytest.mark.parametrize("name, extern, layout", [

@@ -9,7 +9,7 @@ from .conftest import write
 
 
 def build(root, tmp_path, *names, **kwargs):
-    return build_run_plan(load_inputs(root), list(names), "run-1", tmp_path / "logs", ports=[29511] * 8, **kwargs)
+    return build_run_plan(load_inputs(root), list(names), "run-1", tmp_path / "logs", **kwargs)
 
 
 def test_single_node_plan_has_launcher_env_and_log_paths(root, tmp_path):
@@ -22,7 +22,7 @@ def test_single_node_plan_has_launcher_env_and_log_paths(root, tmp_path):
     argv = node.argv
     assert argv[1:3] == ["-m", "torch.distributed.run"]
     for flag in ("--nnodes=1", "--nproc-per-node=2", "--node-rank=0", "--master-addr=127.0.0.1",
-                 "--master-port=29511", "--local-addr=127.0.0.1", "--redirects=3"):
+                 "--master-port=@ACCELBENCH_MASTER_PORT@", "--local-addr=127.0.0.1", "--redirects=3"):
         assert flag in argv
     assert argv[-4:] == ["-m", "training.run_pretraining", "--config", str(rnd.config_path)]
     assert node.env["TMPDIR"] == str(node.log_dir / "tmp")
@@ -33,11 +33,14 @@ def test_single_node_plan_has_launcher_env_and_log_paths(root, tmp_path):
 
 
 def test_repeat_makes_rounds_with_their_own_ports_and_folders(root, tmp_path):
-    plan = build_run_plan(load_inputs(root), ["gpt2_tiny:torch:cpu:1:1:3"], "r", tmp_path, ports=[1, 2, 3])
+    """Each round's port is its own: chosen on the master host when that round starts (master_port auto), so
+    the plan holds the placeholder for each; a chosen port is free and fresh per start (tests/test_ports.py)."""
+    plan = build_run_plan(load_inputs(root), ["gpt2_tiny:torch:cpu:1:1:3"], "r", tmp_path)
     rounds = plan.cases[0].rounds
     assert [r.dir.name for r in rounds] == ["round1", "round2", "round3"]
     assert [next(a for a in r.nodes[0].argv if a.startswith("--master-port")) for r in rounds] == [
-        "--master-port=1", "--master-port=2", "--master-port=3"]
+        "--master-port=@ACCELBENCH_MASTER_PORT@"] * 3
+    assert [r.master_port for r in rounds] == [None] * 3
 
 
 def test_same_case_twice_gets_two_folders(root, tmp_path):
@@ -210,7 +213,8 @@ def test_devices_if_present_reach_only_containers_on_hosts_that_have_them(root, 
 
 def test_host_backends_are_registered_and_local_hosts_stage_files(tmp_path):
     from run_benchmarks.catalog.config_files import HostSpec
-    from run_benchmarks.backends.hosts import BACKENDS, LocalHost, connect
+    from run_benchmarks.backends.hosts import BACKENDS, connect
+    from run_benchmarks.backends.hosts.local import LocalHost
 
     assert list(BACKENDS) == ["local", "ssh"]
     host = connect(HostSpec(name="here"))

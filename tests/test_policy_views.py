@@ -16,7 +16,9 @@ from run_benchmarks.cli.run_view import print_results
 from run_benchmarks.planner.build import build_run_plan
 from run_benchmarks.planner.inputs import load_inputs
 from run_benchmarks.results.record import RoundRecord
-from run_benchmarks.results.report import finetune_table
+from run_benchmarks.results.tables import finetune
+from run_benchmarks.results.tables.core import build
+from run_benchmarks.results.tables.render import view
 from run_benchmarks.results.report.summary import summarize
 from run_benchmarks.results.round_result import RoundResult
 from run_benchmarks.results.store.store import ResultStore
@@ -31,8 +33,7 @@ TINY = "gpt2_tiny:torch:cpu:1:2"
 @functools.lru_cache(maxsize=None)
 def planned(case_name: str, *sets: str) -> tuple[dict, dict]:
     """The resolved workload and policy verdict a run of ``case_name`` with ``sets`` records (planned, never run)."""
-    case = build_run_plan(load_inputs(ROOT), [case_name], "views", ROOT / "logs-unused", None, sets,
-                          ports=[29500]).cases[0]
+    case = build_run_plan(load_inputs(ROOT), [case_name], "views", ROOT / "logs-unused", None, sets).cases[0]
     return case.workload.model_dump(mode="json"), case.compliance.model_dump(mode="json")
 
 
@@ -137,10 +138,10 @@ def test_the_finetune_table_names_a_departing_framework_beside_its_speedup(tmp_p
     _, torch["compliance"] = planned("llama_tiny_lora:torch:cpu:1:1")
     fill(db, [torch, paddle])
     with ResultStore(db, reader=True) as opened:
-        table, _ = finetune_table.rows(summarize(opened.attempts(run_ids=["run-f"])))
-    (row,) = table
-    assert finetune_table.speedup_text(row).endswith("(Paddle non-compliant)")
-    assert finetune_table.cell(row.paddle).endswith("(non-compliant)") and "non-compliant" not in \
-        finetune_table.cell(row.torch)
-    view = finetune_table.view(table, "t")
-    assert any("train.lora_rank 16 (the case's 8" in note for note in view.notes)
+        built = build(finetune.TABLE, summarize(opened.attempts(run_ids=["run-f"])))
+    (row,) = [r for r in built.rows if r.ours]
+    paddle_m, torch_m = finetune.TABLE.measures
+    assert finetune.speedup_text(row).endswith("(Paddle non-compliant)")
+    assert finetune.TABLE.ours_text(paddle_m, row.ours["paddle"]).endswith("(non-compliant)")
+    assert "non-compliant" not in finetune.TABLE.ours_text(torch_m, row.ours["torch"])
+    assert any("train.lora_rank 16 (the case's 8" in note for note in view(built).notes)

@@ -194,8 +194,7 @@ def test_the_reference_sizes_exist_as_cases():
 
 @pytest.mark.parametrize("case", PPO_CASES + NEW_PRETRAIN)
 def test_every_ppo_and_new_pretraining_case_plans(case, tmp_path):
-    plan = build_run_plan(load_inputs(ROOT), [f"{case}:torch:cpu:1:2"], "run-1", tmp_path / "logs",
-                          ports=[29511] * 8)
+    plan = build_run_plan(load_inputs(ROOT), [f"{case}:torch:cpu:1:2"], "run-1", tmp_path / "logs")
     (planned,) = plan.cases
     workload = planned.workload
     assert workload.task == ("ppo" if case.startswith("ppo_") else "pretrain")

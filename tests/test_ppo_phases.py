@@ -12,7 +12,7 @@ from rich.console import Console
 from run_benchmarks.cli.run_view import print_results
 from run_benchmarks.results.record import RoundRecord
 from run_benchmarks.results.report.ppo_phases import ppo_phase_view
-from run_benchmarks.results.report.summary import summarize
+from run_benchmarks.results.report.summary import number, summarize
 from run_benchmarks.results.round_result import RoundResult
 from run_benchmarks.results.store.schema import Attempt, row_from_document, with_columns
 
@@ -62,21 +62,39 @@ def _summary(*docs: dict):
 def test_the_view_shows_each_phase_from_the_stored_figures_and_the_time_split():
     view = ppo_phase_view(_summary(ppo_document()))
     rows = {row[0]: row[1:] for row in view.rows}
-    assert view.headers[1:] == ["samples/s", "samples/s per device", "TFLOP/s per device", "MFU", "time (s)",
-                                "share of iteration"]
-    assert rows["make experience"] == ["40", "20", "3", "25.0%", "12", "60.0%"]
-    assert rows["learn"] == ["80", "40", "5", "50.0%", "6", "30.0%"]
-    assert rows["whole iteration"] == ["25", "12.5", "", "", "20", "100.0%"]  # no TFLOP/s of its own
-    assert any("2 s of the iteration is neither phase" in n for n in view.notes)
+    assert view.headers[1:] == ["samples/s", "samples/s per device", "TFLOP/s per device", "MFU",
+                                "time per update", "share of iteration"]
+    # the times per measured update (4 of them), as the results table's step time is per step
+    assert rows["make experience"] == ["40", "20", "3", "25.0%", "3000.0 ms", "60.0%"]
+    assert rows["learn"] == ["80", "40", "5", "50.0%", "1500.0 ms", "30.0%"]
+    assert any("500.0 ms of an update is neither phase" in n for n in view.notes)
     assert "TFLOP/s: PPO formula" in view.notes
     assert "MFU: experience.tflops_per_device / 12 TFLOP/s (datasheet)" in view.notes
+
+
+def test_the_whole_iteration_shows_the_rows_own_samples_per_s_as_show_does_and_n_a_where_blank(accelbench, tmp_path):
+    """One samples/s in every view: the worker's ``iteration.samples_per_s`` (25 here: each rank's samples over its
+    own clock, summed) read 13.46 where show read 13.36; the table now shows the row's own figure, and a blank
+    TFLOP/s or MFU cell says n/a as the results table does."""
+    doc = ppo_document()
+    doc["metrics"]["mfu"] = None  # no peak for the kind: the results table says n/a
+    summary = _summary(doc)
+    rows = {row[0]: row[1:] for row in ppo_phase_view(summary).rows}
+    rate = doc["metrics"]["samples_per_s"]
+    assert rows["whole iteration"][:4] == [number(rate), number(rate / 2), number(doc["metrics"]["tflops_per_device"]),
+                                           "n/a"]
+    assert rows["whole iteration"][4:] == ["5000.0 ms", "100.0%"]
+    db = tmp_path / "results.db"
+    fill(db, [doc])
+    shown = accelbench("show", "run-ppo", "--db", str(db)).stdout
+    assert f"samples/s: {number(rate)}" in shown.replace("  ", " "), shown
 
 
 def test_rounds_are_averaged_and_a_row_without_phase_seconds_says_so():
     two = ppo_phase_view(_summary(ppo_document(round_=1), ppo_document(round_=2, scale=2.0)))
     assert two.rows[0][1] == "60" and "mean over 2 ok round(s)" in two.notes[0]  # (40 + 80) / 2
     old = ppo_phase_view(_summary(ppo_document(times=False)))
-    assert [row[5:] for row in old.rows] == [["", ""]] * 3
+    assert [row[5:] for row in old.rows] == [["n/a", "n/a"]] * 3
     assert any("time split: not recorded" in n for n in old.notes)
     pretrain = _summary(document("run-a", "gpt3_tiny", "torch", 0.5))
     assert ppo_phase_view(pretrain) is None  # no PPO figures: no table
@@ -91,10 +109,10 @@ def test_report_prints_the_phases_in_the_terminal_and_in_markdown(accelbench, tm
         terminal.stdout
     experience = next(line for line in terminal.stdout.splitlines() if "make experience" in line)
     assert [cell.strip() for cell in experience.split("│")[1:-1]] == ["make experience", "40", "20", "3", "25.0%",
-                                                                      "12", "60.0%"]
+                                                                      "3000.0 ms", "60.0%"]
     markdown = accelbench("report", "run-ppo", "--db", str(db), "--format", "markdown")
     assert "### ppo_tiny:torch:cpu:1:2: PPO phases" in markdown.stdout
-    assert "| learn | 80 | 40 | 5 | 50.0% | 6 | 30.0% |" in markdown.stdout
+    assert "| learn | 80 | 40 | 5 | 50.0% | 1500.0 ms | 30.0% |" in markdown.stdout
 
 
 def test_the_end_of_a_run_prints_the_phases_under_its_table(tmp_path):
@@ -138,6 +156,6 @@ def test_the_html_report_shows_the_phases_after_the_figure_tables(accelbench, tm
     assert page.count("PPO phases") == 1 and "ppo_tiny:torch:cpu:1:2: PPO phases" in page
     assert page.index("<h2>Throughput</h2>") < page.index("PPO phases") < page.index("<h2>Charts</h2>")
     learn = page[page.index("<td class=\"\">learn</td>"):].split("</tr>")[0]
-    assert [c.split(">", 1)[1] for c in learn.split("</td>")[:-1]] == ["learn", "80", "40", "5", "50.0%", "6",
-                                                                        "30.0%"]
-    assert "2 s of the iteration is neither phase" in page and "TFLOP/s: PPO formula" in page
+    assert [c.split(">", 1)[1] for c in learn.split("</td>")[:-1]] == ["learn", "80", "40", "5", "50.0%",
+                                                                        "1500.0 ms", "30.0%"]
+    assert "500.0 ms of an update is neither phase" in page and "TFLOP/s: PPO formula" in page

@@ -37,7 +37,7 @@ def test_published_config_values(model, memory, layout, values, tmp_path):
     hardware = "A100" if memory == "80G" else "A100_40G"
     config = f"config_{layout}A100{memory}x1x8"
     inputs = load_inputs(ROOT)
-    plan = build_run_plan(inputs, [f"{model}:paddle:{hardware}:1:8"], "published", tmp_path, config, ports=[29500])
+    plan = build_run_plan(inputs, [f"{model}:paddle:{hardware}:1:8"], "published", tmp_path, config)
     (case,) = plan.cases
     train, par = case.workload.train, case.workload.parallel
     tp, pp, stage, degree = map(int, re.match(r"TP(\d)PP(\d)SH(\d)SP(\d)", layout).groups())

@@ -19,7 +19,6 @@ import pytest
 
 from run_benchmarks.results import analyze, perf_reader as records
 from run_benchmarks.results import rank_logs as collect
-from run_benchmarks.catalog.frameworks import RankLogs
 from run_benchmarks.results.store.store import ResultStore
 from run_benchmarks.results.store.schema import row_from_document
 from training.contract import perflog
@@ -89,7 +88,7 @@ def test_records_survive_block_boundaries_foreign_lines_and_a_torn_line(tmp_path
     payloads = [p for batch in records.read_batches(path, problems, block_bytes=97) for p in batch]  # blocks smaller than a line
     assert [p["step"] for p in payloads] == list(range(40))
     assert problems == [f"{path}:26: perf record is not valid JSON: " + problems[0].split("JSON: ", 1)[1]]
-    log = collect.read_rank(RankLogs(0, path, tmp_path / "err"))
+    log = collect.read_rank(collect.RankLogs(0, path, tmp_path / "err"))
     assert log.steps_done == 40 and log.series.warmup == 3 and len(log.series.steps) == 37
     assert any(":26:" in p for p in log.problems)
 
@@ -99,7 +98,7 @@ def test_a_step_record_with_a_wrong_type_is_named_and_leaves_the_columns_aligned
     good = perflog.format_record(StepRecord(rank=0, step=0, warmup=False, step_time_s=0.5, tokens=100, loss=1.0))
     bad = good.replace('"step_time_s":0.5', '"step_time_s":"slow"').replace('"step":0', '"step":1')
     path.write_text(good + "\n" + bad + "\n")
-    log = collect.read_rank(RankLogs(0, path, tmp_path / "err"))
+    log = collect.read_rank(collect.RankLogs(0, path, tmp_path / "err"))
     assert list(log.series.steps) == [0] and list(log.series.times) == [0.5]
     assert any("step record" in p or "slow" in p for p in log.problems), log.problems
 
@@ -392,7 +391,7 @@ def test_large_logs_are_read_by_worker_processes_with_the_same_figures(tmp_path,
         lines.append(perflog.format_record(EndRecord(rank=rank, steps=500, peak_memory_bytes=1, memory_total_bytes=2,
                                                      memory_kind="rss")))
         path.write_text("\n".join(lines) + "\n")
-        all_logs.append(RankLogs(rank, path, tmp_path / "err"))
+        all_logs.append(collect.RankLogs(rank, path, tmp_path / "err"))
     serial = analyze.round_metrics(list(collect.read_ranks(all_logs)), None, "")
     monkeypatch.setattr(collect, "PARALLEL_BYTES", 0)  # every log counts as large
     parallel = list(collect.read_ranks(all_logs))

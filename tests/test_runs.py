@@ -58,6 +58,8 @@ def test_repeat_rounds_and_two_nodes_on_this_machine(golden_two_nodes, accelbenc
         assert_complete_ok(doc, world_size=2, steps=SHORT_STEPS, warmup=SHORT_WARMUP,
                            checkout=golden_two_nodes.workdir / "root")
         assert [n["host"] for n in doc["environment"]["nodes"]] == ["n0", "n1"]
+        # each round's own port, chosen on the master host (n0) when the round started, recorded with it
+        assert doc["environment"]["rendezvous"]["chosen_by"].startswith("auto, chosen on host n0 (")
     assert "2 ok" in result.stdout  # the end-of-run table is the report's: one row per workload
     rows = [r for r in golden_two_nodes.attempts() if r["case"] == "gpt2_tiny"]
     assert [(r["round"], r["status"], r["nnodes"]) for r in rows] == [(1, "ok", 2), (2, "ok", 2)]

@@ -34,6 +34,9 @@ def test_two_ssh_hosts_run_a_case_with_results_like_a_local_run(golden_ssh):
     assert_complete_ok(doc, world_size=4, steps=SHORT_STEPS, warmup=SHORT_WARMUP,
                        checkout=golden_ssh.workdir / "root")
     assert [n["host"] for n in doc["environment"]["nodes"]] == ["h0", "h1"]
+    # master_port auto: chosen on the master host over SSH (ports.py under the hostile work root, one argv word)
+    rendezvous = doc["environment"]["rendezvous"]
+    assert rendezvous["chosen_by"].startswith("auto, chosen on host h0 (") and 10_000 <= rendezvous["master_port"]
     round_dir = golden_ssh.round_dir(doc)
     for node, ranks in (("h0_noderank0", range(2)), ("h1_noderank1", range(2, 4))):
         for rank in ranks:  # every rank's log came back over SFTP

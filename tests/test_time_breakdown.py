@@ -98,7 +98,8 @@ def test_compute_far_above_its_expected_figure_is_named_overhead_bound():
         lever = breakdown.time_breakdown([one], metrics, (10.0, "calibrated"), (None, ""), [], [], MEASURE)["lever"]
         assert ("far from GEMM-bound" in lever) is bound, lever
         if bound:
-            assert "it would take 0.008 ms, 10,000x less: the step is far from GEMM-bound" in lever
+            assert ("at 50% of the calibrated GEMM peak it would take 0.016 ms: 80 ms to gain; it takes 10,000x its "
+                    "time at the full peak: the step is far from GEMM-bound") in lever
 
 
 def test_a_rounds_logs_give_metrics_time_breakdown_and_show_prints_it(root, tmp_path, accelbench):
@@ -129,7 +130,8 @@ def test_a_rounds_logs_give_metrics_time_breakdown_and_show_prints_it(root, tmp_
     assert tb["expected"]["compute_s"] is None and tb["expected"]["communication_s"] is None
     assert tb["expected"]["missing"][0].endswith("run `accelbench calibrate cpu`")  # no calibration stored here
     assert tb["expected"]["missing"][1].endswith("run `accelbench run allreduce:torch:cpu:1:2`")
-    assert tb["lever"].startswith("compute is 95% of the serialised step (300 ms); rank 1 is a straggler")
+    assert tb["lever"].startswith("compute is 95% of the serialised step (300 ms); no calibrated GEMM peak prices "
+                                  "it; rank 1 is a straggler (compute 300 ms against the median 200 ms: 50% above it")
 
     doc = document("r1", "gpt2_tiny", "torch", 0.1, world=2)
     doc["metrics"]["time_breakdown"] = tb

@@ -176,3 +176,16 @@ def test_end_record_carries_the_recompile_count():
     assert perflog.parse_line(perflog.format_record(record)).recompiles == 2
     assert perflog.from_payload({"v": 2, "kind": "end", "rank": 0, "steps": 4, "peak_memory_bytes": 1,
                                  "memory_total_bytes": None, "memory_kind": "rss"}).recompiles is None
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
+def test_the_gradient_norm_is_the_float64_sum_of_squares_of_every_gradient(dtype):
+    """The norm each step record carries (parity tests compare it across frameworks), in one fused float64
+    reduction per gradient: the same figure as squaring a float64 copy, to float64 rounding."""
+    from training.torch.pipeline import squared_norm
+
+    generator = torch.Generator().manual_seed(0)
+    grads = [(torch.randn(shape, generator=generator) * 100).to(dtype) for shape in ((257, 31), (1000,), (3, 5, 7))]
+    exact = sum(float((g.double() ** 2).sum()) for g in grads)
+    got = squared_norm(grads, torch.device("cpu"))
+    assert got.dtype == torch.float64 and float(got) == pytest.approx(exact, rel=1e-12)

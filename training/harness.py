@@ -95,6 +95,12 @@ class FrameworkWorker(ABC):
     def allocate(self, nbytes: int) -> object:
         """Ask the device's allocator for ``nbytes`` (``debug.oom_at_step``: a real out-of-memory)."""
 
+    def breakdown_in_warmup(self) -> bool:
+        """Whether this layout's breakdown phases leave the model as they found it (no timing hook stays on it)
+        and their ``compute`` returns the step's ``StepWork``: then the breakdown steps can be warm-up steps
+        (``breakdown.in_warmup``)."""
+        return False
+
     def breakdown_phases(self) -> Union[breakdown.Phases, str]:
         """The phases of a step for the time breakdown (training/breakdown.py), or why there are none."""
         return f"not measured for {self.framework}"

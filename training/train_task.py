@@ -2,12 +2,13 @@
 
 Ranks that split one model replica (tensor x pipeline parallel) share its tokens: each reports its share, so
 the sum over ranks is the global batch and tokens/s per device stays honest. After the measured steps,
-``train.breakdown_steps`` more, split per phase (training/breakdown.py).
+``train.breakdown_steps`` more, split per phase (training/breakdown.py), or, where the layout's breakdown
+leaves the model as it found it (``breakdown_in_warmup``), the last warm-up steps are the breakdown's.
 """
 from __future__ import annotations
 
 import math
-from typing import Callable, Iterator
+from typing import Any, Callable, Iterator, Optional, Union
 
 from training import breakdown
 from training.contract import flops, perflog
@@ -52,11 +53,28 @@ class TrainTask(Task):
                 grad_norm=grad_norm if grad_norm is not None and math.isfinite(grad_norm) else None,  # fp16 overflow
                 ended_at=ended_at)
 
-        yield from timed_loop(self.spec, rank, worker, lambda step: worker.train_step(), record)
+        early = breakdown.in_warmup(self.spec.train, worker.breakdown_in_warmup())
+        phases: Union[breakdown.Phases, str, None] = None  # built at the first breakdown step: DDP's buckets are set
+        timer: Optional[breakdown.Timer] = None  # the warm-up's breakdown steps, where they are in the warm-up
+
+        def step_work(step: int) -> Any:
+            nonlocal phases, timer
+            if early and step == early.start:
+                phases = worker.breakdown_phases()
+                if not isinstance(phases, str):
+                    timer = breakdown.Timer(rank, phases, lambda: synchronize(worker),
+                                            breakdown.method(breakdown.WARMUP))
+            return timer.step() if timer is not None and step in early else worker.train_step()
+
+        yield from timed_loop(self.spec, rank, worker, step_work, record)
         self.memory = peak_memory(worker)  # the measured steps' peaks and compiles, before the breakdown steps
         self.recompiles = worker.recompiles()
         steps = self.spec.train.breakdown_steps
-        yield breakdown.measure(steps, rank, worker.breakdown_phases() if steps else "", lambda: synchronize(worker))
+        if timer is not None:
+            yield timer.record()
+        else:  # after the measured steps, or none (a string: why)
+            phases = (phases or worker.breakdown_phases()) if steps else ""
+            yield breakdown.measure(steps, rank, phases, lambda: synchronize(worker))
 
     def ending(self) -> Ending:
         return Ending(steps=self.spec.train.steps, memory=self.memory, recompiles=self.recompiles)

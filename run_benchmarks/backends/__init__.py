@@ -1,3 +1,4 @@
-"""How a run reaches its nodes: hosts (local, SSH), runtimes (a process, a container), schedulers (the host
-list, Slurm), code sync, parallel fan-out and the cleanup of leftovers. Each kind registers in its base module
-and is chosen by name; none imports its peers."""
+"""How a run reaches its nodes: hosts (local, SSH), runtimes (a process, a container), launchers (torchrun,
+paddle.distributed.launch), schedulers (the host list, Slurm, Kubernetes), code sync, parallel fan-out and the
+cleanup of leftovers. Each axis has one registry, its built-ins registered by path in its package, and is
+chosen by name."""

@@ -9,6 +9,8 @@ from typing import Any, Literal, Optional, Union
 
 from pydantic import Field, NonNegativeFloat, PositiveFloat, conint, field_validator, model_validator
 
+from training.contract.tasks import TASKS, task_of
+
 from run_benchmarks.catalog.config import CASE_NAME, Strict
 from run_benchmarks.catalog.contention_limits import ContentionLimits
 from run_benchmarks.catalog.kubernetes_spec import KubernetesSpec
@@ -226,7 +228,7 @@ class CaseFile(Strict):
 
     description: str = ""
     extends: Optional[str] = None
-    task: Optional[Literal["pretrain", "finetune", "lora", "ppo", "micro"]] = Field(None, description="default: pretrain")
+    task: Optional[Literal[tuple(TASKS)]] = Field(None, description="default: pretrain")
     frameworks: Optional[list[str]] = Field(None, min_length=1)
     model: dict[str, Any] = Field(default_factory=dict)
     train: dict[str, Any] = Field(default_factory=dict)
@@ -248,7 +250,8 @@ class CaseFile(Strict):
     def _complete_unless_extending(self) -> "CaseFile":
         if self.extends is None:
             # a micro-benchmark measures the device: its micro section stands where a model and train would
-            needed = ("frameworks", "micro") if self.task == "micro" else ("frameworks", "model", "train")
+            trains = task_of(self.task or "pretrain").trains
+            needed = ("frameworks", "model", "train") if trains else ("frameworks", "micro")
             missing = [key for key in needed if not getattr(self, key)]
             if missing:
                 raise ValueError(f"a case needs {', '.join(missing)} (or 'extends: <case>' to take them from "

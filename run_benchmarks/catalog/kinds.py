@@ -3,7 +3,8 @@
 A kind says how the frameworks address the device (torch device type and the module that adds it,
 Paddle device), which variable picks the devices a process sees, how a host counts its devices,
 the collective backend per framework, the monitor, and environment probes. cpu, nvidia and rocm
-ship here (as plain data in shipped_kinds.py, validated against ``KindSpec`` here); a vendor declares any other kind in its ``vendor.yaml`` under ``kinds:`` (same schema),
+ship here (as plain data in shipped_kinds.py, registered by path and validated against ``KindSpec``); a
+vendor declares any other kind in its ``vendor.yaml`` under ``kinds:`` (same schema),
 with optional worker hooks in a file of its own folder: no edit to ``run_benchmarks/`` or
 ``training/``. The worker's part of a kind crosses in the worker config as ``DeviceSpec``.
 """
@@ -17,7 +18,6 @@ from pydantic import Field, field_validator
 from training.contract.spec import CommandMonitorSpec, DeviceSpec, MonitorName
 
 from run_benchmarks.catalog.config import Strict
-from run_benchmarks.catalog.shipped_kinds import SHIPPED_KINDS
 from run_benchmarks.registry import Registry
 
 class DeviceCountSpec(Strict):
@@ -93,7 +93,7 @@ class KindSpec(Strict):
         return bool(self.device_count)
 
 
-KINDS: Registry[KindSpec] = Registry("accelerator kind")
-
-for _name, _data in SHIPPED_KINDS.items():
-    KINDS.register(_name, KindSpec.model_validate(_data))
+KINDS: Registry[KindSpec] = Registry("accelerator kind", make=KindSpec.model_validate)
+KINDS.register("cpu", "run_benchmarks.catalog.shipped_kinds:CPU")
+KINDS.register("nvidia", "run_benchmarks.catalog.shipped_kinds:NVIDIA")
+KINDS.register("rocm", "run_benchmarks.catalog.shipped_kinds:ROCM")

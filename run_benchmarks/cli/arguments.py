@@ -18,12 +18,12 @@ from run_benchmarks.catalog import casename
 from run_benchmarks.cli.history_arguments import add_history
 from run_benchmarks.cli.parser import ArgumentParser
 from run_benchmarks.cli.exit_codes import EXIT_CONTENDED, EXIT_CONVERGENCE, EXIT_NOTHING_CHECKED, EXIT_REGRESSION
+from run_benchmarks.results.report.formats import COMPARE_FORMATS, REPORT_FORMATS, SWEEP_FORMATS, TABLE_FORMATS
 from run_benchmarks.results.store import location as store_location
 from run_benchmarks.results.store.location import StoreLocation
 from run_benchmarks.results.store.schema import FILTER_KEYS
+from run_benchmarks.results.tables import NAMES as TABLE_NAMES
 
-SWEEP_FORMATS = ("terminal", "markdown", "html")
-REPORT_FORMATS = ("terminal", "markdown", "html", "json", "csv", "summary-json", "summary-csv")  # json/csv: raw attempts
 CALIBRATE = ("``accelbench calibrate HARDWARE``: run the GEMM micro-benchmark on this machine's device of that "
              "hardware and record the best TFLOP/s per dtype in the vendor's measured_peaks.yaml, which MFU is "
              "then also shown against.")
@@ -157,7 +157,7 @@ def add_sweep(sub) -> None:
                                                     "not yet done, into RUN")
     sw.add_argument("--show", metavar="RUN", help="print the tables of sweep RUN (id, unique prefix or 'last'); "
                                                   "run nothing")
-    sw.add_argument("--format", choices=SWEEP_FORMATS, default="terminal", help="how the tables are printed")
+    sw.add_argument("--format", choices=list(SWEEP_FORMATS), default="terminal", help="how the tables are printed")
     sw.add_argument("--output", type=Path, help="write the tables (markdown or html) to this file")
     sw.add_argument("--across", metavar="AXIS", help="the pivot table's column axis (default: the last axis)")
     sw.add_argument("--versus", metavar="AXIS=A,B", help="a table of A against B on that axis, with speedup %%")
@@ -215,7 +215,7 @@ def add_report(sub) -> None:
         epilog="SELECT: run ids (or prefixes, or 'last') and/or KEY=VALUE filters on "
                f"{', '.join(FILTER_KEYS)}; default: the last run")
     report.add_argument("select", nargs="*", metavar="SELECT")
-    report.add_argument("--format", choices=REPORT_FORMATS, default="terminal")
+    report.add_argument("--format", choices=list(REPORT_FORMATS), default="terminal")
     report.add_argument("-o", "--output", type=Path, help="write to this file instead of stdout")
     report.add_argument("--check", action="store_true",
                         help="mark each figure pass/fail against the case's and vendor's references.yaml, and "
@@ -236,7 +236,7 @@ def add_report(sub) -> None:
                     "'within noise'.")
     cmp_.add_argument("a", metavar="A")
     cmp_.add_argument("b", metavar="B")
-    cmp_.add_argument("--format", choices=("terminal", "markdown"), default="terminal")
+    cmp_.add_argument("--format", choices=list(COMPARE_FORMATS), default="terminal")
     cmp_.add_argument("--html", type=Path, metavar="FILE",
                       help="also write the compare as one self-contained HTML page (table and charts) to FILE")
     add_store_options(cmp_)
@@ -244,16 +244,19 @@ def add_report(sub) -> None:
 
 def add_table(sub) -> None:
     table = sub.add_parser(
-        "table", help="a reference table's shape from stored runs: finetune (Paddle vs Torch, LoRA and full)",
-        description="finetune: one row per model x method (LoRA, full finetune) x devices x global batch; each "
-                    "framework's setup and effective tokens/s per device (padding excluded, mean ± CV over the "
-                    "ok rounds of that workload), speedup Paddle/Torch; OOM where every round ran out of memory. "
-                    "HTML adds a grouped bar chart per model.",
-        epilog="SELECT: run ids (or prefixes, or 'last') and/or KEY=VALUE filters, as for report; default: the "
-               "last run. e.g. accelbench table finetune last --format markdown")
-    table.add_argument("name", choices=("finetune",), metavar="TABLE", help="finetune")
+        "table", help=f"a published table beside our runs: {', '.join(TABLE_NAMES)}",
+        description="Each source's table in its shape: per cell the published figure (with its source and "
+                    "conditions), ours from the store (mean ± CV over the ok rounds of one workload) and the ratio "
+                    "ours / published; cells not run say why. mfu: the Benchmark LLM Training repository's MFU "
+                    "tables (H100); flagperf_gpt3: FlagPerf's GPT-3 Paddle guide (A100 80G 1x8); finetune: "
+                    "PaddleNLP against Torch (A100 80G); ppo: ColossalAI chat's benchmark grid (no published "
+                    "figures). HTML adds grouped bars of published and ours.",
+        epilog="SELECT: run ids (or prefixes, or 'last': the newest run that holds rows of the table) and/or "
+               "KEY=VALUE filters, as for report; default: every stored run (none: the published figures alone). "
+               "e.g. accelbench table mfu --format markdown")
+    table.add_argument("name", choices=TABLE_NAMES, metavar="TABLE", help=", ".join(TABLE_NAMES))
     table.add_argument("select", nargs="*", metavar="SELECT")
-    table.add_argument("--format", choices=SWEEP_FORMATS, default="terminal")
+    table.add_argument("--format", choices=list(TABLE_FORMATS), default="terminal")
     table.add_argument("-o", "--output", type=Path, help="write to this file instead of stdout")
     add_store_options(table)
 

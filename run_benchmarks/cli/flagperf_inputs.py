@@ -7,6 +7,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from training.contract.tasks import task_of
+
 from run_benchmarks.catalog.config_files import HostSpec
 from run_benchmarks.errors import UserError
 
@@ -82,8 +84,8 @@ def dataset_in(folder: Path, tokens: bool, said: str, remote: bool) -> str:
 
 def data_settings(task: str, case: str, folder: Path, said: str, remote: bool) -> dict[str, str]:
     """``data.source`` and ``data.path`` for a case of ``task`` reading the dataset in ``folder``."""
-    if task in ("ppo", "micro"):
+    if not task_of(task).reads_data:
         raise UserError(f"{said}: case {case} (task {task}) reads no data", "leave the data folder out")
-    tokens = task == "pretrain"
+    tokens = not task_of(task).instruction
     return {"data.source": "tokens" if tokens else "instruction",
             "data.path": dataset_in(folder, tokens, said, remote)}

@@ -3,17 +3,17 @@
 from __future__ import annotations
 
 import argparse
-import io
 
 from typing import Optional
 
 from rich.console import Console
 
 from run_benchmarks.cli.exit_codes import EXIT_CONTENDED, EXIT_NOTHING_CHECKED, EXIT_OK, EXIT_REGRESSION
-from run_benchmarks.cli.report import _write, parse_selection
+from run_benchmarks.cli.report import emit, parse_selection
 from run_benchmarks.cli.store_options import open_store
 from run_benchmarks.errors import UserError
 from run_benchmarks.results.history import analysis, changes, series
+from run_benchmarks.results.history.formats import HISTORY_FORMATS, HistoryDocument
 
 EXIT_OF = {analysis.REGRESSION: EXIT_REGRESSION, analysis.CONTENDED: EXIT_CONTENDED,
            analysis.TOO_FEW: EXIT_NOTHING_CHECKED}
@@ -60,31 +60,11 @@ def cmd_history(args: argparse.Namespace, console: Console) -> int:
                         "move --since back, or leave it out")
     heading = "accelbench history" + (f": {' '.join(args.select)}" if args.select else "") + \
         (f", since {args.since.date().isoformat()}" if args.since else "") + (f", last {args.last}" if args.last else "")
-    render(console, analysed, heading, args.format, args.output)
+    emit(console, HISTORY_FORMATS.get(args.format), HistoryDocument(heading, analysed), args.output)
     if not args.check:
         return EXIT_OK
     # JSON on stdout stays JSON: each workload's verdict is in it ("verdict"), the status is the exit code
     return print_check(console if args.format != "json" or args.output else None, analysed)
-
-
-def render(console: Console, analysed, heading: str, fmt: str, output) -> None:
-    from run_benchmarks.results.history import export, text
-
-    if fmt == "terminal":
-        if output is None:
-            text.print_terminal(console, analysed, heading)
-            return
-        record = Console(file=io.StringIO(), width=160, highlight=False, record=True)
-        text.print_terminal(record, analysed, heading)
-        _write(console, record.export_text(), output)
-    elif fmt == "markdown":
-        _write(console, text.markdown(analysed, heading), output)
-    elif fmt == "json":
-        _write(console, export.to_json(analysed, heading), output)
-    else:
-        from run_benchmarks.results.history import page  # matplotlib: only for the page
-
-        _write(console, page.render(analysed, heading), output)
 
 
 def print_check(console: Optional[Console], analysed) -> int:

@@ -5,6 +5,7 @@ import argparse
 from pathlib import Path
 
 from run_benchmarks.cli.exit_codes import EXIT_CONTENDED, EXIT_NOTHING_CHECKED, EXIT_REGRESSION
+from run_benchmarks.results.history.formats import HISTORY_FORMATS
 
 
 def since_argument(text: str):
@@ -44,7 +45,7 @@ def add_history(sub) -> argparse.ArgumentParser:
     history.add_argument("--since", type=since_argument, metavar="WHEN",
                          help="only runs measured from WHEN: a date or time (2026-11-01), or 30d, 12h, 2w back")
     history.add_argument("--last", type=positive_count, metavar="N", help="only the newest N runs of each workload")
-    history.add_argument("--format", choices=("terminal", "markdown", "html", "json"), default="terminal")
+    history.add_argument("--format", choices=list(HISTORY_FORMATS), default="terminal")
     history.add_argument("-o", "--output", type=Path, help="write to this file instead of stdout")
     history.add_argument("--check", action="store_true",
                          help=f"exit {EXIT_REGRESSION} when a workload's newest change point is a regression beyond "

@@ -118,17 +118,17 @@ def _overrides(assignments: list[str]) -> dict:
 
 
 def cmd_import(args: argparse.Namespace, console: Console) -> int:
-    from run_benchmarks.results import importers
+    from run_benchmarks.results.importers import parsers
     from run_benchmarks.results.importers.case_facts import case_facts, complete, hardware_facts
 
     if bundle_cli.bundles_among(args.files):
         return bundle_cli.cmd_import_bundles(args, console)
     if not args.format:
         raise UserError("import needs --format for a log (only a bundle says what it holds)",
-                        f"add --format with one of {', '.join(sorted(importers.PARSERS))} (the format alone for its "
+                        f"add --format with one of {', '.join(sorted(parsers.PARSERS))} (the format alone for its "
                         f"newest version), and --case-name {casename.EXAMPLE} "
                         "for accelbench's TFLOP/s and MFU")
-    parser = importers.get(args.format)
+    parser = parsers.get(args.format)
     _check_options(args)
     root = (args.root or default_root()).resolve()
     name = facts = None

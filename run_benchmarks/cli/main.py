@@ -1,13 +1,12 @@
 """The ``accelbench`` command (and ``start_task.py``, its FlagPerf-compatible twin): parse, then run one command.
 
-The parser (``arguments.py``) is built from the standard library alone; ``COMMANDS`` names each command's
-function by module and name, and ``dispatch`` imports only the module of the command given, so ``--help`` and
-``list`` never load what ``run``, ``report`` or ``calibrate`` need (tests/test_cli_imports.py).
+The parser (``arguments.py``) is built from the standard library alone; ``COMMANDS`` registers each command's
+function by path (the one registry style), and ``dispatch`` imports only the module of the command given, so
+``--help`` and ``list`` never load what ``run``, ``report`` or ``calibrate`` need (tests/test_cli_imports.py).
 """
 from __future__ import annotations
 
 import argparse
-import importlib
 import os
 import sys
 from typing import Callable, Optional, Sequence
@@ -16,36 +15,36 @@ from run_benchmarks import signals
 from run_benchmarks.cli.arguments import add_run_options, build_parser
 from run_benchmarks.cli.console import make_console, print_error
 from run_benchmarks.errors import UserError
+from run_benchmarks.registry import Registry
 
 __all__ = ["COMMANDS", "add_run_options", "build_parser", "command", "dispatch", "main", "print_error"]
 
-# Every command: "module:function", the function taking (args, console) and returning the exit status.
-COMMANDS = {
-    "run": "run_benchmarks.cli.run:cmd_run",
-    "sweep": "run_benchmarks.cli.sweep:cmd_sweep",
-    "list": "run_benchmarks.cli.catalog:cmd_list",
-    "vendor": "run_benchmarks.cli.catalog:cmd_vendor",
-    "clean": "run_benchmarks.cli.catalog:cmd_clean",
-    "calibrate": "run_benchmarks.cli.calibrate:cmd_calibrate",
-    "runs": "run_benchmarks.cli.results:cmd_runs",
-    "show": "run_benchmarks.cli.results:cmd_show",
-    "store": "run_benchmarks.cli.store:cmd_store",
-    "report": "run_benchmarks.cli.report:cmd_report",
-    "reference": "run_benchmarks.cli.reference:cmd_reference",
-    "compare": "run_benchmarks.cli.report:cmd_compare",
-    "history": "run_benchmarks.cli.history:cmd_history",
-    "table": "run_benchmarks.cli.table:cmd_table",
-    "import": "run_benchmarks.cli.imports:cmd_import",
-    "bundle": "run_benchmarks.cli.bundle:cmd_bundle",
-    "certify": "run_benchmarks.cli.certify:cmd_certify",
-    "verify": "run_benchmarks.cli.certify:cmd_verify",
-}
+# Every command by path ("module:function"), the function taking (args, console) and returning the exit status:
+# only the module of the command given is imported.
+COMMANDS: Registry[Callable[[argparse.Namespace, object], int]] = Registry("command")
+COMMANDS.register("run", "run_benchmarks.cli.run:cmd_run")
+COMMANDS.register("sweep", "run_benchmarks.cli.sweep:cmd_sweep")
+COMMANDS.register("list", "run_benchmarks.cli.catalog:cmd_list")
+COMMANDS.register("vendor", "run_benchmarks.cli.catalog:cmd_vendor")
+COMMANDS.register("clean", "run_benchmarks.cli.catalog:cmd_clean")
+COMMANDS.register("calibrate", "run_benchmarks.cli.calibrate:cmd_calibrate")
+COMMANDS.register("runs", "run_benchmarks.cli.results:cmd_runs")
+COMMANDS.register("show", "run_benchmarks.cli.results:cmd_show")
+COMMANDS.register("store", "run_benchmarks.cli.store:cmd_store")
+COMMANDS.register("report", "run_benchmarks.cli.report:cmd_report")
+COMMANDS.register("reference", "run_benchmarks.cli.reference:cmd_reference")
+COMMANDS.register("compare", "run_benchmarks.cli.report:cmd_compare")
+COMMANDS.register("history", "run_benchmarks.cli.history:cmd_history")
+COMMANDS.register("table", "run_benchmarks.cli.table:cmd_table")
+COMMANDS.register("import", "run_benchmarks.cli.imports:cmd_import")
+COMMANDS.register("bundle", "run_benchmarks.cli.bundle:cmd_bundle")
+COMMANDS.register("certify", "run_benchmarks.cli.certify:cmd_certify")
+COMMANDS.register("verify", "run_benchmarks.cli.certify:cmd_verify")
 
 
 def command(name: str) -> Callable[[argparse.Namespace, object], int]:
     """The function of command ``name``, its module imported now."""
-    module, function = COMMANDS[name].split(":")
-    return getattr(importlib.import_module(module), function)
+    return COMMANDS.get(name)
 
 
 def dispatch(args: argparse.Namespace) -> int:

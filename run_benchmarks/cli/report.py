@@ -9,14 +9,15 @@ from typing import Optional, Sequence
 from rich.console import Console
 
 from run_benchmarks.results import references
-from run_benchmarks.results.breakdown_words import changed_parts
 from run_benchmarks.errors import UserError
 from run_benchmarks.pathnames import write_text_file
-from run_benchmarks.results.report import compliance_marks, current_peaks, export, markdown
+from run_benchmarks.results.report import current_peaks
 from run_benchmarks.results.report.compare import FACT_FILTERS, Selection, compare
+from run_benchmarks.results.report.documents import CompareDocument, Format, ReportDocument
+from run_benchmarks.results.report.formats import COMPARE_FORMATS, REPORT_FORMATS
 from run_benchmarks.results.report.pairing import nothing_in_common
-from run_benchmarks.results.report.summary import summarize, untrained_flags
-from run_benchmarks.results.report.terminal import checks_table, print_table, print_summaries
+from run_benchmarks.results.report.summary import summarize
+from run_benchmarks.results.report.terminal import checks_table, print_table
 from run_benchmarks.results.store.store import ResultStore
 from run_benchmarks.cli.store_options import open_store
 from run_benchmarks.results.store.schema import FILTER_KEYS
@@ -66,12 +67,27 @@ def select(store: ResultStore, selection: Selection):
     return attempts
 
 
-def _write(console: Console, text: str, output: Optional[Path]) -> None:
+def _write(console: Console, text: str, output: Optional[Path], what: str = "-o", end: str = "") -> None:
     if output is None:
-        console.print(text, markup=False, highlight=False, soft_wrap=True, end="")
+        console.print(text, markup=False, highlight=False, soft_wrap=True, end=end)
     else:
-        write_text_file(output, text)
+        write_text_file(output, text, what)
         console.print(f"wrote {output}", markup=False, soft_wrap=True)
+
+
+def emit(console: Console, chosen: Format, document, output: Optional[Path], what: str = "-o",
+         end: str = "") -> None:
+    """The document rendered in the chosen format, printed or written to ``output``: a terminal format prints
+    on the console, or on a recording one of its width whose text goes to the file."""
+    rendered = chosen.render(document)
+    if callable(rendered):
+        if output is None:
+            rendered(console)
+            return
+        recorder = Console(file=io.StringIO(), width=chosen.width, highlight=False, record=True)
+        rendered(recorder)
+        rendered = recorder.export_text()
+    _write(console, rendered, output, what, end)
 
 
 def run_checks(summaries, root: Path):
@@ -89,28 +105,8 @@ def cmd_report(args: argparse.Namespace, console: Console) -> int:
     summaries = summarize(attempts)
     current_peaks.add(summaries, root / "vendors")  # MFU against a peak calibrated after the rounds ran
     checks, unchecked, losses = run_checks(summaries, root) if args.check else ([], [], [])
-    title = f"accelbench report: {selection.text}"
-    if args.format == "terminal":
-        if args.output:
-            text = Console(file=io.StringIO(), width=160, highlight=False, record=True)
-            print_summaries(text, summaries, title)
-            _write(console, text.export_text(), args.output)
-        else:
-            print_summaries(console, summaries, title)
-    elif args.format == "markdown":
-        _write(console, markdown.report(summaries, title), args.output)
-    elif args.format == "html":
-        from run_benchmarks.results.report import html  # its charts need matplotlib: imported only for an HTML page
-
-        _write(console, html.render(title, summaries, attempts, checks, losses), args.output)
-    elif args.format == "json":
-        _write(console, export.to_json(attempts, root), args.output)
-    elif args.format == "summary-json":
-        _write(console, export.summary_json(summaries, root), args.output)
-    elif args.format == "summary-csv":
-        _write(console, export.summary_csv(summaries, root), args.output)
-    else:
-        _write(console, export.to_csv(attempts, root), args.output)
+    document = ReportDocument(f"accelbench report: {selection.text}", summaries, attempts, checks, losses, root)
+    emit(console, REPORT_FORMATS.get(args.format), document, args.output)
     return report_checks(console, (checks, unchecked, losses), args.check, args.no_reference_expected)
 
 
@@ -183,21 +179,5 @@ def cmd_compare(args: argparse.Namespace, console: Console) -> int:
 
         write_text_file(args.html, html.render_compare(a, b, rows), "--html")
         console.print(f"wrote {args.html}", markup=False, soft_wrap=True)
-    if args.format == "markdown":
-        console.print(markdown.compare_table(a, b, rows), markup=False, highlight=False, soft_wrap=True, end="")
-        return EXIT_OK
-    from run_benchmarks.results.report.terminal import compare_table
-
-    print_table(console, compare_table(a, b, rows))
-    for line in compliance_marks.pair_lines(rows):  # what each departing side departs in
-        console.print(f"⚑ {line}", markup=False, highlight=False, soft_wrap=True)
-    judged = [r for r in rows if not r.contended]  # a contended pair: not even where its time moved
-    for label, line in changed_parts(judged):  # where the step's time moved (both sides measured a breakdown)
-        console.print(f"{label}: {line}", markup=False, highlight=False, soft_wrap=True)
-    for row in rows:  # named once per round, each in one line: the table's cells only say "not judged"
-        for line in row.contended:
-            console.print(f"not judged: {row.label}: {line}", markup=False, highlight=False, soft_wrap=True)
-    for side, summary in ((side, getattr(row, side.lower())) for row in rows for side in ("A", "B")):
-        for flag in untrained_flags(summary.attempts) if summary is not None else []:  # why a side has no figure
-            console.print(f"⚑ {side} {summary.label}: {flag}", markup=False, highlight=False, soft_wrap=True)
+    emit(console, COMPARE_FORMATS.get(args.format), CompareDocument(a, b, rows), None)
     return EXIT_OK

@@ -8,6 +8,9 @@ from typing import Optional
 from rich.console import Console
 from rich.markup import escape
 
+from training.contract.tasks import task_of
+
+from run_benchmarks.backends import launchers
 from run_benchmarks.backends.schedulers import get as get_scheduler
 from run_benchmarks.catalog.compliance import NON_COMPLIANT
 from run_benchmarks.plan import CasePlan, RoundPlan, RunPlan
@@ -44,7 +47,7 @@ def compliance_lines(case: CasePlan) -> list[str]:
 
 
 def _what_runs(case: CasePlan) -> str:
-    if case.workload.task == "micro":  # its train section is a placeholder: it has no steps
+    if not task_of(case.workload.task).trains:  # its train section is a placeholder: it has no steps
         return f"micro-benchmark {case.name.case}"
     return f"{case.workload.train.steps} steps ({case.workload.train.warmup_steps} warm-up)"
 
@@ -152,8 +155,10 @@ def print_plan(console: Console, plan: RunPlan) -> None:
             say(f"  estimate: {note}")
         for warning in guess.warnings:
             say(f"  [yellow]warning[/] {escape(warning)}", markup=True)
+        scheduler = get_scheduler(plan.cluster.scheduler if plan.cluster is not None else "hosts")
         for rnd in case.rounds:
             say(f"  round {rnd.index}: {rnd.dir}")
+            say(f"    master port: {scheduler.port_choice(rnd)}")
             say(f"    worker config: {rnd.config_path}")
             say(f"    results: {rnd.results_path}")
             for node in rnd.nodes:
@@ -165,7 +170,7 @@ def print_plan(console: Console, plan: RunPlan) -> None:
                 if node.monitor_argv:
                     say(f"      monitor: {shlex.join(node.monitor_argv)}")
                 say(f"      logs: {node.log_dir}/launcher.log, "
-                    + ", ".join(f"{node.log_dir}/{name}" for name in case.framework.rank_log_names))
+                    + ", ".join(f"{node.log_dir}/{name}" for name in launchers.of(case).log_names))
         if plan.cluster is not None and plan.cluster.scheduler != "hosts":
             say(f"  {plan.cluster.scheduler}: what round 1 submits (later rounds alike, in their own folders):")
             for line in get_scheduler(plan.cluster.scheduler).dry_run(plan, case):

@@ -18,8 +18,9 @@ from run_benchmarks.errors import UserError
 from run_benchmarks.cli.console import make_console
 from run_benchmarks.cli.exit_codes import EXIT_FAILED, EXIT_OK
 from run_benchmarks.planner.inputs import default_root, load_inputs, new_run_id
-from run_benchmarks.pathnames import component, write_text_file
-from run_benchmarks.results.report import views as tables
+from run_benchmarks.pathnames import component
+from run_benchmarks.results.report.documents import TablesDocument
+from run_benchmarks.results.report.formats import SWEEP_FORMATS
 from run_benchmarks.sweep import views
 from run_benchmarks.results.report.summary import summarize
 from run_benchmarks.execute.outcome import ResultsUnwritable
@@ -167,27 +168,17 @@ def show(console: Console, args: argparse.Namespace, options: SweepOptions, rows
         if scaled is not None:
             table_views.append(scaled)
         charts.append(views.scaling_chart(rows, options.scaling.axis))
-    if args.format == "html" and main is not None:  # the grid as bars: matplotlib, for the HTML page only
+    chosen = SWEEP_FORMATS.get(args.format)
+    if chosen.charts and main is not None:  # the grid as bars: matplotlib, for a format that draws charts only
         charts.insert(0, views.grid_chart(rows, options.axes, args.across))
     if options.table:  # the sweep file's reference table, from the rounds the store holds for this run
-        reference = table_cli.sweep_table(store_location(args, log_root), run_id, args.format == "html")
+        reference = table_cli.sweep_table(store_location(args, log_root), run_id, chosen.charts, options.table)
         if reference is not None:
             table_views.append(reference[0])
             charts.append(reference[1])
     chart = "".join(c for c in charts if c) or None
-    title = f"accelbench sweep {run_id}"
-    if args.format == "terminal":
-        console.print(title, markup=False, highlight=False)
-        for view in table_views:
-            console.print(tables.to_rich(view))
-    else:
-        text = tables.html_page(title, table_views, chart) if args.format == "html" else \
-            f"## {title}\n\n" + "\n".join(tables.to_markdown(v) for v in table_views)
-        if args.output:
-            write_text_file(args.output, text, "--output")
-            console.print(f"wrote {args.output}", markup=False)
-        else:
-            console.print(text, markup=False, highlight=False, soft_wrap=True)
+    report_cli.emit(console, chosen, TablesDocument(f"accelbench sweep {run_id}", table_views, chart), args.output,
+                    "--output", end="\n")
     bad = [r for r in rows if r.status in ("failed", "timeout")]
     return EXIT_FAILED if bad else EXIT_OK
 

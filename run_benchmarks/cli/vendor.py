@@ -9,13 +9,15 @@ every departure is listed.
 """
 from __future__ import annotations
 
-import importlib
+import importlib.util
 import re
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
 import yaml
+
+from training.contract.monitors import MONITORS
 
 from run_benchmarks.catalog import fairness, measured_peaks
 from run_benchmarks.catalog.cases import CaseCatalog
@@ -34,8 +36,6 @@ TEMPLATE = "template"
 PLACEHOLDER = "__VENDOR__"
 NAME = re.compile(r"^[a-z][a-z0-9_]*$")
 LAYOUT_SUFFIX = re.compile(r"x(\d+)x(\d+)$")
-# What each monitor needs importable on the hosts; checked here on this machine as a hint only.
-MONITOR_MODULES = {"nvml": "pynvml", "rocm-smi": None, "cpu": "psutil", "none": None}
 
 
 @dataclass(frozen=True)
@@ -230,15 +230,13 @@ def _check_images(folder: Path, vendor_file: Path, spec: VendorSpec) -> list[Fin
 
 
 def _check_monitor(vendor_file: Path, monitor: str) -> list[Finding]:
-    importlib.import_module("training.monitor")
-    module = MONITOR_MODULES.get(monitor)
-    if module:
-        try:
-            importlib.import_module(module)
-        except ImportError:
-            return [Finding(vendor_file, f"monitor {monitor}: {module} is not importable on this machine",
-                            f"install it where the nodes run (pip install {'nvidia-ml-py' if module == 'pynvml' else module}); "
-                            "without it the monitor records a warning, never a failure", "warning")]
+    """What the monitor's sampler needs (the contract's list, training/contract/monitors.py), looked for on this
+    machine as a hint only: found, never imported."""
+    spec = MONITORS.get(monitor)
+    if spec is not None and spec.needs and importlib.util.find_spec(spec.needs) is None:
+        return [Finding(vendor_file, f"monitor {monitor}: {spec.needs} is not importable on this machine",
+                        f"install it where the nodes run (pip install {spec.install}); "
+                        "without it the monitor records a warning, never a failure", "warning")]
     return []
 
 
@@ -273,7 +271,7 @@ def _check_extern_configs(paths: Paths, folder: Path, vendor: str, spec: VendorS
                             paths.configs_dir / "cluster.yaml", VendorRegistry(paths.vendors_dir), catalog, "python3")
         try:
             plan = build_run_plan(inputs, [f"{case}:{framework}:{hardware}:{nnodes}:{nprocs}"], "vendor-check",
-                                  paths.root / "logs", str(config), (), None, ports=[29500] * 4)
+                                  paths.root / "logs", str(config), (), None)
         except UserError as exc:
             out.append(Finding(config, exc.message.removeprefix(f"{config}: "), exc.fix or ""))
             continue

@@ -30,6 +30,7 @@ from run_benchmarks.results.round_result import RoundResult
 from run_benchmarks.results.store.store import ResultStore
 from run_benchmarks.results.store.faults import StoreError, StoreUnavailable, is_full
 from run_benchmarks.results.workload import resolved_workload, workload_hash
+from training.contract.tasks import task_of
 from training.contract import perflog
 
 # Out-of-memory words, case-blind: torch (OutOfMemoryError, "CUDA out of memory", the CPU allocator's "can't
@@ -46,20 +47,20 @@ def now() -> str:
 
 
 def finish(case: CasePlan, rnd: RoundPlan, result: RoundResult, outcome: str, began: float,
-           node_facts: Callable[[NodePlan], dict], orchestrator_env: dict, allreduce_rows: Sequence[dict] = ()) -> None:
-    """Read the (collected) logs of every node, fill in ``result`` and write the round's results.json.
-    ``outcome``: how the round ended (done, node_failed, timeout, interrupted, cancelled, start_failed);
+           node_facts: Callable[[NodePlan], dict], orchestrator_env: dict, all_logs: Sequence[collect.RankLogs],
+           allreduce_rows: Sequence[dict] = ()) -> None:
+    """Read every rank's logs (``all_logs``: gathered by the case's launcher), fill in ``result`` and write the
+    round's results.json. ``outcome``: how the round ended (done, node_failed, timeout, interrupted, cancelled,
+    start_failed);
     ``node_facts``: per node what preflight and its runtime know (probes, devices, image); ``allreduce_rows``:
     the stored ``allreduce`` attempts, which price the expected communication of the time breakdown."""
     ranks: list[collect.RankLog] = []
     figures = analyze.RoundAccumulator()
     steps_done = []
-    all_logs = []
     for node in rnd.nodes:
-        all_logs += case.framework.gather_rank_logs(node.log_dir, node.node_rank, case.name.nprocs_per_node)
         _remove_empty_tmp(node.log_dir / "tmp")
     spans = []  # each rank's measured steps on the wall clock: the window the monitor's figures are read over
-    for rank in collect.read_ranks(all_logs):
+    for rank in collect.read_ranks(list(all_logs)):
         figures.add(rank)
         steps_done.append(rank.steps_done)
         if rank.series.window is not None:
@@ -101,7 +102,7 @@ def finish(case: CasePlan, rnd: RoundPlan, result: RoundResult, outcome: str, be
     classify(case, rnd, result, outcome, ranks, figures)
     result.warnings += fairness_checks.round_warnings(case.workload, result.metrics.to_dict() if result.metrics
                                                       else None, result.figures)  # constant inputs, padding
-    if result.metrics is not None and case.workload.task != "micro":
+    if result.metrics is not None and task_of(case.workload.task).trains:
         _add_time_breakdown(case, ranks, result, allreduce_rows)
     if monitored:
         result.monitor = monitoring.summarize_round(
@@ -143,7 +144,7 @@ def classify(case: CasePlan, rnd: RoundPlan, result: RoundResult, outcome: str,
                                        "finished and reported; the figures are complete")
         if outcome == "timeout":
             result.warnings.append("the launcher outlived the deadline after every rank had finished")
-        if case.workload.task == "micro":  # a micro-benchmark's figures are its result: it has no steps
+        if not task_of(case.workload.task).trains:  # a micro-benchmark's figures are its result: it has no steps
             if not result.figures:
                 result.status, result.reason = "failed", "no figures: every rank finished without reporting one"
             return
@@ -204,7 +205,7 @@ def _time_breakdown(case: CasePlan, ranks: list[collect.RankLog], result: RoundR
     command = f"accelbench run {{op}}:{name.framework}:{name.hardware}:{name.nnodes}:{name.nprocs_per_node}"
     peaks = (case.hardware.measured_peak_tflops(precision),
              (peak, f"{case.hardware.name} {precision} datasheet peak {basis}".strip()))
-    if case.workload.task == "ppo":  # per phase of a learning update, and the whole update
+    if task_of(case.workload.task).phased:  # per phase of a learning update, and the whole update
         figures = {f["name"]: f["value"] for f in result.figures or [] if not f.get("params")}
         return breakdown_ppo.time_breakdown(records, result.metrics.to_dict(), case.workload, figures, *peaks,
                                             result.nodes, allreduce_rows, command)
@@ -251,7 +252,7 @@ def result_document(case: CasePlan, result: RoundResult, orchestrator_env: dict)
         steps_completed=result.steps_completed, metrics=result.metrics.to_dict() if result.metrics else None,
         monitor=result.monitor, figures=result.figures, workload=case.workload.model_dump(mode="json"),
         workload_hash=workload_hash(workload), compliance=case.compliance, device_definition=_device(case),
-        environment=Environment(orchestrator=orchestrator_env, nodes=result.nodes,
+        environment=Environment(orchestrator=orchestrator_env, nodes=result.nodes, rendezvous=result.rendezvous,
                                 # what history names as changed when the vendor's file changed (results/history)
                                 vendor_file_sha256=_file_sha256(case.hardware.vendor_dir / "vendor.yaml"),
                                 **({"leftovers": result.leftovers} if result.leftovers else {})))

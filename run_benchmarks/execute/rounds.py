@@ -19,6 +19,7 @@ from training.contract import perflog
 
 from run_benchmarks.execute import outcome, quiet
 from run_benchmarks import signals
+from run_benchmarks.backends import launchers
 from run_benchmarks.backends.hosts import Host, Job
 from run_benchmarks.results.round_result import RoundResult
 from run_benchmarks.results import breakdown
@@ -34,7 +35,7 @@ MONITOR_GRACE_S = 5.0
 POLL_S = 0.5  # how often the orchestrator looks at its nodes; it shares the cores being measured
 ENDING_POLL_S = 0.05  # once rank 0 has written its end record nothing is measured any more: notice the exit soon
 STOP_GRACE_S = 10.0
-START_RETRIES = 2  # extra attempts for a round whose ranks never connected (Framework.start_error)
+START_RETRIES = 2  # extra attempts for a round whose ranks never connected (Launcher.start_errors)
 
 
 class Reporter(Protocol):
@@ -76,7 +77,7 @@ class RoundExecutor:
                 with signals.deferred():
                     self._store(case, self.results[-1], attempt)
                 raise
-            line = case.framework.start_error_in(result.error_lines) if result.steps_completed == 0 \
+            line = launchers.of(case).start_error_in(result.error_lines) if result.steps_completed == 0 \
                 and result.status == "failed" else None
             if line is None or attempt > START_RETRIES:
                 self._store(case, result, attempt)
@@ -127,8 +128,13 @@ class RoundExecutor:
             for node in rnd.nodes:
                 if node.remote_dir is not None:
                     self._fetch_logs(node, result)
+            result.rendezvous = _tolerant(result, "reading the round's master port",
+                                          lambda: self.scheduler.rendezvous(rnd)) or {}
+            launcher = launchers.of(case)
+            all_logs = [logs for node in rnd.nodes
+                        for logs in launcher.gather_rank_logs(node.log_dir, node.node_rank, case.name.nprocs_per_node)]
             outcome.finish(case, rnd, result, ending, began, lambda node: self._node_facts(case, node),
-                           self.orchestrator_env, self._allreduce_rows())
+                           self.orchestrator_env, all_logs, self._allreduce_rows())
             self.reporter.round_finished(case, rnd, result)
         if interrupted is not None:
             raise interrupted
@@ -238,7 +244,7 @@ class StepWatcher:
     """Follows rank 0's live stdout for the latest step, to show progress, and for its end record."""
 
     def __init__(self, case: CasePlan, rnd: RoundPlan, node_dir: Optional[Path] = None):
-        self.framework, self.node_dir = case.framework, node_dir or rnd.nodes[0].log_dir
+        self.launcher, self.node_dir = launchers.of(case), node_dir or rnd.nodes[0].log_dir
         self.path: Optional[Path] = None
         self.offset = 0
         self.step: Optional[int] = None
@@ -247,7 +253,7 @@ class StepWatcher:
 
     def latest_step(self) -> Optional[int]:
         if self.path is None:
-            self.path = self.framework.live_stdout(self.node_dir, local_rank=0)
+            self.path = self.launcher.live_stdout(self.node_dir, local_rank=0)
             if self.path is None:
                 return self.step
         try:

@@ -9,6 +9,7 @@ import math
 from pathlib import Path, PurePosixPath
 from typing import Optional
 
+from training.contract import ports
 from training.contract.names import ENV_NODE_RANK, ENV_VENDOR_DIR, MONITOR_MODULE
 from training.contract.spec import RuntimeSpec, WorkerConfig, WorkloadSpec
 
@@ -18,8 +19,8 @@ from run_benchmarks.backends.codesync import code_digest, remote_code_root
 from run_benchmarks.catalog.config_files import CaseEntry, HostSpec
 from run_benchmarks.catalog.config import Layer, merge, parse_assignment, validate_layered
 from run_benchmarks.errors import UserError
-from run_benchmarks.catalog.frameworks import NodeLaunch
-from run_benchmarks.planner.ports import free_ports
+from run_benchmarks.backends import launchers
+from run_benchmarks.backends.launchers import NodeLaunch
 from run_benchmarks.backends.runtimes import NodeSite, get as get_runtime
 from run_benchmarks.backends.schedulers import get as get_scheduler
 from run_benchmarks.plan import CasePlan, NodePlan, PlanInputs, RoundPlan, RunPlan
@@ -36,7 +37,6 @@ def build_run_plan(
     extern_config: Optional[str] = None,
     assignments: tuple[str, ...] = (),
     timeout_s: Optional[float] = None,
-    ports: Optional[list[int]] = None,
 ) -> RunPlan:
     if not case_names:
         raise UserError("no case to run: give --case_name or list cases in "
@@ -53,16 +53,13 @@ def build_run_plan(
                         f"e.g. --timeout 600; omit it for timeout_s of {inputs.test_conf_path} "
                         f"({inputs.test_conf.timeout_s:g} s)")
     checks.check_log_root(log_root, f"the log root (--log-root, or log_root in {inputs.test_conf_path})")
-    if ports is None:
-        port = inputs.cluster.master_port
-        ports = free_ports(rounds_needed) if port == "auto" else [port] * rounds_needed
     run_dir = log_root / run_id
-    plans, used_dirs, port_iter = [], set(), iter(ports)
+    plans, used_dirs = [], set()
     for name, entry in zip(parsed, entries):  # a test_conf entry's own config and settings; the command line wins
         case_dir = run_dir / _unique(name.slug, used_dirs)
         plans.append(_case_plan(inputs, name, run_id, case_dir, extern_config or entry.extern_config,
                                 (*entry.assignments(), *assignments),
-                                timeout_s if timeout_s is not None else inputs.test_conf.timeout_s, port_iter))
+                                timeout_s if timeout_s is not None else inputs.test_conf.timeout_s))
     return RunPlan(run_id, run_dir, plans, inputs.cluster)
 
 
@@ -70,12 +67,9 @@ def build_case_plan(inputs: PlanInputs, case_name: str, run_id: str, case_dir: P
                     extern_config: Optional[str] = None, assignments: tuple[str, ...] = (),
                     timeout_s: Optional[float] = None) -> CasePlan:
     """One case planned into ``case_dir`` of run ``run_id`` with the same checks as a run's: a sweep's point,
-    planned just before it runs (its ports are free then), with its own extern config and settings."""
-    name = casename.parse(case_name)
-    port = inputs.cluster.master_port
-    ports = free_ports(name.repeat) if port == "auto" else [port] * name.repeat
-    return _case_plan(inputs, name, run_id, case_dir, extern_config, assignments,
-                      timeout_s if timeout_s is not None else inputs.test_conf.timeout_s, iter(ports))
+    planned just before it runs, with its own extern config and settings."""
+    return _case_plan(inputs, casename.parse(case_name), run_id, case_dir, extern_config, assignments,
+                      timeout_s if timeout_s is not None else inputs.test_conf.timeout_s)
 
 
 def _unique(slug: str, used: set[str]) -> str:
@@ -87,8 +81,7 @@ def _unique(slug: str, used: set[str]) -> str:
 
 
 def _case_plan(inputs: PlanInputs, name: casename.CaseName, run_id: str, case_dir: Path,
-               extern_name: Optional[str], assignments: tuple[str, ...], timeout_s: float,
-               ports) -> CasePlan:
+               extern_name: Optional[str], assignments: tuple[str, ...], timeout_s: float) -> CasePlan:
     framework = frameworks.get(name.framework)
     case = inputs.catalog.resolve(name.case)
     case_path = case.path
@@ -134,20 +127,23 @@ def _case_plan(inputs: PlanInputs, name: casename.CaseName, run_id: str, case_di
     vendor_runtime = hardware.vendor_spec.frameworks.get(name.framework)
     runtime_env = dict(vendor_runtime.env) if vendor_runtime else {}
     device_envs = [checks.visible_devices(host, hardware, name, inputs.cluster_path) for host in hosts[:name.nnodes]]
+    # master_port auto: the plan binds nothing; whatever starts a round on its master host chooses the port
+    # there (training/contract/ports.py) and the round's record keeps it.
+    fixed_port = None if inputs.cluster.master_port == "auto" else inputs.cluster.master_port
+    master_port = ports.PLACEHOLDER if fixed_port is None else fixed_port
     rounds = []
     for index in range(1, name.repeat + 1):
         round_dir = case_dir / f"round{index}"
         worker_config = WorkerConfig(workload=workload, runtime=RuntimeSpec(
             case_name=str(name), run_id=run_id, round=index, framework=name.framework,
             device=hardware.device_spec(name.framework)))
-        port = next(ports)
         nodes = [
-            _node_plan(inputs, framework, name, hosts, node_rank, round_dir, port,
+            _node_plan(inputs, framework, name, hosts, node_rank, round_dir, master_port,
                        {**runtime_env, **device_envs[node_rank]}, monitored=bool(inputs.test_conf.monitor_interval_s),
                        vendor=(hardware.vendor, hardware.vendor_dir))
             for node_rank in range(name.nnodes)
         ]
-        rounds.append(RoundPlan(index, round_dir, worker_config, nodes))
+        rounds.append(RoundPlan(index, round_dir, worker_config, nodes, fixed_port))
     return CasePlan(name, framework, hardware, case_path, extern.path if extern else None, workload,
                     layered.provenance, timeout_s, case_dir, rounds,
                     tuple(extern.notes_for(workload)) if extern else (), verdict, contention)
@@ -166,7 +162,7 @@ def _judge(inputs: PlanInputs, name: casename.CaseName, case, layered, workload:
 
 
 def _node_plan(inputs: PlanInputs, framework: frameworks.Framework, name: casename.CaseName,
-               hosts: list[HostSpec], node_rank: int, round_dir: Path, port: int,
+               hosts: list[HostSpec], node_rank: int, round_dir: Path, port: int | str,
                vendor_env: dict[str, str], monitored: bool, vendor: tuple[str, Path]) -> NodePlan:
     host = hosts[node_rank]
     node_dir = round_dir / f"{host.name}_noderank{node_rank}"
@@ -185,7 +181,7 @@ def _node_plan(inputs: PlanInputs, framework: frameworks.Framework, name: casena
         remote_dir, code_root = None, inputs.paths.root
         host_node_dir, host_round, cache = node_dir, round_dir, round_dir.parent.parent / "cache"
         vendor_dir = vendor[1]  # in the checkout or an installed vendor package
-    argv = framework.launcher_argv(NodeLaunch(
+    argv = launchers.get(framework.launcher).argv(NodeLaunch(
         python=python, nnodes=name.nnodes, nprocs_per_node=name.nprocs_per_node, node_rank=node_rank,
         master_addr=scheduler.master_address(hosts), master_port=port,
         local_addr=scheduler.node_address(host),

@@ -6,7 +6,8 @@ breakdown step (by the step's whole time), all phases from that one step so that
   compute_s        the slowest rank's forward+backward (every rank waits for it in the all-reduce)
   communication_s  the median over ranks of their gradient collectives (issued after a barrier)
   other_s          the slowest rank's serialised step less those two: data fetch, optimizer, host overhead
-A straggler is named when its compute is more than ``STRAGGLER_MARGIN`` above the median rank's. A pipeline adds
+A straggler is named when its compute is above the median rank's by more than ``STRAGGLER_MARGIN`` and than
+``NOISE_MARGIN`` times the run's own step noise (``straggler_margin``). A pipeline adds
 its waiting (bubble and P2P transfers) as a fourth part, taken out of other_s (breakdown_pipeline.py: measured,
 and expected the schedule's ideal bubble and, at most, its P2P sends at the stored ``sendrecv`` busbw); its
 straggler is the slowest stage.
@@ -45,7 +46,8 @@ from run_benchmarks.results import breakdown_pipeline as pipeline
 from run_benchmarks.results import breakdown_words as words
 from training.contract import perflog
 
-STRAGGLER_MARGIN = 0.10  # above the median rank's compute by more than this: named
+STRAGGLER_MARGIN = 0.10  # above the median rank's compute by more than this (at least: see straggler_margin): named
+NOISE_MARGIN = 3.0  # ... and by more than this many times the run's own step noise (the measured steps' CV)
 ALLREDUCE_FORMULA = "time = bytes x 2(n-1)/n / busbw (nccl-tests' bus bandwidth; one all-reduce per bucket)"
 # nccl-tests' bus-bandwidth factors (training/micro/formulas.py measures busbw with the same ones)
 BUS_FACTORS = {"allreduce": ("2(n-1)/n", lambda n: 2 * (n - 1) / n), "allgather": ("(n-1)/n", lambda n: (n - 1) / n),
@@ -114,8 +116,27 @@ def nearest(points: Sequence[BusBw], nbytes: int) -> BusBw:
     return min(points, key=lambda p: abs(math.log(p.nbytes) - math.log(max(nbytes, 1))))
 
 
-def measured(records: Sequence[perflog.BreakdownRecord], step_time_s: Optional[float]) -> dict:
-    """The measured part from each rank's breakdown record; ``step_time_s``: the measured steps' median."""
+def straggler_margin(noise: Optional[float]) -> float:
+    """How far above the median rank's compute a rank must be to be named the straggler: ``STRAGGLER_MARGIN``,
+    or ``NOISE_MARGIN`` times the run's own step noise where that is larger. A rank's compute in one breakdown
+    step varies about as much as a step does, so on a noisy machine two ranks differ by that much with no
+    straggler at all (2 ranks of a shared 2-core machine were named at the bare 10 %); three times the CV is
+    well past what that noise makes, and a real straggler (a slow device, a busy core) is usually far past it."""
+    return max(STRAGGLER_MARGIN, NOISE_MARGIN * noise) if noise and math.isfinite(noise) else STRAGGLER_MARGIN
+
+
+def margin_basis(noise: Optional[float]) -> str:
+    """The straggler's margin in words: which of the two set it."""
+    margin = straggler_margin(noise)
+    if margin > STRAGGLER_MARGIN:
+        return f"a margin of {margin:.0%}: {NOISE_MARGIN:g}x the measured steps' CV of {noise:.1%}"
+    return f"the {STRAGGLER_MARGIN:.0%} margin"
+
+
+def measured(records: Sequence[perflog.BreakdownRecord], step_time_s: Optional[float],
+             noise: Optional[float] = None) -> dict:
+    """The measured part from each rank's breakdown record; ``step_time_s``: the measured steps' median;
+    ``noise``: their coefficient of variation (the run's own step noise, which sets the straggler's margin)."""
     done = [r for r in records if r.steps and not r.not_measured]
     if not done or len(done) < len(records):
         reasons = sorted({r.not_measured or "no breakdown steps" for r in records if not r.steps or r.not_measured})
@@ -137,10 +158,11 @@ def measured(records: Sequence[perflog.BreakdownRecord], step_time_s: Optional[f
     slowest = max(per_rank, key=lambda row: row["compute_s"])
     communication = med([row["communication_s"] for row in per_rank])
     median_compute = med([row["compute_s"] for row in per_rank])
-    straggler = None
-    if len(per_rank) > 1 and slowest["compute_s"] > median_compute * (1 + STRAGGLER_MARGIN):
+    straggler, margin = None, straggler_margin(noise)
+    if len(per_rank) > 1 and slowest["compute_s"] > median_compute * (1 + margin):
         straggler = {"rank": slowest["rank"], "compute_s": slowest["compute_s"], "median_compute_s": median_compute,
-                     "margin": STRAGGLER_MARGIN, **({"stages": slowest["stages"]} if "stages" in slowest else {})}
+                     "margin": margin, "step_noise": noise, "margin_basis": margin_basis(noise),
+                     **({"stages": slowest["stages"]} if "stages" in slowest else {})}
     buckets = done[0].bucket_bytes
     ops = list(done[0].collective_ops) or ["allreduce"] * len(buckets)
     sizes = list(done[0].group_sizes) or [done[0].group_size] * len(buckets)
@@ -231,7 +253,8 @@ def time_breakdown(records: Sequence[perflog.BreakdownRecord], metrics: dict, me
     (breakdown_layouts.py), priced where the measured part is missing; ``flops``: the model FLOPs of a step on
     one device where the task counts them itself (PPO's phases: breakdown_ppo.py), else the measured steps';
     ``framework``: the round's, whose own stored micro cases price its collectives first."""
-    part = measured(records, (metrics.get("step_time_s") or {}).get("median"))
+    steps = metrics.get("step_time_s") or {}
+    part = measured(records, steps.get("median"), steps.get("cv"))
     buckets = part.get("bucket_bytes") or []
     sizes = part.get("group_sizes") or [part.get("group_size") or 1] * len(buckets)
     hosts = _hosts({"environment": {"nodes": list(nodes)}})

@@ -15,6 +15,7 @@ measured updates' mean of the same phase (the worker's ``<phase>.time_s`` figure
 """
 from __future__ import annotations
 
+import math
 from typing import Optional, Sequence
 
 from training.contract import flops as flop_counts
@@ -64,7 +65,8 @@ def _whole(records: Sequence[perflog.BreakdownRecord]) -> list[perflog.Breakdown
 
 
 def lever(tb: dict) -> Optional[str]:
-    """The phase that took most of the serialised update, then its own biggest part; a straggler in the other."""
+    """The phase that took most of the serialised update, then its own lever (the part that loses the most);
+    in the other phase, a part priced from these hosts' measurement that runs far below it, and a straggler."""
     phases = {name: p for name, p in (tb.get("phases") or {}).items() if "serialised_step_s" in p["measured"]}
     whole = tb["measured"].get("serialised_step_s")
     if not phases or not whole:
@@ -76,11 +78,27 @@ def lever(tb: dict) -> Optional[str]:
     inner = top.get("lever")
     text += f": {inner}" if inner else ""
     for other, phase in phases.items():
+        if other == name:
+            continue
+        said = [part.text for part in words.lever_parts(phase, of="the phase") if part.far_below]
         s = phase["measured"].get("straggler")
-        if other != name and s:
-            text += (f"; in {phase['label']}, rank {s['rank']} is a straggler (compute {words.ms(s['compute_s'])} "
-                     f"against the median {words.ms(s['median_compute_s'])})")
+        said += [words.straggler(s)] if s else []
+        text += "".join(f"; in {phase['label']}, {line}" for line in said)
     return text
+
+
+def added_up(whole: dict, phases: dict) -> dict:
+    """The whole update's measured parts as its phases' parts added, each phase read as a step is (its slowest
+    rank's compute, the ranks' median communication): so they add up. Each rank's phases summed step by step
+    and read at the rank's median update (``_whole``) need not: the median update of the sum is another update
+    than each phase's median, and the median rank another rank (the whole's communication read 126 ms against
+    learning's own 209 ms)."""
+    parts = [p["measured"] for p in phases.values()]
+    if whole.get("not_measured") or any("serialised_step_s" not in m for m in parts):
+        return whole
+    total = {key: math.fsum(m[key] for m in parts)
+             for key in ("compute_s", "communication_s", "other_s", "serialised_step_s")}
+    return {**whole, **total, "summed_from": "phases"}
 
 
 def time_breakdown(records: Sequence[perflog.BreakdownRecord], metrics: dict, workload: WorkloadSpec,
@@ -93,7 +111,8 @@ def time_breakdown(records: Sequence[perflog.BreakdownRecord], metrics: dict, wo
     phases = {}
     for phase, label in PHASES.items():
         total_s, updates = figures.get(f"{phase}.time_s"), metrics.get("measured_steps")
-        step = {"median": total_s / updates if total_s is not None and updates else None}
+        step = {"median": total_s / updates if total_s is not None and updates else None,
+                "cv": (metrics.get("step_time_s") or {}).get("cv")}  # the updates' noise: the straggler's margin
         part = breakdown.time_breakdown([r for r in records if r.phase == phase] + stand_ins, {"step_time_s": step},
                                         measured_peak, datasheet_peak, nodes, allreduce_rows, measure_busbw,
                                         flops=counted[phase])
@@ -104,6 +123,6 @@ def time_breakdown(records: Sequence[perflog.BreakdownRecord], metrics: dict, wo
         phases[phase] = {"label": label, **part}
     out = breakdown.time_breakdown(_whole(records), metrics, measured_peak, datasheet_peak, nodes, allreduce_rows,
                                    measure_busbw, flops=counted["experience"] + counted["learning"])
-    out.update(unit="update", phases=phases)
+    out.update(unit="update", phases=phases, measured=added_up(out["measured"], phases))
     out["lever"] = lever(out) if not out["measured"].get("not_measured") else None
     return out

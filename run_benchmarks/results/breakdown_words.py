@@ -4,53 +4,110 @@ of ``accelbench show``, the part compare says changed most, and the small format
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Optional
 
 from run_benchmarks.results import breakdown_pipeline as pipeline
+from training.contract import perflog
 
 # measured compute this many times its expected figure: the step is bound by per-operation overhead, not GEMM
 # speed (an H200 ran gpt3_tiny's 5.5 ms compute against 0.0045 ms expected; gpt2_xl's was 2.4x)
 OVERHEAD_BOUND_RATIO = 10.0
-OVERHEAD_BOUND = ("{ratio:,.0f}x less: the step is far from GEMM-bound (operations too small to fill the device, "
-                  "launch and framework overhead, or a busy host set the pace); a larger micro batch or "
-                  "train.compile would help more than faster GEMMs")
+OVERHEAD_BOUND = ("it takes {ratio:,.0f}x its time at the full peak: the step is far from GEMM-bound (operations "
+                  "too small to fill the device, launch and framework overhead, or a busy host set the pace); a "
+                  "larger micro batch or train.compile would help more than faster GEMMs")
+
+
+# What each part of a step could take at best, for the lever (README "Where each step's time goes"):
+ACHIEVABLE_MFU = 0.5  # compute: its model FLOPs at half the calibrated GEMM peak (a step is more than its GEMMs;
+#                       well-tuned large-model training reaches 40-60 % of the peak)
+FAR_BELOW = 3.0  # communication priced from the bus bandwidth stored for these hosts, taking this many times
+#                  its price (running at a third of that bandwidth or less) ...
+NAMED_SAVING = 0.05  # ... and losing at least this share of the step: named in the lever, whatever else leads
+
+
+@dataclass(frozen=True)
+class Part:
+    """One part of the step for the lever: what it loses against what is achievable (``lost``; where nothing
+    prices it, its whole time: the most it can lose), whether it is priced from a measurement on these hosts
+    and runs far below it (``far_below``: always named), and its words."""
+
+    name: str
+    lost: float
+    far_below: bool
+    text: str
 
 
 def lever(breakdown: dict, of: str = "the serialised step") -> Optional[str]:
-    """The biggest part of the measured step (``of``: what it is a part of), in plain words, against its expected
-    figure where there is one; compute's named parts (PPO's generation and scoring) each against theirs."""
-    m, e = breakdown.get("measured") or {}, breakdown.get("expected") or {}
-    if m.get("not_measured") or "compute_s" not in m:
+    """The part of the measured step (``of``: what it is a part of) that loses the most time against what is
+    achievable, in plain words with the time to gain; then every part priced from a measurement on these hosts
+    (communication at the stored bus bandwidth) that runs far below it, with the time it would save; then the
+    straggler. Compute's named parts (PPO's generation and scoring) each against theirs."""
+    parts = lever_parts(breakdown, of)
+    if not parts:
         return None
-    parts = {"compute": m["compute_s"], "communication": m["communication_s"], "other": m["other_s"],
-             **({"pipeline": m["pipeline_wait_s"]} if "pipeline_wait_s" in m else {})}
-    total = math.fsum(parts.values())
-    if total <= 0:
-        return None
-    name = max(parts, key=parts.get)
-    share = parts[name] / total
-    inside = f": {listed(m['compute_parts'])}" if name == "compute" and m.get("compute_parts") else ""
-    text = f"{name} is {share:.0%} of {of} ({ms(parts[name])}{inside})"
-    if name == "compute" and e.get("compute_s"):
-        text += f"; at the calibrated GEMM peak it would take {ms(e['compute_s'])}{named(e.get('compute_parts'))}"
-        ratio = parts[name] / e["compute_s"]
-        if ratio > OVERHEAD_BOUND_RATIO:
-            text += ", " + OVERHEAD_BOUND.format(ratio=ratio)
-    elif name == "communication" and e.get("communication_s"):
-        ratio = e["communication_s"] / parts[name]
-        text += (f"; the {ops_text(m)} of {m['gradient_bytes'] / 1e6:.3g} MB ran at {ratio:.0%} of the bus bandwidth "
-                 "these hosts measured")
-    elif name == "other":
-        text += ": data fetch, optimizer and host overhead"
-    elif name == "pipeline":
-        text = pipeline_lever(m, e, share)
+    top, *rest = sorted(parts, key=lambda part: -part.lost)
+    text = "; ".join([top.text] + [part.text for part in rest if part.far_below])
+    m = breakdown["measured"]
     if m.get("straggler") and m.get("pipeline"):
         text += "; " + pipeline_straggler(m["straggler"])
     elif m.get("straggler"):
-        s = m["straggler"]
-        text += (f"; rank {s['rank']} is a straggler (compute {ms(s['compute_s'])} against the median "
-                 f"{ms(s['median_compute_s'])})")
+        text += "; " + straggler(m["straggler"])
     return text
+
+
+def lever_parts(breakdown: dict, of: str = "the serialised step") -> list[Part]:
+    """Each part of the measured step with what it loses (``Part``); empty where nothing was measured."""
+    m, e = breakdown.get("measured") or {}, breakdown.get("expected") or {}
+    if m.get("not_measured") or "compute_s" not in m:
+        return []
+    seconds = {"compute": m["compute_s"], "communication": m["communication_s"], "other": m["other_s"],
+               **({"pipeline": m["pipeline_wait_s"]} if "pipeline_wait_s" in m else {})}
+    total = math.fsum(seconds.values())
+    if total <= 0:
+        return []
+
+    def share(name: str) -> str:
+        return f"{name} is {seconds[name] / total:.0%} of {of} ({ms(seconds[name])}"
+
+    out = [_compute(m, e, share("compute")), _communication(m, e, share("communication"), total),
+           Part("other", m["other_s"], False, share("other") + "): data fetch, optimizer and host overhead")]
+    if "pipeline" in seconds:
+        out.append(Part("pipeline", seconds["pipeline"], False, pipeline_lever(m, e, seconds["pipeline"] / total)))
+    return out
+
+
+def _compute(m: dict, e: dict, said: str) -> Part:
+    inside = f": {listed(m['compute_parts'])}" if m.get("compute_parts") else ""
+    if not e.get("compute_s"):
+        return Part("compute", m["compute_s"], False, f"{said}{inside}); no calibrated GEMM peak prices it")
+    achievable = e["compute_s"] / ACHIEVABLE_MFU
+    parts = {name: value / ACHIEVABLE_MFU for name, value in (e.get("compute_parts") or {}).items()}
+    lost = max(0.0, m["compute_s"] - achievable)
+    text = (f"{said}{inside}); at {ACHIEVABLE_MFU:.0%} of the calibrated GEMM peak it would take "
+            f"{ms(achievable)}{named(parts)}" + (f": {ms(lost)} to gain" if lost else ": it runs faster than that"))
+    ratio = m["compute_s"] / e["compute_s"]
+    if ratio > OVERHEAD_BOUND_RATIO:
+        text += "; " + OVERHEAD_BOUND.format(ratio=ratio)
+    return Part("compute", lost, False, text)
+
+
+def _communication(m: dict, e: dict, said: str, total: float) -> Part:
+    measured, price = m["communication_s"], e.get("communication_s")
+    if not price:  # not priced (no stored busbw), or no collective to price
+        why = "" if price == 0 or not measured else "; no bus bandwidth stored for these hosts prices it"
+        return Part("communication", measured, False, f"{said}){why}")
+    lost = max(0.0, measured - price)
+    at = f"{price / measured:.0%} of" if measured > 0 else "more than"  # a clock's resolution can read 0
+    text = (f"{said}); the {ops_text(m)} of {m['gradient_bytes'] / 1e6:.3g} MB ran at {at} the bus bandwidth these "
+            f"hosts measured ({ms(price)} at it)" + (f": {ms(lost)} would be saved" if lost else ""))
+    return Part("communication", lost, measured >= FAR_BELOW * price and lost >= NAMED_SAVING * total, text)
+
+
+def straggler(s: dict) -> str:
+    above = f"{s['compute_s'] / s['median_compute_s'] - 1:.0%} above it" if s["median_compute_s"] > 0 else "above it"
+    return (f"rank {s['rank']} is a straggler (compute {ms(s['compute_s'])} against the median "
+            f"{ms(s['median_compute_s'])}: {above}, past {s.get('margin_basis') or 'the margin'})")
 
 
 def ops_text(m: dict) -> str:
@@ -81,8 +138,8 @@ def describe(tb: Optional[dict]) -> list[str]:
     if m.get("not_measured"):
         lines = [f"time breakdown: {m['not_measured']}"]
     else:
-        lines = [f"time breakdown per {unit}, measured on {m['breakdown_steps']} serialised {unit}s after the "
-                 f"measured ones: {_parts(m)}; serialised {unit} {ms(m['serialised_step_s'])} against the measured "
+        lines = [f"time breakdown per {unit}, measured on {m['breakdown_steps']} serialised {unit}s {where(m)}: "
+                 f"{_parts(m)}; serialised {unit} {ms(m['serialised_step_s'])} against the measured "
                  f"{unit}s' median {ms(m['step_time_s'])}"]
         lines += [f"  {pipeline_measured(m)}"] if m.get("pipeline") else []
     lines.append(f"  expected: compute {ms(e.get('compute_s'))} (datasheet peak: "
@@ -112,6 +169,13 @@ def describe(tb: Optional[dict]) -> list[str]:
     elif energy:
         lines.append(f"  energy: {energy['note']}")
     return lines
+
+
+def where(m: dict) -> str:
+    """Where the breakdown steps ran, as the records' method says: the last warm-up steps, or after the measured
+    ones (every record before the warm-up placement)."""
+    return perflog.BREAKDOWN_IN_WARMUP if perflog.BREAKDOWN_IN_WARMUP in (m.get("method") or "") \
+        else perflog.BREAKDOWN_AFTER
 
 
 def _parts(m: dict) -> str:

@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import Any, Optional
 
 from training.contract.micro import MICRO_INPUTS
+from training.contract.tasks import task_of
 
 SIZED = ("bytes", "m")  # a figure measured at a size (a message, an array, a product) had operands
 
@@ -48,6 +49,6 @@ def token_accounting(metrics: Optional[dict[str, Any]], instruction: bool, micro
 
 
 def round_warnings(workload, metrics: Optional[dict], figures: list[dict]) -> list[str]:
-    if workload.task == "micro":
+    if not task_of(workload.task).trains:  # a micro-benchmark: its figures' inputs
         return micro_inputs(figures)
     return token_accounting(metrics, workload.data.instruction, workload.train.micro_batch_size)

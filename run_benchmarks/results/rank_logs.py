@@ -18,7 +18,7 @@ from typing import Iterator, Optional
 from training.contract import perflog
 
 from run_benchmarks.results import perf_reader
-from run_benchmarks.catalog.frameworks import RankLogs
+from run_benchmarks.results.rank_files import RankLogs, gathered  # noqa: F401 - re-exported: readers name them here
 
 ERROR_TAIL_LINES = 12
 _ROOT_CAUSE_RANK = re.compile(r"Root Cause.*?rank\s*:\s*(\d+)", re.DOTALL)

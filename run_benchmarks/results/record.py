@@ -13,6 +13,8 @@ from typing import Any, Literal, Optional
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from training.contract.tasks import task_of
+
 from run_benchmarks.catalog.compliance import Compliance
 
 RESULTS_SCHEMA = "accelbench.results/1"
@@ -68,6 +70,9 @@ class Environment(BaseModel):
 
     orchestrator: dict[str, Any] = Field(default_factory=dict)
     nodes: list[dict[str, Any]] = Field(default_factory=list)
+    rendezvous: dict[str, Any] = Field(default_factory=dict, description=(
+        "master_port: the port the round's launchers met on (master_port auto: chosen on the master host when "
+        "the round started), chosen_by: who chose it; empty where no launcher needed one"))
 
 
 class DeviceDefinition(_Record):
@@ -126,7 +131,7 @@ class RoundRecord(_Record):
         the other micro-benchmarks move fp32 buffers."""
         workload = self.workload or {}
         micro = workload.get("micro") or {}
-        if workload.get("task") == "micro":
+        if not task_of(workload.get("task") or "pretrain").trains:
             return "+".join(dict.fromkeys(micro.get("dtypes") or ["fp32"])) if micro.get("bench") == "gemm" else "fp32"
         return (workload.get("train") or {}).get("precision") or (self.metrics or {}).get("precision")
 

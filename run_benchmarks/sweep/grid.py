@@ -4,7 +4,7 @@ An axis value is a bundle of settings: ``nprocs_per_node: 2``, ``extern_config: 
 (nodes x processes) or any workload key (``train.micro_batch_size: 4``, applied as ``--set``). The grid is
 the product of the axes over every base case name, minus the exclusions; ``where`` rules add settings to
 the points they match (e.g. a memory limit on one point); ``table`` names a reference table printed after
-the sweep's own (``finetune``: accelbench table finetune of the sweep's run). Points are plain data (saved in the run's
+the sweep's own (``mfu``, ``finetune``...: accelbench table NAME of the sweep's run). Points are plain data (saved in the run's
 ``sweep.json``), so ``accelbench sweep --resume RUN`` rebuilds the same grid without the command line.
 """
 from __future__ import annotations
@@ -22,6 +22,7 @@ from run_benchmarks import limits
 from run_benchmarks.catalog.config import Strict, load_model, parse_yaml
 from run_benchmarks.catalog.config_files import CaseEntry
 from run_benchmarks.errors import UserError
+from run_benchmarks.results.tables import NAMES as TABLE_NAMES
 
 CASE_FIELDS = ("case", "framework", "hardware", "nnodes", "nprocs_per_node")
 POINT_KEYS = (*CASE_FIELDS, "extern_config", "layout")  # everything else is a workload key (--set)
@@ -71,8 +72,8 @@ class SweepFile(Strict):
                                                                                 "(axis name -> label)")
     where: list[WhereRule] = Field(default_factory=list)
     scaling: Optional[ScalingSpec] = None
-    table: Optional[Literal["finetune"]] = Field(None, description=(
-        "a reference table printed after the sweep's own, from its stored rounds (accelbench table NAME RUN)"))
+    table: Optional[Literal[TABLE_NAMES]] = Field(None, description=(
+        "a published table printed after the sweep's own, from its stored rounds (accelbench table NAME RUN)"))
 
     @field_validator("cases")
     @classmethod

@@ -8,10 +8,10 @@ from typing import Literal, Optional
 
 from pydantic import Field, PositiveFloat, model_validator
 
+from training.contract.monitors import MonitorName  # noqa: F401 - the monitor list, declared there once
 from training.contract.names import DEVICE_FIELDS, PROCESS_FIELDS
 from training.contract.spec_base import StrictModel
 
-MonitorName = Literal["nvml", "rocm-smi", "cpu", "none"]
 
 
 class CommandMonitorSpec(StrictModel):

@@ -22,6 +22,7 @@ CONTRACT_VERSION = 1
 WORKER_MODULE = "training.run_pretraining"
 WORKER_SCRIPT = "training/run_pretraining.py"  # launchers that take a script (paddle.distributed.launch)
 MONITOR_MODULE = "training.monitor"
+PORT_SCRIPT = "training/contract/ports.py"  # master_port auto: run as a file on the master host (ports.py)
 
 # The precisions a GEMM peak is measured and declared in (vendor.yaml peak_tflops, measured_peaks.yaml, the
 # micro-benchmark's dtype), in the order tables show them.

@@ -134,10 +134,16 @@ class FigureRecord:
             raise ValueError(f"figure {self.name!r}: reduce must be one of {FIGURE_REDUCE}, not {self.reduce!r}")
 
 
+# Where a record's breakdown steps ran, as its ``method`` names it (training/breakdown.py ``method``; the
+# orchestrator's words say which): the last warm-up steps, or extra steps after the measured ones.
+BREAKDOWN_IN_WARMUP, BREAKDOWN_AFTER = "that are the last warm-up steps", "after the measured ones"
+
+
 @dataclass(frozen=True)
 class BreakdownRecord:
     rank: int
-    steps: int = field(metadata={"doc": "dedicated breakdown steps run after the measured ones (0: not measured)"})
+    steps: int = field(metadata={"doc": "dedicated breakdown steps, outside the measured ones: the last warm-up "
+                                        "steps or after the measured ones, as ``method`` says (0: not measured)"})
     data_s: list = field(default_factory=list, metadata={"doc": "per breakdown step: fetching its micro-batches"})
     compute_s: list = field(default_factory=list, metadata={
         "doc": "per breakdown step: forward and backward of every micro-batch, no gradient collective in it"})

@@ -15,15 +15,15 @@ from typing import Literal, Optional, Union
 from pydantic import Field, NonNegativeInt, PositiveFloat, PositiveInt, conint, model_validator
 
 from training.contract.monitor_spec import CommandMonitorSpec, MonitorName  # noqa: F401 - re-exported
-from training.contract.micro import MicroSpec
+from training.contract.micro import MicroSpec, with_stand_in
 from training.contract.spec_base import STEPS_REASON, WIDTH_REASON, StrictModel, bounded
-from training.contract.micro import with_stand_in
 from training.contract.ppo import PPOSpec
+from training.contract.tasks import TASKS
 
 SPEC_VERSION = 2
 
 Precision = Literal["fp32", "bf16", "fp16", "fp8"]
-Task = Literal["pretrain", "finetune", "lora", "ppo", "micro"]
+Task = Literal[tuple(TASKS)]  # the names of training/contract/tasks.py, declared there once
 LoraTarget = Literal["q", "k", "v", "o", "fc", "gate", "down"]
 
 

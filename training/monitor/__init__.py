@@ -11,29 +11,20 @@ worker config. Standard library plus psutil (host) and the vendor's library (NVM
 from __future__ import annotations
 
 import importlib
-from typing import Callable, Protocol
+from typing import Callable
 
+from training.contract.monitors import MONITORS
 from training.contract.registry import Registry
+from training.monitor.sampler import Sampler, ToolKilled, Unavailable
+
+__all__ = ["ACCELERATORS", "Sampler", "ToolKilled", "Unavailable", "describe", "opener"]
 
 
-class Unavailable(RuntimeError):
-    """This sampler cannot run here; the message says why (shown as a warning with the results)."""
-
-
-class ToolKilled(Unavailable):
-    """The sampler's tool was killed by a signal: most often the node's stop, which reaches the monitor's
-    whole tree (the tool first, sometimes) before the monitor's own SIGTERM handler runs."""
-
-
-class Sampler(Protocol):
-    def sample(self) -> dict: ...
-
-
-# accelerator monitor name (vendor.yaml ``monitor``) -> the ``open()`` that makes its sampler, imported on use
+# accelerator monitor name (vendor.yaml ``monitor``) -> the ``open()`` that makes its sampler, imported on use:
+# one entry per monitor the contract declares (training/contract/monitors.py), by path
 ACCELERATORS: Registry[Callable[[], Sampler]] = Registry("accelerator monitor")
-ACCELERATORS.register("nvml", f"{__name__}.nvml:open")
-ACCELERATORS.register("rocm-smi", f"{__name__}.rocm_smi:open")
-ACCELERATORS.register("cpu", f"{__name__}.cpu:open")
+for _monitor in MONITORS.values():
+    ACCELERATORS.register(_monitor.name, f"{__name__}.{_monitor.sampler}:open")
 
 
 def opener(kind) -> Callable[[], Sampler]:

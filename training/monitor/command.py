@@ -17,7 +17,7 @@ from training.contract import readings
 from training.contract.names import expand_placeholders
 from training.contract.monitor_spec import CommandMonitorSpec
 
-from training.monitor import ToolKilled, Unavailable
+from training.monitor.sampler import ToolKilled, Unavailable
 
 CODE_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 

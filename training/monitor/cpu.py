@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from training.monitor import Unavailable
+from training.monitor.sampler import Unavailable
 from training.monitor.host import CpuBusy
 
 RAPL = Path("/sys/class/powercap/intel-rapl:0/energy_uj")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 
-from training.monitor import Unavailable
+from training.monitor.sampler import Unavailable
 
 
 class CpuBusy:

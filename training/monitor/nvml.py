@@ -4,7 +4,7 @@ utilisation where the driver samples it (``processes``: [pid, util %, memory byt
 the run's own from others' by pid). A reading a driver does not support is None."""
 from __future__ import annotations
 
-from training.monitor import Unavailable
+from training.monitor.sampler import Unavailable
 
 
 class NvmlSampler:

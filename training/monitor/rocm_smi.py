@@ -11,7 +11,7 @@ import json
 import shutil
 import subprocess
 
-from training.monitor import Unavailable
+from training.monitor.sampler import Unavailable
 
 ARGV = ["rocm-smi", "--showuse", "--showpower", "--showtemp", "--showmeminfo", "vram", "--json"]
 FIELDS = {  # our field -> key prefixes, first found wins

@@ -22,6 +22,7 @@ import torch
 import torch.distributed as dist
 from torch._utils import _flatten_dense_tensors, _unflatten_dense_tensors
 
+from training import harness
 from training.breakdown import Collectives, Phases
 from training.faults import sleep_ms
 from training.torch import breakdown_pp
@@ -132,8 +133,16 @@ def _waited(call):
     return work
 
 
+def leaves_model(spec, parallel) -> bool:
+    """Whether ``phases`` installs nothing on the model that would stay for later steps: one process and DDP
+    (the breakdown's all-reduces are its own calls). FSDP2's hooks, ZeRO-1's patched broadcast, tensor
+    parallel's and a pipeline's clocks stay: their breakdown runs after the measured steps."""
+    return (parallel.pipeline is None and spec.parallel.tensor_parallel_degree == 1
+            and (parallel.dp_size == 1 or spec.parallel.sharding == "none"))
+
+
 def phases(worker) -> Union[Phases, str]:
-    """``worker``: a TorchWorker after its measured steps."""
+    """``worker``: a TorchWorker after its first steps (DDP has rebuilt its buckets)."""
     spec, parallel = worker.spec, worker.parallel
     tp = spec.parallel.tensor_parallel_degree > 1
     why = uncovered(spec, parallel) or (breakdown_tp.uncovered(spec, worker.on_cpu) if tp else None)
@@ -157,11 +166,14 @@ def phases(worker) -> Union[Phases, str]:
         timed = breakdown_tp.timed(inner, breakdown_tp.tensor_parallel_group(parallel.model))
         forward_backward = timed(forward_backward)
 
-    def compute(batches: list) -> None:
+    def compute(batches: list) -> harness.StepWork:
+        worker.compiles.step_started()  # a step for the compile count, as train_step's (the warm-up's, here)
         scale = worker.loss_scale(batches)  # the global count's all-reduce: compute, not data_s
         worker.compute_delay()
         # FSDP: its reduce-scatters run in backward, each timed apart by ``inner``
-        forward_backward(batches, scale, worker.precision, worker.scaler, worker.torch_device, sync_gradients=fsdp)
+        loss = forward_backward(batches, scale, worker.precision, worker.scaler, worker.torch_device,
+                                sync_gradients=fsdp)
+        return harness.StepWork(loss=loss, **worker.counts(batches))
 
     def communicate() -> list[int]:
         if parallel.dp_size == 1 or fsdp:

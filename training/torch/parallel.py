@@ -214,7 +214,6 @@ def apply_tensor_parallel(model: nn.Module, tp_mesh, spec: WorkloadSpec) -> None
 
 def _ddp(model: nn.Module, zero1: bool, device: torch.device, optimizer_args: dict, layout: dict,
          delay_ms: Optional[float] = None) -> Parallelized:
-    from torch.distributed.optim import ZeroRedundancyOptimizer
     from torch.nn.parallel import DistributedDataParallel
 
     ddp = DistributedDataParallel(model, device_ids=None if device.type == "cpu" else [device.index])
@@ -222,7 +221,9 @@ def _ddp(model: nn.Module, zero1: bool, device: torch.device, optimizer_args: di
         from training.torch.breakdown import delay_hook
 
         ddp.register_comm_hook(None, delay_hook(delay_ms))
-    if zero1:
+    if zero1:  # imported only here: torch.distributed.optim costs each rank 0.4 s of CPU to import
+        from torch.distributed.optim import ZeroRedundancyOptimizer
+
         optimizer = ZeroRedundancyOptimizer(trainable_parameters(ddp), optimizer_class=torch.optim.AdamW, **optimizer_args)
     else:
         optimizer = torch.optim.AdamW(trainable_parameters(ddp), fused=fused_adamw(device), **optimizer_args)

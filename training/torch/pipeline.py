@@ -179,9 +179,14 @@ def _local(t: torch.Tensor) -> torch.Tensor:
 
 
 def squared_norm(grads: list[torch.Tensor], device: torch.device) -> torch.Tensor:
-    """Sum of squares of the full gradients (sharded DTensors are reduced across their shards)."""
+    """Sum of squares of the full gradients, in float64 (sharded DTensors are reduced across their shards).
+    A plain tensor's norm is one fused float64 reduction: a float64 copy and its square, each the gradient's
+    size, took ~9 ms of every 2-rank gpt2_tiny step (n_layer 4, d_model 256) on a CPU, outside the timed step."""
     total = torch.zeros((), device=device, dtype=torch.float64)
     for g in grads:
-        part = g.double().pow(2).sum()
-        total += part.full_tensor() if hasattr(part, "full_tensor") else part
+        if hasattr(g, "full_tensor"):  # a DTensor: its shards' squares reduced as DTensor does
+            part = g.double().pow(2).sum()
+            total += part.full_tensor()
+        else:
+            total += torch.linalg.vector_norm(g, dtype=torch.float64).square()
     return total

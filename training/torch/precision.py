@@ -89,4 +89,4 @@ def _require_fp8(device: torch.device) -> None:
         raise UnsupportedOnDevice(f"{needs}; {name} has {capability[0]}.{capability[1]}")
     if importlib.util.find_spec("torchao") is None:
         raise UnsupportedOnDevice("fp8 training uses torchao's float8, which is not installed on this host "
-                                  "(pip install torchao)")
+                                  "(pip install torchao==0.18.0, the version tested with torch 2.13.0: accelbench's fp8 extra)")

@@ -27,12 +27,8 @@ from training.torch.parallel import parallelize
 
 
 def train(cfg: WorkerConfig) -> None:
-    """Tasks pretrain, finetune and lora on torch (ppo: training/torch/ppo_loop.py's ``run``)."""
-    if cfg.workload.task == "ppo":  # the RLHF loop: its own task, the same lifecycle
-        from training.torch.ppo_loop import run
-
-        run(cfg)
-        return
+    """Tasks pretrain, finetune and lora on torch (training/workers.py: ppo is training/torch/ppo_loop.py's
+    ``run``, an entry of its own on the same lifecycle)."""
     harness.run(cfg, train_task.over(TorchWorker))
 
 
@@ -125,6 +121,9 @@ class TorchWorker(devices.OnTorchDevice, harness.FrameworkWorker):
 
     def breakdown_phases(self):
         return breakdown.phases(self)
+
+    def breakdown_in_warmup(self) -> bool:
+        return breakdown.leaves_model(self.spec, self.parallel)
 
     def _global_count(self, local: int) -> int:
         """Supervised tokens in the global batch: an all-reduce where batches differ (instruction data)."""

@@ -1,8 +1,9 @@
 """Node runtimes as peers: how a node runs on its host. ``HostSpec.runtime`` names one.
 
 ``process``: the launcher as a process on the host. ``container``: the launcher in a container from the
-vendor's image on the host's Docker engine. A new runtime subclasses ``NodeRuntime`` and registers
-under its name with ``@RUNTIMES.register(name)``.
+vendor's image on the host's Docker engine. A new runtime subclasses ``NodeRuntime`` and registers under
+its name by path, as the built-ins below: only the runtimes a run's hosts name are imported (the Docker SDK
+only for containers).
 """
 from __future__ import annotations
 
@@ -10,11 +11,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Iterator, Mapping, Optional
 
 from run_benchmarks.backends.runtimes.base import RUNTIMES, NodeRuntime, NodeSite
-from run_benchmarks.backends.runtimes import container, process  # noqa: F401 - the built-in runtimes register themselves
 
 if TYPE_CHECKING:
     from run_benchmarks.backends.hosts import Host
     from run_benchmarks.plan import NodePlan, RunPlan
+
+RUNTIMES.register("process", f"{__name__}.process:ProcessRuntime")
+RUNTIMES.register("container", f"{__name__}.container:ContainerRuntime")
 
 
 def get(name: str) -> type[NodeRuntime]:

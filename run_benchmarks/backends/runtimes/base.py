@@ -12,6 +12,9 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, ClassVar, Mapping, Optional, Sequence
 
+from training.contract import ports
+from training.contract.names import PORT_SCRIPT
+
 from run_benchmarks.backends.codesync import sync_code
 from run_benchmarks.catalog.config_files import HostSpec
 from run_benchmarks.errors import PreflightError
@@ -76,6 +79,21 @@ class NodeRuntime(ABC):
             raise PreflightError(f"host {node.host.name}: could not copy the workload code to {node.cwd}: {exc}",
                                  "check that work_root in the cluster config is writable on that host") from None
 
+    def port_python(self, node: "NodePlan") -> str:
+        """The interpreter on the node's host that chooses a port there (the launcher's)."""
+        return node.python
+
+    def choose_port(self, node: "NodePlan") -> int:
+        """A free rendezvous port on the node's host, chosen there when the round starts: ``ports.py`` run as a
+        file by the host's Python (an argv list, over SSH too; nothing but the standard library needed)."""
+        host = self.hosts[node.host.name]
+        done = host.run([self.port_python(node), str(node.cwd / PORT_SCRIPT)])
+        port = ports.read_port(done.stdout[-16:]) if done.returncode == 0 else None
+        if port is None:
+            raise RuntimeError(f"host {node.host.name}: choosing the master port there failed (exit "
+                               f"{done.returncode}): {(done.stderr or done.stdout).strip()[-300:]}")
+        return port
+
     def prepare(self, cases: Sequence["CasePlan"]) -> None:
         """Whatever must exist on the hosts before a node of these cases starts (e.g. images)."""
 
@@ -102,4 +120,4 @@ class NodeRuntime(ABC):
         """Let go of the run's connections (hosts are closed by their owner)."""
 
 
-RUNTIMES: Registry[type[NodeRuntime]] = Registry("node runtime")  # filled by each runtime module
+RUNTIMES: Registry[type[NodeRuntime]] = Registry("node runtime")  # the built-ins: by path, in __init__

@@ -14,7 +14,7 @@ from run_benchmarks.errors import PreflightError
 from run_benchmarks.backends.hosts import Job
 from run_benchmarks.backends.fanout import fan_out
 from run_benchmarks.catalog.vendors import FrameworkRuntime
-from run_benchmarks.backends.runtimes.base import RUNTIMES, NodeRuntime, NodeSite, job_env, run_id_of
+from run_benchmarks.backends.runtimes.base import NodeRuntime, NodeSite, job_env, run_id_of
 from run_benchmarks.plan import ContainerPlan
 
 if TYPE_CHECKING:
@@ -31,7 +31,6 @@ def _framework_runtime(case: "CasePlan") -> FrameworkRuntime:
     return case.hardware.vendor_spec.frameworks.get(case.name.framework) or FrameworkRuntime()
 
 
-@RUNTIMES.register("container")
 class ContainerRuntime(NodeRuntime):
     name = "container"
 
@@ -102,6 +101,11 @@ class ContainerRuntime(NodeRuntime):
             raise PreflightError(f"host {host_name}: its Docker engine ({self.hosts[host_name].spec.docker_host}) "
                                  f"does not answer: {exc}", "start dockerd there, or fix docker_host in the "
                                                             "cluster config") from None
+
+    def port_python(self, node: "NodePlan") -> str:
+        """The host's python3 (as its parent-death guard's): the containers run on the host's network
+        (``network_mode="host"``), so a port free on the host is free for them; no container is started for it."""
+        return "python3"
 
     def installed_version(self, case: "CasePlan", node: "NodePlan") -> Optional[str]:
         image = self.images[str(case.name)].tag

@@ -4,13 +4,12 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Optional
 
 from run_benchmarks.backends.hosts import Job
-from run_benchmarks.backends.runtimes.base import RUNTIMES, NodeRuntime, job_env
+from run_benchmarks.backends.runtimes.base import NodeRuntime, job_env
 
 if TYPE_CHECKING:
     from run_benchmarks.plan import CasePlan, NodePlan
 
 
-@RUNTIMES.register("process")
 class ProcessRuntime(NodeRuntime):
     name = "process"
 

@@ -8,6 +8,8 @@ from abc import ABC, abstractmethod
 from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar, Mapping, Sequence
 
+from training.contract import ports
+
 from run_benchmarks.catalog.config_files import HostSpec
 from run_benchmarks.errors import PreflightError
 from run_benchmarks.registry import Registry
@@ -42,6 +44,21 @@ class Scheduler(ABC):
         return host.address
 
     @classmethod
+    def port_chooser(cls, rnd: "RoundPlan") -> str:
+        """Who chooses a ``master_port: auto`` round's port, and where (the dry run and the record say it)."""
+        node = rnd.nodes[0]
+        return f"chosen on host {node.host.name} ({node.host.address}) when the round starts"
+
+    @classmethod
+    def port_choice(cls, rnd: "RoundPlan") -> str:
+        """The round's master port as the plan knows it: the cluster file's, or auto and who chooses it."""
+        if rnd.master_port is not None:
+            return f"{rnd.master_port} (master_port of the cluster file)"
+        if not auto_port(rnd):
+            return "none (the launcher of one node needs no rendezvous port)"
+        return f"auto, {cls.port_chooser(rnd)}"
+
+    @classmethod
     def dry_run(cls, plan: "RunPlan", case: "CasePlan") -> list[str]:
         """What the scheduler would submit for the case's first round, as lines to print (none to add)."""
         return []
@@ -72,6 +89,19 @@ class Scheduler(ABC):
         """What the scheduler adds to the node's entry in the round's record (job id, node name, ...)."""
         return {}
 
+    def rendezvous(self, rnd: "RoundPlan") -> dict:
+        """The round's master port for its record, once its logs are here: the cluster file's, or the one its
+        master chose and wrote to ``ports.PORT_FILE`` in node 0's folder (None where that never happened)."""
+        if rnd.master_port is not None:
+            return {"master_port": rnd.master_port, "chosen_by": "master_port of the cluster file"}
+        if not auto_port(rnd):
+            return {}
+        try:
+            port = ports.read_port((rnd.nodes[0].log_dir / ports.PORT_FILE).read_text(encoding="utf-8")[:16])
+        except OSError:
+            port = None
+        return {"master_port": port, "chosen_by": f"auto, {self.port_chooser(rnd)}"}
+
     def fetch_logs(self, node: "NodePlan") -> None:
         """Bring the node's logs from its host into ``node.log_dir`` (raise OSError when it cannot)."""
         self.hosts[node.host.name].get(node.remote_dir, node.log_dir)
@@ -80,7 +110,18 @@ class Scheduler(ABC):
         """Let go of what the run held (connections, guards)."""
 
 
-SCHEDULERS: Registry[type[Scheduler]] = Registry("scheduler")  # filled by each scheduler module
+SCHEDULERS: Registry[type[Scheduler]] = Registry("scheduler")  # the built-ins: by path, in __init__
+
+
+def auto_port(rnd: "RoundPlan") -> bool:
+    """Whether the round's launchers wait for a port chosen when it starts (``ports.PLACEHOLDER`` planned)."""
+    return any(ports.PLACEHOLDER in word for node in rnd.nodes for word in node.argv)
+
+
+def clear_port_file(rnd: "RoundPlan") -> None:
+    """A shared folder's port file of an earlier attempt of the round goes before the round is submitted: the
+    nodes must wait for this attempt's port, never read the last one's."""
+    Path(rnd.nodes[0].host_dir / ports.PORT_FILE).unlink(missing_ok=True)
 
 
 def check_writable(folder: Path, key: str, fix: str) -> None:

@@ -22,7 +22,7 @@ from run_benchmarks.backends.hosts import Job
 from run_benchmarks.backends.hosts.local import LocalGuard
 from run_benchmarks.backends.schedulers import k8s_manifests as manifests
 from run_benchmarks.backends.schedulers import k8s_status as status
-from run_benchmarks.backends.schedulers.base import Scheduler, check_writable
+from run_benchmarks.backends.schedulers.base import Scheduler, check_writable, clear_port_file
 from run_benchmarks.backends.schedulers.shared_copy import copy_node_folder
 from run_benchmarks.backends.schedulers.k8s_client import KubeClient, kubeconfig
 from run_benchmarks.backends.schedulers.k8s_job import NodeJob, RoundJob
@@ -45,6 +45,10 @@ class Kubernetes(Scheduler):
     @classmethod
     def node_address(cls, host: HostSpec) -> str:
         return NODE_ADDR
+
+    @classmethod
+    def port_chooser(cls, rnd: "RoundPlan") -> str:
+        return "chosen in the pod of index 0 when it starts"
 
     @classmethod
     def dry_run(cls, plan: "RunPlan", case: "CasePlan") -> list[str]:
@@ -114,6 +118,7 @@ class Kubernetes(Scheduler):
         self.close()  # the previous round's job: its logs kept, deleted, its guard gone
         result.warnings += [*self.notes, *self.pending]
         self.pending = []
+        clear_port_file(rnd)
         job, service, config = manifests.manifests(self.spec, case, rnd)
         name = job["metadata"]["name"]
         from run_benchmarks import signals

@@ -5,7 +5,10 @@ a headless Service (each pod answers as ``<job>-<index>.<service>``) and a Confi
 config and every node's planned launcher argv. A pod runs a fixed entry program (``ENTRY``) that picks its
 node's argv by ``JOB_COMPLETION_INDEX`` and ``exec``s it: no user value is ever part of a command text,
 each is one element of a JSON list. The argv is the planner's own (the launcher torchrun or
-``paddle.distributed.launch``, as on hosts), the address placeholders replaced by the pods' DNS names.
+``paddle.distributed.launch``, as on hosts), the address placeholders replaced by the pods' DNS names. With
+``master_port: auto`` each pod starts its launcher through training/contract/ports.py: the pod of index 0
+chooses the port in its own network and writes it to its node folder on the shared volume (``--publish``),
+the others wait for that file (``--wait``, up to the round's deadline); each fills it into its argv and execs.
 """
 from __future__ import annotations
 
@@ -15,9 +18,13 @@ import math
 import re
 from typing import TYPE_CHECKING, Optional
 
+from training.contract import ports
+from training.contract.names import PORT_SCRIPT
+
 from run_benchmarks.catalog.kubernetes_spec import KubernetesSpec
 from run_benchmarks.catalog.vendors import FrameworkRuntime
 from run_benchmarks.errors import UserError
+from run_benchmarks.backends.schedulers.base import auto_port
 from run_benchmarks.backends.schedulers.slurm_script import MASTER_ADDR, NODE_ADDR
 
 if TYPE_CHECKING:
@@ -81,13 +88,23 @@ def nodes_document(case: "CasePlan", rnd: "RoundPlan") -> dict:
     name = object_name(case, rnd)
     doc = {}
     for node in rnd.nodes:
-        entry = {"launcher": _filled(node.argv, name, node.node_rank),
+        entry = {"launcher": _port_chosen(case, rnd, node.node_rank, _filled(node.argv, name, node.node_rank)),
                  "env": {k: _filled([v], name, node.node_rank)[0] for k, v in sorted(job_env(node).items())},
                  "tmp": str(node.host_dir / "tmp"), "cwd": str(node.cwd)}
         if node.monitor_argv is not None:
             entry["monitor"] = _filled(node.monitor_argv, name, node.node_rank)
         doc[str(node.node_rank)] = entry
     return doc
+
+
+def _port_chosen(case: "CasePlan", rnd: "RoundPlan", index: int, argv: list[str]) -> list[str]:
+    """The launcher argv as a pod starts it: through ports.py where the port is chosen when the round starts."""
+    if not auto_port(rnd):
+        return argv
+    node = rnd.nodes[index]
+    record = str(rnd.nodes[0].host_dir / ports.PORT_FILE)
+    side = ["--publish", record] if index == 0 else ["--wait", record, "--timeout", f"{case.timeout_s:g}"]
+    return [node.python, str(node.cwd / PORT_SCRIPT), *side, "--", *argv]
 
 
 def config_map(case: "CasePlan", rnd: "RoundPlan", owner: Optional[dict] = None) -> dict:

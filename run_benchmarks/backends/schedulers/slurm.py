@@ -19,7 +19,7 @@ from run_benchmarks.errors import PreflightError
 from run_benchmarks.backends.hosts import Job
 from run_benchmarks.backends.hosts.guard import ENV_TAG
 from run_benchmarks.backends.hosts.local import LocalGuard
-from run_benchmarks.backends.schedulers.base import Scheduler, check_writable
+from run_benchmarks.backends.schedulers.base import Scheduler, check_writable, clear_port_file
 from run_benchmarks.backends.schedulers.shared_copy import copy_node_folder, copy_regular_file
 from run_benchmarks.backends.schedulers.slurm_client import JobInfo, SlurmClient
 from run_benchmarks.backends.schedulers.slurm_script import (EXIT_FILE, MASTER_ADDR, NODE_ADDR, NODE_FILE, batch_script, node_script, sbatch_argv)
@@ -45,6 +45,10 @@ class Slurm(Scheduler):
     @classmethod
     def node_address(cls, host: HostSpec) -> str:
         return NODE_ADDR
+
+    @classmethod
+    def port_chooser(cls, rnd: "RoundPlan") -> str:
+        return "chosen by the batch script on the job's first node when the job starts"
 
     @classmethod
     def dry_run(cls, plan: "RunPlan", case: "CasePlan") -> list[str]:
@@ -91,6 +95,7 @@ class Slurm(Scheduler):
     def start_round(self, case: "CasePlan", rnd: "RoundPlan", result: "RoundResult",
                     jobs: dict[int, Job], monitors: dict[int, Job]) -> None:
         self.close()  # the previous round's job: ended; its guard goes
+        clear_port_file(rnd)
         argv, _ = write_round_files(self.spec, case, rnd)
         tag = f"slurm-{uuid.uuid4().hex}"
         from run_benchmarks import signals

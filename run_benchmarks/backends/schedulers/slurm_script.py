@@ -3,8 +3,11 @@
 the node script (each task: its node's launcher, picked by ``SLURM_NODEID``).
 
 Every value that comes from a plan (paths, case names, environment) is quoted with ``shlex.quote``;
-the two addresses known only inside the job are written in as ``"$master_addr"`` and ``"$node_addr"``.
-The addresses are the nodes' ``NodeAddr`` from ``scontrol``, since node names may not resolve.
+what is known only inside the job is written in as ``"$master_addr"``, ``"$node_addr"`` and
+``"$master_port"``. The addresses are the nodes' ``NodeAddr`` from ``scontrol``, since node names may not
+resolve. With ``master_port: auto`` the batch script, running on the job's first node (the master), chooses
+the port there (training/contract/ports.py, run as the launchers run: in the site's container where there is
+one), exports it to every task, and writes it to node 0's folder for the round's record.
 """
 from __future__ import annotations
 
@@ -13,27 +16,30 @@ import shlex
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Sequence
 
+from training.contract import ports
+from training.contract.names import PORT_SCRIPT
+
 from run_benchmarks.catalog.config_files import SlurmSpec
+from run_benchmarks.backends.schedulers.base import auto_port
 
 if TYPE_CHECKING:
     from run_benchmarks.plan import CasePlan, NodePlan, RoundPlan
 
 MASTER_ADDR = "@ACCELBENCH_MASTER_ADDR@"  # placeholders in a planned argv, replaced inside the job
 NODE_ADDR = "@ACCELBENCH_NODE_ADDR@"
-_PLACEHOLDER = re.compile(f"({re.escape(MASTER_ADDR)}|{re.escape(NODE_ADDR)})")
+_PLACEHOLDER = re.compile(f"({re.escape(MASTER_ADDR)}|{re.escape(NODE_ADDR)}|{re.escape(ports.PLACEHOLDER)})")
+_IN_JOB = {MASTER_ADDR: '"$master_addr"', NODE_ADDR: '"$node_addr"', ports.PLACEHOLDER: '"$master_port"'}
 EXIT_FILE = "exit_code"  # the node's launcher exit code, written by the node script
 NODE_FILE = "slurm_node.txt"  # "<node name> <address> <job id>", written by the node script
 _ADDRESS_OF = "scontrol show node -o \"$1\" | tr ' ' '\\n' | sed -n 's/^NodeAddr=//p'"
 
 
 def shell_word(arg: str) -> str:
-    """One argument as a shell word: quoted, with the job's addresses substituted where planned."""
+    """One argument as a shell word: quoted, with what only the job knows substituted where planned."""
     out = []
     for part in _PLACEHOLDER.split(arg):
-        if part == MASTER_ADDR:
-            out.append('"$master_addr"')
-        elif part == NODE_ADDR:
-            out.append('"$node_addr"')
+        if part in _IN_JOB:
+            out.append(_IN_JOB[part])
         elif part:
             out.append(shlex.quote(part))
     return "".join(out) or "''"
@@ -82,9 +88,31 @@ def batch_script(spec: SlurmSpec, case: "CasePlan", rnd: "RoundPlan", node_scrip
         'first=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)',
         'master_addr=$(address_of "$first")',
         'export ACCELBENCH_MASTER_ADDR="${master_addr:-$first}"',
+        *(_port_lines(spec, rnd) if auto_port(rnd) else []),
         "exec " + " ".join(shlex.quote(a) for a in srun) + " /bin/bash " + shlex.quote(str(node_script)),
     ]
     return "\n".join(lines) + "\n"
+
+
+def _port_lines(spec: SlurmSpec, rnd: "RoundPlan") -> list[str]:
+    """master_port auto: chosen here, on the job's first node, by node 0's interpreter as its launcher runs
+    (in the site's container: Apptainer around it, or a one-task Pyxis step pinned to this node)."""
+    master = rnd.nodes[0]
+    words = [shlex.quote(a) for a in _contained(spec, [master.python, str(master.cwd / PORT_SCRIPT)])]
+    container = spec.container
+    if container is not None and container.kind == "pyxis":
+        mounts = ",".join([f"{spec.shared_dir}:{spec.shared_dir}", *container.mounts])
+        step = ["srun", "--nodes=1", "--ntasks=1", f"--container-image={container.image}",
+                f"--container-mounts={mounts}", *container.options]
+        words = [*(shlex.quote(a) for a in step), '--nodelist="$first"', *words]
+    record = shlex.quote(str(master.host_dir / ports.PORT_FILE))
+    return [
+        f"master_port=$({' '.join(words)})",
+        'case "$master_port" in ""|*[!0-9]*) echo "accelbench: no master port could be chosen on $first" >&2; '
+        "exit 3 ;; esac",
+        'export ACCELBENCH_MASTER_PORT="$master_port"',
+        f"mkdir -p {shlex.quote(str(master.host_dir))} && printf '%s\\n' \"$master_port\" > {record}",
+    ]
 
 
 def node_script(spec: SlurmSpec, rnd: "RoundPlan") -> str:
@@ -94,6 +122,7 @@ def node_script(spec: SlurmSpec, rnd: "RoundPlan") -> str:
         "set -u",
         f"address_of() {{ {_ADDRESS_OF}; }}",
         'master_addr=$ACCELBENCH_MASTER_ADDR',
+        *(['master_port=$ACCELBENCH_MASTER_PORT'] if auto_port(rnd) else []),
         'node_addr=$(address_of "$SLURMD_NODENAME")',
         'node_addr=${node_addr:-$(hostname)}',
         'monitor=()',

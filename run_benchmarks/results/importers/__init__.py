@@ -1,7 +1,7 @@
 """Versioned parsers for logs other tools write, so their results can sit beside accelbench's.
 
-A parser is registered under ``<format>/<version>``; ``accelbench import --format paddlenlp`` takes
-the newest version of a format, ``paddlenlp/1`` pins one. Each reads one log file into an
+A parser is registered under ``<format>/<version>`` (parsers.py); ``accelbench import --format paddlenlp``
+takes the newest version of a format, ``paddlenlp/1`` pins one. Each reads one log file into an
 ``Imported``: the same figure names as accelbench's own metrics (so reports and comparisons treat
 both alike), a status, and what the log says about where it ran.
 """
@@ -17,7 +17,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterator, Optional
 
 from run_benchmarks.errors import UserError
-from run_benchmarks.registry import Registry
 from run_benchmarks.results.record import CaseFacts, Environment, RoundRecord, Status
 
 if TYPE_CHECKING:
@@ -81,11 +80,6 @@ class Parser:
         return f"{self.format}/{self.version}"
 
 
-# Each parser module registers its parsers when imported: on the first lookup, never with the package.
-PARSERS: Registry[Parser] = Registry("log parser", modules=tuple(f"{__name__}.{module}" for module in (
-    "megatron", "mllog", "nemo", "paddlenlp", "torchtitan")))
-
-
 class Span:
     """A log's first and last time stamps: all that is kept of them, however many lines carry one."""
 
@@ -117,8 +111,12 @@ def line_log_result(world_size: int, intervals: int, skipped: int, span: Span, e
 _UNFORESEEN = (ArithmeticError, ValueError, TypeError, KeyError, IndexError, AttributeError, RecursionError)
 
 
-def register(format: str, version: int, description: str, folder: Optional[Any] = None):
-    def wrap(fn: Callable[..., Imported]) -> Callable[..., Imported]:
+def parser(format: str, version: int, description: str,
+           folder: Optional[Any] = None) -> Callable[[Callable[..., Imported]], Parser]:
+    """A parser module's ``parse(path, world_size, skip_intervals)`` as the parser ``format/version``, its
+    unforeseen errors turned into a failed import; the module names it, ``parsers.PARSERS`` registers it by path.
+    ``folder``: see ``Parser.folder``."""
+    def wrap(fn: Callable[..., Imported]) -> Parser:
         name = f"{format}/{version}"
 
         @functools.wraps(fn)
@@ -136,21 +134,8 @@ def register(format: str, version: int, description: str, folder: Optional[Any] 
                       file=sys.stderr)
             return result
 
-        parser = Parser(format, version, description, guarded, folder)
-        PARSERS.register(parser.name, parser)
-        return fn
+        return Parser(format, version, description, guarded, folder)
     return wrap
-
-
-def get(name: str) -> Parser:
-    max_line_bytes()  # a bad $ACCELBENCH_MAX_LOG_LINE_BYTES is refused before anything is stored
-    if name in PARSERS:
-        return PARSERS.get(name)
-    versions = [p for _, p in PARSERS.items() if p.format == name]
-    if versions:
-        return max(versions, key=lambda p: p.version)
-    raise UserError(f"no log parser {name!r}",
-                    f"use one of: {', '.join(sorted(PARSERS))} (or the format alone for its newest version)")
 
 
 LINE_CAP_ENV = "ACCELBENCH_MAX_LOG_LINE_BYTES"

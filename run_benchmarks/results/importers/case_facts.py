@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional, Sequence
 
+from training.contract.tasks import task_of
 from training.contract import flops
 from training.contract.spec import WorkloadSpec
 
@@ -91,7 +92,7 @@ def case_facts(root: Path, name: CaseName, extern_config: Optional[str],
     workload = validate_layered(WorkloadSpec, layered, str(case.path))
     per_token: Optional[float] = None
     formula = ""
-    if workload.task == "ppo":
+    if task_of(workload.task).phased:
         notes.append("task ppo: its FLOPs are per phase, not per token; no TFLOP/s or MFU")
     else:
         count, formula = flops.flops_per_token(workload.model, workload.train)

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Callable, Optional
 
 from run_benchmarks.results.analyze import Stats
-from run_benchmarks.results.importers import Imported, Span, line_log_result, register
+from run_benchmarks.results.importers import Imported, Parser, Span, line_log_result, parser
 from run_benchmarks.results.importers import crosscheck, untrained
 from run_benchmarks.results.importers.lines import RATES, Coverage, Errors, LineLog, Series
 
@@ -29,14 +29,14 @@ PUBLISH = (("samples_per_s", "samples_per_s"), ("samples_per_s_per_device", "sam
            ("tflops_per_device", "tflops_per_device_logged"), ("mfu", "mfu_logged"))
 
 
-def register_table(fmt: str, version: int, description: str, read: Callable[..., Imported], table) -> None:
-    """Registers ``read(path, table, world_size, skip_intervals)`` as the parser ``fmt/version``: one reader of a
-    line shape serves every format whose field table it is given (Megatron-LM and Megatron-DeepSpeed, ...)."""
+def table_parser(fmt: str, version: int, description: str, read: Callable[..., Imported], table) -> Parser:
+    """``read(path, table, world_size, skip_intervals)`` as the parser ``fmt/version``: one reader of a line
+    shape serves every format whose field table it is given (Megatron-LM and Megatron-DeepSpeed, ...)."""
     def parse(path: Path, world_size, skip_intervals: int = 1) -> Imported:
         return read(path, table, world_size, skip_intervals)
 
     parse.__name__ = parse.__qualname__ = f"parse_{table.format}"
-    register(fmt, version, description)(parse)
+    return parser(fmt, version, description)(parse)
 
 
 def figures(log: LineLog, world_size: Optional[int], span: Span, errors: Errors, notes: list[str]) -> Imported:

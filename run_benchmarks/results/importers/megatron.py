@@ -23,7 +23,7 @@ from typing import Optional
 
 from run_benchmarks.results.importers import Imported, Span, read_lines
 from run_benchmarks.results.importers.fields import FieldTable
-from run_benchmarks.results.importers.line_figures import figures, register_table
+from run_benchmarks.results.importers.line_figures import figures, table_parser
 from run_benchmarks.results.importers.lines import MAX_STEP_DIGITS, Errors, LineLog, Reading, pipe_pairs, rank_prefix
 from run_benchmarks.results.importers.megatron_fields import MEGATRON, MEGATRON_DEEPSPEED
 
@@ -62,7 +62,13 @@ def read(path: Path, table: FieldTable, world_size: Optional[int], skip_interval
     return figures(log, world_size, span, errors, notes)
 
 
-register_table("megatron", 1, "Megatron-LM / Megatron-Core iteration lines (step time, TFLOP/s/GPU, skipped "
-                              "iterations), memory (MB) with or without [Rank N], arguments", read, MEGATRON)
-register_table("megatron-deepspeed", 1, "Megatron-DeepSpeed iteration lines (samples per second, tgs, TFLOPs, "
-                                        "actual seqlen), memory (MB)", read, MEGATRON_DEEPSPEED)
+MEGATRON_PARSER = table_parser(
+    "megatron", 1,
+    "Megatron-LM / Megatron-Core iteration lines (step time, TFLOP/s/GPU, skipped iterations), "
+    "memory (MB) with or without [Rank N], arguments",
+    read, MEGATRON)
+DEEPSPEED_PARSER = table_parser(
+    "megatron-deepspeed", 1,
+    "Megatron-DeepSpeed iteration lines (samples per second, tgs, TFLOPs, actual seqlen), memory "
+    "(MB)",
+    read, MEGATRON_DEEPSPEED)

@@ -26,7 +26,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Optional
 
-from run_benchmarks.results.importers import CappedWarnings, Imported, clip, register, whole
+from run_benchmarks.results.importers import CappedWarnings, Imported, clip, parser, whole
 from run_benchmarks.results.importers import mllog_blocks, mllog_compliance
 from run_benchmarks.results.importers.mllog_folder import Folder
 from run_benchmarks.results.importers import mllog_events
@@ -44,10 +44,12 @@ def _fail(result: Imported, why: str) -> None:
     result.reason = f"{result.reason}; {why}" if result.reason else why
 
 
-@register("mllog", 1, "MLPerf :::MLLOG result logs through mlperf-logging (time to train, scored metrics, "
-                      "throughput by the benchmark table, compliance)", folder=Folder())
 def parse(path: Path, world_size, skip_intervals: int = 1) -> Imported:
     return imported(path, read_log(path), world_size, skip_intervals)
+
+
+PARSER = parser("mllog", 1, "MLPerf :::MLLOG result logs through mlperf-logging (time to train, scored metrics, "
+                            "throughput by the benchmark table, compliance)", folder=Folder())(parse)
 
 
 def read_log(path: Path) -> tuple[Log, CappedWarnings, list[str]]:

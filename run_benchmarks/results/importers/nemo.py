@@ -18,7 +18,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from run_benchmarks.results.importers import Imported, Span, read_lines, register
+from run_benchmarks.results.importers import Imported, Span, read_lines, parser
 from run_benchmarks.results.importers.line_figures import figures
 from run_benchmarks.results.importers.lines import (MAX_STEP_DIGITS, Errors, LineLog, Reading, pipe_pairs,
                                                     rank_prefix)
@@ -41,8 +41,6 @@ def bar_pairs(text: str) -> list[tuple[str, str]]:
     return out
 
 
-@register("nemo", 1, "NeMo 1 progress bar (train_step_timing in s, reduced_train_loss) and NeMo 2 ProgressPrinter "
-                     "lines (TFLOPS_per_GPU, global_batch_size, peak_memory_usage)")
 def parse(path: Path, world_size, skip_intervals: int = 1) -> Imported:
     notes: list[str] = []
     span, errors = Span(), Errors()
@@ -65,6 +63,10 @@ def parse(path: Path, world_size, skip_intervals: int = 1) -> Imported:
         errors.see(line)
     chosen = max(logs.values(), key=lambda log: sum(len(s.steps) for s in log.series.values()))
     return figures(chosen, world_size, span, errors, notes)
+
+
+PARSER = parser("nemo", 1, "NeMo 1 progress bar (train_step_timing in s, reduced_train_loss) and NeMo 2 "
+                          "ProgressPrinter lines (TFLOPS_per_GPU, global_batch_size, peak_memory_usage)")(parse)
 
 
 def _add(log: LineLog, step: int, pairs: list, rank) -> None:

@@ -27,7 +27,7 @@ from typing import Optional
 
 from run_benchmarks.results.importers import Imported, Span, read_lines
 from run_benchmarks.results.importers.fields import SETTINGS, FieldTable
-from run_benchmarks.results.importers.line_figures import figures, register_table
+from run_benchmarks.results.importers.line_figures import figures, table_parser
 from run_benchmarks.results.importers.lines import MAX_STEP_DIGITS, Errors, LineLog, Reading, rank_prefix
 from run_benchmarks.results.importers.paddle_fields import ERNIEKIT, PADDLEFORMERS, PADDLENLP
 
@@ -135,9 +135,17 @@ def _summary_figures(result: Imported, summary: dict) -> None:
         result.details["train_runtime_s"] = summary["train_runtime"]
 
 
-register_table("paddlenlp", 1, "PaddleNLP Trainer interval lines (2022 to today), arguments, end-of-run summary; "
-                               "older global-step lines", read, PADDLENLP)
-register_table("paddleformers", 1, "PaddleFormers Trainer interval lines, arguments, end-of-run summary", read,
-               PADDLEFORMERS)
-register_table("erniekit", 1, "ERNIEKit trainer lines (global_samples_per_second, tokens_per_sec_per_card, "
-                              "TFLOPS_per_sec_per_card, max_mem_allocated_gb)", read, ERNIEKIT)
+PADDLENLP_PARSER = table_parser(
+    "paddlenlp", 1,
+    "PaddleNLP Trainer interval lines (2022 to today), arguments, end-of-run summary; older "
+    "global-step lines",
+    read, PADDLENLP)
+PADDLEFORMERS_PARSER = table_parser(
+    "paddleformers", 1,
+    "PaddleFormers Trainer interval lines, arguments, end-of-run summary",
+    read, PADDLEFORMERS)
+ERNIEKIT_PARSER = table_parser(
+    "erniekit", 1,
+    "ERNIEKit trainer lines (global_samples_per_second, tokens_per_sec_per_card, "
+    "TFLOPS_per_sec_per_card, max_mem_allocated_gb)",
+    read, ERNIEKIT)

@@ -20,7 +20,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from run_benchmarks.results.importers import Imported, Span, read_lines, register
+from run_benchmarks.results.importers import Imported, Span, read_lines, parser
 from run_benchmarks.results.importers.line_figures import figures
 from run_benchmarks.results.importers.lines import MAX_STEP_DIGITS, Errors, LineLog, Reading, rank_prefix
 from run_benchmarks.results.importers.torchtitan_fields import TORCHTITAN
@@ -42,8 +42,6 @@ _FIELDS = {
 _STAMP = re.compile(r"(\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2})")
 
 
-@register("torchtitan", 1, "torchtitan metric lines, old and new (step, loss, grad_norm, memory GiB reserved, "
-                           "tps/wps, tflops, mfu)")
 def parse(path: Path, world_size, skip_intervals: int = 1) -> Imported:
     notes: list[str] = []
     span, errors, log, zero_memory = Span(), Errors(), LineLog(TORCHTITAN, skip_intervals), 0
@@ -72,3 +70,7 @@ def parse(path: Path, world_size, skip_intervals: int = 1) -> Imported:
         result.warnings.append(f"memory: 0.00GiB on {zero_memory:,} line(s): no reading (torchtitan prints 0 "
                                "where it reads no device memory), not a 0-byte peak")
     return result
+
+
+PARSER = parser("torchtitan", 1, "torchtitan metric lines, old and new (step, loss, grad_norm, memory GiB "
+                                "reserved, tps/wps, tflops, mfu)")(parse)

@@ -13,6 +13,7 @@ from typing import Optional, Sequence
 
 from run_benchmarks.catalog.compliance import NON_COMPLIANT
 from run_benchmarks.results import perf_reader
+from run_benchmarks.results.rank_files import gathered
 from run_benchmarks.results.report.summary import CaseSummary
 
 LOSS_POINTS = 512  # a long run's loss curve is thinned to about this many points (bucket means)
@@ -92,10 +93,10 @@ def _rank0_log(results_path: str) -> Optional[Path]:
     folder = Path(results_path).parent
     if not folder.is_dir():
         return None
-    for pattern in ("*noderank0/rank0.stdout.log", "*noderank0/rank0.log", "*/rank0.stdout.log", "*/rank0.log"):
-        logs = sorted(folder.glob(pattern))  # rank0.log: Paddle's launcher merges a rank's two streams
-        if logs:
-            return logs[0]
+    for nodes in ("*noderank0", "*"):  # the launchers' gathered layout (results/rank_logs.py)
+        rank0 = next((logs for logs in gathered(folder, nodes) if logs.rank == 0), None)
+        if rank0 is not None:
+            return rank0.stdout
     return None
 
 

@@ -19,6 +19,7 @@ from typing import Any, Callable, Optional, Sequence
 
 from pydantic import ValidationError
 
+from training.contract.tasks import task_of
 from training.contract.spec import WorkloadSpec
 
 from run_benchmarks.catalog.casename import CaseName
@@ -108,7 +109,7 @@ def round_facts(attempt: Attempt) -> RoundFacts:
         return as_stored(attempt, name, stored, exc)
     resolved = resolved_workload(name, spec)
     facts = layout_facts(name, spec)
-    if spec.task == "micro":  # no batch: its model and train sections are placeholders no worker reads
+    if not task_of(spec.task).trains:  # no batch: its model and train sections are placeholders no worker reads
         facts = {"data_parallel": facts.get("data_parallel"), "task": "micro"}
     return RoundFacts(workload_hash(resolved), layout_key(resolved), facts,
                       spec.model_dump(mode="json", exclude_defaults=True))

@@ -10,29 +10,23 @@ ROUND_DIR [--format markdown]`` reads them straight from a round's rank logs, co
 from __future__ import annotations
 
 import argparse
-import re
 from pathlib import Path
 from typing import Optional, Sequence
 
 from rich.console import Console
 
+from training.contract.tasks import task_of
+
+from run_benchmarks.results.rank_files import gathered
 from run_benchmarks.results.rank_logs import read_rank
 from run_benchmarks.results.figures import Figure, figures_from_dicts, round_figures
-from run_benchmarks.catalog.frameworks import RankLogs
 from run_benchmarks.results.report.summary import human_bytes, number
 from run_benchmarks.results.report.views import View, to_markdown, to_rich
-
-_RANK_LOG = re.compile(r"rank(\d+)\.stdout\.log$")
 
 
 def round_dir_figures(round_dir: Path) -> list[Figure]:
     """Every rank's figures under ``round_dir`` (its node folders), combined over the ranks."""
-    logs = []
-    for path in sorted(round_dir.glob("*/rank*.stdout.log")):
-        match = _RANK_LOG.search(path.name)
-        if match:
-            logs.append(RankLogs(int(match.group(1)), path, path.with_name(path.name.replace("stdout", "stderr"))))
-    return round_figures([read_rank(rank_logs) for rank_logs in logs])
+    return round_figures([read_rank(rank_logs) for rank_logs in gathered(round_dir)])
 
 
 def figures_view(title: str, figures: Sequence[Figure]) -> View:
@@ -124,7 +118,7 @@ def interconnect_line(row: dict, allreduce_rows: Sequence[dict]) -> Optional[str
     """For a training attempt on several nodes: the all-reduce bus bandwidth last measured (an ``allreduce``
     case, ok) on exactly its hosts, at the largest message size, so a reader sees whether the network limits
     it. None for one node, a micro case, or hosts never measured."""
-    if (row.get("nnodes") or 1) < 2 or (row.get("workload") or {}).get("task") == "micro":
+    if (row.get("nnodes") or 1) < 2 or not task_of((row.get("workload") or {}).get("task") or "pretrain").trains:
         return None
     hosts = hosts_of(row)
     measured = [r for r in allreduce_rows if r.get("status") == "ok" and hosts_of(r) == hosts and r.get("figures")]
