@@ -180,7 +180,7 @@ def test_a_round_stores_its_vendor_files_sha256_and_a_changed_file_is_named(acce
 
     from .conftest import ROOT
 
-    case = build_run_plan(load_inputs(ROOT), ["gpt2_tiny:torch:cpu:1:1"], "v", tmp_path / "logs", ports=[29500]).cases[0]
+    case = build_run_plan(load_inputs(ROOT), ["gpt2_tiny:torch:cpu:1:1"], "v", tmp_path / "logs").cases[0]
     record = result_document(case, RoundResult(str(case.name), 1, tmp_path, "failed"), {})
     assert record.environment.vendor_file_sha256 == hashlib.sha256(
         (ROOT / "vendors/cpu/vendor.yaml").read_bytes()).hexdigest()

@@ -9,12 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from run_benchmarks.sweep.state import SweepOptions, save
-
 from .history_series import rate_series, store_series
 from .test_finetune_table import TP2, ZERO2, doc as finetune_doc
 from .test_results import document, fill
-from .test_sweep_views import AXES, ROWS
+from .test_sweep_views import sweep_page
 
 
 def check_page(browser, page: Path, charts_at_least: int = 1) -> None:
@@ -60,12 +58,7 @@ def test_the_compare_page(browser, accelbench, tmp_path):
 
 
 def test_the_sweep_page(browser, accelbench, tmp_path):
-    logs = tmp_path / "logs"
-    save(logs / "sweep-1", SweepOptions(points=[], axes=AXES), ROWS)
-    page = tmp_path / "sweep.html"
-    done = accelbench("sweep", "--show", "sweep-1", "--log-root", logs, "--format", "html", "--output", page)
-    assert done.returncode == 0, done.stderr
-    check_page(browser, page)
+    check_page(browser, sweep_page(accelbench, tmp_path)[1])
 
 
 def test_the_finetune_table_page(browser, accelbench, tmp_path):

@@ -13,7 +13,8 @@ from run_benchmarks.cli.report import emit, parse_selection
 from run_benchmarks.cli.store_options import open_store
 from run_benchmarks.errors import UserError
 from run_benchmarks.results.history import analysis, changes, series
-from run_benchmarks.results.history.formats import HISTORY_FORMATS, HistoryDocument
+from run_benchmarks.results.history.analysis import HistoryDocument
+from run_benchmarks.results.history.formats import HISTORY_FORMATS
 
 EXIT_OF = {analysis.REGRESSION: EXIT_REGRESSION, analysis.CONTENDED: EXIT_CONTENDED,
            analysis.TOO_FEW: EXIT_NOTHING_CHECKED}

@@ -64,6 +64,13 @@ class Analysed:
         return f"no change point in {len(self.judged)} points"
 
 
+@dataclass(frozen=True)
+class HistoryDocument:
+    """What the history formats render (formats.py)."""
+    title: str
+    analysed: list[Analysed]
+
+
 def shift_words(analysed: Analysed, shift: changes.Shift) -> str:
     """``-8.0 % [-8.6 %, -7.4 %] on 2026-11-20 (run X); before: A .. B (19 points), after: C .. D (10)``."""
     pts = analysed.judged

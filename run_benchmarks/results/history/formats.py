@@ -1,19 +1,10 @@
 """``accelbench history``'s formats, in the one registry style (as report/formats.py registers the report's): each
-registered by path, so matplotlib loads only for the HTML page and ``--help`` lists the names without loading any."""
+registered by path, so matplotlib loads only for the HTML page and ``--help`` lists the names without loading
+any. What they render: analysis.HistoryDocument."""
 from __future__ import annotations
-
-from dataclasses import dataclass
-from typing import Any, Sequence
 
 from run_benchmarks.registry import Registry
 from run_benchmarks.results.report.documents import Format
-
-
-@dataclass(frozen=True)
-class HistoryDocument:
-    title: str
-    analysed: Sequence[Any]  # history/analysis.py Analysed, one per workload
-
 
 HISTORY_FORMATS: Registry[Format] = Registry("history format")
 HISTORY_FORMATS.register("terminal", "run_benchmarks.results.history.renderers:TERMINAL")

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from run_benchmarks.results.history import export, text
-from run_benchmarks.results.history.formats import HistoryDocument
+from run_benchmarks.results.history.analysis import HistoryDocument
 from run_benchmarks.results.report.documents import Format
 
 
