@@ -1,9 +1,10 @@
-"""``accelbench history`` on real runs (issue 46): six 1-process gpt2_tiny runs (goldens.SHORT), one after another
-into one store; from the fourth on, every step is slowed by an injected 1.5 s delay that spins on the CPU
-(``debug.compute_delay_ms`` with ``debug.compute_delay_spins``: a slow kernel's time). The history finds one
-change point at the fourth run, calls it a regression beyond the noise (``--check``: exit 3), and names the
-settings that changed there. Six is the fewest: a change needs three points on each side (changes.MIN_POINTS).
-The runs are made once for the module (``delayed_series``) and read by each test."""
+"""``accelbench history`` on real runs (issue 46): seven 1-process gpt2_tiny runs (goldens.SHORT, a smaller model),
+one after another into one store; from the fourth on, every step is slowed by an injected 3 s delay
+(``debug.compute_delay_ms``: a straggler's sleep). The history finds one change point at the fourth run, calls it
+a regression beyond the noise (``--check``: exit 3), and names the setting that changed there. Six is the fewest
+the rules judge (three points on each side); the seventh is for a loaded machine: there, three plain runs of a
+tiny model scatter 4x (measured at load 9-12), and the point-to-point noise is the median of the steps between
+successive runs, which the steady delayed runs then hold down. The runs are made once for the module."""
 from __future__ import annotations
 
 import json
@@ -20,13 +21,13 @@ CASE = "gpt2_tiny:torch:cpu:1:1"
 # step's spread between runs there (measured: 0.3 s-steps of the full gpt2_tiny varied 4x between runs at load 12).
 SMALL = ("--set", "model.n_layer=1", "--set", "model.d_model=32", "--set", "model.seq_len=32",
          "--set", "train.micro_batch_size=1")
-DELAY = ("--set", "debug.compute_delay_ms=1500", "--set", "debug.compute_delay_spins=true")
-RUNS = 6
+DELAY = ("--set", "debug.compute_delay_ms=3000",)  # sleeps: the lanes beside it keep the cores
+RUNS, PLAIN = 7, 3
 
 
 @pytest.fixture(scope="module")
 def delayed_series(tmp_path_factory):
-    """(workdir, db, run ids oldest first): three plain runs, then three with the delay."""
+    """(workdir, db, run ids oldest first): three plain runs, then four with the delay."""
     workdir = tmp_path_factory.mktemp("history-runs")
     root = workdir / "root"
     for folder in ("cases", "vendors", "configs"):
@@ -35,7 +36,7 @@ def delayed_series(tmp_path_factory):
     os.symlink(ROOT / "training", root / "training")
     logs = workdir / "logs"
     for n in range(RUNS):
-        done = run_cli(workdir, "run", CASE, *SHORT, *SMALL, *(DELAY if n >= RUNS // 2 else ()), "--root", str(root),
+        done = run_cli(workdir, "run", CASE, *SHORT, *SMALL, *(DELAY if n >= PLAIN else ()), "--root", str(root),
                        log_root=logs)
         assert done.returncode == 0, done.stderr[-3000:]
     run_ids = sorted(p.name for p in logs.iterdir() if p.is_dir())
@@ -50,9 +51,9 @@ def test_the_injected_delay_is_one_change_point_naming_the_setting(delayed_serie
     (workload,) = json.loads(done.stdout)["workloads"]  # one workload: debug settings are not another
     assert [p["run_id"] for p in workload["points"]] == run_ids
     (change,) = workload["change_points"]
-    assert change["run_id"] == run_ids[3] and change["verdict"] == "regression" and change["size"] < -0.5
+    assert change["run_id"] == run_ids[3] and change["verdict"] == "regression" and change["size"] < -0.5 and change["after"]["points"] == 4
     assert change["before"]["first_run"] == run_ids[0] and change["after"]["last_run"] == run_ids[-1]
     changed = {c["key"]: (c["before"], c["after"]) for c in change["changed_here"]}
-    assert changed["debug.compute_delay_ms"] == ("-", "1500.0") and changed["debug.compute_delay_spins"] == ("-", "True")
+    assert changed["debug.compute_delay_ms"] == ("-", "3000.0")
     text = cli("history", "--db", str(db), "--check")
-    assert text.returncode == 3 and "changed here: " in text.stdout and "debug.compute_delay_ms - -> 1500.0" in text.stdout
+    assert text.returncode == 3 and "changed here: " in text.stdout and "debug.compute_delay_ms - -> 3000.0" in text.stdout

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-
 from typing import Optional
 
 from rich.console import Console
