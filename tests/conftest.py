@@ -11,6 +11,7 @@ from typing import Callable
 
 import pytest
 
+from .infra.browser import browser  # noqa: F401 - session fixture: a headless Chromium, started once
 from .infra.postgres import postgres  # noqa: F401 - session fixture: a private PostgreSQL server, started once
 from .infra.slurm import slurm_cluster  # noqa: F401 - session fixture: the test Slurm, started once
 
@@ -48,7 +49,8 @@ def pytest_runtest_makereport(item, call):
 
 # What makes a test end to end (marker e2e, skipped by the inner loop's -m "not e2e"): a fixture that starts
 # something real, or a module whose tests start processes themselves.
-E2E_FIXTURES = {"cli", "sshd", "engine", "cpu_torch_image", "slurm_cluster", "accelbench_containers", "postgres"}
+E2E_FIXTURES = {"cli", "sshd", "engine", "cpu_torch_image", "slurm_cluster", "accelbench_containers", "postgres",
+                "browser"}
 E2E_MODULES = {"test_parity", "test_paddle", "test_paddle_layouts", "test_torch_memory", "test_signals",
                "test_slurm", "test_micro_paddle", "test_store_faults", "test_sweep", "test_cli_imports",
                "test_paddle_finetune_layouts", "test_loss_runs", "test_breakdown_pipeline", "test_contention_runs",
@@ -65,7 +67,7 @@ LANES = ("inprocess", "local", "infra")
 INFRA_FIXTURES = {"sshd", "engine", "cpu_torch_image", "slurm_cluster", "accelbench_containers"}
 # Session services outside "infra", each in the one lane LANE_OF_MODULE gives every module that uses it: the private
 # PostgreSQL server (tests/infra/postgres.py) runs in "inprocess", the lane with the most room.
-ONE_LANE_FIXTURES = INFRA_FIXTURES | {"postgres"}
+ONE_LANE_FIXTURES = INFRA_FIXTURES | {"postgres", "browser"}
 # Lanes of one CI run (2026-11-27, after issue 33's rank tests were added): local 1,126 s, infra 1,015 s,
 # inprocess 645 s of test time; so the new rank tests and Paddle's micro-benchmarks run in "inprocess".
 LANE_OF_MODULE = {"test_sweep": "infra", "test_micro_paddle": "inprocess", "test_paddle_finetune_layouts": "infra",
@@ -75,7 +77,8 @@ LANE_OF_MODULE = {"test_sweep": "infra", "test_micro_paddle": "inprocess", "test
                   "test_store_postgres": "inprocess", "test_store_postgres_cli": "inprocess",
                   "test_store_postgres_runs": "inprocess", "test_contention_runs": "inprocess",
                   "test_breakdown_lever": "inprocess",  # issue 41: one invocation of its own (~30 s)
-                  "test_mfu_twin": "inprocess"}
+                  "test_mfu_twin": "inprocess", "test_html_browser": "inprocess",
+                  "test_history_stores": "inprocess"}
 
 
 def pytest_addoption(parser):

@@ -45,12 +45,18 @@ def test_the_grid_is_model_x_strategy_by_batch_with_oom_cells():
     assert views.cell(older) == "10 tok/s"  # a sweep stored before rows kept step time and TFLOP/s
 
 
-def test_html_has_the_grid_chart_and_the_terminal_never_draws_it(accelbench, tmp_path, monkeypatch):
+def sweep_page(accelbench, tmp_path):
+    """The sweep of ROWS saved under ``tmp_path/logs`` and its HTML page written: (logs, page)."""
     logs = tmp_path / "logs"
     save(logs / "sweep-1", SweepOptions(points=[], axes=AXES), ROWS)
     page = tmp_path / "sweep.html"
     done = accelbench("sweep", "--show", "sweep-1", "--log-root", logs, "--format", "html", "--output", page)
     assert done.returncode == 0, done.stderr
+    return logs, page
+
+
+def test_html_has_the_grid_chart_and_the_terminal_never_draws_it(accelbench, tmp_path, monkeypatch):
+    logs, page = sweep_page(accelbench, tmp_path)
     html = page.read_text()
     assert 'id="sweep-grid"' in html and "tokens/s per device: model x strategy by micro_batch" in html
     assert html.count(">OOM<") >= 1 and "<td class=\"oom\">OOM</td>" in html  # in the chart and the grid

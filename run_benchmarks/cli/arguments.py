@@ -15,6 +15,7 @@ from training.contract.names import GEMM_DTYPES
 
 from run_benchmarks import __version__
 from run_benchmarks.catalog import casename
+from run_benchmarks.cli.history_arguments import add_history
 from run_benchmarks.cli.parser import ArgumentParser
 from run_benchmarks.cli.exit_codes import EXIT_CONTENDED, EXIT_CONVERGENCE, EXIT_NOTHING_CHECKED, EXIT_REGRESSION
 from run_benchmarks.results.report.formats import COMPARE_FORMATS, REPORT_FORMATS, SWEEP_FORMATS, TABLE_FORMATS
@@ -180,6 +181,7 @@ def add_store_commands(sub) -> None:
     add_store_options(show)
 
     add_report(sub)
+    add_store_options(add_history(sub))
     add_table(sub)
     add_reference(sub)
     add_import(sub)

@@ -253,6 +253,8 @@ def result_document(case: CasePlan, result: RoundResult, orchestrator_env: dict)
         monitor=result.monitor, figures=result.figures, workload=case.workload.model_dump(mode="json"),
         workload_hash=workload_hash(workload), compliance=case.compliance, device_definition=_device(case),
         environment=Environment(orchestrator=orchestrator_env, nodes=result.nodes, rendezvous=result.rendezvous,
+                                # what history names as changed when the vendor's file changed (results/history)
+                                vendor_file_sha256=_file_sha256(case.hardware.vendor_dir / "vendor.yaml"),
                                 **({"leftovers": result.leftovers} if result.leftovers else {})))
 
 
