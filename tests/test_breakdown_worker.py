@@ -28,16 +28,20 @@ def _measure(rank: int, world: int, cfg) -> dict:
 
 
 def _through_harness(rank: int, world: int, cfg) -> dict:
-    """The whole timed loop (training/harness.py ``_train``) of ``cfg``: every record it wrote, in order."""
+    """The whole timed loop (training/train_task.py's ``TrainTask.records``) of ``cfg``: every record it wrote,
+    in order."""
     import contextlib
     import io
 
-    from training import harness
+    from training import train_task
     from training.contract import perflog
+    from training.contract.names import Ranks
 
     worker, out = open_worker(rank, world, cfg), io.StringIO()
+    task = train_task.TrainTask(cfg, Ranks(rank=rank, world_size=world, local_rank=rank, node_rank=0), worker)
     with contextlib.redirect_stdout(out):
-        harness._train(cfg, harness.Ranks(rank=rank, world_size=world, local_rank=rank, node_rank=0), worker, None)
+        for record in task.records():
+            perflog.emit(record)
     return {"record": [r for r in map(perflog.parse_line, out.getvalue().splitlines()) if r], "worker": worker}
 
 
@@ -187,7 +191,7 @@ def test_the_breakdown_steps_are_the_last_warm_up_steps_where_the_layout_leaves_
         steps = [r for r in rank_records if isinstance(r, perflog.StepRecord)]
         (timed,) = [r for r in rank_records if isinstance(r, perflog.BreakdownRecord)]
         assert [s.step for s in steps] == list(range(7)) and [s.warmup for s in steps] == [True] * 5 + [False] * 2
-        assert rank_records.index(timed) == len(rank_records) - 2  # after the steps, before the end record
+        assert rank_records.index(timed) == len(rank_records) - 1  # after the steps (the end record is the harness's)
         assert timed.steps == 3 and timed.method == breakdown.method(breakdown.WARMUP) and timed.not_measured is None
         assert sum(timed.bucket_bytes) == b0_gradient_bytes(MODEL) and timed.group_size == 2
         for step, seconds in zip(steps[2:5], timed.step_s):

@@ -131,7 +131,8 @@ def test_a_busy_machine_is_never_judged_and_a_real_slowdown_still_is(tmp_path, r
     slow_vs_quiet = accelbench("compare", ids["quiet"], ids["slow"], "--db", str(db), "--format", "markdown")
     (row,) = [line for line in slow_vs_quiet.stdout.splitlines() if line.startswith("| gpt2_tiny")]
     tokens = [c.strip() for c in row.strip("|").split("|")][3]  # tokens/s/device: A, B, B vs A
-    assert tokens.endswith("(regression)") and "[" in tokens, row  # one round each: its interval, holding no 0
+    # one round each: its interval, holding no 0; an injected delay departs from the case's policy, and says so
+    assert "] (regression)" in tokens and "[" in tokens, row
 
     assert accelbench("report", ids["slow"], "--db", str(db), "--root", str(root), "--check").returncode == 3
     assert accelbench("report", ids["quiet"], "--db", str(db), "--root", str(root), "--check").returncode == 0

@@ -73,7 +73,7 @@ def test_collectives_on_paddle_follow_nccl_tests_formulas(cli):
         assert times.keys() == algbw.keys() == busbw.keys()
         for key, t in times.items():
             p = t["params"]
-            assert p == {"op": op, "bytes": p["bytes"], "dtype": "fp32", "ranks": 2}
+            assert p == {"op": op, "bytes": p["bytes"], "dtype": "fp32", "ranks": 2, "inputs": "normal", "seed": 1234}
             assert t["ranks"] == 2 and t["value"] > 0  # every rank reported the slowest rank's time
             assert "max over 2 ranks" in t["formula"]
             assert algbw[key]["value"] == pytest.approx(p["bytes"] / t["value"] / 1e9, rel=1e-12)
