@@ -87,7 +87,10 @@ class NodeRuntime(ABC):
         """A free rendezvous port on the node's host, chosen there when the round starts: ``ports.py`` run as a
         file by the host's Python (an argv list, over SSH too; nothing but the standard library needed)."""
         host = self.hosts[node.host.name]
-        done = host.run([self.port_python(node), str(node.cwd / PORT_SCRIPT)])
+        # A remote host runs the synced copy; this machine runs the very file the orchestrator imported (a --root
+        # of configs alone, as tests and users give, holds no training/)
+        script = node.cwd / PORT_SCRIPT if node.remote_dir is not None else Path(ports.__file__)
+        done = host.run([self.port_python(node), str(script)])
         port = ports.read_port(done.stdout[-16:]) if done.returncode == 0 else None
         if port is None:
             raise RuntimeError(f"host {node.host.name}: choosing the master port there failed (exit "

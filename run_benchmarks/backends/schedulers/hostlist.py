@@ -33,7 +33,12 @@ class HostList(Scheduler):
         port = None
         if auto_port(rnd):
             master = rnd.nodes[0]
-            port = self.chosen[str(rnd.dir)] = self.runtimes.of(master).choose_port(master)
+            try:
+                port = self.chosen[str(rnd.dir)] = self.runtimes.of(master).choose_port(master)
+            except RuntimeError:
+                if signals.received():  # Ctrl-C reached the chooser too (one process group): an interruption
+                    raise signals.Interrupted(signals.received()) from None
+                raise
         for node in rnd.nodes:
             with signals.deferred():  # a start is not cut in half: what started is in the dicts, to stop
                 monitor = self._start_monitor(case, node, result)
