@@ -14,7 +14,10 @@ rule of a case's policy, and the logs of workers from before the start record ca
 """
 from __future__ import annotations
 
-from training.contract.spec import WorkloadSpec
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # the world size alone is read by case names, which --help and list parse without pydantic
+    from training.contract.spec import WorkloadSpec
 
 
 def world_size(nnodes: int, nprocs_per_node: int) -> int:
