@@ -79,3 +79,35 @@ def test_a_guard_with_a_command_exits_with_its_code():
                                                [sys.executable, "-c", "raise SystemExit(7)"]), stdin=subprocess.PIPE)
     assert guard.wait(timeout=20) == 7
     guard.stdin.close()
+
+
+def test_a_local_stop_is_the_reapers_and_a_second_signal_cuts_its_grace_short():
+    """hosts/local.py stops a job with the reaper (``stop_here``), as SSH does: the tag's processes end, one
+    that ignores TERM is killed after the grace; once a signal arrived, a second one while the stop waits starts
+    a stop with no grace beside it, so a 60 s grace ends in seconds (the person wants the run over)."""
+    import signal
+    import threading
+
+    from run_benchmarks import signals
+
+    tag = f"test-{uuid.uuid4().hex}"
+    polite, stubborn = start(tag), start(tag, stubborn=True)
+    time.sleep(0.5)
+    began = time.monotonic()
+    reaper.stop_here(tag, 0.5)
+    assert gone(polite, 1) and gone(stubborn, 1) and time.monotonic() - began < 8
+    restore = signals.install(notify=lambda message: None)
+    try:
+        try:
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(1)  # the handler raises in the main thread at the next bytecode
+        except signals.Interrupted:
+            pass
+        stubborn = start(tag, stubborn=True)
+        time.sleep(0.5)
+        threading.Timer(1.0, os.kill, (os.getpid(), signal.SIGINT)).start()
+        began = time.monotonic()
+        reaper.stop_here(tag, 60)
+        assert signals.hurried() and gone(stubborn, 1) and time.monotonic() - began < 10
+    finally:
+        restore()

@@ -25,9 +25,10 @@ def test_sweep_show_last_and_a_prefix_find_the_newest_sweep(accelbench, tmp_path
 def test_a_sweep_prints_its_run_id_before_it_runs_and_how_to_show_it_after(accelbench, tmp_path, monkeypatch):
     """Issue 30: ``sweep`` never printed its run id. The points' execution is left out (no launcher here): the
     id is printed from the plan, before anything would run, and the closing line names it for ``--show``."""
-    from run_benchmarks.cli import sweep as sweep_cli
+    from run_benchmarks.execute.runner import Outcome
+    from run_benchmarks.sweep import runner as sweep_runner
 
-    monkeypatch.setattr(sweep_cli, "_execute", lambda *args: False)
+    monkeypatch.setattr(sweep_runner, "run_sweep", lambda sweep, *args, **kwargs: Outcome(sweep.ctx.run_id))
     logs = tmp_path / "logs"
     done = accelbench("sweep", "gpt2_tiny:torch:cpu:1:1", "--grid", "train.micro_batch_size=1,2", "--log-root", logs)
     assert done.returncode == 0, done.stderr

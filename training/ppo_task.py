@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Any, Callable, Iterator
 
 from training import harness
-from training.contract import flops, perflog
+from training.contract import batch, flops, perflog
 from training.contract.names import Ranks
 from training.contract.spec import WorkerConfig
 
@@ -26,12 +26,12 @@ class PPOTask(harness.Task):
         self.spec, self.ranks, self.worker = cfg.workload, ranks, worker
         self.framework, self.version, self.device, self.on_cpu = (worker.framework, worker.version, worker.device,
                                                                   worker.on_cpu)
-        ppo = self.ppo = worker.ppo
-        self.per_update = ppo.update_timesteps * ppo.experience_batch_size  # sequences made and learned from
+        self.ppo = worker.ppo
+        self.per_update = batch.replica_batch(cfg.workload)  # sequences made and learned from, on this rank
         self.memory = None
 
     def workload(self) -> harness.Workload:
-        ppo, phase, s = self.ppo, self.worker.phase, self.ppo.total_length
+        ppo, phase, s = self.ppo, self.worker.phase, batch.sample_tokens(self.spec)
         per_sample = phase["generation"].total + phase["forwards"].total + ppo.max_epochs * phase["learning"].total
         return harness.Workload(precision=self.spec.train.precision, n_params=self.worker.n_params,
                                 trainable_params=self.worker.trainable_params, flops_per_token=per_sample / s,
@@ -63,7 +63,8 @@ class PPOTask(harness.Task):
                 clocks["learning"] += learning_s
                 clocks["iteration"] += elapsed
             return perflog.StepRecord(rank=rank, step=step, warmup=warmup, step_time_s=elapsed,
-                                      tokens=self.per_update * ppo.total_length, loss=worker.mean_loss(losses),
+                                      tokens=self.per_update * batch.sample_tokens(self.spec),
+                                      loss=worker.mean_loss(losses),
                                       ended_at=ended_at)
 
         # train.steps = episodes x updates per episode
@@ -96,15 +97,16 @@ def phase_figures(worker: Any, clocks: dict, samples: int) -> list[perflog.Figur
     values = {
         "experience.samples_per_s": (samples / clocks["experience"], "samples/s"),
         "experience.generated_tokens_per_s": (samples * ppo.generation_length / clocks["experience"], "tokens/s"),
-        "experience.tflops": (exp_flops / clocks["experience"] / 1e12, "TFLOP/s"),
-        "experience.tflops_attention_part": (exp_attention / clocks["experience"] / 1e12, "TFLOP/s"),
-        "experience.tflops_reference": (exp_ref / clocks["experience"] / 1e12, "TFLOP/s"),
+        "experience.tflops": (flops.tflop_per_s(exp_flops, clocks["experience"]), "TFLOP/s"),
+        "experience.tflops_attention_part": (flops.tflop_per_s(exp_attention, clocks["experience"]), "TFLOP/s"),
+        "experience.tflops_reference": (flops.tflop_per_s(exp_ref, clocks["experience"]), "TFLOP/s"),
         "learning.samples_per_s": (learned / clocks["learning"], "samples/s"),
         "learning.tokens_per_s": (learned * ppo.total_length / clocks["learning"], "tokens/s"),
-        "learning.tflops": (learned * phase["learning"].total / clocks["learning"] / 1e12, "TFLOP/s"),
-        "learning.tflops_attention_part": (learned * phase["learning"].attention / clocks["learning"] / 1e12,
-                                           "TFLOP/s"),
-        "learning.tflops_reference": (learned * phase["learning"].reference / clocks["learning"] / 1e12, "TFLOP/s"),
+        "learning.tflops": (flops.tflop_per_s(learned * phase["learning"].total, clocks["learning"]), "TFLOP/s"),
+        "learning.tflops_attention_part": (flops.tflop_per_s(learned * phase["learning"].attention,
+                                                             clocks["learning"]), "TFLOP/s"),
+        "learning.tflops_reference": (flops.tflop_per_s(learned * phase["learning"].reference, clocks["learning"]),
+                                      "TFLOP/s"),
         "iteration.samples_per_s": (samples / clocks["iteration"], "samples/s"),
     }
     records = []
@@ -119,7 +121,4 @@ def phase_figures(worker: Any, clocks: dict, samples: int) -> list[perflog.Figur
     for part in ("experience", "learning", "iteration"):  # the seconds the rates above divide by: the time split
         records.append(perflog.FigureRecord(rank=rank, name=f"{part}.time_s", value=clocks[part], unit="s",
                                             better="lower", reduce="mean"))
-    peak = harness.peak_memory(worker)[0]
-    records.append(perflog.FigureRecord(rank=rank, name="peak_memory_gib", value=peak / 2**30, unit="GiB",
-                                        better="lower", reduce="max"))
-    return records
+    return records  # peak memory: the end record's, as every task's (harness.peak_memory), not a figure of its own

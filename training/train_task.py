@@ -11,7 +11,7 @@ import math
 from typing import Any, Callable, Iterator, Optional, Union
 
 from training import breakdown
-from training.contract import flops, perflog
+from training.contract import batch, flops, perflog
 from training.contract.names import Ranks
 from training.contract.spec import WorkerConfig
 from training.harness import Ending, FrameworkWorker, StepWork, Task, Workload, peak_memory, synchronize, timed_loop
@@ -29,11 +29,12 @@ class TrainTask(Task):
 
     def workload(self) -> Workload:
         spec, worker = self.spec, self.worker
-        samples = spec.train.micro_batch_size * spec.train.gradient_accumulation_steps
+        samples = batch.replica_batch(spec)  # this rank's share of it: summed over ranks, the global batch
         flops_per_token, formula = flops.flops_per_token(spec.model, spec.train)
         return Workload(precision=spec.train.precision, n_params=worker.n_params,
                         trainable_params=worker.trainable_params, flops_per_token=flops_per_token,
-                        flop_formula=formula, tokens_per_step=perflog.share_of(samples * spec.model.seq_len, self.share),
+                        flop_formula=formula,
+                        tokens_per_step=perflog.share_of(samples * batch.sample_tokens(spec), self.share),
                         samples_per_step=perflog.share_of(samples, self.share), data=worker.data_description)
 
     def environment(self) -> dict:

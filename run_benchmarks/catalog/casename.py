@@ -10,6 +10,8 @@ import re
 from dataclasses import dataclass
 from typing import Optional
 
+from training.contract import batch
+
 from run_benchmarks.errors import UserError
 
 FORMAT = "<case>:<framework>[_<version>]:<hardware>:<nnodes>:<nprocs_per_node>[:<repeat>]"
@@ -30,7 +32,7 @@ class CaseName:
 
     @property
     def world_size(self) -> int:
-        return self.nnodes * self.nprocs_per_node
+        return batch.world_size(self.nnodes, self.nprocs_per_node)
 
     @property
     def framework_field(self) -> str:

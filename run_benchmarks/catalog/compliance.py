@@ -15,6 +15,7 @@ from typing import Any, Callable, Iterable, Optional
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from training.contract import batch
 from training.contract.spec import WorkloadSpec
 
 from run_benchmarks.catalog.policy import Matched, Policy
@@ -85,13 +86,8 @@ def flat(tree: dict, prefix: str = "") -> dict[str, Any]:
     return out
 
 
-def global_batch(spec: WorkloadSpec, world_size: int) -> int:
-    train = spec.train
-    return train.micro_batch_size * train.gradient_accumulation_steps * spec.parallel.data_degree(world_size)
-
-
 def _lr_bounds(baseline: WorkloadSpec, resolved: WorkloadSpec, world_size: int) -> tuple[float, float, float]:
-    factor = global_batch(resolved, world_size) / global_batch(baseline, world_size)
+    factor = batch.global_batch(resolved, world_size) / batch.global_batch(baseline, world_size)
     lr = baseline.train.lr
     return lr * min(1.0, factor), lr * max(1.0, factor), factor
 

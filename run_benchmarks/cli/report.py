@@ -8,7 +8,7 @@ from typing import Optional, Sequence
 
 from rich.console import Console
 
-from run_benchmarks.results import references
+from run_benchmarks.results import verdicts
 from run_benchmarks.errors import UserError
 from run_benchmarks.pathnames import write_text_file
 from run_benchmarks.results.report import current_peaks
@@ -23,7 +23,6 @@ from run_benchmarks.cli.store_options import open_store
 from run_benchmarks.results.store.schema import FILTER_KEYS
 from run_benchmarks.cli.exit_codes import (EXIT_CONTENDED, EXIT_CONVERGENCE, EXIT_NOTHING_CHECKED, EXIT_OK,
                                           EXIT_REGRESSION)
-from run_benchmarks.results import loss_check
 from run_benchmarks.planner.inputs import default_root
 
 
@@ -90,13 +89,6 @@ def emit(console: Console, chosen: Format, document, output: Optional[Path], wha
     _write(console, rendered, output, what, end)
 
 
-def run_checks(summaries, root: Path):
-    """(checks, unchecked, loss verdicts): the figures' checks, a line per row no reference entry matched, and
-    each ok round of a case with a loss reference against it."""
-    return (*references.check_summaries(summaries, root / "cases", root / "vendors"),
-            loss_check.check_summaries(summaries, root / "cases"))
-
-
 def cmd_report(args: argparse.Namespace, console: Console) -> int:
     root = (args.root or default_root()).resolve()
     with open_store(args) as store:
@@ -104,15 +96,15 @@ def cmd_report(args: argparse.Namespace, console: Console) -> int:
         attempts = select(store, selection)
     summaries = summarize(attempts)
     current_peaks.add(summaries, root / "vendors")  # MFU against a peak calibrated after the rounds ran
-    checks, unchecked, losses = run_checks(summaries, root) if args.check else ([], [], [])
+    checks, unchecked, losses = verdicts.of_summaries(summaries, root) if args.check else ([], [], [])
     document = ReportDocument(f"accelbench report: {selection.text}", summaries, attempts, checks, losses, root)
     emit(console, REPORT_FORMATS.get(args.format), document, args.output)
     return report_checks(console, (checks, unchecked, losses), args.check, args.no_reference_expected)
 
 
 def report_checks(console: Console, found, asked: bool, none_expected: bool = False) -> int:
-    """``found``: run_checks' (checks, unchecked, loss verdicts). Nothing checked at all is its own exit status
-    (EXIT_NOTHING_CHECKED), unless the user said no reference is expected."""
+    """``found``: the verdicts (results/verdicts.py: checks, unchecked, loss verdicts). Nothing checked at all is
+    its own exit status (EXIT_NOTHING_CHECKED), unless the user said no reference is expected."""
     if not asked:
         return EXIT_OK
     checks, unchecked, losses = found

@@ -2,12 +2,9 @@
 from __future__ import annotations
 
 import argparse
-import json
 import math
-import os
-from datetime import datetime, timezone
 from pathlib import Path
-from typing import Optional
+from typing import TYPE_CHECKING
 
 from rich.console import Console
 from rich.markup import escape
@@ -19,16 +16,14 @@ from run_benchmarks.cli.exit_codes import EXIT_CONTENDED, EXIT_FAILED, EXIT_NOT_
 from run_benchmarks.cli.run_view import TerminalReporter, print_extern_configs, print_plan, print_results
 from run_benchmarks.errors import UserError
 from run_benchmarks.execute.environment import orchestrator_environment
-from run_benchmarks.execute.outcome import ResultsUnwritable
-from run_benchmarks.pathnames import write_text_atomically
 from run_benchmarks.plan import RunPlan
 from run_benchmarks.planner import checks as plan_checks
 from run_benchmarks.planner.build import build_run_plan
 from run_benchmarks.planner.inputs import default_root, load_inputs, new_run_id, split_case_names, with_kubeconfig_exec
-from run_benchmarks.results.round_result import RoundResult
-from run_benchmarks.results.store.faults import StoreError, StoreUnavailable, is_full, orchestrator_identity
 from run_benchmarks.cli.store_options import store_location
-from run_benchmarks.results.store.store import ResultStore
+
+if TYPE_CHECKING:  # the Runner's module loads what a real run needs; a dry run needs none of it
+    from run_benchmarks.execute.runner import Outcome
 
 
 def cmd_run(args: argparse.Namespace, console: Console) -> int:
@@ -49,124 +44,76 @@ def cmd_run(args: argparse.Namespace, console: Console) -> int:
         print_plan(console, plan)
         print_flagperf_notes(console, flagperf)
         return EXIT_OK
-    from run_benchmarks.execute.launch import Runner  # what a real run needs (paramiko among it), not a dry run
-    from run_benchmarks.execute.quiet import NotQuiet
+    from run_benchmarks.execute.runner import Runner  # what a real run needs (paramiko among it), not a dry run
 
     print_flagperf_notes(make_console(stderr=True), flagperf)
     print_extern_configs(make_console(stderr=True), plan)
-
-    environment = orchestrator_environment(inputs.paths.root)
-    signals.install()  # TERM and HUP end a run as Ctrl-C does (see signals: exit 128 + the signal's number)
     err = make_console(stderr=True)
-    runner = Runner(plan, TerminalReporter(err), environment, allow_version_mismatch=args.allow_version_mismatch,
-                    plan_root=inputs.paths.root, require_quiet=getattr(args, "require_quiet", None),
-                    say=lambda line: err.print(line, markup=False, highlight=False, soft_wrap=True))
-    db = store_location(args, log_root, inputs.test_conf, inputs.test_conf_path, inputs.paths.root)
-    store = None
-    try:
-        # An existing store is checked (locked, damaged) before any host is touched; a new one is created only
-        # after preflight: a run refused at preflight leaves no trace.
-        store = ResultStore(db) if db.exists() else None  # a --db that is no store: refused before preflight
-        runner.connect_and_preflight()
-        for notice in runner.notices:
-            make_console(stderr=True).print(f"[yellow]warning:[/] {escape(notice)}", soft_wrap=True)
-        store = runner.store = store or ResultStore(db)
-        store.begin_run(plan.run_id, datetime.now(timezone.utc).isoformat(timespec="seconds"), environment["argv"],
-                        environment["accelbench_commit"], str(plan.dir), orchestrator=orchestrator_identity())
-    except BaseException as exc:
-        if store is not None:
-            store.close()
-        runner.close()
-        if isinstance(exc, KeyboardInterrupt):  # nothing ran yet: nothing to record
-            make_console(stderr=True).print("accelbench: interrupted during preflight; nothing ran", markup=False)
-            return signals.exit_code(signals.received())
-        raise
-    interrupted = False
-    stopped: Optional[OSError] = None  # results could not be written (disk full): the run stopped there
-    refused: Optional[NotQuiet] = None  # --require-quiet: the hosts stayed busy past the deadline
-    try:
-        runner.run()
-    except NotQuiet as exc:
-        refused = exc
-    except KeyboardInterrupt:
-        interrupted = True
-        signals.settle()  # a further signal only hurries what is left; the results are written whole
-    except OSError as exc:
-        if not (isinstance(exc, ResultsUnwritable) or is_full(exc)):
-            raise
-        stopped = exc
-    finally:
-        signals.settle()
-        ending = "interrupted" if interrupted else "aborted" if stopped or refused else "done"
-        try:
-            store.end_run(plan.run_id, datetime.now(timezone.utc).isoformat(timespec="seconds"), ending)
-        except (StoreError, StoreUnavailable) as exc:
-            store.unstored.append(f"the end of the run ({ending}): "
-                                  f"{getattr(exc, 'reason', '') or str(exc).splitlines()[0]}")
-    try:
-        write_summary(plan, runner.results)
-    except OSError as exc:  # the rounds' results.json and the store hold what it would have said
-        stopped = stopped or exc
-    if runner.results or refused is None:
-        print_results(console, runner.results, plan.cases)
-    if stopped is not None or store.unstored:
-        report_unrecorded(plan, store, stopped, log_root)
-    else:
-        console.print(f"stored in {store.where} as run {plan.run_id}: accelbench report {plan.run_id} "
-                      "[--format markdown|html|json|csv]", markup=False, soft_wrap=True)
-    regression = EXIT_OK
-    if args.check:  # imported here: the reference checks' code is ~0.15 s of start-up no other run needs
-        from run_benchmarks.cli import report as report_cli
-        from run_benchmarks.results.report.summary import summarize
+    store_at = store_location(args, log_root, inputs.test_conf, inputs.test_conf_path, inputs.paths.root)
+    runner = Runner(plan, store_at, TerminalReporter(err), orchestrator_environment(inputs.paths.root),
+                    plan_root=inputs.paths.root, allow_version_mismatch=args.allow_version_mismatch,
+                    require_quiet=getattr(args, "require_quiet", None),
+                    check_root=inputs.paths.root if args.check else None,
+                    say=lambda line: err.print(line, markup=False, highlight=False, soft_wrap=True),
+                    warn=lambda notice: err.print(f"[yellow]warning:[/] {escape(notice)}", soft_wrap=True))
+    outcome = runner.run()
+    return say_outcome(console, outcome, plan, log_root, args)
 
-        summaries = summarize(store.attempts(run_ids=[plan.run_id]))
-        regression = report_cli.report_checks(console, report_cli.run_checks(summaries, inputs.paths.root), True,
-                                              args.no_reference_expected)
-    store.close()
-    if interrupted:
-        return signals.exit_code(signals.received())
-    if stopped is not None or store.unstored:
+
+def say_outcome(console: Console, outcome: Outcome, plan: RunPlan, log_root: Path, args: argparse.Namespace) -> int:
+    """The run's results, where they are stored (or what is not, and the way back), --check's verdicts; the
+    exit status (README, "Exit status")."""
+    if not outcome.started:
+        make_console(stderr=True).print("accelbench: interrupted during preflight; nothing ran", markup=False)
+        return signals.exit_code(outcome.signal)
+    if outcome.results or outcome.refused is None:
+        print_results(console, outcome.results, plan.cases)
+    if outcome.recorded:
+        console.print(f"stored in {outcome.where} as run {plan.run_id}: accelbench report {plan.run_id} "
+                      "[--format markdown|html|json|csv]", markup=False, soft_wrap=True)
+    else:
+        report_unrecorded(outcome, log_root)
+    regression = EXIT_OK
+    if outcome.verdicts is not None:  # imported here: the reference checks' code is ~0.15 s of start-up
+        from run_benchmarks.cli import report as report_cli
+
+        regression = report_cli.report_checks(console, outcome.verdicts, True, args.no_reference_expected)
+    if outcome.refused is not None and not outcome.interrupted and outcome.recorded:
+        console.print(str(outcome.refused), markup=False, highlight=False, soft_wrap=True)
+    return exit_status(outcome, regression)
+
+
+def exit_status(outcome: Outcome, regression: int = EXIT_OK) -> int:
+    """The first that applies: interrupted (128 + N), not recorded (4), hosts busy past --require-quiet (1 when
+    a round before failed, else 7), a round not ok (1), else what --check found (``regression``)."""
+    if outcome.interrupted:
+        return signals.exit_code(outcome.signal)
+    if not outcome.recorded:
         return EXIT_NOT_RECORDED
-    if refused is not None:  # after the rounds before it, which are stored
-        console.print(str(refused), markup=False, highlight=False, soft_wrap=True)
-        return EXIT_FAILED if any(r.status != "ok" for r in runner.results) else EXIT_CONTENDED
-    if not (runner.results and all(r.status == "ok" for r in runner.results)):
+    if outcome.refused is not None:  # after the rounds before it, which are stored
+        return EXIT_FAILED if any(r.status != "ok" for r in outcome.results) else EXIT_CONTENDED
+    if not outcome.all_ok:
         return EXIT_FAILED
     return regression
 
 
-def report_unrecorded(plan: RunPlan, store: ResultStore, stopped: Optional[OSError], log_root: Path) -> None:
+def report_unrecorded(outcome: Outcome, log_root: Path) -> None:
     """What the run could not record and the way back, on stderr, instead of the "stored in" line."""
     err = make_console(stderr=True)
     lines = []
+    stopped = outcome.stopped
     if stopped is not None:
-        lines.append(f"accelbench: error: run {plan.run_id} stopped: {stopped.strerror or stopped}; the rounds "
+        lines.append(f"accelbench: error: run {outcome.run_id} stopped: {stopped.strerror or stopped}; the rounds "
                      "before this one are kept, nothing was left half-written")
         lines.append("  fix: free space under the log root (or choose another with --log-root), then run again")
-    if store.unstored:
-        lines.append(f"accelbench: error: run {plan.run_id} is NOT completely stored in {store.where}:")
-        lines += [f"  - {item}" for item in store.unstored]
+    if outcome.unstored:
+        lines.append(f"accelbench: error: run {outcome.run_id} is NOT completely stored in {outcome.where}:")
+        lines += [f"  - {item}" for item in outcome.unstored]
         lines.append(f"  fix: once the store can be written again (no other process holding it, space free), add "
-                     f"what the results.json files hold: accelbench store repair --db {store.where} --log-root "
+                     f"what the results.json files hold: accelbench store repair --db {outcome.where} --log-root "
                      f"{log_root}")
     for line in lines:
         err.print(line, markup=False, highlight=False, soft_wrap=True)
-
-
-def write_summary(plan: RunPlan, results: list[RoundResult]) -> None:
-    """summary.json: one line per round, from the same record as its results.json and its store row."""
-    plan.dir.mkdir(parents=True, exist_ok=True)
-    rows = []
-    for r in results:
-        record = r.record
-        metrics = (record.metrics if record else None) or {}
-        rows.append({"case_name": r.case_name, "round": r.round,
-                     "status": record.status.value if record else r.status,
-                     "reason": record.reason if record else r.reason, "results": str(r.dir / "results.json"),
-                     "workload_hash": record.workload_hash if record else None,
-                     **{key: metrics.get(key) for key in ("tokens_per_s_per_device", "tflops_per_device", "mfu")}})
-    write_text_atomically(plan.dir / "summary.json", json.dumps({"run_id": plan.run_id, "rounds": rows}, indent=2)
-                          + "\n")
 
 
 def check_run_args(args: argparse.Namespace) -> None:

@@ -2,9 +2,9 @@
 from __future__ import annotations
 
 import argparse
-from datetime import datetime, timezone
 from pathlib import Path
-from typing import TYPE_CHECKING, Optional
+from dataclasses import replace
+from typing import Optional
 
 from rich.console import Console
 
@@ -16,27 +16,20 @@ from run_benchmarks import signals
 from run_benchmarks.execute.environment import orchestrator_environment
 from run_benchmarks.errors import UserError
 from run_benchmarks.cli.console import make_console
-from run_benchmarks.cli.exit_codes import EXIT_FAILED, EXIT_OK
+from run_benchmarks.cli import run as run_cli
+from run_benchmarks.cli.exit_codes import EXIT_FAILED, EXIT_NOT_RECORDED, EXIT_OK
 from run_benchmarks.planner.inputs import default_root, load_inputs, new_run_id, with_kubeconfig_exec
 from run_benchmarks.pathnames import component
 from run_benchmarks.results.report.documents import TablesDocument
 from run_benchmarks.results.report.formats import SWEEP_FORMATS
 from run_benchmarks.sweep import views
-from run_benchmarks.results.report.summary import summarize
-from run_benchmarks.execute.outcome import ResultsUnwritable
 from run_benchmarks.cli.store_options import store_location
 from run_benchmarks.results.store.location import StoreLocation
-from run_benchmarks.results.store.store import ResultStore
-from run_benchmarks.results.store.faults import is_full, orchestrator_identity
 from run_benchmarks.sweep.grid import SweepFile, expand, load_sweep_file, merge_command_line
 from run_benchmarks.sweep.progress import SweepProgress, describe
 from run_benchmarks.sweep.state import Row, SweepOptions, load, save
 
 SWEEP_FILE_SUFFIXES = (".yaml", ".yml")
-
-if TYPE_CHECKING:
-    from run_benchmarks.execute.launch import Runner
-    from run_benchmarks.sweep.run import Sweep, SweepContext
 
 
 def cmd_sweep(args: argparse.Namespace, console: Console) -> int:
@@ -69,7 +62,7 @@ def cmd_sweep(args: argparse.Namespace, console: Console) -> int:
                                max_batch_limit=args.max_batch_limit, scaling=grid.scaling, timeout_s=args.timeout,
                                allow_version_mismatch=args.allow_version_mismatch, table=grid.table)
         run_id = new_run_id()
-    from run_benchmarks.sweep.run import Sweep, SweepContext, pending_rows  # the runner and its rounds (paramiko): for a sweep only
+    from run_benchmarks.sweep.run import Sweep, SweepContext, pending_rows  # the rounds (paramiko): a sweep's only
 
     run_dir = log_root / run_id
     if not args.dry_run:  # the id to --show or --resume it by, before anything runs
@@ -89,64 +82,32 @@ def cmd_sweep(args: argparse.Namespace, console: Console) -> int:
                 console.print(f"{describe(item.point)}  {item.point.sets or ''}  -> {what}", markup=False,
                               soft_wrap=True)
             return EXIT_OK
-        interrupted = _execute(ctx, sweep, planned, args, log_root, err)
+        from run_benchmarks.sweep.runner import run_sweep
+
+        outcome = run_sweep(sweep, planned, _db(args, ctx.inputs, log_root),
+                            inputs.paths.root if args.check else None,
+                            warn=lambda notice: err.print(f"warning: {notice}", markup=False, soft_wrap=True))
+    if outcome.stopped is not None:  # results could not be written (disk full): what was written is kept
+        err.print(f"accelbench: error: sweep {run_id} stopped: {outcome.stopped.strerror or outcome.stopped}; free "
+                  "space under the log root, then resume it", markup=False, soft_wrap=True)
+    if outcome.unstored:
+        run_cli.report_unrecorded(replace(outcome, stopped=None), log_root)
     rows = ctx.rows + pending_rows(options.points, ctx.rows)
     save(run_dir, options, rows)
     code = show(console, args, options, rows, run_id, log_root)
     console.print(f"sweep {run_id}: accelbench sweep --show {run_id}"
                   + (f" --log-root {log_root}" if args.log_root else "") + " [--format markdown|html]",
                   markup=False, soft_wrap=True)
-    if args.check and not interrupted:  # each point's figures against the references, as `run --check` does
-        with ResultStore(_db(args, ctx.inputs, log_root)) as store:
-            summaries = summarize(store.attempts(run_ids=[run_id]))
-        code = report_cli.report_checks(console, report_cli.run_checks(summaries, inputs.paths.root), True,
-                                         args.no_reference_expected) or code
-    if interrupted:
+    stopped = outcome.interrupted or outcome.stopped is not None
+    if outcome.verdicts is not None and not stopped:  # each point's figures against the references, as run's
+        code = report_cli.report_checks(console, outcome.verdicts, True, args.no_reference_expected) or code
+    if stopped:
         resume = f"accelbench sweep --resume {run_id}" + (f" --log-root {log_root}" if args.log_root else "")
         err.print(f"accelbench: sweep {run_id} stopped; {sum(r.status in ('pending', 'interrupted') for r in rows)} "
                   f"point(s) left. Resume with: {resume}", markup=False, soft_wrap=True)
-        return signals.exit_code(signals.received())
-    return code
-
-
-def _execute(ctx: SweepContext, sweep: Sweep, planned, args, log_root: Path, err: Console) -> bool:
-    """Preflight once (when anything is left to run), then every point; True when a signal stopped it."""
-    from run_benchmarks.sweep.run import preflight, refuse
-
-    signals.install()
-    needed = sweep.needs_running(planned)
-    runner: Optional[Runner] = None
-    store: Optional[ResultStore] = None
-    stopped = False
-    save(ctx.run_dir, ctx.options, [])  # from here on the sweep can be resumed, whatever ends it
-    try:
-        if needed:
-            runner, refused = preflight(ctx, needed, sweep.progress)
-            planned = refuse(planned, refused)
-            for notice in runner.notices:
-                err.print(f"warning: {notice}", markup=False, soft_wrap=True)
-            store = ResultStore(_db(args, ctx.inputs, log_root))
-            store.begin_run(ctx.run_id, _now(), ctx.environment["argv"], ctx.environment["accelbench_commit"],
-                            str(ctx.run_dir), orchestrator=orchestrator_identity())
-        sweep.run_all(planned, runner, store)
-        return False
-    except KeyboardInterrupt:
-        stopped = True
-        return True
-    except OSError as exc:  # results could not be written (disk full): what was written is kept, resume later
-        if not (isinstance(exc, ResultsUnwritable) or is_full(exc)):
-            raise
-        stopped = True
-        err.print(f"accelbench: error: sweep {ctx.run_id} stopped: {exc.strerror or exc}; free space under the "
-                  "log root, then resume it", markup=False, soft_wrap=True)
-        return True
-    finally:
-        signals.settle()
-        if runner is not None:
-            runner.close()
-        if store is not None:
-            store.end_run(ctx.run_id, _now(), "interrupted" if stopped else "done")
-            store.close()
+    if outcome.interrupted:
+        return signals.exit_code(outcome.signal)
+    return code if outcome.recorded else EXIT_NOT_RECORDED
 
 
 def show(console: Console, args: argparse.Namespace, options: SweepOptions, rows: list[Row], run_id: str,
@@ -224,7 +185,3 @@ def _run_dir(log_root: Path, run_id: str) -> Path:
 
 def _db(args: argparse.Namespace, inputs, log_root: Path) -> StoreLocation:
     return store_location(args, log_root, inputs.test_conf, inputs.test_conf_path, inputs.paths.root)
-
-
-def _now() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="seconds")

@@ -4,21 +4,24 @@ each device's readings), so a pattern that matches nothing or ``columns`` that d
 are found here, before a run misreads them. A tool not on PATH is skipped (it lives on the nodes).
 
 The commands come from the checked vendor.yaml, which may be a contributed folder under review: they run only
-with ``--run-tools`` (otherwise the check says which would run), each in its own session so a timeout kills its
-whole process group, and only the first ``TOOL_OUTPUT_BYTES`` of its output are read."""
+with ``--run-tools`` (otherwise the check says which would run), each in its own session and with a job tag of its
+own, so a timeout ends it and whatever it started, as accelbench ends any job (the reaper: hosts/reaper.py), and
+only the first ``TOOL_OUTPUT_BYTES`` of its output are read."""
 from __future__ import annotations
 
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
+import uuid
 from pathlib import Path
 
 from training.contract import readings
 from training.contract.names import expand_placeholders
 
+from run_benchmarks.backends.hosts import reaper
+from run_benchmarks.backends.hosts.guard import ENV_TAG
 from run_benchmarks.catalog.kinds import KindSpec
 from run_benchmarks.limits import TOOL_OUTPUT_BYTES
 from run_benchmarks.results.report.summary import human_bytes
@@ -28,22 +31,22 @@ SHOWN = ("util_percent", "mem_used_bytes", "mem_total_bytes", "power_w", "temp_c
 
 
 def _run(argv: list[str], timeout_s: float = TIMEOUT_S) -> tuple[int, str, str]:
-    """Exit code, stdout, stderr (each cut to the cap); on timeout the tool's process group is killed."""
+    """Exit code, stdout, stderr (each cut to the cap); on timeout the tool and every process it started are
+    killed (the reaper's stop of its tag, no grace)."""
     cap = TOOL_OUTPUT_BYTES.value()
+    tag = f"accelbench-tool-{uuid.uuid4().hex}"
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         try:
-            proc = subprocess.Popen(argv, stdout=out, stderr=err, stdin=subprocess.DEVNULL, start_new_session=True)
+            proc = subprocess.Popen(argv, stdout=out, stderr=err, stdin=subprocess.DEVNULL, start_new_session=True,
+                                    env={**os.environ, ENV_TAG: tag})
         except OSError as exc:
             return -1, "", str(exc)
         try:
             code = proc.wait(timeout=timeout_s)
         except subprocess.TimeoutExpired:
-            try:
-                os.killpg(proc.pid, signal.SIGKILL)  # the tool and whatever it started
-            except ProcessLookupError:
-                pass
+            reaper.stop_here(tag, 0.0)
             proc.wait()
-            return -1, "", f"`{' '.join(argv)}` ran past {timeout_s:g} s and was killed with its process group"
+            return -1, "", f"`{' '.join(argv)}` ran past {timeout_s:g} s and was killed with every process it started"
         texts = []
         for f in (out, err):
             f.seek(0)

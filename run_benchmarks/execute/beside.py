@@ -10,7 +10,6 @@ import sys
 import time
 from typing import Optional, Sequence
 
-from run_benchmarks.results.store.overlap import started_beside
 from run_benchmarks.results.store.store import ResultStore
 
 POLL_S = 2.0  # how often the store is read: one SQLite query, beside rounds that poll their nodes every 0.5 s
@@ -27,7 +26,7 @@ class RunsBeside:
         if self.store is None or time.monotonic() - self.last < POLL_S:
             return
         self.last = time.monotonic()
-        for other in started_beside(self.store.conn, self.run_id):
+        for other in self.store.started_beside(self.run_id):
             named = f"run {other['run_id']}" in " ".join(self.said)  # the preflight's warnings said it already
             if other["run_id"] in self.seen or named:
                 continue

@@ -1,8 +1,9 @@
-"""Execute a RunPlan: preflight -> start nodes -> wait -> collect -> clean up -> analyse.
+"""A plan's execution on its hosts: preflight -> start nodes -> wait -> collect -> clean up -> analyse.
 
-The Runner ties the parts together: ``preflight`` (hosts, runtimes, resources, versions, probes),
+``Execution`` ties the parts together: ``preflight`` (hosts, runtimes, resources, versions, probes),
 ``rounds`` (start, wait, stop, collect, retry) and ``outcome`` (status, result document); the node
-runtimes (``runtimes/``) own what differs between a process and a container.
+runtimes (``runtimes/``) own what differs between a process and a container. The store's lifecycle, the
+signals and the run's ending around it are the Runner's (execute/runner.py).
 """
 from __future__ import annotations
 
@@ -21,11 +22,14 @@ from run_benchmarks.execute.rounds import (MONITOR_GRACE_S, POLL_S, START_RETRIE
 from run_benchmarks.backends.runtimes import RunRuntimes
 from run_benchmarks.results.store.store import ResultStore
 
-__all__ = ["MIN_FREE_BYTES", "MONITOR_GRACE_S", "POLL_S", "START_RETRIES", "STOP_GRACE_S", "Reporter",
-           "RoundResult", "Runner", "StepWatcher", "fan_out", "result_document", "write_results"]
+__all__ = ["MIN_FREE_BYTES", "MONITOR_GRACE_S", "POLL_S", "START_RETRIES", "STOP_GRACE_S", "Execution",
+           "Reporter", "RoundResult", "StepWatcher", "fan_out", "result_document", "write_results"]
 
 
-class Runner:
+class Execution:
+    """The hosts, runtimes and preflight of a plan, and its rounds run one after another (``run``); what it
+    connected is let go by ``close``."""
+
     def __init__(self, plan: RunPlan, reporter: Reporter, orchestrator_env: dict,
                  allow_version_mismatch: bool = False, clock: Callable[[], float] = time.monotonic,
                  plan_root: Path | None = None, store: Optional[ResultStore] = None,
@@ -68,16 +72,18 @@ class Runner:
         self.swept += cleanup.sweep_bridge_folders()  # Docker bridge sockets of orchestrators killed here
         self.machine_warnings, self.leftovers = cleanup.leftovers(self.hosts)
 
+    def executor(self) -> RoundExecutor:
+        """What runs one round after another on these hosts, into ``results`` and the store (a sweep's points
+        too)."""
+        return RoundExecutor(self.hosts, self.runtimes, self.preflight, self.reporter, self.orchestrator_env,
+                             self.results, self.store, self.clock, self.machine_warnings,
+                             leftovers=self.leftovers, require_quiet=self.require_quiet, say=self.say)
+
     def run(self) -> list[RoundResult]:
-        rounds = RoundExecutor(self.hosts, self.runtimes, self.preflight, self.reporter, self.orchestrator_env,
-                               self.results, self.store, self.clock, self.machine_warnings,
-                               leftovers=self.leftovers, require_quiet=self.require_quiet, say=self.say)
-        try:
-            for case in self.plan.cases:
-                for rnd in case.rounds:
-                    rounds.run(case, rnd)
-        finally:
-            self.close()
+        rounds = self.executor()
+        for case in self.plan.cases:
+            for rnd in case.rounds:
+                rounds.run(case, rnd)
         return self.results
 
     @property

@@ -17,6 +17,8 @@ from pathlib import Path
 from dataclasses import replace
 from typing import Callable, Optional, Sequence
 
+from training.contract import batch
+
 from run_benchmarks.results import analyze
 from run_benchmarks.results import breakdown, breakdown_layouts, breakdown_ppo, fairness_checks
 from run_benchmarks.results import rank_logs as collect
@@ -150,9 +152,7 @@ def classify(case: CasePlan, rnd: RoundPlan, result: RoundResult, outcome: str,
             return
         peak, note = case.hardware.peak_tflops(case.workload.train.precision)
         try:
-            train = case.workload.train
-            samples = (train.micro_batch_size * train.gradient_accumulation_steps
-                       * case.workload.parallel.data_degree(case.name.world_size))
+            samples = batch.global_batch(case.workload, case.name.world_size)  # a worker that reports none
             result.metrics = figures.metrics(peak, note, samples, case.hardware.memory_total_bytes,
                                              case.hardware.measured_peak_tflops(case.workload.train.precision))
             if result.metrics.recompiles:

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
-from training.contract import flops
+from training.contract import batch, flops
 
 from run_benchmarks.catalog.vendors import accelerator_in_config_name
 from run_benchmarks.plan import CasePlan
@@ -90,8 +90,7 @@ def estimate(case: CasePlan) -> Estimate:
     if w.task not in ("pretrain", "finetune"):
         return Estimate([f"time and memory not estimated for task {w.task}"], [])
     world = case.name.world_size
-    step_tokens = (w.train.micro_batch_size * w.train.gradient_accumulation_steps
-                   * w.parallel.data_degree(world) * w.model.seq_len)
+    step_tokens = batch.tokens_per_step(w, world)
     speed = _reference_speed(case) or _assumed_speed(case)
     if speed is None:
         notes.append("round time not estimated: no reference for this case and no datasheet peak")

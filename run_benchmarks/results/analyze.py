@@ -8,8 +8,10 @@ Definitions (all over measured steps, i.e. warm-up excluded):
                    rank's own tokens / its own step times
   TFLOP/s/device   flops_per_token x tokens/s/device / 1e12 (model FLOPs); where
                    batches vary in width the steps carry their own FLOPs, and it
-                   is their sum / time / world size
-  MFU              TFLOP/s/device / the vendor's peak for the precision used
+                   is their sum / time / world size (results/derive.py, as for imports)
+  MFU              TFLOP/s/device / the vendor's peak for the precision used (derive.py)
+  samples/step     what the workers report, summed over ranks (the layout's global batch,
+                   training/contract/batch.py, only for workers from before they reported it)
   rate noise       the rate's 95 % interval from its steps resampled (noise.py)
 
 A round with a figure no run can measure (figure_checks: negative or non-finite throughput or step time,
@@ -243,14 +245,11 @@ class RoundAccumulator:
         effective = (math.fsum(self.effective[step] for step in common) / seconds / world
                      if self.has_effective else None)
         if self.has_flops:
-            tflops = math.fsum(self.flops[step] for step in common) / seconds / world / 1e12
+            tflops = derive.tflops_of_steps(math.fsum(self.flops[step] for step in common), seconds, world)
         else:
             tflops = derive.tflops_per_device(start.flops_per_token, per_device)
         used = derive.utilisation(tflops, peak_tflops, start.precision, peak_note)
-        measured, measured_note = measured_peak
-        mfu_measured = tflops / measured if measured else None
-        if measured:
-            measured_note = f"MFU (measured) = {tflops:.4g} / {measured:.4g} TFLOP/s ({measured_note})"
+        measured = derive.measured_utilisation(tflops, measured_peak[0], measured_peak[1])
         nodes: dict[int, float] = {}  # tokens per node over the common steps (exact when all steps are)
         for r in self.ranks:
             nodes[r.node_rank] = nodes.get(r.node_rank, 0.0) + r.tokens * len(common) / max(1, r.steps)
@@ -289,9 +288,9 @@ class RoundAccumulator:
             peak_memory_reserved_bytes=Stats.of(reserved) if reserved and len(reserved) == len(self.ranks) else None,
             recompiles=max(counts) if (counts := [r.recompiles for r in self.ranks if r.recompiles is not None])
             else None,
-            measured_peak_tflops=measured,
-            mfu_measured=mfu_measured,
-            mfu_measured_note=measured_note,
+            measured_peak_tflops=measured_peak[0],
+            mfu_measured=measured.mfu,
+            mfu_measured_note=measured.note,
             loss_series=first.loss_series or None,
             rate_noise=noise.round_noise(step_times, [self.tokens[step] for step in common]),
         )

@@ -19,7 +19,7 @@ import math
 from typing import Optional, Sequence
 
 from training.contract import flops as flop_counts
-from training.contract import perflog
+from training.contract import batch, perflog
 from training.contract.spec import WorkloadSpec
 
 from run_benchmarks.results import breakdown
@@ -33,7 +33,7 @@ def phase_flops(workload: WorkloadSpec) -> dict[str, float]:
     ppo = workload.ppo
     per_sample = flop_counts.ppo_phase_flops(workload.model, ppo.critic_model(workload.model), ppo.prompt_length,
                                              ppo.generation_length, workload.train)
-    made = ppo.update_timesteps * ppo.experience_batch_size  # samples this rank makes per update
+    made = batch.replica_batch(workload)  # samples this rank makes per update
     generation, scoring = made * per_sample["generation"].total, made * per_sample["forwards"].total
     return {"generation": generation, "scoring": scoring, "experience": generation + scoring,
             "learning": made * ppo.max_epochs * per_sample["learning"].total}

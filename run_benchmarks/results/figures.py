@@ -14,6 +14,7 @@ from typing import Optional, Sequence
 
 from training.contract import perflog
 
+from run_benchmarks.results import derive
 from run_benchmarks.results.rank_logs import RankLog
 
 
@@ -79,8 +80,9 @@ def mfu_figures(figures: Sequence[Figure], peaks: Sequence[tuple[str, Optional[f
         part = figure.name.removesuffix(".tflops_per_device")
         for suffix, peak, basis in peaks:
             if peak:
-                out.append(Figure(f"{part}.{suffix}", figure.value / peak, "fraction", "higher", figure.params,
-                                  f"{figure.name} / {peak:g} TFLOP/s ({basis})", figure.ranks))
+                used = derive.part_utilisation(figure.name, figure.value, peak, basis)
+                out.append(Figure(f"{part}.{suffix}", used.mfu, "fraction", "higher", figure.params, used.note,
+                                  figure.ranks))
     return out
 
 

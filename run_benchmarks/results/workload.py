@@ -14,6 +14,7 @@ import hashlib
 import json
 from typing import Any
 
+from training.contract import batch
 from training.contract.spec import WorkloadSpec
 
 from run_benchmarks.catalog.casename import CaseName
@@ -59,7 +60,6 @@ def layout_facts(name: CaseName, workload: WorkloadSpec) -> dict[str, Any]:
     world = name.world_size
     dp = par.data_degree(world)
     sharding_degree = (par.sharding_parallel_degree or dp) if par.sharding != "none" else 1
-    global_batch = train.micro_batch_size * train.gradient_accumulation_steps * dp
     return {
         "nnodes": name.nnodes,
         "nprocs_per_node": name.nprocs_per_node,
@@ -73,8 +73,8 @@ def layout_facts(name: CaseName, workload: WorkloadSpec) -> dict[str, Any]:
         "offload": par.offload,
         "micro_batch_size": train.micro_batch_size,
         "gradient_accumulation_steps": train.gradient_accumulation_steps,
-        "global_batch_samples": global_batch,
-        "global_batch_tokens": global_batch * workload.model.seq_len,
+        "global_batch_samples": batch.global_batch(workload, world),
+        "global_batch_tokens": batch.tokens_per_step(workload, world),
         "seq_len": workload.model.seq_len,
         "precision": train.precision,
         "recompute": train.recompute,

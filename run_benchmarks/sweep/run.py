@@ -11,20 +11,18 @@ from __future__ import annotations
 
 import json
 import signal
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Optional
 
 from run_benchmarks.catalog import casename
 from run_benchmarks import signals
-from run_benchmarks.errors import PreflightError, UserError
-from run_benchmarks.execute.launch import Runner
+from run_benchmarks.errors import UserError
+from run_benchmarks.execute.launch import Execution
 from run_benchmarks.results.round_result import RoundResult
-from run_benchmarks.plan import CasePlan, PlanInputs, RunPlan
+from run_benchmarks.plan import CasePlan, PlanInputs
 from run_benchmarks.planner.build import build_case_plan
 from run_benchmarks.execute.rounds import RoundExecutor
-from run_benchmarks.results.store.store import ResultStore
 from run_benchmarks.sweep.batch import search_max_batch
 from run_benchmarks.sweep.grid import Point, assignment
 from run_benchmarks.sweep.progress import SweepProgress
@@ -98,7 +96,7 @@ class Sweep:
         except UserError as exc:
             status = "unsupported" if UNSUPPORTED_MARK in exc.message else "skipped"
             return Planned(point, skipped=Row(point.index, point.labels, point.case_name, status,
-                                              " ".join(exc.message.split()), world_size=_world(point)))
+                                              " ".join(exc.message.split()), world_size=world_of(point)))
         return Planned(point, case=case)
 
     def _case_dir(self, point: Point, tag: str) -> Path:
@@ -120,11 +118,11 @@ class Sweep:
 
     # ------------------------------------------------------------ running
 
-    def run_all(self, planned: list[Planned], runner: Optional[Runner], store: Optional[ResultStore]) -> None:
-        if runner is not None:
-            self.executor = RoundExecutor(runner.hosts, runner.runtimes, runner.preflight, self.progress,
-                                          self.ctx.environment, runner.results, store, time.monotonic,
-                                          runner.machine_warnings, leftovers=runner.leftovers)
+    def run_all(self, planned: list[Planned], execution: Optional[Execution]) -> None:
+        """Every point in order; ``execution``: the preflighted hosts the points run on (None: nothing is left
+        to run, every point done before or skipped)."""
+        if execution is not None:
+            self.executor = execution.executor()
         with self.stop:
             self._run_points(planned)
 
@@ -198,45 +196,6 @@ class Sweep:
         self.progress.point_finished(row, counted)
 
 
-def preflight(ctx: SweepContext, cases: list[CasePlan], reporter: SweepProgress) -> tuple[Runner, dict[str, str]]:
-    """One preflight for every case to run. When it refuses, each case name is preflighted alone, so only
-    the points it refuses (too few devices, framework missing or of another version) are skipped, with
-    why, and the rest run; when it refuses every case name, its first error stands for the sweep."""
-    def runner_for(subset: list[CasePlan]) -> Runner:
-        return Runner(RunPlan(ctx.run_id, ctx.run_dir, subset, ctx.inputs.cluster), reporter, ctx.environment,
-                      allow_version_mismatch=ctx.options.allow_version_mismatch, plan_root=ctx.inputs.paths.root)
-
-    runner = runner_for(cases)
-    try:
-        runner.connect_and_preflight()
-        return runner, {}
-    except PreflightError as exc:
-        runner.close()
-        first = exc
-    by_name = {str(case.name): case for case in cases}
-    refused: dict[str, str] = {}
-    for name, case in by_name.items():
-        alone = runner_for([case])
-        try:
-            alone.connect_and_preflight()
-        except PreflightError as exc:
-            refused[name] = exc.message
-        finally:
-            alone.close()
-    if len(refused) == len(by_name):
-        raise first
-    runner = runner_for([case for case in cases if str(case.name) not in refused])
-    runner.connect_and_preflight()
-    return runner, refused
-
-
-def refuse(planned: list[Planned], refused: dict[str, str]) -> list[Planned]:
-    """Points whose case name preflight refused become skipped rows (nothing of them was started)."""
-    return [Planned(p.point, skipped=Row(p.point.index, p.point.labels, p.point.case_name, "skipped",
-                                         f"preflight: {refused[str(p.case.name)]}", world_size=_world(p.point)))
-            if p.case is not None and str(p.case.name) in refused else p for p in planned]
-
-
 def _row_of(index: int, labels: dict, case: CasePlan, result: RoundResult, whash: str) -> Row:
     """The row from the round's results.json (what a resume reads back), else from the result in memory."""
     try:
@@ -247,7 +206,7 @@ def _row_of(index: int, labels: dict, case: CasePlan, result: RoundResult, whash
                    case.workload.train.micro_batch_size, results_path=str(result.dir / "results.json"))
 
 
-def _world(point: Point) -> Optional[int]:
+def world_of(point: Point) -> Optional[int]:
     try:
         return casename.parse(point.case_name).world_size
     except UserError:

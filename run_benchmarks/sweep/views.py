@@ -56,8 +56,10 @@ def points(rows: Sequence[Row], axes: Sequence[str]) -> View:
     shown_by_axis = any(all(row[i] == row[batch] for row in body) for i in range(1, 1 + len(names)))
     keep = [i for i, h in enumerate(headers)
             if (i < 1 + len(names) or any(row[i] for row in body)) and not (i == batch and shown_by_axis)]
+    kinds = sorted({r.memory_kind for r in rows if r.peak_memory_bytes is not None and r.memory_kind})
+    notes = [f"peak mem: per device, the figure report and show give each round ({', '.join(kinds)})"] if kinds else []
     return View("sweep points (warm-up excluded; per device: tokens/s, TFLOP/s, peak memory; step time: median)",
-                [headers[i] for i in keep], [[row[i] for i in keep] for row in body], [])
+                [headers[i] for i in keep], [[row[i] for i in keep] for row in body], notes)
 
 
 def _grid(rows: Sequence[Row], axes: Sequence[str], across: Optional[str]):

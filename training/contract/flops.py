@@ -24,6 +24,12 @@ LORA_FORMULA = ("LoRA: 2*N fwd + 2*N input-gradient per frozen matmul (no weight
 FORMULA = "6*N_matmul + 12*L*H*Q*T per token (fwd+bwd; N_matmul = matmul weights incl. LM head)"
 
 
+def tflop_per_s(flops: float, seconds: float = 1.0, devices: int = 1) -> float:
+    """TFLOP/s per device: ``flops`` done in ``seconds`` by ``devices`` devices (1 TFLOP/s = 1e12 FLOP/s). The one
+    definition of the figure: the worker's phase figures, a round's and an import's (results/derive.py)."""
+    return flops / seconds / devices / 1e12
+
+
 def _layer_matmul_params(model: ModelSpec) -> int:
     d, f = model.d_model, model.ffn_hidden
     kv_width = model.kv_heads * model.head_dim

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Iterator
 
-from training.contract import perflog
+from training.contract import flops, perflog
 from training.micro.formulas import GEMM_FORMULA, gemm_flops
 from training.micro.ops import MicroOps
 from training.contract.micro import MicroSpec
@@ -19,7 +19,7 @@ def run(spec: MicroSpec, ops: MicroOps, rank: int) -> Iterator[perflog.FigureRec
                 call = ops.gemm(m, n, k, dtype, spec.seed)
                 inputs = ops.inputs_of(call)
                 seconds = average_seconds(call, spec.warmup, spec.iters, ops.synchronize)
-                tflops = gemm_flops(m, n, k) / seconds / 1e12
+                tflops = flops.tflop_per_s(gemm_flops(m, n, k), seconds)
                 params = {"m": m, "n": n, "k": k, "dtype": dtype, "inputs": inputs, "seed": spec.seed}
                 yield perflog.FigureRecord(rank=rank, name="gemm.time_s", value=seconds, unit="s", better="lower",
                                            params=params, formula=f"mean of {spec.iters} after {spec.warmup} warm-up")

@@ -6,14 +6,12 @@ import os
 import shutil
 import subprocess
 import sys
-import time
 import uuid
 from pathlib import Path, PurePosixPath
 from typing import Mapping, Optional, Sequence
 
-import psutil
-
 from run_benchmarks import signals
+from run_benchmarks.backends.hosts import reaper
 from run_benchmarks.catalog.addresses import is_this_machine
 from run_benchmarks.catalog.config_files import HostSpec
 from run_benchmarks.errors import PreflightError
@@ -53,36 +51,6 @@ class LocalGuard:
             self.process.wait(timeout=5)
 
 
-def tagged_processes(tag: str) -> list[psutil.Process]:
-    found = []
-    for proc in psutil.process_iter():
-        try:
-            if proc.environ().get(ENV_TAG) == tag:
-                found.append(proc)
-        except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess, OSError):
-            pass
-    return found
-
-
-def terminate_all(procs: list[psutil.Process], grace_s: float) -> None:
-    """TERM, wait up to ``grace_s`` (cut short by a second Ctrl-C/TERM), KILL what is left."""
-    for proc in procs:
-        try:
-            proc.terminate()
-        except psutil.NoSuchProcess:
-            pass
-    alive = procs
-    deadline = time.monotonic() + grace_s
-    while alive and time.monotonic() < deadline and not signals.hurried():
-        _, alive = psutil.wait_procs(alive, timeout=0.2)
-    for proc in alive:
-        try:
-            proc.kill()
-        except psutil.NoSuchProcess:
-            pass
-    psutil.wait_procs(alive, timeout=5)
-
-
 class LocalJob(Job):
     def __init__(self, process: subprocess.Popen, tag: str = "", guard: Optional[LocalGuard] = None):
         self.process, self.tag, self.guard = process, tag, guard
@@ -94,16 +62,10 @@ class LocalJob(Job):
         return code
 
     def stop(self, grace_s: float = 10.0) -> None:
-        # Launchers start workers in sessions of their own, so signal the whole tree, not a group, and
-        # every process with the job's tag (a worker whose launcher died is no longer in the tree).
-        try:
-            root = psutil.Process(self.process.pid)
-            tree = [root, *root.children(recursive=True)]
-        except psutil.NoSuchProcess:
-            tree = []
-        pids = {proc.pid for proc in tree}
-        tree += [proc for proc in (tagged_processes(self.tag) if self.tag else []) if proc.pid not in pids]
-        terminate_all(tree, 0.0 if signals.hurried() else grace_s)
+        # Launchers start workers in sessions of their own and a worker whose launcher died is re-parented, so
+        # neither a group nor a tree reaches them all: every process with the job's tag does (the reaper, as
+        # over SSH and in the guard).
+        reaper.stop_here(self.tag, 0.0 if signals.hurried() else grace_s)
         try:
             self.process.wait(timeout=5)
         except subprocess.TimeoutExpired:

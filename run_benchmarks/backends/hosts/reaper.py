@@ -13,12 +13,23 @@ the same text locally and over SSH (a host needs nothing installed), in one of t
 - ``scan [--kill]``: lists accelbench's processes with their owner and whether that owner still runs; with
   ``--kill`` ends those whose orchestrator is dead on this machine (``accelbench clean``, backends/cleanup.py).
 
-Ending is always the same: TERM, up to GRACE seconds for them to go, then KILL and up to 5 s more.
+Ending is always the same: TERM, up to GRACE seconds for them to go, then KILL and up to 5 s more. It is the
+one way accelbench ends processes on a host: a local job's stop (hosts/local.py: ``stop_here``), a stop over
+SSH, a parent-death guard, ``accelbench clean``, and a vendor tool past its timeout (cli/vendor_probe.py).
+A second signal while a stop waits (``signals.hurried``) starts another with no grace beside it
+(``watched_stop``), which kills what is left at once.
 """
 from __future__ import annotations
 
 import json
-from typing import Sequence
+import subprocess
+import sys
+import time
+from typing import Callable, Sequence
+
+from run_benchmarks import signals
+
+KILL_WAIT_S = 5.0  # after KILL: how long the script waits for the processes to be gone
 
 SCRIPT = r"""
 import json, os, signal, socket, subprocess, sys, threading, time
@@ -139,3 +150,38 @@ def stop_argv(python: str, tag: str, grace_s: float) -> list[str]:
 
 def scan_argv(python: str, kill: bool = False) -> list[str]:
     return [python, "-c", SCRIPT, "scan", *(["--kill"] if kill else [])]
+
+
+def watched_stop(start: Callable[[float], Callable[[], bool]], grace_s: float, slack_s: float = 30.0) -> None:
+    """A stop with ``grace_s`` (``start(grace)`` begins the reaper's stop of that grace and returns whether it has
+    ended), waited for here up to its grace and ``slack_s`` more; a second signal while it waits (the person
+    wants the run over) begins a stop with no grace beside it, which kills what is left at once."""
+    ended = [start(grace_s)]
+    hurried = grace_s <= 0
+    deadline = time.monotonic() + grace_s + KILL_WAIT_S + slack_s
+    while not all(done() for done in ended) and time.monotonic() < deadline:
+        if not hurried and signals.hurried():
+            hurried = True
+            ended.append(start(0.0))
+        time.sleep(0.05)
+
+
+def stop_here(tag: str, grace_s: float) -> None:
+    """The reaper's stop of ``tag`` on this machine (``watched_stop``). Each stop runs in a session of its own,
+    so the terminal's Ctrl-C that asks for the stop does not end the stop itself."""
+    started: list[subprocess.Popen] = []
+
+    def start(grace: float) -> Callable[[], bool]:
+        process = subprocess.Popen(stop_argv(sys.executable, tag, grace), stdin=subprocess.DEVNULL,
+                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+                                   close_fds=True)
+        started.append(process)
+        return lambda: process.poll() is not None
+
+    try:
+        watched_stop(start, grace_s)
+    finally:
+        for process in started:  # past the deadline (never, unless /proc hangs): not left behind
+            if process.poll() is None:
+                process.kill()
+                process.wait()

@@ -11,6 +11,8 @@ import textwrap
 from pathlib import Path
 from typing import Optional, Sequence
 
+from training.contract.batch import world_size
+
 from run_benchmarks.catalog.compliance import NON_COMPLIANT
 from run_benchmarks.results import perf_reader
 from run_benchmarks.results.rank_files import gathered
@@ -20,7 +22,7 @@ LOSS_POINTS = 512  # a long run's loss curve is thinned to about this many point
 
 
 def devices(s: CaseSummary) -> int:
-    return int(s.key["nnodes"]) * int(s.key["nprocs_per_node"])
+    return world_size(int(s.key["nnodes"]), int(s.key["nprocs_per_node"]))
 
 
 def varying_facts(summaries: Sequence[CaseSummary]) -> list[str]:

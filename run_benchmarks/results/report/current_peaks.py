@@ -14,6 +14,7 @@ from typing import Optional, Sequence
 
 from run_benchmarks.catalog import measured_peaks
 from run_benchmarks.pathnames import component_problem
+from run_benchmarks.results import derive
 from run_benchmarks.results.analyze import Stats
 
 KEY = "mfu_current_peak"
@@ -43,7 +44,7 @@ def add(summaries: Sequence, vendors_dir: Path) -> None:
         peak = current_peak(vendors_dir, first.get("vendor"), first.get("hardware"), first.get("precision"))
         if peak is None or all((a.get("metrics") or {}).get("measured_peak_tflops") == peak.tflops for a in rounds):
             continue
-        summary.figures[KEY] = Stats.of([a["metrics"]["tflops_per_device"] / peak.tflops for a in rounds])
+        summary.figures[KEY] = Stats.of([derive.mfu(a["metrics"]["tflops_per_device"], peak.tflops) for a in rounds])
         summary.current_peak_note = (
             f"MFU (peak calibrated since) = TFLOP/s/device / {peak.tflops:.4g} TFLOP/s: the {first.get('precision')} "
             f"GEMM peak calibrated on {peak.host} at {peak.measured_at}, after these rounds ran; their stored MFU "

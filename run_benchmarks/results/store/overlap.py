@@ -69,7 +69,7 @@ def _node_hosts(environment: Any) -> set[str]:
     return {str(n["host"]) for n in nodes or () if isinstance(n, dict) and n.get("host")}
 
 
-def started_beside(conn: sqlite3.Connection, run_id: str) -> list[sqlite3.Row]:
+def started_beside(conn: Any, run_id: str) -> list:
     """The other accelbench runs whose orchestrator on this run's machine started after this run did (as the
     store knows them now): what the run that started first says live, as its rounds run (execute/rounds.py)."""
     try:
@@ -80,5 +80,5 @@ def started_beside(conn: sqlite3.Connection, run_id: str) -> list[sqlite3.Row]:
         return conn.execute("SELECT run_id, started_at, orchestrator_pid FROM runs WHERE run_id != ? AND "
                             "orchestrator_host = ? AND source = 'accelbench' AND started_at >= ? ORDER BY started_at",
                             (run_id, own["orchestrator_host"], own["started_at"])).fetchall()
-    except sqlite3.Error:
+    except StoreError:
         return []  # a courtesy: never a reason to stop a round

@@ -61,7 +61,7 @@ from run_benchmarks.results.store.clock import DEFAULT_RETRY_S, DEFAULT_WAIT_S, 
 from run_benchmarks.results.store.connection import Connection
 from run_benchmarks.results.store.faults import StoreError, StoreUnavailable, locked_fix
 from run_benchmarks.results.store.location import StoreLocation
-from run_benchmarks.results.store.overlap import overlapping_runs
+from run_benchmarks.results.store.overlap import overlapping_runs, started_beside
 from run_benchmarks.results.store.recovery import StoreRecovery
 from run_benchmarks.results.store.schema import FILTER_KEYS, Attempt, _decode, _insert_attempt
 
@@ -231,6 +231,11 @@ class ResultStore(StoreRecovery):
         for row in rows:  # in name order on either engine (neither orders a DISTINCT aggregate the same way)
             row["case_names"] = ",".join(sorted(row["case_names"].split(","))) if row["case_names"] else None
         return rows
+
+    def started_beside(self, run_id: str) -> list:
+        """Other runs whose orchestrator on this run's machine started after it (store/overlap.py): rows with
+        run_id, started_at and orchestrator_pid; empty when the store cannot say."""
+        return started_beside(self.conn, run_id)
 
     def has_run(self, run_id: str) -> bool:
         return self.conn.execute("SELECT 1 FROM runs WHERE run_id = ?", (run_id,)).fetchone() is not None

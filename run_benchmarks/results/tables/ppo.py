@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Optional, Union
 
 from run_benchmarks.results.analyze import Stats
+from run_benchmarks.results.report import chart_data
 from run_benchmarks.results.report.ppo_phases import phase_figures
 from run_benchmarks.results.report.summary import CaseSummary
 from run_benchmarks.results.tables.core import Cell, Measure, Placement, ReferenceTable
@@ -53,7 +54,7 @@ class PpoTable(ReferenceTable):
         f, case = summary.facts, str(summary.key["case"])
         if f.get("task") != "ppo":
             return f"task {f.get('task') or case}"
-        devices = int(summary.key["nnodes"]) * int(summary.key["nprocs_per_node"])
+        devices = chart_data.devices(summary)
         if str(devices) not in {m.name for m in self.measures}:
             return f"{devices} devices (the grid: 1, 2, 4, 8)"
         strategy = OURS.get((str(f.get("sharding") or "none"), bool(f.get("offload"))))
