@@ -12,6 +12,7 @@ import sys
 import time
 from types import SimpleNamespace
 
+import psutil
 import pytest
 
 from run_benchmarks.backends.hosts import connect
@@ -81,6 +82,13 @@ def test_the_monitor_tells_the_runs_cpu_from_others_over_the_measured_steps(tmp_
                                   "than two samples)"}
 
 
+def until(condition, timeout_s: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.01)
+
+
 def test_a_process_of_the_run_that_ends_keeps_its_cpu_counted_once():
     """A run's process that starts and ends between two samples (a command monitor's tool, a compile worker) is
     counted through its parent's reaped-children time, and not again after it was seen running."""
@@ -90,10 +98,13 @@ def test_a_process_of_the_run_that_ends_keeps_its_cpu_counted_once():
                    f"subprocess.run([sys.executable, '-c', {SPEND.format(s=0.4)!r}]); time.sleep(1)")
     parent = subprocess.Popen([sys.executable, "-c", parent_code], env=env)
     first = counters.sample()
-    time.sleep(0.6)
+    watched = psutil.Process(parent.pid)
+    until(lambda: watched.children())  # however loaded the machine, the child runs before the next sample
+    time.sleep(0.05)
     counters.sample()  # the child is seen running here
-    parent.wait(timeout=30)
+    until(lambda: not watched.children())  # the child ended; its parent (sleeping 1 s) reaped it
     last = counters.sample()
+    parent.wait(timeout=30)
     used = last["own_cpu_s"] - first["own_cpu_s"]
     assert 0.3 <= used <= 0.75, used  # the child's 0.4 s (its ticks, less their rounding), not twice that
 
