@@ -59,6 +59,7 @@ def _registries():
     from run_benchmarks.catalog.frameworks import FRAMEWORKS
     from run_benchmarks.catalog.kinds import KINDS
     from run_benchmarks.cli.main import COMMANDS
+    from run_benchmarks.results.history.formats import HISTORY_FORMATS
     from run_benchmarks.results.importers.parsers import PARSERS
     from run_benchmarks.results.report.formats import COMPARE_FORMATS, REPORT_FORMATS, SWEEP_FORMATS, TABLE_FORMATS
     from run_benchmarks.results.tables import TABLES
@@ -69,7 +70,7 @@ def _registries():
     return {"BACKENDS": BACKENDS, "LAUNCHERS": LAUNCHERS, "RUNTIMES": RUNTIMES, "SCHEDULERS": SCHEDULERS,
             "FRAMEWORKS": FRAMEWORKS, "KINDS": KINDS, "COMMANDS": COMMANDS, "PARSERS": PARSERS,
             "REPORT_FORMATS": REPORT_FORMATS, "COMPARE_FORMATS": COMPARE_FORMATS, "TABLE_FORMATS": TABLE_FORMATS,
-            "SWEEP_FORMATS": SWEEP_FORMATS, "TABLES": TABLES,
+            "SWEEP_FORMATS": SWEEP_FORMATS, "TABLES": TABLES, "HISTORY_FORMATS": HISTORY_FORMATS,
             "BENCHES": BENCHES, "FRAMEWORK_OPS": FRAMEWORK_OPS, "ACCELERATORS": ACCELERATORS, "WORKERS": WORKERS,
             "START": START}
 

@@ -12,7 +12,6 @@ from __future__ import annotations
 import argparse
 import re
 import secrets
-import sqlite3
 import sys
 from datetime import datetime, timezone
 from pathlib import Path
@@ -27,6 +26,7 @@ from run_benchmarks.pathnames import run_id as run_id_name
 from run_benchmarks.cli.exit_codes import EXIT_FAILED, EXIT_OK
 from run_benchmarks.results.report.summary import FIGURE_BY_KEY
 from run_benchmarks.cli.store_options import open_store
+from run_benchmarks.results.store.faults import StoreError
 from run_benchmarks.planner.inputs import default_root
 
 NO_CASE = ("model", "hardware", "nnodes", "nprocs_per_node")
@@ -170,7 +170,7 @@ def cmd_import(args: argparse.Namespace, console: Console) -> int:
             try:
                 store.add_attempt(imported.record(run_id, which, index, args.vendor, args.extern_config, path,
                                                   parser.name, _overrides(args.assignments)).to_row())
-            except (sqlite3.Error, OverflowError, ValueError, TypeError) as exc:  # a value no column takes
+            except (StoreError, OverflowError, ValueError, TypeError) as exc:  # a value no column takes
                 # The run row is ended, never left ``running`` with no attempt for ever.
                 store.end_run(run_id, datetime.now(timezone.utc).isoformat(timespec="seconds"), "aborted")
                 raise UserError(f"{path}: a figure of this log does not fit the results store ({type(exc).__name__}: "
