@@ -10,7 +10,7 @@ import pytest
 from run_benchmarks.planner.build import build_run_plan
 from run_benchmarks.planner.inputs import load_inputs
 from run_benchmarks.results import analyze
-from run_benchmarks.results import rank_logs as collect
+from run_benchmarks.results.worker_logs import rank_logs as collect
 from run_benchmarks.results.report.summary import summarize
 from run_benchmarks.results.store.store import ResultStore
 from run_benchmarks.results.tables import finetune, words

@@ -11,7 +11,7 @@ import random
 import pytest
 
 from run_benchmarks.results import analyze, loss_check, loss_reference
-from run_benchmarks.results import rank_logs as collect
+from run_benchmarks.results.worker_logs import rank_logs as collect
 from run_benchmarks.results.loss_reference import Band, RunCurve
 from run_benchmarks.results.store.schema import Attempt
 from training.contract.perflog import EndRecord, StartRecord, StepRecord

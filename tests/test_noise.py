@@ -10,7 +10,7 @@ import random
 import pytest
 
 from run_benchmarks.results import analyze, noise
-from run_benchmarks.results import rank_logs as collect
+from run_benchmarks.results.worker_logs import rank_logs as collect
 from run_benchmarks.results.report.compare import Selection, compare, format_change
 from run_benchmarks.results.store.store import ResultStore
 from training.contract.perflog import EndRecord, StartRecord, StepRecord

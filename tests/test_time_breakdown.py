@@ -105,8 +105,9 @@ def test_compute_far_above_its_expected_figure_is_named_overhead_bound():
 def test_a_rounds_logs_give_metrics_time_breakdown_and_show_prints_it(root, tmp_path, accelbench):
     """Breakdown records in the ranks' logs -> the round's metrics.time_breakdown -> the store -> ``show``."""
     from run_benchmarks.execute import outcome
-    from run_benchmarks.results import analyze, rank_logs as collect
+    from run_benchmarks.results import analyze
 
+    from run_benchmarks.results.worker_logs import rank_logs as collect
     from .test_outcomes import _rank_log
     from .test_plan import build
     from .test_results import document, fill

@@ -21,7 +21,7 @@ from training.contract import batch
 
 from run_benchmarks.results import analyze
 from run_benchmarks.results import breakdown, breakdown_layouts, breakdown_ppo, fairness_checks
-from run_benchmarks.results import rank_logs as collect
+from run_benchmarks.results.worker_logs import rank_logs as collect
 from run_benchmarks.execute import contention, monitoring
 from run_benchmarks import signals
 from run_benchmarks.results import figures as task_figures

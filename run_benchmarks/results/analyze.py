@@ -34,7 +34,7 @@ from typing import Optional, Sequence
 from training.contract import perflog
 
 from run_benchmarks.results import derive, noise
-from run_benchmarks.results.rank_logs import RankLog, StepSeries
+from run_benchmarks.results.worker_logs.rank_logs import RankLog, StepSeries
 from run_benchmarks.results.figure_checks import impossible
 
 CV_FLAG = 0.05  # rounds whose figures vary more than this are flagged

@@ -15,7 +15,7 @@ from typing import Optional, Sequence
 from training.contract import perflog
 
 from run_benchmarks.results import derive
-from run_benchmarks.results.rank_logs import RankLog
+from run_benchmarks.results.worker_logs.rank_logs import RankLog
 
 
 @dataclass(frozen=True)
