@@ -65,7 +65,7 @@ def write_rank(path: Path, rank: int, world: int, target_bytes: int) -> int:
 ANALYZE = """
 import json, resource, sys, time
 from pathlib import Path
-from run_benchmarks.results import analyze
+from run_benchmarks.results.figures import analyze
 from run_benchmarks.results.worker_logs import rank_logs as collect
 from run_benchmarks.results.worker_logs.rank_logs import RankLogs
 paths = [Path(p) for p in sys.argv[2:]]

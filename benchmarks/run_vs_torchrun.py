@@ -153,7 +153,7 @@ def bare_torchrun(settings: list[str], work: Path, cpu: bool) -> dict:
     (node.log_dir / "tmp").mkdir(parents=True, exist_ok=True)
     argv = ports.filled(node.argv, ports.free_ports(1)[0])  # master_port auto: chosen here, where it starts
     wall, sampler = timed(argv, {**os.environ, **node.env}, node.launcher_log, cpu)
-    from run_benchmarks.results.analyze import round_metrics
+    from run_benchmarks.results.figures.analyze import round_metrics
     from run_benchmarks.results.worker_logs.rank_logs import read_ranks
 
     from run_benchmarks.backends import launchers

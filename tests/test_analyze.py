@@ -3,7 +3,7 @@ import math
 
 import pytest
 
-from run_benchmarks.results import analyze
+from run_benchmarks.results.figures import analyze
 from run_benchmarks.results.worker_logs.rank_logs import RankLog
 from training.contract.perflog import EndRecord, StartRecord, StepRecord
 

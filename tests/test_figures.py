@@ -2,7 +2,7 @@
 import pytest
 
 from run_benchmarks.results.worker_logs import rank_logs as collect
-from run_benchmarks.results import figures
+from run_benchmarks.results.figures import task as figures
 from run_benchmarks.results.worker_logs.rank_logs import RankLogs
 from training.contract import perflog
 

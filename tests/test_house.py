@@ -44,15 +44,15 @@ def test_the_contracts_catch_a_forbidden_import(tmp_path):
         source = ROOT / part
         (shutil.copytree(source, tmp_path / part, ignore=shutil.ignore_patterns("__pycache__"))
          if source.is_dir() else shutil.copy(source, tmp_path / part))
-    analyze = tmp_path / "run_benchmarks/results/analyze.py"
+    analyze = tmp_path / "run_benchmarks/results/figures/analyze.py"
     analyze.write_text(analyze.read_text() + "\n\ndef _late():\n    from run_benchmarks.cli import main  # noqa\n")
-    figures = tmp_path / "run_benchmarks/results/figures.py"
+    figures = tmp_path / "run_benchmarks/results/figures/task.py"
     figures.write_text(figures.read_text() + "\nfrom typing import TYPE_CHECKING\nif TYPE_CHECKING:\n"
                        "    from training import harness  # noqa\n")
     broken = lint(tmp_path)
     assert broken.returncode == 1, broken.stdout + broken.stderr
-    assert "run_benchmarks.results.analyze -> run_benchmarks.cli" in broken.stdout
-    assert "run_benchmarks.results.figures -> training.harness" in broken.stdout
+    assert "run_benchmarks.results.figures.analyze -> run_benchmarks.cli" in broken.stdout
+    assert "run_benchmarks.results.figures.task -> training.harness" in broken.stdout
 
 
 def test_every_part_of_training_but_the_contract_is_forbidden_to_the_orchestrator():
@@ -174,17 +174,17 @@ def test_an_import_by_name_across_the_halves_or_up_the_layers_fails_the_check(tm
         source = ROOT / part
         (shutil.copytree(source, tmp_path / part, ignore=shutil.ignore_patterns("__pycache__"))
          if source.is_dir() else shutil.copy(source, tmp_path / part))
-    figures = tmp_path / "run_benchmarks/results/figures.py"
+    figures = tmp_path / "run_benchmarks/results/figures/task.py"
     figures.write_text(figures.read_text() + "\n\ndef _late():\n    import importlib\n    return "
                        "importlib.import_module('training.harness'), __import__('run_benchmarks.cli.main')\n")
     kinds = tmp_path / "run_benchmarks/catalog/kinds.py"
     kinds.write_text(kinds.read_text() + '\nKINDS.register("stray", "training.torch.device:TorchDevice")\n')
     breaches = contract_breaches(module_imports(tmp_path, by_name_only=True), tmp_path)
-    assert "run_benchmarks.results.figures -> training.harness (the orchestrator imports from training/ only its " \
+    assert "run_benchmarks.results.figures.task -> training.harness (the orchestrator imports from training/ only its " \
            "contract package)" in breaches
     assert "run_benchmarks.catalog.kinds -> training.torch.device (the orchestrator imports from training/ only " \
            "its contract package)" in breaches
-    assert any(b.startswith("run_benchmarks.results.figures -> run_benchmarks.cli.main (the orchestrator's")
+    assert any(b.startswith("run_benchmarks.results.figures.task -> run_benchmarks.cli.main (the orchestrator's")
                for b in breaches)
     assert len(breaches) == 3, breaches
 

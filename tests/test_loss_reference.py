@@ -1,6 +1,6 @@
 """Loss-curve references (issue 34): recording from stored runs, the band check, refusals, the file format.
 
-In-process: rows made as a run makes them (analyze.py's metrics from step records, whose losses follow a
+In-process: rows made as a run makes them (figures/analyze.py's metrics from step records, whose losses follow a
 synthetic curve per data seed), written through the store; the CLI through the ``accelbench`` fixture.
 """
 from __future__ import annotations
@@ -10,7 +10,8 @@ import random
 
 import pytest
 
-from run_benchmarks.results import analyze, loss_check, loss_reference
+from run_benchmarks.results import loss_check, loss_reference
+from run_benchmarks.results.figures import analyze
 from run_benchmarks.results.worker_logs import rank_logs as collect
 from run_benchmarks.results.loss_reference import Band, RunCurve
 from run_benchmarks.results.store.schema import Attempt

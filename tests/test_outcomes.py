@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from run_benchmarks.results import analyze
+from run_benchmarks.results.figures import analyze
 from run_benchmarks.results.worker_logs import rank_logs as collect
 from run_benchmarks.execute import outcome
 from run_benchmarks.results.worker_logs.rank_logs import RankLogs

@@ -197,7 +197,7 @@ def test_a_ppo_rounds_logs_give_the_per_phase_breakdown_and_show_prints_it(root,
     """Breakdown records in the ranks' logs (two per rank) -> the round's metrics.time_breakdown -> the store ->
     ``show``."""
     from run_benchmarks.execute import outcome
-    from run_benchmarks.results import analyze
+    from run_benchmarks.results.figures import analyze
 
     from run_benchmarks.results.worker_logs import rank_logs as collect
     from .test_outcomes import _rank_log

@@ -1,6 +1,6 @@
 """The results store and what reads it: reports, compare, references, import, and the record reader.
 
-Rows are made the way a run makes them: metrics computed by analyze.py from perf records, written
+Rows are made the way a run makes them: metrics computed by figures/analyze.py from perf records, written
 through store_schema.row_from_document; the CLI runs in this process (the ``accelbench`` fixture).
 """
 from __future__ import annotations
@@ -17,7 +17,7 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from run_benchmarks.results import analyze
+from run_benchmarks.results.figures import analyze
 
 from run_benchmarks.results.worker_logs import perf_reader as records
 from run_benchmarks.results.worker_logs import rank_logs as collect

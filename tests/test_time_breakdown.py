@@ -105,7 +105,7 @@ def test_compute_far_above_its_expected_figure_is_named_overhead_bound():
 def test_a_rounds_logs_give_metrics_time_breakdown_and_show_prints_it(root, tmp_path, accelbench):
     """Breakdown records in the ranks' logs -> the round's metrics.time_breakdown -> the store -> ``show``."""
     from run_benchmarks.execute import outcome
-    from run_benchmarks.results import analyze
+    from run_benchmarks.results.figures import analyze
 
     from run_benchmarks.results.worker_logs import rank_logs as collect
     from .test_outcomes import _rank_log
@@ -242,7 +242,7 @@ def test_instruction_data_expects_the_compute_of_the_measured_flops_not_padded_t
     (tflops_per_device x mean step time), not flops_per_token x tokens_per_step (padding at seq_len)."""
     step_times = [0.2, 0.3, 0.25]
     flops_per_step = 4e11  # real tokens only, on each device, in each measured step
-    tflops = 3 * flops_per_step / math.fsum(step_times) / 1e12  # analyze.py's definition
+    tflops = 3 * flops_per_step / math.fsum(step_times) / 1e12  # figures/analyze.py's definition
     metrics = {"step_time_s": {"median": 0.25, "mean": math.fsum(step_times) / 3}, "tflops_per_device": tflops,
                "flops_per_token": 1e6, "tokens_per_step": 8_000_000, "world_size": 1}  # padded: 8e12, not this
     one = record(0, 0.2, comm=0.0, buckets=(), group=1)

@@ -19,12 +19,12 @@ from typing import Callable, Optional, Sequence
 
 from training.contract import batch
 
-from run_benchmarks.results import analyze
+from run_benchmarks.results.figures import analyze
 from run_benchmarks.results import breakdown, breakdown_layouts, breakdown_ppo, fairness_checks
 from run_benchmarks.results.worker_logs import rank_logs as collect
 from run_benchmarks.execute import contention, monitoring
 from run_benchmarks import signals
-from run_benchmarks.results import figures as task_figures
+from run_benchmarks.results.figures import task as task_figures
 from run_benchmarks.pathnames import write_text_atomically
 from run_benchmarks.plan import CasePlan, NodePlan, RoundPlan
 from run_benchmarks.results.record import CaseFacts, DeviceDefinition, Environment, RoundRecord, Status

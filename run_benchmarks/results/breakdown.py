@@ -237,7 +237,7 @@ def command(measure_busbw: str, op: str, ranks: int) -> str:
 
 
 def step_flops_per_device(metrics: dict) -> float:
-    """Mean model FLOPs of one device in a measured step: analyze.py's ``tflops_per_device`` is the measured
+    """Mean model FLOPs of one device in a measured step: figures/analyze.py's ``tflops_per_device`` is the measured
     steps' FLOPs / their summed time / world size, so times the mean step time it is their FLOPs / steps /
     world size. Not flops_per_token x tokens_per_step: that counts padding at seq_len for instruction data."""
     return metrics["tflops_per_device"] * 1e12 * metrics["step_time_s"]["mean"]

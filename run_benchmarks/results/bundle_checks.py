@@ -11,7 +11,7 @@ from typing import Optional
 
 from run_benchmarks import limits
 from run_benchmarks.errors import UserError
-from run_benchmarks.results.figure_checks import impossible
+from run_benchmarks.results.figures.impossible import impossible
 from run_benchmarks.results.store.recovery import summary_state
 
 

@@ -23,7 +23,7 @@ from training.contract.spec import WorkloadSpec
 
 from run_benchmarks.catalog.config import Strict, load_model
 from run_benchmarks.pathnames import component
-from run_benchmarks.results.analyze import LOSS_SERIES_POINTS
+from run_benchmarks.results.figures.analyze import LOSS_SERIES_POINTS
 from run_benchmarks.results.report.facts import case_name_of, migrated
 from run_benchmarks.results.store.schema import Attempt
 from run_benchmarks.results.workload import layout_facts

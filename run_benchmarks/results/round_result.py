@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
 
-from run_benchmarks.results.analyze import RoundMetrics
+from run_benchmarks.results.figures.analyze import RoundMetrics
 from run_benchmarks.results.record import RoundRecord
 
 

@@ -11,7 +11,7 @@ workload the run path would train resolves here, and the same definitions apply 
     TFLOP/s/device   flops_per_token x tokens/s/device / 1e12    (training/contract/flops.py, as a run's)
     MFU              TFLOP/s/device / the vendor's peak for the case's precision
 
-(TFLOP/s, MFU and its note by results/derive.py: the functions a run's round uses, not a copy of them.)
+(TFLOP/s, MFU and its note by results/figures/derive.py: the functions a run's round uses, not a copy of them.)
 
 An import that names no case stores the log's own figures only (``hardware_facts``: the declared memory
 and nothing else): tokens/s where the log counts tokens or states its sequence length, no TFLOP/s or MFU
@@ -39,8 +39,8 @@ from run_benchmarks.catalog.casename import CaseName
 from run_benchmarks.catalog.cases import CaseCatalog
 from run_benchmarks.catalog.config import Layer, merge, parse_assignment, set_source, validate_layered
 from run_benchmarks.errors import UserError
-from run_benchmarks.results import derive
-from run_benchmarks.results.figure_checks import impossible
+from run_benchmarks.results.figures import derive
+from run_benchmarks.results.figures.impossible import impossible
 from run_benchmarks.results.importers import Imported, crosscheck
 
 # Figures any parser may yield; a log that yields none of them gave nothing to store.
@@ -192,7 +192,7 @@ def _tokens_from_samples(imported: Imported, facts: CaseFacts) -> None:
 
 
 def _tflops(imported: Imported, facts: CaseFacts) -> None:
-    """TFLOP/s/device and MFU by the function a run's round uses (results/derive.py), each with its source."""
+    """TFLOP/s/device and MFU by the function a run's round uses (results/figures/derive.py), each with its source."""
     m = imported.metrics
     per_device, logged = m.get("tokens_per_s_per_device"), m.get("tflops_per_device_logged")
     if facts.flops_per_token and per_device is not None and math.isfinite(per_device):

@@ -16,7 +16,7 @@ from __future__ import annotations
 from typing import Optional, Sequence
 
 from run_benchmarks.results.breakdown_words import ms, of_summary, where
-from run_benchmarks.results.figures import across_rounds, figures_from_dicts
+from run_benchmarks.results.figures.task import across_rounds, figures_from_dicts
 from run_benchmarks.results.report.summary import FIGURE_BY_KEY, CaseSummary, number
 from run_benchmarks.results.report.views import View
 
