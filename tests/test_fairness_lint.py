@@ -13,7 +13,7 @@ from run_benchmarks.planner.build import build_run_plan
 from run_benchmarks.planner.inputs import load_inputs
 from run_benchmarks.results import fairness_checks
 from run_benchmarks.results.figures import impossible as figure_checks
-from run_benchmarks.results.round_result import RoundResult
+from run_benchmarks.results.rounds.result import RoundResult
 from training.contract.micro import MicroSpec
 
 from .conftest import ROOT

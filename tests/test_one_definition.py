@@ -16,7 +16,7 @@ from run_benchmarks.catalog import casename
 from run_benchmarks.planner.build import build_run_plan
 from run_benchmarks.planner.estimates import estimate
 from run_benchmarks.planner.inputs import load_inputs
-from run_benchmarks.results import workload
+from run_benchmarks.results.rounds import workload
 from run_benchmarks.results.figures import derive, memory
 from run_benchmarks.sweep.state import Row
 from training.contract import batch, flops, perflog

@@ -128,7 +128,7 @@ def test_every_attempt_is_a_row_and_reads_back(tmp_path):
 
 _WRITER = """
 import sys
-from run_benchmarks.results.record import RoundRecord
+from run_benchmarks.results.rounds.record import RoundRecord
 from run_benchmarks.results.store.store import ResultStore
 store = ResultStore(sys.argv[1])
 store.begin_run("killed", "2026-11-23T10:00:00+00:00", [], None, None)

@@ -154,7 +154,7 @@ def test_the_end_of_run_table_is_followed_by_each_rounds_biggest_lever(tmp_path)
     from rich.console import Console
 
     from run_benchmarks.cli.run_view import print_results
-    from run_benchmarks.results.round_result import RoundResult
+    from run_benchmarks.results.rounds.result import RoundResult
 
     lever = "communication is 60% of the serialised step (30 ms)"
     done = RoundResult("gpt2_tiny:torch:cpu:1:2", 1, tmp_path / "round1", status="ok",

@@ -20,7 +20,7 @@ from run_benchmarks.results.report.summary import summarize
 from run_benchmarks.results.report.task_figures import micro_views
 from run_benchmarks.results.report.terminal import STATUS_STYLE, layout_summary, print_summaries
 from run_benchmarks.results.report.views import to_rich
-from run_benchmarks.results.round_result import RoundResult
+from run_benchmarks.results.rounds.result import RoundResult
 from run_benchmarks.results.store.schema import Attempt, with_columns
 
 

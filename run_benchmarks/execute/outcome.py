@@ -27,11 +27,11 @@ from run_benchmarks import signals
 from run_benchmarks.results.figures import task as task_figures
 from run_benchmarks.pathnames import write_text_atomically
 from run_benchmarks.plan import CasePlan, NodePlan, RoundPlan
-from run_benchmarks.results.record import CaseFacts, DeviceDefinition, Environment, RoundRecord, Status
-from run_benchmarks.results.round_result import RoundResult
+from run_benchmarks.results.rounds.record import CaseFacts, DeviceDefinition, Environment, RoundRecord, Status
+from run_benchmarks.results.rounds.result import RoundResult
 from run_benchmarks.results.store.store import ResultStore
 from run_benchmarks.results.store.faults import StoreError, StoreUnavailable, is_full
-from run_benchmarks.results.workload import resolved_workload, workload_hash
+from run_benchmarks.results.rounds.workload import resolved_workload, workload_hash
 from training.contract.tasks import task_of
 from training.contract import perflog
 

@@ -30,7 +30,7 @@ from run_benchmarks.execute.quiet import NotQuiet
 from run_benchmarks.execute.rounds import Reporter
 from run_benchmarks.pathnames import write_text_atomically
 from run_benchmarks.plan import RunPlan
-from run_benchmarks.results.round_result import RoundResult
+from run_benchmarks.results.rounds.result import RoundResult
 from run_benchmarks.results.store.faults import StoreError, StoreUnavailable, is_full, orchestrator_identity
 from run_benchmarks.results.store.location import StoreLocation
 from run_benchmarks.results.store.store import ResultStore

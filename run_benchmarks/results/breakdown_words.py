@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Optional
 
 from run_benchmarks.results import breakdown_pipeline as pipeline
-from run_benchmarks.results.metrics_shape import breakdown_of
+from run_benchmarks.results.rounds.metrics_shape import breakdown_of
 from training.contract import perflog
 
 # measured compute this many times its expected figure: the step is bound by per-operation overhead, not GEMM

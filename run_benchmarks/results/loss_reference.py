@@ -26,7 +26,7 @@ from run_benchmarks.pathnames import component
 from run_benchmarks.results.figures.analyze import LOSS_SERIES_POINTS
 from run_benchmarks.results.report.facts import case_name_of, migrated
 from run_benchmarks.results.store.schema import Attempt
-from run_benchmarks.results.workload import layout_facts
+from run_benchmarks.results.rounds.workload import layout_facts
 
 FILE_NAME = "loss_reference.yaml"
 SCHEMA = "accelbench.loss_reference/1"

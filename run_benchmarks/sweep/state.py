@@ -22,7 +22,7 @@ from run_benchmarks.errors import UserError
 from run_benchmarks.sweep.grid import Point, ScalingSpec
 from run_benchmarks.results.figures import memory
 from run_benchmarks.results.store.schema import with_columns
-from run_benchmarks.results.workload import resolved_workload, workload_hash
+from run_benchmarks.results.rounds.workload import resolved_workload, workload_hash
 
 STATE_FILE = "sweep.json"
 # A round that ended one of these ways is a result: resume does not run its point again.

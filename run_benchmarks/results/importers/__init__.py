@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterator, Optional
 
 from run_benchmarks.errors import UserError
-from run_benchmarks.results.record import CaseFacts, Environment, RoundRecord, Status
+from run_benchmarks.results.rounds.record import CaseFacts, Environment, RoundRecord, Status
 
 if TYPE_CHECKING:
     from run_benchmarks.catalog.casename import CaseName

@@ -13,7 +13,7 @@ from typing import Any, Literal, Optional
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from run_benchmarks.results.metrics_shape import checked
+from run_benchmarks.results.rounds.metrics_shape import checked
 
 from training.contract.tasks import task_of
 

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Optional
 
 from run_benchmarks.results.figures.analyze import RoundMetrics
-from run_benchmarks.results.record import RoundRecord
+from run_benchmarks.results.rounds.record import RoundRecord
 
 
 @dataclass
