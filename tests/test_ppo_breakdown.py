@@ -1,4 +1,4 @@
-"""PPO's time breakdown in the orchestrator (run_benchmarks/results/breakdown_ppo.py), from canned breakdown
+"""PPO's time breakdown in the orchestrator (run_benchmarks/results/breakdown/ppo.py), from canned breakdown
 records: each phase read as a step is, the whole update as each rank's phases added, the expected compute per
 phase its FLOPs over the stored peak exactly, the lines ``show`` prints, the lever, compare; and the records'
 ``phase`` checked like every field, older records read as whole steps. In-process."""
@@ -9,8 +9,8 @@ import math
 
 import pytest
 
-from run_benchmarks.results import breakdown, breakdown_ppo
-from run_benchmarks.results import breakdown_words as words
+from run_benchmarks.results.breakdown import step as breakdown, ppo as breakdown_ppo
+from run_benchmarks.results.breakdown import words
 from training.contract import flops, perflog
 from training.contract.spec import WorkloadSpec
 

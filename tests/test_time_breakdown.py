@@ -1,4 +1,4 @@
-"""The time breakdown's figures (run_benchmarks/results/breakdown.py): measured parts from breakdown records,
+"""The time breakdown's figures (run_benchmarks/results/breakdown/step.py): measured parts from breakdown records,
 expected parts from the stored peaks and bus bandwidth, exactly, and what is missing said with its command."""
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import math
 
 import pytest
 
-from run_benchmarks.results import breakdown
-from run_benchmarks.results import breakdown_words as words
+from run_benchmarks.results.breakdown import step as breakdown
+from run_benchmarks.results.breakdown import words
 from training.contract import perflog
 
 MEASURE = "accelbench run {op}:torch:cpu:1:2"

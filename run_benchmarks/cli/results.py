@@ -20,7 +20,7 @@ from run_benchmarks.results.figures import contention, memory
 from run_benchmarks.results.report import sources
 from run_benchmarks.results.report.views import to_rich
 from run_benchmarks.results.report.task_figures import interconnect_line, micro_views
-from run_benchmarks.results.breakdown_words import describe as describe_breakdown
+from run_benchmarks.results.breakdown.words import describe as describe_breakdown
 from run_benchmarks.results.report.summary import human_bytes
 from run_benchmarks.results.store.faults import process_alive
 from run_benchmarks.cli.store_options import open_store

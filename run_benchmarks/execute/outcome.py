@@ -20,7 +20,8 @@ from typing import Callable, Optional, Sequence
 from training.contract import batch
 
 from run_benchmarks.results.figures import analyze
-from run_benchmarks.results import breakdown, breakdown_layouts, breakdown_ppo, fairness_checks
+from run_benchmarks.results import fairness_checks
+from run_benchmarks.results.breakdown import step as breakdown, layouts as breakdown_layouts, ppo as breakdown_ppo
 from run_benchmarks.results.worker_logs import rank_logs as collect
 from run_benchmarks.execute import contention, monitoring
 from run_benchmarks import signals

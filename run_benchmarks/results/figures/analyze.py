@@ -107,7 +107,7 @@ class RoundMetrics:
     # [[step, loss], ...] of the lowest rank, warm-up included, every step up to LOSS_SERIES_POINTS (bucket means
     # beyond): what a loss-curve reference (results/loss_reference.py) checks and the report's loss chart draws
     loss_series: Optional[list] = None
-    time_breakdown: Optional[dict] = None  # measured and expected parts of a step (results/breakdown.py)
+    time_breakdown: Optional[dict] = None  # measured and expected parts of a step (results/breakdown/step.py)
     rate_noise: Optional[dict] = None  # the rate's own noise: its steps resampled (results/figures/noise.py)
 
     def to_dict(self) -> dict:

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Optional, Sequence
 
-from run_benchmarks.results.breakdown_words import ms, of_summary, where
+from run_benchmarks.results.breakdown.words import ms, of_summary, where
 from run_benchmarks.results.figures.task import across_rounds, figures_from_dicts
 from run_benchmarks.results.report.summary import FIGURE_BY_KEY, CaseSummary, number
 from run_benchmarks.results.report.views import View
@@ -104,7 +104,7 @@ def ppo_phase_view(summary: CaseSummary) -> Optional[View]:
 
 
 def breakdown_note(tb: Optional[dict]) -> list[str]:
-    """Each phase's measured time breakdown (results/breakdown_ppo.py), where the first ok round has one."""
+    """Each phase's measured time breakdown (results/breakdown/ppo.py), where the first ok round has one."""
     phases = [(label, ((tb or {}).get("phases") or {}).get(part, {}).get("measured") or {})
               for part, label in PHASES[:2]]
     if not all("serialised_step_s" in m for _, m in phases):

@@ -1,4 +1,4 @@
-"""The pipeline's figures in the time breakdown (run_benchmarks/results/breakdown.py), from the workers' records
+"""The pipeline's figures in the time breakdown (run_benchmarks/results/breakdown/step.py), from the workers' records
 (training/torch/breakdown_pp.py says how they were timed).
 
 Measured, per step:
