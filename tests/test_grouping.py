@@ -13,7 +13,7 @@ import statistics
 
 import pytest
 
-from run_benchmarks.results import references
+from run_benchmarks.results.checks import references
 from run_benchmarks.results.report import export
 from run_benchmarks.results.report.compare import NOISE_RULE, Selection, compare, format_change
 from run_benchmarks.results.report.summary import summarize

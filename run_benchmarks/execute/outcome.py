@@ -20,7 +20,7 @@ from typing import Callable, Optional, Sequence
 from training.contract import batch
 
 from run_benchmarks.results.figures import analyze
-from run_benchmarks.results import fairness_checks
+from run_benchmarks.results.checks import fairness as fairness_checks
 from run_benchmarks.results.breakdown import step as breakdown, layouts as breakdown_layouts, ppo as breakdown_ppo
 from run_benchmarks.results.worker_logs import rank_logs as collect
 from run_benchmarks.execute import contention, monitoring

@@ -105,7 +105,7 @@ class RoundMetrics:
     mfu_measured: Optional[float] = None  # tflops_per_device / measured_peak_tflops
     mfu_measured_note: str = ""  # the formula and which measurement, or why there is none
     # [[step, loss], ...] of the lowest rank, warm-up included, every step up to LOSS_SERIES_POINTS (bucket means
-    # beyond): what a loss-curve reference (results/loss_reference.py) checks and the report's loss chart draws
+    # beyond): what a loss-curve reference (results/checks/loss_reference.py) checks and the report's loss chart draws
     loss_series: Optional[list] = None
     time_breakdown: Optional[dict] = None  # measured and expected parts of a step (results/breakdown/step.py)
     rate_noise: Optional[dict] = None  # the rate's own noise: its steps resampled (results/figures/noise.py)
