@@ -39,7 +39,7 @@ from run_benchmarks.pathnames import run_id as run_id_name
 from run_benchmarks.results.store.faults import StoreError
 from run_benchmarks.results.store.store import ResultStore
 from run_benchmarks.results.store.schema import _insert_attempt
-from run_benchmarks.results.bundle_checks import RATIO_AFTER_BYTES, judged_end, refuse_impossible, scan_sizes
+from run_benchmarks.results.bundle.received import RATIO_AFTER_BYTES, judged_end, refuse_impossible, scan_sizes
 from run_benchmarks.results.store.recovery import results_documents
 from run_benchmarks.results.store.versions import NewerRowError, StoredRowError, read_row
 

@@ -1,4 +1,4 @@
-"""What a received bundle must be beyond its format (bundle.py), checked before anything is stored (issue 43):
+"""What a received bundle must be beyond its format (bundle/archive.py), checked before anything is stored (issue 43):
 its sizes, from the headers, before any member's data is read (a bomb is refused in a moment, not after
 unpacking gigabytes); no attempt stored ``ok`` with a figure no run can measure (figure_checks, as a log
 import checks); a run whose summary.json is empty or unreadable is judged ``aborted``, as its own store
