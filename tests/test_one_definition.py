@@ -1,7 +1,7 @@
 """Each figure has one definition (issue 44): world size, global batch and tokens per step in the contract
 (training/contract/batch.py), the TFLOP/s unit there too (flops.tflop_per_s), TFLOP/s per device, MFU and its
-note in results/figures/derive.py, and the memory figure a view shows in results/figures/memory.py. Two ways to hold that:
-the code that computed them elsewhere is gone (an AST scan of both halves for the arithmetic itself), and
+note in results/figures/derive.py, and the memory figure a view shows in results/figures/memory.py. Two ways to
+hold that: the code that computed them elsewhere is gone (an AST scan of both halves for the arithmetic itself), and
 every caller agrees with the definition on a table of layouts (plans, layout facts, estimates, the worker's
 share, the sweep's row). In-process."""
 from __future__ import annotations

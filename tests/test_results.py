@@ -18,9 +18,7 @@ import xml.etree.ElementTree as ET
 import pytest
 
 from run_benchmarks.results.figures import analyze
-
-from run_benchmarks.results.worker_logs import perf_reader as records
-from run_benchmarks.results.worker_logs import rank_logs as collect
+from run_benchmarks.results.worker_logs import perf_reader as records, rank_logs as collect
 from run_benchmarks.results.store.store import ResultStore
 from run_benchmarks.results.store.schema import row_from_document
 from training.contract import perflog

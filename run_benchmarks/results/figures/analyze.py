@@ -14,7 +14,7 @@ Definitions (all over measured steps, i.e. warm-up excluded):
                    training/contract/batch.py, only for workers from before they reported it)
   rate noise       the rate's 95 % interval from its steps resampled (figures/noise.py)
 
-A round with a figure no run can measure (figure_checks: negative or non-finite throughput or step time,
+A round with a figure no run can measure (impossible.py: negative or non-finite throughput or step time,
 MFU over 100 %, a step faster than its FLOPs at the declared peak) has no figures: ImpossibleFigures names
 each with its bound, and the round is failed with that reason.
 
@@ -119,7 +119,7 @@ class NothingToMeasure(ValueError):
 
 
 class ImpossibleFigures(NothingToMeasure):
-    """Figures that cannot be (figure_checks.impossible), each named with its value and bound."""
+    """Figures that cannot be (impossible.impossible), each named with its value and bound."""
 
 
 @dataclass

@@ -93,7 +93,8 @@ def figures_from_dicts(items: Sequence[dict]) -> list[Figure]:
 def across_rounds(rounds: Sequence[Sequence[Figure]]) -> list[dict]:
     """Per figure key: name, params, unit, better, formula and the Stats of its value over the rounds
     that reported it."""
-    from run_benchmarks.results.figures.analyze import Stats  # analyze imports collect; keep this module importable on its own
+    # analyze imports collect; keep this module importable on its own
+    from run_benchmarks.results.figures.analyze import Stats
     seen: dict[str, list[Figure]] = {}
     for figures in rounds:
         for f in figures:

@@ -18,7 +18,8 @@ from typing import Iterator, Optional
 from training.contract import perflog
 
 from run_benchmarks.results.worker_logs import perf_reader
-from run_benchmarks.results.worker_logs.rank_files import RankLogs, gathered  # noqa: F401 - re-exported: readers name them here
+# re-exported: readers name them here
+from run_benchmarks.results.worker_logs.rank_files import RankLogs, gathered  # noqa: F401
 
 ERROR_TAIL_LINES = 12
 _ROOT_CAUSE_RANK = re.compile(r"Root Cause.*?rank\s*:\s*(\d+)", re.DOTALL)
