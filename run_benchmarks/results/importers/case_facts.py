@@ -20,7 +20,7 @@ figure needs what. A tool's own TFLOP/s or MFU counts FLOPs its own way; the par
 under ``*_logged`` names, a warning says where the two differ past ``TOLERANCE``, and it stands in for ours
 only where there is no case FLOPs. Every derived figure names its source (``metrics["sources"]``).
 
-Last, every figure passes ``figure_checks.impossible`` against the case's declared peak: a log with a figure
+Last, every figure passes ``figures.impossible`` against the case's declared peak: a log with a figure
 that cannot be (negative or non-finite throughput or step time, MFU over 100 %, TFLOP/s over the peak, a
 step faster than its FLOPs at the peak) is stored ``failed`` with each named, and ``import`` exits 1.
 """
@@ -223,7 +223,7 @@ def _tflops(imported: Imported, facts: CaseFacts) -> None:
 
 def refuse_impossible(imported: Imported, facts: CaseFacts) -> None:
     """An attempt with a figure that cannot be is failed, its reason naming each figure and its bound
-    (``figure_checks``); a non-finite figure is then stored empty (the reason keeps its value)."""
+    (``figures.impossible``); a non-finite figure is then stored empty (the reason keeps its value)."""
     problems = impossible(imported.metrics, facts.peak_tflops, facts.seq_len)
     if not problems:
         return

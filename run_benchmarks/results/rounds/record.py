@@ -53,7 +53,7 @@ class CaseFacts(_Record):
 
 
 class FigureEntry(_Record):
-    """A task figure of the round (figures.Figure): a PPO phase's throughput, a GEMM's TFLOP/s at a size."""
+    """A task figure of the round (figures.task.Figure): a PPO phase's throughput, a GEMM's TFLOP/s at a size."""
 
     name: str
     value: float
