@@ -4,5 +4,5 @@ be beyond its format (sizes read from the headers first, no impossible figure st
 summary judged aborted) before anything of it is stored.
 
 Beside the importers (both bring others' results into a store) and below certificate/, which hashes a bundle's
-files. It may import, of results/, store/, rounds/ and figures/; of the orchestrator, the shared modules
-(limits, errors, pathnames)."""
+files. It may import, of results/, the layers below it (store/, breakdown/, rounds/, figures/, worker_logs/),
+not importers/ beside it; of the orchestrator, catalog/ and the shared modules (limits, errors, pathnames)."""

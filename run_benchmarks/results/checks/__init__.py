@@ -5,6 +5,6 @@ recording; loss_check: the judgement), ``--check``'s verdicts on stored rows, on
 
 Above the report: a reference is matched to a row by the facts and summaries report/ builds of stored rows
 (report.facts, report.summary), so checks read those rather than work them out again; no view imports a check
-(the CLI prints the verdicts). It may import, of results/, report/, tables/, store/, breakdown/, rounds/,
-figures/ and worker_logs/; of the orchestrator, catalog/ and the shared modules; of the worker half,
-training.contract."""
+(the CLI prints the verdicts). It may import, of results/, every layer below it (report/ and tables/ down to
+worker_logs/), not history/ or certificate/ beside it; of the orchestrator, catalog/ and the shared modules; of
+the worker half, training.contract."""
