@@ -109,8 +109,11 @@ class LocalHost(Host):
         return LocalGuard(f"accelbench-guard-{uuid.uuid4().hex}", cleanup)
 
     def run(self, argv: Sequence[str], timeout_s: float = 60.0) -> CommandResult:
+        # In a session of its own: a Ctrl-C at the terminal (the whole process group) reaches the orchestrator,
+        # which stops the run, and never half-runs a short command (a port chosen, a version read) into a
+        # "could not start" that would be recorded instead of the interruption.
         done = subprocess.run(list(argv), capture_output=True, text=True, timeout=timeout_s,
-                              stdin=subprocess.DEVNULL)
+                              stdin=subprocess.DEVNULL, start_new_session=True)
         return CommandResult(done.returncode, done.stdout, done.stderr)
 
     def distribution_version(self, python: str, distributions: Sequence[str]) -> Optional[str]:
