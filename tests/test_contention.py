@@ -95,7 +95,7 @@ def test_a_process_of_the_run_that_ends_keeps_its_cpu_counted_once():
     env = {**os.environ, ENV_RUN_ID: "run-under-test"}
     counters = ContentionCounters(environ=env)
     parent_code = (f"import subprocess, sys, time; time.sleep(0.3); "
-                   f"subprocess.run([sys.executable, '-c', {SPEND.format(s=0.4)!r}]); time.sleep(1)")
+                   f"subprocess.run([sys.executable, '-c', {SPEND.format(s=1.0)!r}]); time.sleep(1)")
     parent = subprocess.Popen([sys.executable, "-c", parent_code], env=env)
     first = counters.sample()
     watched = psutil.Process(parent.pid)
@@ -106,7 +106,9 @@ def test_a_process_of_the_run_that_ends_keeps_its_cpu_counted_once():
     last = counters.sample()
     parent.wait(timeout=30)
     used = last["own_cpu_s"] - first["own_cpu_s"]
-    assert 0.3 <= used <= 0.75, used  # the child's 0.4 s (its ticks, less their rounding), not twice that
+    # the child's 1 s (its ticks, less their rounding) and the two interpreters' start-up (up to about 0.3 s each
+    # on a loaded machine: CI read 0.76 s for a 0.4 s child), never twice the child's second
+    assert 0.9 <= used <= 1.7, used
 
 
 def test_other_processes_on_the_runs_device_through_the_test_kinds_tool(tmp_path):
