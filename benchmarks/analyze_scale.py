@@ -65,8 +65,9 @@ def write_rank(path: Path, rank: int, world: int, target_bytes: int) -> int:
 ANALYZE = """
 import json, resource, sys, time
 from pathlib import Path
-from run_benchmarks.results import analyze, rank_logs as collect
-from run_benchmarks.results.rank_logs import RankLogs
+from run_benchmarks.results.figures import analyze
+from run_benchmarks.results.worker_logs import rank_logs as collect
+from run_benchmarks.results.worker_logs.rank_logs import RankLogs
 paths = [Path(p) for p in sys.argv[2:]]
 if sys.argv[1] == "idle":
     print(json.dumps({"rss_kib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss}))

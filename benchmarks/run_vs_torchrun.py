@@ -153,8 +153,8 @@ def bare_torchrun(settings: list[str], work: Path, cpu: bool) -> dict:
     (node.log_dir / "tmp").mkdir(parents=True, exist_ok=True)
     argv = ports.filled(node.argv, ports.free_ports(1)[0])  # master_port auto: chosen here, where it starts
     wall, sampler = timed(argv, {**os.environ, **node.env}, node.launcher_log, cpu)
-    from run_benchmarks.results.analyze import round_metrics
-    from run_benchmarks.results.rank_logs import read_ranks
+    from run_benchmarks.results.figures.analyze import round_metrics
+    from run_benchmarks.results.worker_logs.rank_logs import read_ranks
 
     from run_benchmarks.backends import launchers
 
@@ -165,7 +165,7 @@ def bare_torchrun(settings: list[str], work: Path, cpu: bool) -> dict:
 
 
 def _window(round_dir: Path) -> tuple[float, float] | None:
-    from run_benchmarks.results.rank_logs import gathered, read_ranks
+    from run_benchmarks.results.worker_logs.rank_logs import gathered, read_ranks
 
     return _span([r.series.window for r in read_ranks(gathered(round_dir))])
 

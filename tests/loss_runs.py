@@ -13,11 +13,11 @@ from __future__ import annotations
 import contextlib
 from pathlib import Path
 
-from run_benchmarks.results.rank_logs import RankLogs
+from run_benchmarks.results.worker_logs.rank_logs import RankLogs
 from run_benchmarks.plan import CasePlan
-from run_benchmarks.results import analyze
-from run_benchmarks.results import rank_logs as collect
-from run_benchmarks.results.loss_reference import RunCurve
+from run_benchmarks.results.figures import analyze
+from run_benchmarks.results.worker_logs import rank_logs as collect
+from run_benchmarks.results.checks.loss_reference import RunCurve
 from run_benchmarks.results.store.schema import Attempt
 
 from .parity_launch import Launch, Run, plan

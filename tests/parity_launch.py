@@ -23,9 +23,9 @@ from pathlib import Path
 from typing import Callable, Hashable, Optional
 
 from run_benchmarks.backends import launchers
-from run_benchmarks.results import analyze
-from run_benchmarks.results import rank_logs as collect
-from run_benchmarks.results.rank_logs import RankLogs
+from run_benchmarks.results.figures import analyze
+from run_benchmarks.results.worker_logs import rank_logs as collect
+from run_benchmarks.results.worker_logs.rank_logs import RankLogs
 from run_benchmarks.planner.inputs import load_inputs
 from run_benchmarks.plan import CasePlan
 from run_benchmarks.planner.build import build_case_plan

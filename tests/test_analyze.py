@@ -3,8 +3,8 @@ import math
 
 import pytest
 
-from run_benchmarks.results import analyze
-from run_benchmarks.results.rank_logs import RankLog
+from run_benchmarks.results.figures import analyze
+from run_benchmarks.results.worker_logs.rank_logs import RankLog
 from training.contract.perflog import EndRecord, StartRecord, StepRecord
 
 
@@ -92,8 +92,8 @@ def test_stats_of_one_value_has_no_spread():
 
 def test_error_lines_skip_a_rank_that_only_lost_its_peer(tmp_path):
     """Two nodes' launchers each name their own rank; the crash, not its echo, explains the failure."""
-    from run_benchmarks.results import rank_logs as collect
-    from run_benchmarks.results.rank_logs import RankLogs
+    from run_benchmarks.results.worker_logs import rank_logs as collect
+    from run_benchmarks.results.worker_logs.rank_logs import RankLogs
 
     def rank_log(rank: int, last_line: str) -> collect.RankLog:
         stderr = tmp_path / f"rank{rank}.stderr.log"

@@ -1,4 +1,4 @@
-"""The time breakdown's lever and straggler (run_benchmarks/results/breakdown_words.py, breakdown.py): parts
+"""The time breakdown's lever and straggler (run_benchmarks/results/breakdown/words.py, breakdown/step.py): parts
 ranked by the time they lose against what is achievable, not by their share; communication priced from the bus
 bandwidth stored for these hosts named whenever it runs far below it, with the time it would save; the straggler
 named only past a margin above the run's own step noise. Canned records in-process, and one real 2-process run
@@ -9,8 +9,8 @@ import json
 
 import pytest
 
-from run_benchmarks.results import breakdown
-from run_benchmarks.results import breakdown_words as words
+from run_benchmarks.results.breakdown import step as breakdown
+from run_benchmarks.results.breakdown import words
 from training.contract import perflog
 
 from .goldens import test_conf as write_test_conf

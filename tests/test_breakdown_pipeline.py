@@ -84,7 +84,7 @@ def test_a_slow_stage_is_its_own_compute_and_its_neighbours_wait(records):
     """A compute delay on the last stage (rank 1) lands in its compute and names it the pipeline's slowest stage;
     the first stage, waiting for its gradients, waits about as much longer; its own compute does not grow, nor
     does the slow stage's waiting."""
-    from run_benchmarks.results.breakdown import measured
+    from run_benchmarks.results.breakdown.step import measured
 
     (a0, a1), (b0, b1) = records["1f1b"], records["1f1b_delayed"]
     delay = COMPUTE_MS / 1000

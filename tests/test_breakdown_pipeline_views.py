@@ -8,8 +8,8 @@ import json
 
 import pytest
 
-from run_benchmarks.results import breakdown, breakdown_pipeline
-from run_benchmarks.results import breakdown_words as words
+from run_benchmarks.results.breakdown import step as breakdown, pipeline as breakdown_pipeline
+from run_benchmarks.results.breakdown import words
 from training.contract import perflog
 
 MEASURE = "accelbench run {op}:torch:cpu:1:2"

@@ -6,8 +6,8 @@ from __future__ import annotations
 import math
 
 from run_benchmarks.execute import monitoring
-from run_benchmarks.results import breakdown
-from run_benchmarks.results import breakdown_words as words
+from run_benchmarks.results.breakdown import step as breakdown
+from run_benchmarks.results.breakdown import words
 
 MEASURE = "accelbench run {op}:torch:cpu:1:2"
 
@@ -110,7 +110,7 @@ def workload(parallel: dict, precision: str = "bf16"):
 
 
 def test_tensor_parallel_is_priced_by_construction_per_block_exactly():
-    from run_benchmarks.results import breakdown_layouts
+    from run_benchmarks.results.breakdown import layouts as breakdown_layouts
     from training.contract import perflog
 
     collectives, group, text = breakdown_layouts.tensor_parallel(workload({"tensor_parallel_degree": 2}), 2)

@@ -1,6 +1,6 @@
 """Tensor parallel's time breakdown on real torch ranks (gloo on the CPU): DTensor's collectives timed one by
 one (training/torch/breakdown_tp.py), the debug delay landing on each of them, the recorded collectives
-against the count run_benchmarks/results/breakdown_layouts.py works out from the shapes.
+against the count run_benchmarks/results/breakdown/layouts.py works out from the shapes.
 
 One spawn of two ranks measures, worker after worker on the same process group, TP2 plain, TP2 with a
 collective delay, TP2 with sequence parallelism and TP2 compiled. One spawn of four ranks measures FSDP2 on
@@ -136,7 +136,7 @@ def test_recorded_collectives_are_what_breakdown_layouts_works_out(tp_records):
     """Tensor parallel alone: exactly the by-construction count and sizes. Sequence parallel: the same 8 per
     block, plus the extras the layouts' docstring names: 2 all-gathers per micro-batch and the optimizer
     step's all-reduces of the norms' Partial gradients."""
-    from run_benchmarks.results import breakdown_layouts
+    from run_benchmarks.results.breakdown import layouts as breakdown_layouts
 
     record = tp_records["tp"][0]["record"]
     predicted, tp, _ = breakdown_layouts.tensor_parallel(_workload(TP), 2)

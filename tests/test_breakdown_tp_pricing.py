@@ -10,7 +10,7 @@ import math
 
 import pytest
 
-from run_benchmarks.results import breakdown
+from run_benchmarks.results.breakdown import step as breakdown
 from training.contract import perflog
 
 from .test_breakdown_sharded_views import micro_row
@@ -77,7 +77,7 @@ def test_fsdp_beside_tensor_parallel_prices_each_collective_at_its_own_groups_bu
 
 
 def test_an_unmeasured_tensor_parallel_round_is_still_priced_by_construction():
-    from run_benchmarks.results import breakdown_layouts
+    from run_benchmarks.results.breakdown import layouts as breakdown_layouts
 
     collectives, tp, text = breakdown_layouts.tensor_parallel(workload({"tensor_parallel_degree": 2}), 2)
     skipped = [perflog.BreakdownRecord(rank=r, steps=0, not_measured="train.breakdown_steps is 0") for r in (0, 1)]
@@ -96,7 +96,7 @@ def test_paddles_by_construction_count_adds_its_embedding_head_and_loss_collecti
     count (torch's) plus, per micro-batch, the vocab-parallel embedding's and the head's all-reduces of the
     activations (sequence parallel: and 2 all-gathers), and the parallel cross-entropy's 3 all-reduces of
     micro_batch_size x seq_len fp32 values."""
-    from run_benchmarks.results import breakdown_layouts
+    from run_benchmarks.results.breakdown import layouts as breakdown_layouts
 
     act, loss = 2 * 32 * 64 * 2, 2 * 32 * 4  # bf16 activations; the loss in fp32
     plain = workload({"tensor_parallel_degree": 2})

@@ -109,7 +109,7 @@ def test_injected_costs_land_in_their_phase_and_name_the_slow_rank(records):
     assert fastest(b0, "data_s") >= DATA_MS / 1000  # a data-fetch delay lands in data
     assert fastest(b0, "data_s") - fastest(a0, "data_s") >= 0.8 * DATA_MS / 1000
     assert fastest(b1, "compute_s") >= COMPUTE_MS / 1000  # the slow rank's own compute holds its delay
-    from run_benchmarks.results.breakdown import measured
+    from run_benchmarks.results.breakdown.step import measured
 
     assert measured([b0, b1], None)["straggler"]["rank"] == 1  # and the round names it
     assert measured([a0, a1], None)["per_rank"][1]["compute_s"] < COMPUTE_MS / 1000  # not without the delay

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from run_benchmarks.results.bundle import CHECKSUMS, MANIFEST
+from run_benchmarks.results.bundle.archive import CHECKSUMS, MANIFEST
 from run_benchmarks.results.report.facts import round_facts
 from run_benchmarks.results.report.summary import summarize
 from run_benchmarks.results.store.store import ResultStore

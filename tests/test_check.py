@@ -6,7 +6,7 @@ import signal
 
 import pytest
 
-from run_benchmarks.results.references import Check, Tolerance
+from run_benchmarks.results.checks.references import Check, Tolerance
 
 from .conftest import ROOT, write
 from .signal_faults import LONG, start, wait_for_step

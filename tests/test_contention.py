@@ -21,7 +21,7 @@ from run_benchmarks.catalog.contention_limits import ContentionLimits
 from run_benchmarks.execute import contention, quiet
 from run_benchmarks.planner.build import build_run_plan
 from run_benchmarks.planner.inputs import load_inputs
-from run_benchmarks.results.workload import resolved_workload, workload_hash
+from run_benchmarks.results.rounds.workload import resolved_workload, workload_hash
 from training.contract.monitor_spec import CommandMonitorSpec
 from training.contract.names import ENV_RUN_ID
 from training.monitor import nvml

@@ -1,4 +1,4 @@
-"""Fairness lint (catalog/fairness.py, results/fairness_checks.py, results/figure_checks.py): each with a vendor
+"""Fairness lint (catalog/fairness.py, results/checks/fairness.py, results/figures/impossible.py): each with a vendor
 file (or a vendor's operations, or a vendor's figures) made to trip it. Sparse peaks against a calibrated GEMM,
 devices that are two dies, constant micro-benchmark inputs, padding counted as effective tokens. In-process: the
 CLI fixture, torch on the CPU for the micro-benchmark operations."""
@@ -11,8 +11,9 @@ from run_benchmarks.catalog import fairness, measured_peaks
 from run_benchmarks.execute.outcome import result_document
 from run_benchmarks.planner.build import build_run_plan
 from run_benchmarks.planner.inputs import load_inputs
-from run_benchmarks.results import fairness_checks, figure_checks
-from run_benchmarks.results.round_result import RoundResult
+from run_benchmarks.results.checks import fairness as fairness_checks
+from run_benchmarks.results.figures import impossible as figure_checks
+from run_benchmarks.results.rounds.result import RoundResult
 from training.contract.micro import MicroSpec
 
 from .conftest import ROOT

@@ -1,9 +1,9 @@
 """Task figures: perf records of kind ``figure`` read from a rank's log and combined across ranks and rounds."""
 import pytest
 
-from run_benchmarks.results import rank_logs as collect
-from run_benchmarks.results import figures
-from run_benchmarks.results.rank_logs import RankLogs
+from run_benchmarks.results.worker_logs import rank_logs as collect
+from run_benchmarks.results.figures import task as figures
+from run_benchmarks.results.worker_logs.rank_logs import RankLogs
 from training.contract import perflog
 
 

@@ -1,4 +1,4 @@
-"""``accelbench table finetune`` from a store of synthetic rows (metrics computed by analyze.py from perf
+"""``accelbench table finetune`` from a store of synthetic rows (metrics computed by figures/analyze.py from perf
 records, workloads planned from the finetune cases), the published column and its ratio, and the finetune
 sweep files planned with ``--dry-run``; all in this process."""
 from __future__ import annotations
@@ -9,8 +9,8 @@ import pytest
 
 from run_benchmarks.planner.build import build_run_plan
 from run_benchmarks.planner.inputs import load_inputs
-from run_benchmarks.results import analyze
-from run_benchmarks.results import rank_logs as collect
+from run_benchmarks.results.figures import analyze
+from run_benchmarks.results.worker_logs import rank_logs as collect
 from run_benchmarks.results.report.summary import summarize
 from run_benchmarks.results.store.store import ResultStore
 from run_benchmarks.results.tables import finetune, words

@@ -10,9 +10,9 @@ import pytest
 
 from run_benchmarks.backends import cleanup
 from run_benchmarks.catalog.vendors import VendorRegistry
-from run_benchmarks.results import loss_check, loss_reference
-from run_benchmarks.results.breakdown_words import changed_part
-from run_benchmarks.results.loss_reference import RunCurve
+from run_benchmarks.results.checks import loss_check, loss_reference
+from run_benchmarks.results.breakdown.words import changed_part
+from run_benchmarks.results.checks.loss_reference import RunCurve
 
 from .conftest import ROOT, write
 from .test_finetune_table import doc as finetune_doc, store  # noqa: F401 - fixture

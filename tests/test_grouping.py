@@ -1,6 +1,6 @@
 """Reports group rounds by what ran (the workload hash), compare pairs by layout, and exports carry the facts.
 
-Stores are filled the way a run fills them: each round's results document (metrics computed by analyze.py
+Stores are filled the way a run fills them: each round's results document (metrics computed by figures/analyze.py
 from perf records, the resolved workload as the worker was handed it) through store_schema.row_from_document.
 """
 from __future__ import annotations
@@ -13,7 +13,7 @@ import statistics
 
 import pytest
 
-from run_benchmarks.results import references
+from run_benchmarks.results.checks import references
 from run_benchmarks.results.report import export
 from run_benchmarks.results.report.compare import NOISE_RULE, Selection, compare, format_change
 from run_benchmarks.results.report.summary import summarize
@@ -162,7 +162,7 @@ def _cv(values):
 
 
 def _log_se(values):
-    """Between rounds (these rows store no steps to resample): sd(log figure) / sqrt(k), results/noise.py."""
+    """Between rounds (these rows store no steps to resample): sd(log figure) / sqrt(k), results/figures/noise.py."""
     return statistics.stdev(math.log(v) for v in values) / math.sqrt(len(values))
 
 

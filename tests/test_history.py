@@ -174,7 +174,7 @@ def test_a_round_stores_its_vendor_files_sha256_and_a_changed_file_is_named(acce
     import hashlib
 
     from run_benchmarks.execute.outcome import result_document
-    from run_benchmarks.results.round_result import RoundResult
+    from run_benchmarks.results.rounds.result import RoundResult
     from run_benchmarks.planner.build import build_run_plan
     from run_benchmarks.planner.inputs import load_inputs
 

@@ -20,7 +20,7 @@ from typing import Callable
 
 import pytest
 
-from run_benchmarks.results.bundle import ATTEMPTS, CHECKSUMS
+from run_benchmarks.results.bundle.archive import ATTEMPTS, CHECKSUMS
 from run_benchmarks.results.store.schema import ROW_VERSION
 from run_benchmarks.results.store.store import ResultStore
 

@@ -10,7 +10,7 @@ import json
 
 import pytest
 
-from run_benchmarks.results import analyze
+from run_benchmarks.results.figures import analyze
 from run_benchmarks.results.importers.parsers import PARSERS, register
 
 from .test_analyze import rank_log

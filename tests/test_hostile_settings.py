@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from run_benchmarks.results import loss_reference
+from run_benchmarks.results.checks import loss_reference
 from run_benchmarks.results.store.store import ResultStore
 
 from .conftest import write

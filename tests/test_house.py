@@ -24,7 +24,8 @@ HALVES = ("run_benchmarks", "training")
 def lint(root: Path) -> subprocess.CompletedProcess:
     """``lint-imports`` on the tree at ``root`` (a subprocess, so it imports that tree and not this one)."""
     code = "import sys; from importlinter.cli import lint_imports; sys.exit(lint_imports(no_cache=True))"
-    return subprocess.run([sys.executable, "-c", code], cwd=root, env={**os.environ, "PYTHONPATH": str(root)},
+    return subprocess.run([sys.executable, "-c", code], cwd=root,
+                          env={**os.environ, "PYTHONPATH": str(root), "COLUMNS": "200"},  # no line wrapped
                           capture_output=True, text=True, timeout=120)
 
 
@@ -38,21 +39,27 @@ def test_the_import_contracts_hold():
 
 
 def test_the_contracts_catch_a_forbidden_import(tmp_path):
-    """A copy of the tree where the results import the CLI, and the orchestrator a worker module: both
-    contracts report it."""
+    """A copy of the tree where the results import the CLI, the orchestrator a worker module, the store a view
+    (up results/' own layers), and a module sits in results/ outside its packages: each contract reports it."""
     for part in (*HALVES, "pyproject.toml"):
         source = ROOT / part
         (shutil.copytree(source, tmp_path / part, ignore=shutil.ignore_patterns("__pycache__"))
          if source.is_dir() else shutil.copy(source, tmp_path / part))
-    analyze = tmp_path / "run_benchmarks/results/analyze.py"
+    analyze = tmp_path / "run_benchmarks/results/figures/analyze.py"
     analyze.write_text(analyze.read_text() + "\n\ndef _late():\n    from run_benchmarks.cli import main  # noqa\n")
-    figures = tmp_path / "run_benchmarks/results/figures.py"
+    figures = tmp_path / "run_benchmarks/results/figures/task.py"
     figures.write_text(figures.read_text() + "\nfrom typing import TYPE_CHECKING\nif TYPE_CHECKING:\n"
                        "    from training import harness  # noqa\n")
+    copy = tmp_path / "run_benchmarks/results/store/copy.py"
+    copy.write_text(copy.read_text() + "\n\ndef _late():\n"
+                    "    from run_benchmarks.results.report import summary  # noqa\n")
+    (tmp_path / "run_benchmarks/results/stray.py").write_text('"""A module of no package of results/."""\n')
     broken = lint(tmp_path)
     assert broken.returncode == 1, broken.stdout + broken.stderr
-    assert "run_benchmarks.results.analyze -> run_benchmarks.cli" in broken.stdout
-    assert "run_benchmarks.results.figures -> training.harness" in broken.stdout
+    assert "run_benchmarks.results.figures.analyze -> run_benchmarks.cli" in broken.stdout
+    assert "run_benchmarks.results.figures.task -> training.harness" in broken.stdout
+    assert "run_benchmarks.results.store.copy -> run_benchmarks.results.report.summary" in broken.stdout
+    assert "not listed as layers:\n\n- run_benchmarks.results.stray\n" in broken.stdout
 
 
 def test_every_part_of_training_but_the_contract_is_forbidden_to_the_orchestrator():
@@ -153,7 +160,8 @@ def contract_breaches(edges: dict[str, set[str]], root: Path = ROOT) -> list[str
                       if _within(target, contract["forbidden_modules"])]
         elif contract["type"] == "layers":
             layers = [re.split(r"\s*[|:]\s*", layer) for layer in contract["layers"]]
-            rank = {module: i for i, layer in enumerate(layers) for module in layer}
+            within = contract.get("containers") or [""]  # a container's layers are named relative to it
+            rank = {f"{c}.{m}" if c else m: i for i, layer in enumerate(layers) for m in layer for c in within}
             for source, targets in sorted(edges.items()):
                 mine = next((rank[m] for m in rank if _within(source, [m])), None)
                 for target in sorted(targets):
@@ -169,24 +177,28 @@ def test_the_contracts_hold_for_imports_by_name():
 
 def test_an_import_by_name_across_the_halves_or_up_the_layers_fails_the_check(tmp_path):
     """A copy of the tree where the orchestrator loads a worker module with import_module, names one in a
-    registry's lazy path, and the results load the CLI with __import__: each is reported."""
+    registry's lazy path, and the results load the CLI with __import__ and, from the figures, a view with
+    import_module (up results/' own layers): each is reported."""
     for part in (*HALVES, "pyproject.toml"):
         source = ROOT / part
         (shutil.copytree(source, tmp_path / part, ignore=shutil.ignore_patterns("__pycache__"))
          if source.is_dir() else shutil.copy(source, tmp_path / part))
-    figures = tmp_path / "run_benchmarks/results/figures.py"
+    figures = tmp_path / "run_benchmarks/results/figures/task.py"
     figures.write_text(figures.read_text() + "\n\ndef _late():\n    import importlib\n    return "
-                       "importlib.import_module('training.harness'), __import__('run_benchmarks.cli.main')\n")
+                       "importlib.import_module('training.harness'), __import__('run_benchmarks.cli.main'), "
+                       "importlib.import_module('run_benchmarks.results.report.summary')\n")
     kinds = tmp_path / "run_benchmarks/catalog/kinds.py"
     kinds.write_text(kinds.read_text() + '\nKINDS.register("stray", "training.torch.device:TorchDevice")\n')
     breaches = contract_breaches(module_imports(tmp_path, by_name_only=True), tmp_path)
-    assert "run_benchmarks.results.figures -> training.harness (the orchestrator imports from training/ only its " \
-           "contract package)" in breaches
+    assert "run_benchmarks.results.figures.task -> training.harness (the orchestrator imports from training/ only " \
+           "its contract package)" in breaches
     assert "run_benchmarks.catalog.kinds -> training.torch.device (the orchestrator imports from training/ only " \
            "its contract package)" in breaches
-    assert any(b.startswith("run_benchmarks.results.figures -> run_benchmarks.cli.main (the orchestrator's")
+    assert any(b.startswith("run_benchmarks.results.figures.task -> run_benchmarks.cli.main (the orchestrator's")
                for b in breaches)
-    assert len(breaches) == 3, breaches
+    assert "run_benchmarks.results.figures.task -> run_benchmarks.results.report.summary (results/ in layers by " \
+           "job: each package imports only those below it)" in breaches
+    assert len(breaches) == 4, breaches
 
 
 def cycles(edges: dict[str, set[str]]) -> list[list[str]]:

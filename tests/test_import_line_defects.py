@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from run_benchmarks.results import analyze, derive
+from run_benchmarks.results.figures import analyze, derive
 
 from .test_analyze import rank_log
 from .test_importers import imported, megatron_line, stored

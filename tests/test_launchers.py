@@ -9,7 +9,7 @@ from pathlib import Path
 from run_benchmarks.backends import launchers
 from run_benchmarks.backends.launchers.base import Launcher, global_rank
 from run_benchmarks.catalog import frameworks
-from run_benchmarks.results.rank_files import RankLogs, gathered
+from run_benchmarks.results.worker_logs.rank_files import RankLogs, gathered
 
 from .conftest import write
 

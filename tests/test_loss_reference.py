@@ -1,6 +1,6 @@
 """Loss-curve references (issue 34): recording from stored runs, the band check, refusals, the file format.
 
-In-process: rows made as a run makes them (analyze.py's metrics from step records, whose losses follow a
+In-process: rows made as a run makes them (figures/analyze.py's metrics from step records, whose losses follow a
 synthetic curve per data seed), written through the store; the CLI through the ``accelbench`` fixture.
 """
 from __future__ import annotations
@@ -10,9 +10,10 @@ import random
 
 import pytest
 
-from run_benchmarks.results import analyze, loss_check, loss_reference
-from run_benchmarks.results import rank_logs as collect
-from run_benchmarks.results.loss_reference import Band, RunCurve
+from run_benchmarks.results.checks import loss_check, loss_reference
+from run_benchmarks.results.figures import analyze
+from run_benchmarks.results.worker_logs import rank_logs as collect
+from run_benchmarks.results.checks.loss_reference import Band, RunCurve
 from run_benchmarks.results.store.schema import Attempt
 from training.contract.perflog import EndRecord, StartRecord, StepRecord
 from training.contract.spec import WorkloadSpec
@@ -215,7 +216,7 @@ def test_a_stored_rows_case_that_is_not_a_plain_name_never_becomes_a_path(accelb
     checked = accelbench("report", "evil1", "--check", *store)
     assert checked.returncode == 2 and "'../../x' cannot be a file name" in " ".join(checked.stderr.split())
     from run_benchmarks.errors import UserError
-    from run_benchmarks.results import references
+    from run_benchmarks.results.checks import references
 
     with pytest.raises(UserError, match="row r1: its case"):
         loss_reference.load(root / "cases", "../../x", "row r1")

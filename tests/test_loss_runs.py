@@ -27,8 +27,8 @@ from concurrent.futures import Future, ThreadPoolExecutor
 import pytest
 import yaml
 
-from run_benchmarks.results import loss_check, loss_reference
-from run_benchmarks.results.loss_reference import Curve, RunCurve
+from run_benchmarks.results.checks import loss_check, loss_reference
+from run_benchmarks.results.checks.loss_reference import Curve, RunCurve
 from training.contract.spec import ModelSpec
 
 from .conftest import ROOT

@@ -1,11 +1,11 @@
-"""One memory definition per row, named, in every view (results/memory.py): the run's table, ``report`` in
+"""One memory definition per row, named, in every view (results/figures/memory.py): the run's table, ``report`` in
 each format, ``show``, ``compare`` and the summary CSV show the same figure for the same row."""
 from __future__ import annotations
 
 import csv
 import io
 
-from run_benchmarks.results import memory
+from run_benchmarks.results.figures import memory
 
 from .test_results import document, fill
 

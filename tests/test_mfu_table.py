@@ -12,8 +12,8 @@ import torch
 
 from run_benchmarks.planner.build import build_run_plan
 from run_benchmarks.planner.inputs import load_inputs
-from run_benchmarks.results import analyze
-from run_benchmarks.results import rank_logs as collect
+from run_benchmarks.results.figures import analyze
+from run_benchmarks.results.worker_logs import rank_logs as collect
 from run_benchmarks.results.report.summary import summarize
 from run_benchmarks.results.store.store import ResultStore
 from run_benchmarks.results.tables import TABLES, mfu
@@ -33,7 +33,7 @@ H100 = mfu.TABLE.measures[0]
 
 def doc(run_id: str, case_name: str, sets: tuple[str, ...], tflops: float, status: str = "ok") -> dict:
     """One round of ``case_name`` planned with ``sets``, every rank's steps at the time that gives ``tflops``
-    TFLOP/s per device in our formula (analyze.py computes the figures from the perf records)."""
+    TFLOP/s per device in our formula (figures/analyze.py computes the figures from the perf records)."""
     plan = build_run_plan(load_inputs(ROOT), [case_name], "mfu", ROOT / "logs-unused", None, sets)
     (case,) = plan.cases
     spec, name = case.workload, case.name

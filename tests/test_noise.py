@@ -1,7 +1,7 @@
 """Every figure with its noise (issue 41): a round's own steps resampled give its rate's interval, stored with the
 round; compare states the interval of every change, one round against one included, and calls it within noise,
 a regression or an improvement; a contended pair is never judged. Rounds are analysed from perf records as a run
-analyses them (analyze.py) and stored as a run stores them."""
+analyses them (figures/analyze.py) and stored as a run stores them."""
 from __future__ import annotations
 
 import math
@@ -9,8 +9,8 @@ import random
 
 import pytest
 
-from run_benchmarks.results import analyze, noise
-from run_benchmarks.results import rank_logs as collect
+from run_benchmarks.results.figures import analyze, noise
+from run_benchmarks.results.worker_logs import rank_logs as collect
 from run_benchmarks.results.report.compare import Selection, compare, format_change
 from run_benchmarks.results.store.store import ResultStore
 from training.contract.perflog import EndRecord, StartRecord, StepRecord

@@ -1,7 +1,7 @@
 """Each figure has one definition (issue 44): world size, global batch and tokens per step in the contract
 (training/contract/batch.py), the TFLOP/s unit there too (flops.tflop_per_s), TFLOP/s per device, MFU and its
-note in results/derive.py, and the memory figure a view shows in results/memory.py. Two ways to hold that:
-the code that computed them elsewhere is gone (an AST scan of both halves for the arithmetic itself), and
+note in results/figures/derive.py, and the memory figure a view shows in results/figures/memory.py. Two ways to
+hold that: the code that computed them elsewhere is gone (an AST scan of both halves for the arithmetic itself), and
 every caller agrees with the definition on a table of layouts (plans, layout facts, estimates, the worker's
 share, the sweep's row). In-process."""
 from __future__ import annotations
@@ -16,7 +16,8 @@ from run_benchmarks.catalog import casename
 from run_benchmarks.planner.build import build_run_plan
 from run_benchmarks.planner.estimates import estimate
 from run_benchmarks.planner.inputs import load_inputs
-from run_benchmarks.results import derive, memory, workload
+from run_benchmarks.results.rounds import workload
+from run_benchmarks.results.figures import derive, memory
 from run_benchmarks.sweep.state import Row
 from training.contract import batch, flops, perflog
 
@@ -70,7 +71,7 @@ def test_tflops_is_divided_out_once_and_mfu_divided_by_its_peak_once():
 
     assert _where(per_1e12) == {"training/contract/flops.py",
                                 "run_benchmarks/results/importers/paddle_fields.py"}  # a unit: 2**40 FLOP in 1e12
-    assert _where(over_a_peak) == {"run_benchmarks/results/derive.py"}
+    assert _where(over_a_peak) == {"run_benchmarks/results/figures/derive.py"}
 
 
 LAYOUTS = [  # case name, --set settings

@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from run_benchmarks.results import analyze
-from run_benchmarks.results import rank_logs as collect
+from run_benchmarks.results.figures import analyze
+from run_benchmarks.results.worker_logs import rank_logs as collect
 from run_benchmarks.execute import outcome
-from run_benchmarks.results.rank_logs import RankLogs
+from run_benchmarks.results.worker_logs.rank_logs import RankLogs
 from tests.infra.tmpfs import tmpfs
 from training.contract import perflog
 

@@ -105,7 +105,7 @@ def test_sharding_reduces_and_broadcasts_are_priced_at_bytes_over_their_stored_b
     operation's own stored micro case at the nearest size; a missing reduce case is named, nothing filled in."""
     import math
 
-    from run_benchmarks.results import breakdown as results, breakdown_words
+    from run_benchmarks.results.breakdown import step as results, words as breakdown_words
     from training.contract import perflog
 
     from .test_breakdown_sharded_views import micro_row
@@ -139,7 +139,7 @@ def test_paddle_tensor_parallel_and_sharding_beside_data_parallel_are_priced_at_
     exactly; a figure stored for 4 ranks is never used for a group of 2, and a missing one names a 2-rank case."""
     import math
 
-    from run_benchmarks.results import breakdown as results
+    from run_benchmarks.results.breakdown import step as results
 
     from .test_breakdown_sharded_views import micro_row
     from .test_breakdown_tp_pricing import METRICS, NODES, tp_record

@@ -6,7 +6,7 @@ sequence parallelism; one launch of four ranks runs sharding stage1 over 2 ranks
 beside it, plain and with a collective delay (tests/parity_launch.py: each launch runs its configs in turn).
 A delay of D ms grows each rank's communication by C x D (C: the collectives it recorded per step) within 20 %
 and not its compute, comparing the fastest steps (load only ever adds time). The recorded collectives are
-what Paddle 3.3.1 issues (read in its source): for TP, run_benchmarks/results/breakdown_layouts.py's count
+what Paddle 3.3.1 issues (read in its source): for TP, run_benchmarks/results/breakdown/layouts.py's count
 for Paddle plus the broadcasts it leaves out; for sharding x dp, each reduce and broadcast over the sharding
 group (2 ranks) and the data-parallel group's all-reduce of this rank's own gradients (2 ranks)."""
 from __future__ import annotations
@@ -87,7 +87,7 @@ def test_paddle_tensor_parallels_recorded_collectives_are_the_paddle_count_plus_
     targets broadcast each micro-batch (cpu_compat's broadcast_input_data: one per tensor, int64), the
     replicated parameters broadcast after the optimizer step, and under sequence parallelism the norms' and row
     biases' gradient all-reduces. Every one over the TP group of 2; both ranks alike."""
-    from run_benchmarks.results import breakdown_layouts
+    from run_benchmarks.results.breakdown import layouts as breakdown_layouts
 
     model, plan = _model(), tensor_parallel["plans"][label]
     counted, tp, _ = breakdown_layouts.tensor_parallel(plan.workload, 2, "paddle")

@@ -81,7 +81,7 @@ def test_paddle_data_parallel_breakdown_puts_injected_costs_in_their_phase(recor
     assert min(b0.compute_s) - min(a0.compute_s) < 0.5 * COLLECTIVE_MS / 1000, (a0.compute_s, b0.compute_s)
     assert min(b0.data_s) - min(a0.data_s) >= 0.8 * DATA_MS / 1000  # the data-fetch delay lands in data
     assert min(b1.compute_s) >= COMPUTE_MS / 1000  # the slow rank's own compute holds its delay
-    from run_benchmarks.results.breakdown import measured
+    from run_benchmarks.results.breakdown.step import measured
 
     assert measured([b0, b1], None)["straggler"]["rank"] == 1
     assert measured([a0, a1], None)["per_rank"][1]["compute_s"] < COMPUTE_MS / 1000

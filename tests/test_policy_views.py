@@ -15,12 +15,12 @@ from rich.console import Console
 from run_benchmarks.cli.run_view import print_results
 from run_benchmarks.planner.build import build_run_plan
 from run_benchmarks.planner.inputs import load_inputs
-from run_benchmarks.results.record import RoundRecord
+from run_benchmarks.results.rounds.record import RoundRecord
 from run_benchmarks.results.tables import finetune
 from run_benchmarks.results.tables.core import build
 from run_benchmarks.results.tables.render import view
 from run_benchmarks.results.report.summary import summarize
-from run_benchmarks.results.round_result import RoundResult
+from run_benchmarks.results.rounds.result import RoundResult
 from run_benchmarks.results.store.store import ResultStore
 
 from .conftest import ROOT

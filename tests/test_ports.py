@@ -107,7 +107,7 @@ def test_the_master_host_chooses_the_port_when_the_round_starts_and_the_round_re
     from run_benchmarks.backends.hosts import connect
     from run_benchmarks.backends.runtimes import RunRuntimes
     from run_benchmarks.backends.schedulers.hostlist import HostList
-    from run_benchmarks.results.round_result import RoundResult
+    from run_benchmarks.results.rounds.result import RoundResult
 
     plan = build(ROOT, tmp_path, "gpt2_tiny:torch:cpu:1:1")  # the checkout: its training/ holds ports.py
     case = plan.cases[0]

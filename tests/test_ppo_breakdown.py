@@ -1,4 +1,4 @@
-"""PPO's time breakdown in the orchestrator (run_benchmarks/results/breakdown_ppo.py), from canned breakdown
+"""PPO's time breakdown in the orchestrator (run_benchmarks/results/breakdown/ppo.py), from canned breakdown
 records: each phase read as a step is, the whole update as each rank's phases added, the expected compute per
 phase its FLOPs over the stored peak exactly, the lines ``show`` prints, the lever, compare; and the records'
 ``phase`` checked like every field, older records read as whole steps. In-process."""
@@ -9,8 +9,8 @@ import math
 
 import pytest
 
-from run_benchmarks.results import breakdown, breakdown_ppo
-from run_benchmarks.results import breakdown_words as words
+from run_benchmarks.results.breakdown import step as breakdown, ppo as breakdown_ppo
+from run_benchmarks.results.breakdown import words
 from training.contract import flops, perflog
 from training.contract.spec import WorkloadSpec
 
@@ -197,8 +197,9 @@ def test_a_ppo_rounds_logs_give_the_per_phase_breakdown_and_show_prints_it(root,
     """Breakdown records in the ranks' logs (two per rank) -> the round's metrics.time_breakdown -> the store ->
     ``show``."""
     from run_benchmarks.execute import outcome
-    from run_benchmarks.results import analyze, rank_logs as collect
+    from run_benchmarks.results.figures import analyze
 
+    from run_benchmarks.results.worker_logs import rank_logs as collect
     from .test_outcomes import _rank_log
     from .test_plan import build
     from .test_results import document, fill

@@ -120,7 +120,7 @@ def test_a_collective_delay_grows_learnings_communication_and_a_compute_delay_na
         mine = b0[phase]
         assert fastest(mine, "compute_s") < 0.5 * delays * COMPUTE_MS / 1000
         assert min(w + c for w, c in zip(mine.wait_s, mine.compute_s)) >= 0.9 * delays * COMPUTE_MS / 1000
-    from run_benchmarks.results.breakdown import measured
+    from run_benchmarks.results.breakdown.step import measured
 
     for phase in ("experience", "learning"):
         assert measured([b0[phase], b1[phase]], None)["straggler"]["rank"] == 1

@@ -10,10 +10,10 @@ from pathlib import Path
 from rich.console import Console
 
 from run_benchmarks.cli.run_view import print_results
-from run_benchmarks.results.record import RoundRecord
+from run_benchmarks.results.rounds.record import RoundRecord
 from run_benchmarks.results.report.ppo_phases import ppo_phase_view
 from run_benchmarks.results.report.summary import number, summarize
-from run_benchmarks.results.round_result import RoundResult
+from run_benchmarks.results.rounds.result import RoundResult
 from run_benchmarks.results.store.schema import Attempt, row_from_document, with_columns
 
 from .test_results import document, fill

@@ -8,7 +8,7 @@ import sqlite3
 import pytest
 from pydantic import ValidationError
 
-from run_benchmarks.results.record import RoundRecord, Status
+from run_benchmarks.results.rounds.record import RoundRecord, Status
 from run_benchmarks.results.store.store import ResultStore
 
 from .test_results import document, fill

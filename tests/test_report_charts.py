@@ -1,7 +1,7 @@
 """The HTML report's matplotlib charts and the compare page.
 
 Summaries come from rows stored the way a run stores them (tests/test_results.py helpers: metrics computed
-by analyze.py from perf records); the SVG matplotlib writes is parsed and measured, not string-matched.
+by figures/analyze.py from perf records); the SVG matplotlib writes is parsed and measured, not string-matched.
 """
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """The results store and what reads it: reports, compare, references, import, and the record reader.
 
-Rows are made the way a run makes them: metrics computed by analyze.py from perf records, written
+Rows are made the way a run makes them: metrics computed by figures/analyze.py from perf records, written
 through store_schema.row_from_document; the CLI runs in this process (the ``accelbench`` fixture).
 """
 from __future__ import annotations
@@ -17,8 +17,8 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from run_benchmarks.results import analyze, perf_reader as records
-from run_benchmarks.results import rank_logs as collect
+from run_benchmarks.results.figures import analyze
+from run_benchmarks.results.worker_logs import perf_reader as records, rank_logs as collect
 from run_benchmarks.results.store.store import ResultStore
 from run_benchmarks.results.store.schema import row_from_document
 from training.contract import perflog
@@ -126,7 +126,7 @@ def test_every_attempt_is_a_row_and_reads_back(tmp_path):
 
 _WRITER = """
 import sys
-from run_benchmarks.results.record import RoundRecord
+from run_benchmarks.results.rounds.record import RoundRecord
 from run_benchmarks.results.store.store import ResultStore
 store = ResultStore(sys.argv[1])
 store.begin_run("killed", "2026-11-23T10:00:00+00:00", [], None, None)

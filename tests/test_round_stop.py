@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Optional
 
 from run_benchmarks.backends.hosts.base import Job
-from run_benchmarks.results.round_result import RoundResult
+from run_benchmarks.results.rounds.result import RoundResult
 from run_benchmarks.execute.rounds import RoundExecutor
 
 

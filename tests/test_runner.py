@@ -23,7 +23,7 @@ from run_benchmarks.execute.runner import Outcome, Runner
 from run_benchmarks.plan import RunPlan
 from run_benchmarks.planner.build import build_run_plan
 from run_benchmarks.planner.inputs import load_inputs
-from run_benchmarks.results.round_result import RoundResult
+from run_benchmarks.results.rounds.result import RoundResult
 from run_benchmarks.results.store import location
 from run_benchmarks.results.store.store import ResultStore
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from run_benchmarks.results.record import RESULTS_SCHEMA
+from run_benchmarks.results.rounds.record import RESULTS_SCHEMA
 from run_benchmarks.results.store import location
 from run_benchmarks.results.store.faults import StoreUnavailable
 from run_benchmarks.results.store.schema import ROW_VERSION, row_from_document
@@ -51,7 +51,7 @@ def test_the_same_rows_read_back_the_same_from_either_engine(pg, tmp_path):
 _WRITER = """
 import sys
 from pathlib import Path
-from run_benchmarks.results.record import RESULTS_SCHEMA
+from run_benchmarks.results.rounds.record import RESULTS_SCHEMA
 from run_benchmarks.results.store import location
 from run_benchmarks.results.store.schema import ROW_VERSION, row_from_document
 from run_benchmarks.results.store.store import ResultStore

@@ -14,7 +14,7 @@ import sqlite3
 
 import pytest
 
-from run_benchmarks.results.record import RoundRecord, Status
+from run_benchmarks.results.rounds.record import RoundRecord, Status
 from run_benchmarks.results.store.schema import ROW_VERSION, row_from_document, with_columns
 from run_benchmarks.results.store.store import ResultStore
 from run_benchmarks.results.store.versions import (ROW_MIGRATIONS, NewerRowError, StoredRowError, read_row)

@@ -1,4 +1,4 @@
-"""The time breakdown's figures (run_benchmarks/results/breakdown.py): measured parts from breakdown records,
+"""The time breakdown's figures (run_benchmarks/results/breakdown/step.py): measured parts from breakdown records,
 expected parts from the stored peaks and bus bandwidth, exactly, and what is missing said with its command."""
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import math
 
 import pytest
 
-from run_benchmarks.results import breakdown
-from run_benchmarks.results import breakdown_words as words
+from run_benchmarks.results.breakdown import step as breakdown
+from run_benchmarks.results.breakdown import words
 from training.contract import perflog
 
 MEASURE = "accelbench run {op}:torch:cpu:1:2"
@@ -105,8 +105,9 @@ def test_compute_far_above_its_expected_figure_is_named_overhead_bound():
 def test_a_rounds_logs_give_metrics_time_breakdown_and_show_prints_it(root, tmp_path, accelbench):
     """Breakdown records in the ranks' logs -> the round's metrics.time_breakdown -> the store -> ``show``."""
     from run_benchmarks.execute import outcome
-    from run_benchmarks.results import analyze, rank_logs as collect
+    from run_benchmarks.results.figures import analyze
 
+    from run_benchmarks.results.worker_logs import rank_logs as collect
     from .test_outcomes import _rank_log
     from .test_plan import build
     from .test_results import document, fill
@@ -153,7 +154,7 @@ def test_the_end_of_run_table_is_followed_by_each_rounds_biggest_lever(tmp_path)
     from rich.console import Console
 
     from run_benchmarks.cli.run_view import print_results
-    from run_benchmarks.results.round_result import RoundResult
+    from run_benchmarks.results.rounds.result import RoundResult
 
     lever = "communication is 60% of the serialised step (30 ms)"
     done = RoundResult("gpt2_tiny:torch:cpu:1:2", 1, tmp_path / "round1", status="ok",
@@ -241,7 +242,7 @@ def test_instruction_data_expects_the_compute_of_the_measured_flops_not_padded_t
     (tflops_per_device x mean step time), not flops_per_token x tokens_per_step (padding at seq_len)."""
     step_times = [0.2, 0.3, 0.25]
     flops_per_step = 4e11  # real tokens only, on each device, in each measured step
-    tflops = 3 * flops_per_step / math.fsum(step_times) / 1e12  # analyze.py's definition
+    tflops = 3 * flops_per_step / math.fsum(step_times) / 1e12  # figures/analyze.py's definition
     metrics = {"step_time_s": {"median": 0.25, "mean": math.fsum(step_times) / 3}, "tflops_per_device": tflops,
                "flops_per_token": 1e6, "tokens_per_step": 8_000_000, "world_size": 1}  # padded: 8e12, not this
     one = record(0, 0.2, comm=0.0, buckets=(), group=1)

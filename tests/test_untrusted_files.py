@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from run_benchmarks.results.bundle import ATTEMPTS, CHECKSUMS, MANIFEST
+from run_benchmarks.results.bundle.archive import ATTEMPTS, CHECKSUMS, MANIFEST
 from run_benchmarks.results.store.store import ResultStore
 
 RUN = "20261125-120000-abcd"

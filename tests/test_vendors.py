@@ -245,7 +245,7 @@ def test_utilisation_and_power_are_read_over_the_measured_steps_not_start_up(tmp
 
 
 def test_the_measured_window_spans_every_measured_step_record_one_by_one_or_at_once():
-    from run_benchmarks.results.rank_logs import StepSeries
+    from run_benchmarks.results.worker_logs.rank_logs import StepSeries
 
     records = [{"step": s, "warmup": s < 2, "step_time_s": 0.5, "tokens": 8.0, "loss": 1.0,
                 "ended_at": 100.0 + s} for s in range(5)]

@@ -1,6 +1,6 @@
 """The resolved workload's hash tells rounds apart by every setting, and its layout key pairs vendors."""
 from run_benchmarks.catalog import casename
-from run_benchmarks.results import workload
+from run_benchmarks.results.rounds import workload
 from training.contract.spec import WorkloadSpec
 
 

@@ -5,7 +5,7 @@ Per episode, ``max_timesteps`` experience makings; every ``update_timesteps`` of
 of learning over what was collected (one perf step record per learning update: its experience making and
 its learning). Each phase is timed between device synchronisations; the first episode is warm-up and is
 left out of the phase figures (and flagged warm-up in the step records). Figures: perf records of kind
-``figure`` per rank, combined by the orchestrator (``run_benchmarks/results/figures.py``). After the measured
+``figure`` per rank, combined by the orchestrator (``run_benchmarks/results/figures/task.py``). After the measured
 updates, ``train.breakdown_steps`` more, split per phase by the worker: one breakdown record per phase.
 """
 from __future__ import annotations

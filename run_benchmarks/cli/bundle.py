@@ -1,4 +1,4 @@
-"""``accelbench bundle RUN`` and the bundle half of ``accelbench import`` (bundle.py does the work)."""
+"""``accelbench bundle RUN`` and the bundle half of ``accelbench import`` (bundle/archive.py does the work)."""
 from __future__ import annotations
 
 import argparse
@@ -6,7 +6,7 @@ from pathlib import Path
 
 from rich.console import Console
 
-from run_benchmarks.results.bundle import import_bundle, is_bundle, write_bundle
+from run_benchmarks.results.bundle.archive import import_bundle, is_bundle, write_bundle
 from run_benchmarks.errors import UserError
 from run_benchmarks.cli.store_options import log_root_of, open_store
 

@@ -100,7 +100,7 @@ def beside(argv: list[str], limits) -> tuple[list[perflog.FigureRecord], dict, l
     probe's run id, so its CPU is the calibration's own; everything else on the cores is contention."""
     from run_benchmarks.backends.hosts.guard import orchestrator_tag
     from run_benchmarks.execute.contention import figures_between
-    from run_benchmarks.results.contention import reasons
+    from run_benchmarks.results.figures.contention import reasons
 
     env = {**os.environ, "PYTHONPATH": str(CODE_ROOT), ENV_RUN_ID: f"calibrate-{os.getpid()}-{time.time_ns()}"}
     probe = subprocess.Popen([sys.executable, "-m", "training.monitor.quiet", "--until-eof", "--orchestrator",

@@ -1,8 +1,8 @@
 """``accelbench reference record RUN...``: a loss-curve reference from stored runs of several data seeds.
 
 The runs' ok rounds (one per run and data seed) become ``cases/<case>/loss_reference.yaml``'s curve for
-their workload's shape (loss_reference.py); ``--dry-run`` prints it and writes nothing. Checking is
-``--check`` on run, sweep and report (loss_check.py).
+their workload's shape (checks/loss_reference.py); ``--dry-run`` prints it and writes nothing. Checking is
+``--check`` on run, sweep and report (checks/loss_check.py).
 """
 from __future__ import annotations
 
@@ -15,8 +15,8 @@ from rich.console import Console
 from run_benchmarks.errors import UserError
 from run_benchmarks.pathnames import write_text_file
 from run_benchmarks.planner.inputs import default_root
-from run_benchmarks.results import loss_reference
-from run_benchmarks.results.loss_reference import Band, RunCurve
+from run_benchmarks.results.checks import loss_reference
+from run_benchmarks.results.checks.loss_reference import Band, RunCurve
 from run_benchmarks.cli.exit_codes import EXIT_OK
 from run_benchmarks.cli.store_options import open_store
 

@@ -8,7 +8,7 @@ from typing import Optional, Sequence
 
 from rich.console import Console
 
-from run_benchmarks.results import verdicts
+from run_benchmarks.results.checks import verdicts
 from run_benchmarks.errors import UserError
 from run_benchmarks.pathnames import write_text_file
 from run_benchmarks.results.report import current_peaks
@@ -103,7 +103,7 @@ def cmd_report(args: argparse.Namespace, console: Console) -> int:
 
 
 def report_checks(console: Console, found, asked: bool, none_expected: bool = False) -> int:
-    """``found``: the verdicts (results/verdicts.py: checks, unchecked, loss verdicts). Nothing checked at all is
+    """``found``: the verdicts (results/checks/verdicts.py: checks, unchecked, loss verdicts). Nothing checked at all is
     its own exit status (EXIT_NOTHING_CHECKED), unless the user said no reference is expected."""
     if not asked:
         return EXIT_OK

@@ -16,11 +16,11 @@ from run_benchmarks.catalog.compliance import NON_COMPLIANT
 from run_benchmarks.errors import UserError
 from run_benchmarks.cli.exit_codes import EXIT_OK
 from run_benchmarks.results.report.summary import FIGURE_BY_KEY
-from run_benchmarks.results import contention, memory
+from run_benchmarks.results.figures import contention, memory
 from run_benchmarks.results.report import sources
 from run_benchmarks.results.report.views import to_rich
 from run_benchmarks.results.report.task_figures import interconnect_line, micro_views
-from run_benchmarks.results.breakdown_words import describe as describe_breakdown
+from run_benchmarks.results.breakdown.words import describe as describe_breakdown
 from run_benchmarks.results.report.summary import human_bytes
 from run_benchmarks.results.store.faults import process_alive
 from run_benchmarks.cli.store_options import open_store
@@ -173,7 +173,7 @@ def measurement_lines(r, verbose: bool = False) -> list[str]:
 
 
 def _show_memory(console: Console, r, columns) -> None:
-    """The memory figure the run's table and ``report`` show for this round (results/memory.py), named, then
+    """The memory figure the run's table and ``report`` show for this round (results/figures/memory.py), named, then
     the round's other memory figures, each named, so no two views disagree on an unnamed "peak memory"."""
     found = memory.figures(lambda key: sources.value(columns, key), (r.metrics or {}).get("memory_kind"))
     total = columns.get("memory_total_bytes")

@@ -20,7 +20,7 @@ from run_benchmarks.results.report.summary import summarize
 from run_benchmarks.results.report.task_figures import micro_views
 from run_benchmarks.results.report.terminal import STATUS_STYLE, layout_summary, print_summaries
 from run_benchmarks.results.report.views import to_rich
-from run_benchmarks.results.round_result import RoundResult
+from run_benchmarks.results.rounds.result import RoundResult
 from run_benchmarks.results.store.schema import Attempt, with_columns
 
 
@@ -86,7 +86,7 @@ def print_results(console: Console, results: list[RoundResult], cases: list[Case
     attempts = [Attempt(with_columns(r.record.to_row())) for r in results if r.record is not None]
     # the footnotes (MFU's peak or why none, the FLOP formula) are print_summaries', as in `accelbench report`
     print_summaries(console, summarize(attempts), "accelbench results (warm-up excluded)")
-    for r in results:  # where each round's step time went: its biggest lever (results/breakdown.py)
+    for r in results:  # where each round's step time went: its biggest lever (results/breakdown/step.py)
         lever = ((r.metrics.time_breakdown or {}) if r.metrics else {}).get("lever")
         if lever:
             console.print(f"{r.case_name} #{r.round} where the time goes: {lever}", markup=False, soft_wrap=True)

@@ -8,7 +8,7 @@ start-up and compilation stay out but for that margin. Where the workers gave no
 read and the figures say so.
 
 Per node: others' CPU share of the run's cores, CPU steal, memory pressure (PSI), the load average, and the
-processes that are not the run's on its devices; results/contention.py judges them against the limits. Who the
+processes that are not the run's on its devices; results/figures/contention.py judges them against the limits. Who the
 others were (pids, names, CPU seconds) is kept for ``show --verbose``, never in a warning.
 """
 from __future__ import annotations
@@ -20,7 +20,7 @@ from typing import Iterator, Optional, Sequence
 from training.contract.names import MONITOR_ACCELERATOR_FILE, MONITOR_HOST_FILE
 
 from run_benchmarks.execute import monitoring
-from run_benchmarks.results.contention import judge, warning  # noqa: F401 - the round's verdict, re-exported
+from run_benchmarks.results.figures.contention import judge, warning  # noqa: F401 - the round's verdict, re-exported
 
 OTHERS_KEPT = 8
 

@@ -14,7 +14,7 @@ from typing import Callable, Optional
 from run_benchmarks.backends import cleanup
 from run_benchmarks.backends.hosts import Host
 from run_benchmarks.execute.outcome import result_document, write_results
-from run_benchmarks.results.round_result import RoundResult
+from run_benchmarks.results.rounds.result import RoundResult
 from run_benchmarks.backends.fanout import fan_out
 from run_benchmarks.plan import RunPlan
 from run_benchmarks.execute.preflight import MIN_FREE_BYTES, Preflight

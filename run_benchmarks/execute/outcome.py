@@ -19,19 +19,20 @@ from typing import Callable, Optional, Sequence
 
 from training.contract import batch
 
-from run_benchmarks.results import analyze
-from run_benchmarks.results import breakdown, breakdown_layouts, breakdown_ppo, fairness_checks
-from run_benchmarks.results import rank_logs as collect
+from run_benchmarks.results.figures import analyze
+from run_benchmarks.results.checks import fairness as fairness_checks
+from run_benchmarks.results.breakdown import step as breakdown, layouts as breakdown_layouts, ppo as breakdown_ppo
+from run_benchmarks.results.worker_logs import rank_logs as collect
 from run_benchmarks.execute import contention, monitoring
 from run_benchmarks import signals
-from run_benchmarks.results import figures as task_figures
+from run_benchmarks.results.figures import task as task_figures
 from run_benchmarks.pathnames import write_text_atomically
 from run_benchmarks.plan import CasePlan, NodePlan, RoundPlan
-from run_benchmarks.results.record import CaseFacts, DeviceDefinition, Environment, RoundRecord, Status
-from run_benchmarks.results.round_result import RoundResult
+from run_benchmarks.results.rounds.record import CaseFacts, DeviceDefinition, Environment, RoundRecord, Status
+from run_benchmarks.results.rounds.result import RoundResult
 from run_benchmarks.results.store.store import ResultStore
 from run_benchmarks.results.store.faults import StoreError, StoreUnavailable, is_full
-from run_benchmarks.results.workload import resolved_workload, workload_hash
+from run_benchmarks.results.rounds.workload import resolved_workload, workload_hash
 from training.contract.tasks import task_of
 from training.contract import perflog
 

@@ -20,7 +20,7 @@ from run_benchmarks.backends.hosts import Host
 from run_benchmarks.backends.hosts.guard import orchestrator_tag
 from run_benchmarks.execute.contention import figures_between
 from run_benchmarks.plan import CasePlan, RoundPlan
-from run_benchmarks.results.contention import reasons
+from run_benchmarks.results.figures.contention import reasons
 
 PROBE_S = 2.0
 PROBE_MODULE = "training.monitor.quiet"

@@ -23,8 +23,8 @@ from run_benchmarks import signals
 from run_benchmarks.backends import launchers
 from run_benchmarks.backends.fanout import fan_out
 from run_benchmarks.backends.hosts import Host, Job
-from run_benchmarks.results.round_result import RoundResult
-from run_benchmarks.results import breakdown
+from run_benchmarks.results.rounds.result import RoundResult
+from run_benchmarks.results.breakdown import step as breakdown
 from run_benchmarks.plan import CasePlan, NodePlan, RoundPlan
 from run_benchmarks.execute.preflight import Preflight
 from run_benchmarks.results.report.live import LiveStep

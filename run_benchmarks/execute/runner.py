@@ -11,7 +11,7 @@ What every run does around its rounds, in one place for ``accelbench run``, ``st
 - the ending: ``interrupted`` (a signal), ``aborted`` (results that could not be written, a disk full; or
   ``--require-quiet``'s hosts that stayed busy) or ``done``, recorded with the run even where the store fails
   then (what it could not take is listed in ``Outcome.unstored``, for ``store repair``); summary.json;
-- ``--check``'s verdicts on what the run stored (results/verdicts.py).
+- ``--check``'s verdicts on what the run stored (results/checks/verdicts.py).
 
 The Runner prints nothing and chooses no exit status: the caller says the outcome (cli/run.py).
 """
@@ -30,13 +30,13 @@ from run_benchmarks.execute.quiet import NotQuiet
 from run_benchmarks.execute.rounds import Reporter
 from run_benchmarks.pathnames import write_text_atomically
 from run_benchmarks.plan import RunPlan
-from run_benchmarks.results.round_result import RoundResult
+from run_benchmarks.results.rounds.result import RoundResult
 from run_benchmarks.results.store.faults import StoreError, StoreUnavailable, is_full, orchestrator_identity
 from run_benchmarks.results.store.location import StoreLocation
 from run_benchmarks.results.store.store import ResultStore
 
 if TYPE_CHECKING:  # --check's code (~0.15 s of start-up) is loaded by the runs that ask for it
-    from run_benchmarks.results.verdicts import Verdicts
+    from run_benchmarks.results.checks.verdicts import Verdicts
 
 SUMMARY_FIGURES = ("tokens_per_s_per_device", "tflops_per_device", "mfu")
 
@@ -130,7 +130,7 @@ class Runner:
             self._rounds(execution, store, outcome)
             self._write_summary(outcome)
             if self.check_root is not None:
-                from run_benchmarks.results import verdicts
+                from run_benchmarks.results.checks import verdicts
 
                 outcome.verdicts = verdicts.of_run(store, self.plan.run_id, self.check_root)
             outcome.unstored = list(store.unstored)

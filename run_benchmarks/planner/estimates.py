@@ -23,7 +23,7 @@ from training.contract import batch, flops
 
 from run_benchmarks.catalog.vendors import accelerator_in_config_name
 from run_benchmarks.plan import CasePlan
-from run_benchmarks.results.references import load_references
+from run_benchmarks.results.checks.references import load_references
 
 ASSUMED_MFU = 0.40  # a stated assumption, not a measurement: a reference replaces it
 SHOWN_CONFIGS = 4

@@ -19,7 +19,7 @@ from run_benchmarks.catalog import casename
 from run_benchmarks import signals
 from run_benchmarks.errors import UserError
 from run_benchmarks.execute.launch import Execution
-from run_benchmarks.results.round_result import RoundResult
+from run_benchmarks.results.rounds.result import RoundResult
 from run_benchmarks.plan import CasePlan, PlanInputs
 from run_benchmarks.planner.build import build_case_plan
 from run_benchmarks.execute.rounds import RoundExecutor
@@ -27,7 +27,7 @@ from run_benchmarks.sweep.batch import search_max_batch
 from run_benchmarks.sweep.grid import Point, assignment
 from run_benchmarks.sweep.progress import SweepProgress
 from run_benchmarks.sweep.state import Row, SweepOptions, done_points, save
-from run_benchmarks.results.workload import resolved_workload, workload_hash
+from run_benchmarks.results.rounds.workload import resolved_workload, workload_hash
 
 UNSUPPORTED_MARK = "cannot run this layout yet"  # plan_checks.check_layout: the framework's gap, not the layout's
 

@@ -79,7 +79,7 @@ def run_sweep(sweep: Sweep, planned: list[Planned], store_at: StoreLocation, che
     finally:
         signals.settle()
     if check_root is not None:
-        from run_benchmarks.results import verdicts
+        from run_benchmarks.results.checks import verdicts
 
         with ResultStore(store_at) as store:
             outcome.verdicts = verdicts.of_run(store, ctx.run_id, check_root)

@@ -20,9 +20,9 @@ from run_benchmarks.catalog.casename import CaseName
 from run_benchmarks.catalog.config import Strict
 from run_benchmarks.errors import UserError
 from run_benchmarks.sweep.grid import Point, ScalingSpec
-from run_benchmarks.results import memory
+from run_benchmarks.results.figures import memory
 from run_benchmarks.results.store.schema import with_columns
-from run_benchmarks.results.workload import resolved_workload, workload_hash
+from run_benchmarks.results.rounds.workload import resolved_workload, workload_hash
 
 STATE_FILE = "sweep.json"
 # A round that ended one of these ways is a result: resume does not run its point again.
@@ -56,7 +56,7 @@ class Row:
     micro_batch_size: Optional[int] = None
     tokens_per_s_per_device: Optional[float] = None
     tokens_per_s_total: Optional[float] = None
-    peak_memory_bytes: Optional[float] = None  # the round's memory figure as every view shows it (memory.py)
+    peak_memory_bytes: Optional[float] = None  # the round's memory figure as every view shows it (figures/memory.py)
     memory_kind: Optional[str] = None  # its name: device in use, reserved, allocated, rss
     mfu: Optional[float] = None
     results_path: Optional[str] = None
@@ -68,7 +68,7 @@ class Row:
     @classmethod
     def from_document(cls, point: int, labels: dict[str, str], doc: dict, whash: str) -> "Row":
         m = doc.get("metrics") or {}
-        # the memory figure every view shows for the round, named (results/memory.py), from its stored columns
+        # the memory figure every view shows for the round, named (results/figures/memory.py), from its stored columns
         shown = memory.headline(with_columns({"metrics": m, "monitor": doc.get("monitor")}).get, m.get("memory_kind"))
         return cls(point, labels, doc["case_name"], doc["status"], doc.get("reason") or "", whash,
                    doc["case"]["world_size"], doc["workload"]["train"]["micro_batch_size"],

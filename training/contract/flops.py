@@ -26,7 +26,7 @@ FORMULA = "6*N_matmul + 12*L*H*Q*T per token (fwd+bwd; N_matmul = matmul weights
 
 def tflop_per_s(flops: float, seconds: float = 1.0, devices: int = 1) -> float:
     """TFLOP/s per device: ``flops`` done in ``seconds`` by ``devices`` devices (1 TFLOP/s = 1e12 FLOP/s). The one
-    definition of the figure: the worker's phase figures, a round's and an import's (results/derive.py)."""
+    definition of the figure: the worker's phase figures, a round's and an import's (results/figures/derive.py)."""
     return flops / seconds / devices / 1e12
 
 

@@ -42,7 +42,7 @@ What DTensor issues per block and micro-batch for this model (tests/test_breakdo
 * Eager or compiled, without sequence parallelism: 2 all-reduces in forward (the row-parallel outputs). In
   backward, one all-reduce of the input gradient per column-parallel projection (q, k, v, fc, and gate
   with swiglu), since each ``ColwiseParallel`` turns its input into a DTensor of its own. That makes 6 per
-  block (7 with swiglu), not Megatron-LM's 4 with fused QKV; run_benchmarks/results/breakdown_layouts.py
+  block (7 with swiglu), not Megatron-LM's 4 with fused QKV; run_benchmarks/results/breakdown/layouts.py
   counts the same way.
 * With sequence parallelism: an all-gather and a reduce-scatter each, both ways, 8 per block. The sequence
   slices add 2 all-gathers per micro-batch: the last block's output gathered for the final norm, and the

@@ -13,7 +13,7 @@ inside another part timed one by one through ``Collectives.run`` and moved into 
               (ZeRO-1's parameter broadcast timed apart); compute in two parts, actor and critic
 
 Each rank sends one ``BreakdownRecord`` per phase (``phase``); the two together are its whole update (the
-orchestrator adds them: run_benchmarks/results/breakdown_ppo.py). An untimed barrier starts each update, so a
+orchestrator adds them: run_benchmarks/results/breakdown/ppo.py). An untimed barrier starts each update, so a
 phase never holds the wait for the other phase of a slower rank. The updates are real (the models move on);
 their cost is ``breakdown_steps`` more learning updates, serialised, after the measured window. Helpers are
 pretraining's (training/torch/breakdown.py): DDP's buckets, FSDP2's hooks, ZeRO-1's broadcast.

@@ -8,7 +8,7 @@ from pathlib import Path, PurePosixPath
 from typing import ClassVar, Optional, Union
 
 from run_benchmarks.registry import Registry, instance_of
-from run_benchmarks.results.rank_files import RankLogs
+from run_benchmarks.results.worker_logs.rank_files import RankLogs
 
 # A rank that could not connect its collective backend at start-up did not run the benchmark: the round is
 # retried (rounds.START_RETRIES) instead of recorded. Gloo's full-mesh connect sometimes meets a peer that is

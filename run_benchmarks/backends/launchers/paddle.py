@@ -9,7 +9,7 @@ from typing import Optional
 from training.contract.names import WORKER_SCRIPT
 
 from run_benchmarks.backends.launchers.base import Launcher, NodeLaunch
-from run_benchmarks.results.rank_files import RankLogs
+from run_benchmarks.results.worker_logs.rank_files import RankLogs
 
 LOG_FOLDER = "paddle"  # the launcher's --log_dir, inside the node's folder; gone once the ranks are gathered
 LAUNCHER_LOG = "paddle-launcher.log"  # the launcher's own log (default.*.log), kept

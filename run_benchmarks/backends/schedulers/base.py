@@ -16,7 +16,7 @@ from run_benchmarks.registry import Registry
 
 if TYPE_CHECKING:
     from run_benchmarks.backends.hosts import Host, Job
-    from run_benchmarks.results.round_result import RoundResult
+    from run_benchmarks.results.rounds.result import RoundResult
     from run_benchmarks.plan import CasePlan, NodePlan, RoundPlan, RunPlan
     from run_benchmarks.backends.runtimes import RunRuntimes
 

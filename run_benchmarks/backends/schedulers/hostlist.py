@@ -15,7 +15,7 @@ from run_benchmarks.backends.schedulers.base import Scheduler, auto_port
 
 if TYPE_CHECKING:
     from run_benchmarks.backends.hosts import Job
-    from run_benchmarks.results.round_result import RoundResult
+    from run_benchmarks.results.rounds.result import RoundResult
     from run_benchmarks.plan import CasePlan, NodePlan, RoundPlan
 
 

@@ -29,7 +29,7 @@ from run_benchmarks.backends.schedulers.k8s_job import NodeJob, RoundJob
 from run_benchmarks.backends.schedulers.slurm_script import MASTER_ADDR, NODE_ADDR
 
 if TYPE_CHECKING:
-    from run_benchmarks.results.round_result import RoundResult
+    from run_benchmarks.results.rounds.result import RoundResult
     from run_benchmarks.plan import CasePlan, NodePlan, RoundPlan, RunPlan
 
 class Kubernetes(Scheduler):

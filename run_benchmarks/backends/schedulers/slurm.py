@@ -26,7 +26,7 @@ from run_benchmarks.backends.schedulers.slurm_script import (EXIT_FILE, MASTER_A
 from run_benchmarks.backends.schedulers.slurm_script import round_folder, write_round_files
 
 if TYPE_CHECKING:
-    from run_benchmarks.results.round_result import RoundResult
+    from run_benchmarks.results.rounds.result import RoundResult
     from run_benchmarks.plan import CasePlan, NodePlan, RoundPlan, RunPlan
 
 GONE_GRACE_S = 60.0  # after scancel: how long the job may take to leave the running states

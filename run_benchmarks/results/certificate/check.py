@@ -19,7 +19,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 from run_benchmarks import limits
 from run_benchmarks.errors import UserError
-from run_benchmarks.results.bundle import ATTEMPTS, MANIFEST, RUN_PREFIX
+from run_benchmarks.results.bundle.archive import ATTEMPTS, MANIFEST, RUN_PREFIX
 from run_benchmarks.results.certificate import signing
 from run_benchmarks.results.certificate.document import SCHEMA
 from run_benchmarks.results.certificate.signing import sha256_of

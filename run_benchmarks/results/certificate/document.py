@@ -28,7 +28,7 @@ from typing import Any, Optional
 
 from run_benchmarks import __version__
 from run_benchmarks.errors import UserError
-from run_benchmarks.results.bundle import IMPORTED
+from run_benchmarks.results.bundle.archive import IMPORTED
 from run_benchmarks.results.certificate.signing import sha256_of
 from run_benchmarks.results.report import compliance_marks
 from run_benchmarks.results.report.compare import Selection, compare

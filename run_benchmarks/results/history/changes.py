@@ -5,7 +5,7 @@ The rules (README, "History"), on the log of the figure, so a shift is a ratio w
 - **noise** (sigma): the larger of the series' own point-to-point noise (the median absolute difference of
   successive points, scaled to a standard deviation: robust to one shift and to a bad day) and the median of the
   points' own noise (each point's standard error from its rounds' stored bootstrap interval and the spread
-  between its repeats, results/noise.py); never below ``NOISE_FLOOR``. Estimated again once outliers are left
+  between its repeats, results/figures/noise.py); never below ``NOISE_FLOOR``. Estimated again once outliers are left
   out (a bad day is two large steps between successive points).
 - **outlier** (a single bad day, or two): a run of fewer than ``MIN_SHIFT`` points, each more than
   ``OUTLIER_SIGMAS`` sigma on the same side of the median of the ``MIN_SHIFT`` points before the run and of the
@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Optional, Sequence
 
-from run_benchmarks.results import noise
+from run_benchmarks.results.figures import noise
 
 MIN_SHIFT = 3  # a shift holds at least this many consecutive points; fewer off the level are outliers
 MIN_POINTS = 2 * MIN_SHIFT  # the fewest points a workload is judged on: MIN_SHIFT on each side of a change

@@ -17,18 +17,18 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Optional, Sequence
 
-from run_benchmarks.results import contention
+from run_benchmarks.results.figures import contention
 from run_benchmarks.results.report import compliance_marks
 from run_benchmarks.results.report.facts import RoundFacts, case_name_of, round_facts
 from run_benchmarks.results.report.summary import CaseSummary, FIGURE_BY_KEY, group_key, summarize
 from run_benchmarks.results.store.schema import Attempt
-from run_benchmarks.results.workload import workload_hash
+from run_benchmarks.results.rounds.workload import workload_hash
 
 # The figures a history shows, in order (summary.py's keys; "memory" is the row's headline memory figure).
 FIGURES = ("tokens_per_s_per_device", "samples_per_s", "step_time_median_s", "mfu", "memory", "tokens_per_joule",
            "loss_last")
 # The figure change points are looked for in, the first a workload's points have: the rate every round's own
-# noise interval is about (results/noise.py).
+# noise interval is about (results/figures/noise.py).
 JUDGED = ("tokens_per_s_per_device", "samples_per_s")
 
 

@@ -4,6 +4,9 @@ A parser is registered under ``<format>/<version>`` (parsers.py); ``accelbench i
 takes the newest version of a format, ``paddlenlp/1`` pins one. Each reads one log file into an
 ``Imported``: the same figure names as accelbench's own metrics (so reports and comparisons treat
 both alike), a status, and what the log says about where it ran.
+
+Beside bundle/ (both bring results from elsewhere), below the views: an import is made a round record
+(rounds/) with its figures derived and checked as a run's are (figures/); the CLI stores it.
 """
 from __future__ import annotations
 
@@ -17,7 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterator, Optional
 
 from run_benchmarks.errors import UserError
-from run_benchmarks.results.record import CaseFacts, Environment, RoundRecord, Status
+from run_benchmarks.results.rounds.record import CaseFacts, Environment, RoundRecord, Status
 
 if TYPE_CHECKING:
     from run_benchmarks.catalog.casename import CaseName

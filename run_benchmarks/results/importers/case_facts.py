@@ -11,7 +11,7 @@ workload the run path would train resolves here, and the same definitions apply 
     TFLOP/s/device   flops_per_token x tokens/s/device / 1e12    (training/contract/flops.py, as a run's)
     MFU              TFLOP/s/device / the vendor's peak for the case's precision
 
-(TFLOP/s, MFU and its note by results/derive.py: the functions a run's round uses, not a copy of them.)
+(TFLOP/s, MFU and its note by results/figures/derive.py: the functions a run's round uses, not a copy of them.)
 
 An import that names no case stores the log's own figures only (``hardware_facts``: the declared memory
 and nothing else): tokens/s where the log counts tokens or states its sequence length, no TFLOP/s or MFU
@@ -20,7 +20,7 @@ figure needs what. A tool's own TFLOP/s or MFU counts FLOPs its own way; the par
 under ``*_logged`` names, a warning says where the two differ past ``TOLERANCE``, and it stands in for ours
 only where there is no case FLOPs. Every derived figure names its source (``metrics["sources"]``).
 
-Last, every figure passes ``figure_checks.impossible`` against the case's declared peak: a log with a figure
+Last, every figure passes ``figures.impossible`` against the case's declared peak: a log with a figure
 that cannot be (negative or non-finite throughput or step time, MFU over 100 %, TFLOP/s over the peak, a
 step faster than its FLOPs at the peak) is stored ``failed`` with each named, and ``import`` exits 1.
 """
@@ -39,8 +39,8 @@ from run_benchmarks.catalog.casename import CaseName
 from run_benchmarks.catalog.cases import CaseCatalog
 from run_benchmarks.catalog.config import Layer, merge, parse_assignment, set_source, validate_layered
 from run_benchmarks.errors import UserError
-from run_benchmarks.results import derive
-from run_benchmarks.results.figure_checks import impossible
+from run_benchmarks.results.figures import derive
+from run_benchmarks.results.figures.impossible import impossible
 from run_benchmarks.results.importers import Imported, crosscheck
 
 # Figures any parser may yield; a log that yields none of them gave nothing to store.
@@ -192,7 +192,7 @@ def _tokens_from_samples(imported: Imported, facts: CaseFacts) -> None:
 
 
 def _tflops(imported: Imported, facts: CaseFacts) -> None:
-    """TFLOP/s/device and MFU by the function a run's round uses (results/derive.py), each with its source."""
+    """TFLOP/s/device and MFU by the function a run's round uses (results/figures/derive.py), each with its source."""
     m = imported.metrics
     per_device, logged = m.get("tokens_per_s_per_device"), m.get("tflops_per_device_logged")
     if facts.flops_per_token and per_device is not None and math.isfinite(per_device):
@@ -223,7 +223,7 @@ def _tflops(imported: Imported, facts: CaseFacts) -> None:
 
 def refuse_impossible(imported: Imported, facts: CaseFacts) -> None:
     """An attempt with a figure that cannot be is failed, its reason naming each figure and its bound
-    (``figure_checks``); a non-finite figure is then stored empty (the reason keeps its value)."""
+    (``figures.impossible``); a non-finite figure is then stored empty (the reason keeps its value)."""
     problems = impossible(imported.metrics, facts.peak_tflops, facts.seq_len)
     if not problems:
         return

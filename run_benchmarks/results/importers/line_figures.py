@@ -18,7 +18,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Callable, Optional
 
-from run_benchmarks.results.analyze import Stats
+from run_benchmarks.results.figures.analyze import Stats
 from run_benchmarks.results.importers import Imported, Parser, Span, line_log_result, parser
 from run_benchmarks.results.importers import crosscheck, untrained
 from run_benchmarks.results.importers.lines import RATES, Coverage, Errors, LineLog, Series

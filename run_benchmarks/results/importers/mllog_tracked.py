@@ -13,7 +13,7 @@ from bisect import bisect_right
 from dataclasses import asdict, dataclass, field
 from typing import Optional, Sequence
 
-from run_benchmarks.results.analyze import Stats
+from run_benchmarks.results.figures.analyze import Stats
 from run_benchmarks.results.importers import Imported, higher, number
 from run_benchmarks.results.importers.mllog_events import Event
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from run_benchmarks.results.breakdown_words import of_summary
+from run_benchmarks.results.breakdown.words import of_summary
 from run_benchmarks.results.report import chart_data as data
 from run_benchmarks.results.report.charts import STYLE, WIDTH_IN, Figure, _axes, rc_context, to_svg
 from run_benchmarks.results.report.summary import CaseSummary

@@ -14,8 +14,8 @@ from typing import Optional, Sequence
 from training.contract.batch import world_size
 
 from run_benchmarks.catalog.compliance import NON_COMPLIANT
-from run_benchmarks.results import perf_reader
-from run_benchmarks.results.rank_files import gathered
+from run_benchmarks.results.worker_logs import perf_reader
+from run_benchmarks.results.worker_logs.rank_files import gathered
 from run_benchmarks.results.report.summary import CaseSummary
 
 LOSS_POINTS = 512  # a long run's loss curve is thinned to about this many points (bucket means)
@@ -95,7 +95,7 @@ def _rank0_log(results_path: str) -> Optional[Path]:
     folder = Path(results_path).parent
     if not folder.is_dir():
         return None
-    for nodes in ("*noderank0", "*"):  # the launchers' gathered layout (results/rank_logs.py)
+    for nodes in ("*noderank0", "*"):  # the launchers' gathered layout (results/worker_logs/rank_logs.py)
         rank0 = next((logs for logs in gathered(folder, nodes) if logs.rank == 0), None)
         if rank0 is not None:
             return rank0.stdout

@@ -134,7 +134,8 @@ def model_bars(summaries: Sequence[CaseSummary], palette: Palette, figure: str =
 
 def memory_bars(summaries: Sequence[CaseSummary], palette: Palette) -> list[str]:
     """Memory per device of every row in the definition its table row shows (device in use, reserved, the
-    worker's peak: results/memory.py), named on the row's label, with the device's total drawn light behind it."""
+    worker's peak: results/figures/memory.py), named on the row's label, with the device's total drawn light
+    behind it."""
     rows = [s for s in summaries if s.memory_figure is not None]
     if not rows:
         return []

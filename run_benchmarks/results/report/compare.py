@@ -22,7 +22,7 @@ A side that departs from its case's policy is named in the row's label and besid
 (``+12% (B non-compliant)``; report/compliance_marks.py): a comparison is never shown without saying so.
 
 Noise: every change has its 95 % interval, from each side's steps resampled and its rounds' spread
-(results/noise.py), one round against one round included; "within noise" where it holds 0, otherwise a
+(results/figures/noise.py), one round against one round included; "within noise" where it holds 0, otherwise a
 regression or an improvement by the figure's direction (NOISE_RULE). A pair with a contended round on a side
 judges nothing: every change reads "not judged: contended" and the row names the contention.
 """
@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from itertools import zip_longest
 from typing import Optional, Sequence
 
-from run_benchmarks.results import memory, noise
+from run_benchmarks.results.figures import memory, noise
 from run_benchmarks.results.report import compliance_marks
 from run_benchmarks.results.store.schema import Attempt
 from run_benchmarks.results.report.facts import FACT_LABEL, MATCH_FACTS, differing, fact_text, settings_key
@@ -55,7 +55,7 @@ DROPPED_BY = {"framework": ("framework", "framework_version"), "framework_versio
               "seq_len": ("global_batch_tokens", "model")}
 # Layout facts a side may filter on besides the store's columns (report/facts.py computes them per round).
 FACT_FILTERS = tuple(k for k in MATCH_FACTS if k not in ("nnodes", "nprocs_per_node", "precision"))
-# "memory" is the memory definition both sides have (results/memory.py: device in use, reserved, the worker's
+# "memory" is the memory definition both sides have (results/figures/memory.py: device in use, reserved, the worker's
 # peak), named in the row: two definitions are never compared with each other
 COMPARED = ("tokens_per_s_per_device", "tflops_per_device", "mfu", "memory")
 # MLPerf's score and its quality metric (an imported result log's): compared where a side has them (compared()).
@@ -116,7 +116,7 @@ class Row:
                 for line in summary.contended]
 
     def interval(self, figure: str) -> Optional[tuple[float, float]]:
-        """The 95 % interval of B/A - 1 (results/noise.py); None where a side has no figure or no noise."""
+        """The 95 % interval of B/A - 1 (results/figures/noise.py); None where a side has no figure or no noise."""
         key, a, b = self.key_of(figure) or figure, self.a, self.b
         return noise.change_interval(a.mean(key), b.mean(key), a.log_se(key), b.log_se(key)) if a and b else None
 

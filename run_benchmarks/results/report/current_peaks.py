@@ -14,8 +14,8 @@ from typing import Optional, Sequence
 
 from run_benchmarks.catalog import measured_peaks
 from run_benchmarks.pathnames import component_problem
-from run_benchmarks.results import derive
-from run_benchmarks.results.analyze import Stats
+from run_benchmarks.results.figures import derive
+from run_benchmarks.results.figures.analyze import Stats
 
 KEY = "mfu_current_peak"
 PRECISION_KEY = {"fp32": "fp32", "bf16": "bf16", "fp16": "fp16", "fp8": "fp8"}

@@ -14,7 +14,7 @@ import json
 from pathlib import Path
 from typing import Any, Optional, Sequence
 
-from run_benchmarks.results import contention
+from run_benchmarks.results.figures import contention
 from run_benchmarks.results.store.schema import CASE_COLUMNS, METRIC_COLUMNS, MONITOR_COLUMNS, Attempt
 from run_benchmarks.results.report import compliance_marks
 from run_benchmarks.results.report.facts import FACT_KEYS, round_facts
@@ -29,8 +29,8 @@ METRIC_CSV = ("time_to_train_s", "eval_accuracy", "eval_metrics", "mlperf_score_
 FACT_CSV = ("workload_hash",) + tuple(k for k in FACT_KEYS if k != "precision")  # precision is a column already
 # The verdict against the case's policy: compliant true/false (empty: not judged), each departing key=value
 POLICY_CSV = ("compliant", "departures")
-# How clean each round's measurement was (results/contention.py, results/noise.py): the verdict with its figures,
-# and the rate's own 95 % interval, relative to the rate
+# How clean each round's measurement was (results/figures/contention.py, results/figures/noise.py): the verdict
+# with its figures, and the rate's own 95 % interval, relative to the rate
 CLEAN_CSV = ("contention", "contention_reasons", "others_cpu_share", "steal_share", "memory_pressure_share",
              "load_average", "rate_interval95_low", "rate_interval95_high")
 CASE_FIELDS = ("case", "framework", "framework_version", "hardware", "vendor", "nnodes", "nprocs_per_node")

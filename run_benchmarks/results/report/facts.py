@@ -2,7 +2,7 @@
 that pairs two vendors' rounds, and the layout and batch facts that tell rows apart.
 
 One place for report, compare and exports, so the three never disagree about which rounds are "the same".
-The facts come from the resolved workload the round stored (``workload.py`` computes them; nothing here
+The facts come from the resolved workload the round stored (``rounds/workload.py`` computes them; nothing here
 re-derives a degree or a batch). A row without a workload (an import, a store written before workloads
 were stored) has no hash: it is grouped by its case columns as before, and its only fact is the precision
 column the store keeps for every row.
@@ -24,7 +24,7 @@ from training.contract.spec import WorkloadSpec
 
 from run_benchmarks.catalog.casename import CaseName
 from run_benchmarks.results.store.schema import Attempt
-from run_benchmarks.results.workload import layout_facts, layout_key, resolved_workload, workload_hash
+from run_benchmarks.results.rounds.workload import layout_facts, layout_key, resolved_workload, workload_hash
 
 # (fact, short column heading): the layout and batch facts a reader tells rows apart by, in table order.
 FACT_COLUMNS = (
@@ -74,7 +74,7 @@ WORKLOAD_MIGRATIONS: tuple[tuple[str, Callable[[dict], dict]], ...] = (
     ("data.synthetic added, default markov (uniform before)", _uniform_before_markov),
 )
 # Facts that are settings the worker was handed (read from a stored workload as it is, whatever its schema);
-# the others (data_parallel, sharding_degree, global batch) are derived by the schema's rules (workload.py).
+# the others (data_parallel, sharding_degree, global batch) are derived by the schema's rules (rounds/workload.py).
 STATED = {"tensor_parallel": ("parallel", "tensor_parallel_degree"),
           "pipeline_parallel": ("parallel", "pipeline_parallel_degree"), "sharding": ("parallel", "sharding"),
           "sequence_parallel": ("parallel", "sequence_parallel"), "offload": ("parallel", "offload"),

@@ -2,7 +2,7 @@
 which peak it divides by, how FLOPs were counted, and what one device was."""
 from __future__ import annotations
 
-from run_benchmarks.results.record import DeviceDefinition
+from run_benchmarks.results.rounds.record import DeviceDefinition
 from run_benchmarks.results.report import current_peaks
 
 

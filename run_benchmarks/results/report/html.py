@@ -14,8 +14,8 @@ from typing import Optional, Sequence
 import jinja2
 
 from run_benchmarks import __version__
-from run_benchmarks.results.analyze import CV_FLAG
-from run_benchmarks.results import breakdown_words
+from run_benchmarks.results.figures.analyze import CV_FLAG
+from run_benchmarks.results.breakdown import words as breakdown_words
 from run_benchmarks.results.store.schema import Attempt
 from run_benchmarks.results.report import breakdown_chart, chart_data, charts, compliance_marks, loss_chart, micro_charts
 from run_benchmarks.results.report.ppo_phases import ppo_phase_views

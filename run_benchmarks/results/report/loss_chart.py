@@ -1,4 +1,4 @@
-"""The loss-curve check drawn: a run's loss over the checked steps against its reference's band (loss_check.py).
+"""The loss-curve check drawn: a run's loss over the checked steps against its reference's band (checks/loss_check.py).
 
 Apart from charts.py (the report's other charts), whose helpers it uses, so each stays short.
 """

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from run_benchmarks.results.breakdown_words import changed_parts
+from run_benchmarks.results.breakdown.words import changed_parts
 from run_benchmarks.results.report import compliance_marks
 from run_benchmarks.results.report.compare import NOISE_RULE, Row, Selection, compared, format_change, format_value
 from run_benchmarks.results.report.ppo_phases import ppo_phase_views

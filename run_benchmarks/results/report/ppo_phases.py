@@ -4,7 +4,7 @@ per device and MFU, and the share of the iteration's time it took.
 
 Every value is a figure the PPO worker measured and stored (training/torch/ppo_loop.py ``phase_figures``:
 perf records of kind ``figure``, combined over the ranks as each declares), averaged over the workload's ok
-rounds by ``figures.across_rounds`` like every other figure, except the whole iteration's rates: they are the
+rounds by ``figures.task.across_rounds`` like every other figure, except the whole iteration's rates: they are the
 row's own (samples/s, TFLOP/s and MFU as show and the results table print them). The only arithmetic here is
 each phase's seconds per measured update and over the iteration's. Rows stored before the worker recorded its
 phases' seconds (``*.time_s``) show no split. A note adds each phase's measured time breakdown (compute,
@@ -15,8 +15,8 @@ from __future__ import annotations
 
 from typing import Optional, Sequence
 
-from run_benchmarks.results.breakdown_words import ms, of_summary, where
-from run_benchmarks.results.figures import across_rounds, figures_from_dicts
+from run_benchmarks.results.breakdown.words import ms, of_summary, where
+from run_benchmarks.results.figures.task import across_rounds, figures_from_dicts
 from run_benchmarks.results.report.summary import FIGURE_BY_KEY, CaseSummary, number
 from run_benchmarks.results.report.views import View
 
@@ -26,7 +26,7 @@ COLUMNS = ("phase", "samples/s", "samples/s per device", "TFLOP/s per device", "
 
 
 def phase_figures(summary: CaseSummary) -> tuple[list[dict], int]:
-    """Each stored figure (``figures.across_rounds``: key, formula, Stats over the ok rounds that reported it),
+    """Each stored figure (``figures.task.across_rounds``: key, formula, Stats over the ok rounds that reported it),
     and how many rounds had figures."""
     rounds = [a.get("figures") or [] for a in summary.ok]
     rounds = [r for r in rounds if r]
@@ -104,7 +104,7 @@ def ppo_phase_view(summary: CaseSummary) -> Optional[View]:
 
 
 def breakdown_note(tb: Optional[dict]) -> list[str]:
-    """Each phase's measured time breakdown (results/breakdown_ppo.py), where the first ok round has one."""
+    """Each phase's measured time breakdown (results/breakdown/ppo.py), where the first ok round has one."""
     phases = [(label, ((tb or {}).get("phases") or {}).get(part, {}).get("measured") or {})
               for part, label in PHASES[:2]]
     if not all("serialised_step_s" in m for _, m in phases):

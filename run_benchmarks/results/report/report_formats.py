@@ -1,7 +1,7 @@
 """The built-in formats of ``accelbench report`` and ``compare`` (registered in formats.py by path)."""
 from __future__ import annotations
 
-from run_benchmarks.results.breakdown_words import changed_parts
+from run_benchmarks.results.breakdown.words import changed_parts
 from run_benchmarks.results.report import compliance_marks, export, markdown
 from run_benchmarks.results.report.documents import CompareDocument, Format, ReportDocument
 from run_benchmarks.results.report.summary import untrained_flags

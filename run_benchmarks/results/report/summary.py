@@ -1,7 +1,7 @@
 """Stored attempts -> one summary per case: each figure's mean and spread over the ok rounds.
 
 This is the last level of the aggregation (step -> rank -> device -> node -> round -> case); the
-levels below happen in analyze.py when a round ends. Every report format reads these summaries.
+levels below happen in figures/analyze.py when a round ends. Every report format reads these summaries.
 
 Rounds share a summary only when they ran the same workload: the hash of the resolved workload each round
 stored (report/facts.py). Micro batch 4 and 16, or fp32 and bf16, are two rows, never one mean of both. A
@@ -14,9 +14,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Optional, Sequence
 
-from run_benchmarks.results import contention, memory, noise
+from run_benchmarks.results.figures import contention, memory, noise
 from run_benchmarks.results.report import compliance_marks, current_peaks
-from run_benchmarks.results.analyze import CV_FLAG, Stats
+from run_benchmarks.results.figures.analyze import CV_FLAG, Stats
 from run_benchmarks.results.store.schema import Attempt
 from run_benchmarks.results.report.facts import RoundFacts, flat_settings, round_facts, settings_key
 
@@ -142,7 +142,7 @@ class CaseSummary:
 
     def memory(self) -> str:
         """Peak memory per device as actual / total, as the FlagPerf GPT-3 tables print it, saying which
-        definition (results/memory.py, the same one every view shows for this row); the total is the vendor's
+        definition (results/figures/memory.py, the same one every view shows for this row); the total is the vendor's
         declared device memory where it declares one."""
         chosen = self.memory_figure
         total = self.figures.get("memory_total_bytes")
@@ -195,7 +195,7 @@ class CaseSummary:
         return contention.cell(self.ok)
 
     def log_se(self, key: str) -> Optional[float]:
-        """The standard error of the figure's mean on the log scale (results/noise.py), None when unknown."""
+        """The standard error of the figure's mean on the log scale (results/figures/noise.py), None when unknown."""
         values = [v for v in (_value(a, key) for a in self.ok) if v is not None]
         rounds = [((a.get("metrics") or {}).get("rate_noise") or {}).get("log_se") for a in self.ok
                   if _value(a, key) is not None]

@@ -17,9 +17,9 @@ from rich.console import Console
 
 from training.contract.tasks import task_of
 
-from run_benchmarks.results.rank_files import gathered
-from run_benchmarks.results.rank_logs import read_rank
-from run_benchmarks.results.figures import Figure, figures_from_dicts, round_figures
+from run_benchmarks.results.worker_logs.rank_files import gathered
+from run_benchmarks.results.worker_logs.rank_logs import read_rank
+from run_benchmarks.results.figures.task import Figure, figures_from_dicts, round_figures
 from run_benchmarks.results.report.summary import human_bytes, number
 from run_benchmarks.results.report.views import View, to_markdown, to_rich
 

@@ -138,7 +138,7 @@ def summary_table(summaries, title: str) -> Table:
     table.add_column("memory actual / total", justify="right")
     measured = any(s.contention_cell() != "n/a" for s in summaries)  # imports and older rows: no such column
     if measured:
-        table.add_column("contention")  # a contended row is never judged (results/contention.py)
+        table.add_column("contention")  # a contended row is never judged (results/figures/contention.py)
     for s in summaries:
         rounds = ", ".join(f"[{STATUS_STYLE.get(st, '')}]{n} {st}[/]" for st, n in s.statuses.items())
         cell = s.contention_cell()

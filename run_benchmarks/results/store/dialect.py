@@ -1,7 +1,7 @@
 """What differs between the store's two engines in SQL, and nothing else: types, placeholders, the catalogue
 queries, an aggregate, and how a writer takes the store's one write lock. The tables themselves are written
-once (schema.py) in a form both read; the store's logic (store.py, recovery.py, overlap.py, bundle.py, copy.py)
-is one, whichever engine holds the rows.
+once (schema.py) in a form both read; the store's logic (store.py, recovery.py, overlap.py, copy.py, and
+results/bundle/archive.py) is one, whichever engine holds the rows.
 
 Locking: SQLite has one writer at a time (``BEGIN IMMEDIATE``). PostgreSQL is given the same rule with a
 transaction-scoped advisory lock taken first in every write, so that "is this attempt stored already?" and the

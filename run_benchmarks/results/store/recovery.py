@@ -15,7 +15,7 @@ from typing import Any, Iterable, Iterator, Optional, Sequence
 
 from pydantic import ValidationError
 
-from run_benchmarks.results.record import RESULTS_SCHEMA, RoundRecord, Status
+from run_benchmarks.results.rounds.record import RESULTS_SCHEMA, RoundRecord, Status
 from run_benchmarks.results.store.clock import FINALIZE_WAIT_S, WAIT_ENV, now
 from run_benchmarks.results.store.faults import StoreError, StoreUnavailable, process_alive
 from run_benchmarks.results.store.schema import _insert_attempt

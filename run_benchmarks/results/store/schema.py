@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Optional
 
 if TYPE_CHECKING:  # the record's pydantic models: imported where a row becomes a record, not with the columns
-    from run_benchmarks.results.record import RoundRecord
+    from run_benchmarks.results.rounds.record import RoundRecord
     from run_benchmarks.results.store.connection import Connection
 
 SCHEMA_VERSION = 1  # the file's tables (meta); a newer one is refused at open. Columns are only ever added
@@ -174,7 +174,7 @@ class Attempt:
         """The round record the row was made from (read once, when the row was read from the store)."""
         if self.typed is not None:
             return self.typed
-        from run_benchmarks.results.record import RoundRecord
+        from run_benchmarks.results.rounds.record import RoundRecord
 
         return RoundRecord.model_validate(self.row["record"])
 
@@ -218,6 +218,6 @@ def _insert_attempt(fields: dict) -> tuple[str, list]:
 
 def row_from_document(doc: dict, attempt: int = 1) -> dict:
     """An attempts row from a round's results document (results.json), validated as a round record."""
-    from run_benchmarks.results.record import RoundRecord
+    from run_benchmarks.results.rounds.record import RoundRecord
 
     return RoundRecord.model_validate(doc).to_row(attempt)

@@ -18,8 +18,8 @@ from typing import Any, Callable, Optional
 from pydantic import BaseModel, ConfigDict, ValidationError, create_model, field_validator
 
 from run_benchmarks.errors import UserError
-from run_benchmarks.results.metrics_shape import checked
-from run_benchmarks.results.record import RoundRecord
+from run_benchmarks.results.rounds.metrics_shape import checked
+from run_benchmarks.results.rounds.record import RoundRecord
 from run_benchmarks.results.store.schema import (CASE_COLUMNS, METRIC_COLUMNS, MONITOR_COLUMNS, ROW_VERSION,
                                                  Attempt)
 
@@ -64,7 +64,7 @@ class RowV1(BaseModel):
     @field_validator("metrics")
     @classmethod
     def _views_can_read(cls, metrics: Optional[dict]) -> Optional[dict]:
-        """Every version's figures and time breakdown have the shape views read (results/metrics_shape.py)."""
+        """Every version's figures and time breakdown have the shape views read (results/rounds/metrics_shape.py)."""
         return checked(metrics)
 
 

@@ -2,7 +2,10 @@
 the published figure of every cell (published/<table>.yaml, with its source and conditions), ours from the
 store, and their ratio. ``core.py`` is the one mechanism; a table is a plug-in in the registry below, imported
 when first asked for: mfu (the "Benchmark LLM Training" repository's MFU tables), flagperf_gpt3 (FlagPerf's
-GPT-3 Paddle guide), finetune (PaddleNLP against Torch), ppo (ColossalAI chat's benchmark grid)."""
+GPT-3 Paddle guide), finetune (PaddleNLP against Torch), ppo (ColossalAI chat's benchmark grid).
+
+Beside report/ in results/' layers, and importing it (its summaries, charts, marks and views); report's table
+formats render these tables in turn."""
 from __future__ import annotations
 
 from typing import TYPE_CHECKING

@@ -20,7 +20,7 @@ from itertools import zip_longest
 from typing import Optional, Sequence, Union
 
 from run_benchmarks.catalog.compliance import NON_COMPLIANT
-from run_benchmarks.results.analyze import Stats
+from run_benchmarks.results.figures.analyze import Stats
 from run_benchmarks.results.report.summary import FIGURE_BY_KEY, CaseSummary
 from run_benchmarks.results.tables.published import PublishedFigure, PublishedTable, load
 

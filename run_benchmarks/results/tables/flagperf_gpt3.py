@@ -5,12 +5,12 @@ published figure, ours and the ratio.
 A run is placed by its case (``gpt3_6.7B``, ``gpt3_13B``) and the extern config it ran with (the file name is
 the guide's config name); Paddle only, as the guide. Other configs and cases (the CPU twin's ``gpt3_tiny`` with
 the cpu vendor's configs) get rows of their own after the guide's. Memory is the row's headline definition
-(results/memory.py: what every view shows for it), in GiB, the guide's unit."""
+(results/figures/memory.py: what every view shows for it), in GiB, the guide's unit."""
 from __future__ import annotations
 
 from typing import Optional, Union
 
-from run_benchmarks.results.analyze import Stats
+from run_benchmarks.results.figures.analyze import Stats
 from run_benchmarks.results.report.summary import CaseSummary
 from run_benchmarks.results.tables.core import Measure, Placement, ReferenceTable
 
@@ -48,7 +48,7 @@ class FlagperfGpt3Table(ReferenceTable):
         return summary.memory()
 
     def notes(self, built) -> list[str]:
-        return ["memory ours: the row's headline memory figure (results/memory.py), the largest device of the "
+        return ["memory ours: the row's headline memory figure (results/figures/memory.py), the largest device of the "
                 "largest round, in GiB, against the vendor's declared total"]
 
 

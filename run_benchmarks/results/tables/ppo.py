@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Optional, Union
 
-from run_benchmarks.results.analyze import Stats
+from run_benchmarks.results.figures.analyze import Stats
 from run_benchmarks.results.report import chart_data
 from run_benchmarks.results.report.ppo_phases import phase_figures
 from run_benchmarks.results.report.summary import CaseSummary

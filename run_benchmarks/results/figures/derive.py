@@ -1,7 +1,7 @@
 """The model-FLOP figures of a round, derived once for accelbench's own runs and for imported logs alike.
 
 A run's round (analyze.RoundAccumulator), an import (importers/case_facts.complete), a PPO phase's figures
-(figures.mfu_figures) and a stored round against a peak calibrated since (report/current_peaks.py) all come
+(task.mfu_figures) and a stored round against a peak calibrated since (report/current_peaks.py) all come
 here for TFLOP/s per device, MFU and the note that says what MFU divides by, so one formula and one wording
 hold for all of them and a figure read beside another was computed the same way (issues 40 and 44). The
 batch a step takes (global batch, tokens per step, world size) is the contract's (training/contract/batch.py),

@@ -5,7 +5,7 @@
   vendor's operations that fill all-ones or all-zeros operands, which run faster on some hardware, or do not
   say) is named: its figure is not comparable;
 - token accounting: padding is never an effective token. Effective tokens above all tokens cannot be and fail
-  the round (figure_checks.py); an instruction-data round of batches of several samples whose effective
+  the round (figures/impossible.py); an instruction-data round of batches of several samples whose effective
   tokens equal its padded tokens over every measured step is questioned: such batches nearly always pad some.
 """
 from __future__ import annotations

@@ -8,7 +8,7 @@ breakdown step (by the step's whole time), all phases from that one step so that
   other_s          the slowest rank's serialised step less those two: data fetch, optimizer, host overhead
 A straggler is named when its compute is above the median rank's by more than ``STRAGGLER_MARGIN`` and than
 ``NOISE_MARGIN`` times the run's own step noise (``straggler_margin``). A pipeline adds
-its waiting (bubble and P2P transfers) as a fourth part, taken out of other_s (breakdown_pipeline.py: measured,
+its waiting (bubble and P2P transfers) as a fourth part, taken out of other_s (breakdown/pipeline.py: measured,
 and expected the schedule's ideal bubble and, at most, its P2P sends at the stored ``sendrecv`` busbw); its
 straggler is the slowest stage.
 
@@ -29,10 +29,10 @@ Expected, per step and device:
 A missing figure is named with the command that measures it (or, where no command measures it, said so);
 nothing is filled in.
 
-A task whose step has phases (PPO's learning update: breakdown_ppo.py) adds ``phases``, each a breakdown of
+A task whose step has phases (PPO's learning update: breakdown/ppo.py) adds ``phases``, each a breakdown of
 this same layout with its ``label``, and ``unit`` (``update``); ``describe``, ``lever`` and ``changed_part``
 read them without knowing the task. The words every view prints (show, the lever, compare) are in
-breakdown_words.py (the pipeline's too); the pipeline's own figures in breakdown_pipeline.py.
+breakdown/words.py (the pipeline's too); the pipeline's own figures in breakdown/pipeline.py.
 """
 from __future__ import annotations
 
@@ -42,8 +42,7 @@ import statistics
 from dataclasses import dataclass
 from typing import Optional, Sequence, Union
 
-from run_benchmarks.results import breakdown_pipeline as pipeline
-from run_benchmarks.results import breakdown_words as words
+from run_benchmarks.results.breakdown import pipeline, words
 from training.contract import perflog
 
 STRAGGLER_MARGIN = 0.10  # above the median rank's compute by more than this (at least: see straggler_margin): named
@@ -53,7 +52,7 @@ ALLREDUCE_FORMULA = "time = bytes x 2(n-1)/n / busbw (nccl-tests' bus bandwidth;
 BUS_FACTORS = {"allreduce": ("2(n-1)/n", lambda n: 2 * (n - 1) / n), "allgather": ("(n-1)/n", lambda n: (n - 1) / n),
                "reducescatter": ("(n-1)/n", lambda n: (n - 1) / n), "broadcast": ("1", lambda n: 1.0),
                "reduce": ("1", lambda n: 1.0), "alltoall": ("(n-1)/n", lambda n: (n - 1) / n),
-               "sendrecv": ("1", lambda n: 1.0)}  # a pipeline's point-to-point sends (breakdown_pipeline.py)
+               "sendrecv": ("1", lambda n: 1.0)}  # a pipeline's point-to-point sends (breakdown/pipeline.py)
 COLLECTIVE_CASES = tuple(BUS_FACTORS)  # the micro cases whose stored busbw prices a step's collectives and sends
 COMPUTE_FORMULA = "time = model FLOPs of the step on one device / GEMM peak"
 
@@ -237,7 +236,7 @@ def command(measure_busbw: str, op: str, ranks: int) -> str:
 
 
 def step_flops_per_device(metrics: dict) -> float:
-    """Mean model FLOPs of one device in a measured step: analyze.py's ``tflops_per_device`` is the measured
+    """Mean model FLOPs of one device in a measured step: figures/analyze.py's ``tflops_per_device`` is the measured
     steps' FLOPs / their summed time / world size, so times the mean step time it is their FLOPs / steps /
     world size. Not flops_per_token x tokens_per_step: that counts padding at seq_len for instruction data."""
     return metrics["tflops_per_device"] * 1e12 * metrics["step_time_s"]["mean"]
@@ -250,8 +249,8 @@ def time_breakdown(records: Sequence[perflog.BreakdownRecord], metrics: dict, me
     """``metrics.time_breakdown`` of a round: ``metrics`` its RoundMetrics as a dict, ``nodes`` its results.json
     nodes (which hosts), ``allreduce_rows`` the stored attempts of the ``COLLECTIVE_CASES``;
     ``by_construction``: (collectives, group size, formula) of a layout the workers could not time
-    (breakdown_layouts.py), priced where the measured part is missing; ``flops``: the model FLOPs of a step on
-    one device where the task counts them itself (PPO's phases: breakdown_ppo.py), else the measured steps';
+    (breakdown/layouts.py), priced where the measured part is missing; ``flops``: the model FLOPs of a step on
+    one device where the task counts them itself (PPO's phases: breakdown/ppo.py), else the measured steps';
     ``framework``: the round's, whose own stored micro cases price its collectives first."""
     steps = metrics.get("step_time_s") or {}
     part = measured(records, steps.get("median"), steps.get("cv"))

@@ -8,13 +8,13 @@ Definitions (all over measured steps, i.e. warm-up excluded):
                    rank's own tokens / its own step times
   TFLOP/s/device   flops_per_token x tokens/s/device / 1e12 (model FLOPs); where
                    batches vary in width the steps carry their own FLOPs, and it
-                   is their sum / time / world size (results/derive.py, as for imports)
-  MFU              TFLOP/s/device / the vendor's peak for the precision used (derive.py)
+                   is their sum / time / world size (results/figures/derive.py, as for imports)
+  MFU              TFLOP/s/device / the vendor's peak for the precision used (figures/derive.py)
   samples/step     what the workers report, summed over ranks (the layout's global batch,
                    training/contract/batch.py, only for workers from before they reported it)
-  rate noise       the rate's 95 % interval from its steps resampled (noise.py)
+  rate noise       the rate's 95 % interval from its steps resampled (figures/noise.py)
 
-A round with a figure no run can measure (figure_checks: negative or non-finite throughput or step time,
+A round with a figure no run can measure (impossible.py: negative or non-finite throughput or step time,
 MFU over 100 %, a step faster than its FLOPs at the declared peak) has no figures: ImpossibleFigures names
 each with its bound, and the round is failed with that reason.
 
@@ -33,9 +33,9 @@ from typing import Optional, Sequence
 
 from training.contract import perflog
 
-from run_benchmarks.results import derive, noise
-from run_benchmarks.results.rank_logs import RankLog, StepSeries
-from run_benchmarks.results.figure_checks import impossible
+from run_benchmarks.results.figures import derive, noise
+from run_benchmarks.results.worker_logs.rank_logs import RankLog, StepSeries
+from run_benchmarks.results.figures.impossible import impossible
 
 CV_FLAG = 0.05  # rounds whose figures vary more than this are flagged
 
@@ -105,10 +105,10 @@ class RoundMetrics:
     mfu_measured: Optional[float] = None  # tflops_per_device / measured_peak_tflops
     mfu_measured_note: str = ""  # the formula and which measurement, or why there is none
     # [[step, loss], ...] of the lowest rank, warm-up included, every step up to LOSS_SERIES_POINTS (bucket means
-    # beyond): what a loss-curve reference (results/loss_reference.py) checks and the report's loss chart draws
+    # beyond): what a loss-curve reference (results/checks/loss_reference.py) checks and the report's loss chart draws
     loss_series: Optional[list] = None
-    time_breakdown: Optional[dict] = None  # measured and expected parts of a step (results/breakdown.py)
-    rate_noise: Optional[dict] = None  # the rate's own noise: its steps resampled (results/noise.py)
+    time_breakdown: Optional[dict] = None  # measured and expected parts of a step (results/breakdown/step.py)
+    rate_noise: Optional[dict] = None  # the rate's own noise: its steps resampled (results/figures/noise.py)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -119,7 +119,7 @@ class NothingToMeasure(ValueError):
 
 
 class ImpossibleFigures(NothingToMeasure):
-    """Figures that cannot be (figure_checks.impossible), each named with its value and bound."""
+    """Figures that cannot be (impossible.impossible), each named with its value and bound."""
 
 
 @dataclass

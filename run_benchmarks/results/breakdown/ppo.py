@@ -2,7 +2,7 @@
 whole update, measured beside expected, as ``metrics.time_breakdown``.
 
 Each PPO rank sends one breakdown record per phase (training/torch/ppo_breakdown.py says how they are timed). A
-phase is read as a step is (breakdown.py: the slowest rank's compute, the ranks' median communication, the rest
+phase is read as a step is (breakdown/step.py: the slowest rank's compute, the ranks' median communication, the rest
 of the slowest rank's serialised phase); the whole update is each rank's phases added step by step, read the
 same way, so ``measured``/``expected`` keep pretraining's layout and ``phases: {experience: ..., learning: ...}``
 holds one breakdown of that layout per phase (with its ``label``).
@@ -10,7 +10,7 @@ holds one breakdown of that layout per phase (with its ``label``).
 Expected compute per phase = the phase's model FLOPs on one device in one learning update
 (``flops.ppo_phase_flops``: generation + the scoring forwards for experience, each also a part of its own;
 ``max_epochs`` passes of learning) / the calibrated GEMM peak; the whole update's is their sum over the peak.
-Collectives are priced as pretraining's (breakdown.expected). Each phase sets its serialised time beside the
+Collectives are priced as pretraining's (step.expected). Each phase sets its serialised time beside the
 measured updates' mean of the same phase (the worker's ``<phase>.time_s`` figure over the measured updates).
 """
 from __future__ import annotations
@@ -22,8 +22,7 @@ from training.contract import flops as flop_counts
 from training.contract import batch, perflog
 from training.contract.spec import WorkloadSpec
 
-from run_benchmarks.results import breakdown
-from run_benchmarks.results import breakdown_words as words
+from run_benchmarks.results.breakdown import step as step_breakdown, words
 
 PHASES = {"experience": "experience making", "learning": "learning"}
 
@@ -105,7 +104,7 @@ def time_breakdown(records: Sequence[perflog.BreakdownRecord], metrics: dict, wo
                    figures: dict, measured_peak: tuple, datasheet_peak: tuple, nodes: Sequence[dict],
                    allreduce_rows: Sequence[dict], measure_busbw: str) -> dict:
     """``metrics.time_breakdown`` of a PPO round; ``figures``: the round's figures by name (``<phase>.time_s``:
-    the measured updates' seconds of each phase per rank), the rest as breakdown.time_breakdown takes them."""
+    the measured updates' seconds of each phase per rank), the rest as step.time_breakdown takes them."""
     counted = phase_flops(workload)
     stand_ins = [r for r in records if r.phase is None]  # a rank that reported nothing: every phase lacks it
     phases = {}
@@ -113,16 +112,17 @@ def time_breakdown(records: Sequence[perflog.BreakdownRecord], metrics: dict, wo
         total_s, updates = figures.get(f"{phase}.time_s"), metrics.get("measured_steps")
         step = {"median": total_s / updates if total_s is not None and updates else None,
                 "cv": (metrics.get("step_time_s") or {}).get("cv")}  # the updates' noise: the straggler's margin
-        part = breakdown.time_breakdown([r for r in records if r.phase == phase] + stand_ins, {"step_time_s": step},
-                                        measured_peak, datasheet_peak, nodes, allreduce_rows, measure_busbw,
-                                        flops=counted[phase])
+        phase_records = [r for r in records if r.phase == phase] + stand_ins
+        part = step_breakdown.time_breakdown(phase_records, {"step_time_s": step}, measured_peak, datasheet_peak,
+                                             nodes, allreduce_rows, measure_busbw, flops=counted[phase])
         if phase == "experience" and part["expected"].get("compute_s") is not None:
-            part["expected"]["compute_parts"] = {name: breakdown.compute_seconds(counted[name], measured_peak[0])
+            part["expected"]["compute_parts"] = {name: step_breakdown.compute_seconds(counted[name], measured_peak[0])
                                                  for name in ("generation", "scoring")}
         part["lever"] = words.lever(part, of="the phase")
         phases[phase] = {"label": label, **part}
-    out = breakdown.time_breakdown(_whole(records), metrics, measured_peak, datasheet_peak, nodes, allreduce_rows,
-                                   measure_busbw, flops=counted["experience"] + counted["learning"])
+    out = step_breakdown.time_breakdown(_whole(records), metrics, measured_peak, datasheet_peak, nodes,
+                                        allreduce_rows, measure_busbw,
+                                        flops=counted["experience"] + counted["learning"])
     out.update(unit="update", phases=phases, measured=added_up(out["measured"], phases))
     out["lever"] = lever(out) if not out["measured"].get("not_measured") else None
     return out

@@ -6,8 +6,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
 
-from run_benchmarks.results.analyze import RoundMetrics
-from run_benchmarks.results.record import RoundRecord
+from run_benchmarks.results.figures.analyze import RoundMetrics
+from run_benchmarks.results.rounds.record import RoundRecord
 
 
 @dataclass
@@ -28,7 +28,7 @@ class RoundResult:
     ended_at: str = ""
     wall_time_s: Optional[float] = None  # end to end: nodes started -> logs collected and analysed
     monitor: Optional[dict] = None  # monitoring.summarize_round: utilisation, power, energy per device
-    figures: list[dict] = field(default_factory=list)  # task figures (figures.round_figures), e.g. PPO phases
+    figures: list[dict] = field(default_factory=list)  # task figures (figures.task.round_figures), e.g. PPO phases
     write_error: Optional[OSError] = None  # results.json could not be written (disk full): the run stops
     rendezvous: dict = field(default_factory=dict)  # the master port the round's launchers met on, and who chose it
     record: Optional[RoundRecord] = None  # what results.json, summary.json and the store were written from

@@ -13,7 +13,7 @@ from typing import Any, Literal, Optional
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from run_benchmarks.results.metrics_shape import checked
+from run_benchmarks.results.rounds.metrics_shape import checked
 
 from training.contract.tasks import task_of
 
@@ -53,7 +53,7 @@ class CaseFacts(_Record):
 
 
 class FigureEntry(_Record):
-    """A task figure of the round (figures.Figure): a PPO phase's throughput, a GEMM's TFLOP/s at a size."""
+    """A task figure of the round (figures.task.Figure): a PPO phase's throughput, a GEMM's TFLOP/s at a size."""
 
     name: str
     value: float

@@ -1,4 +1,4 @@
-"""The words every view prints for a step-time breakdown (breakdown.py assembles it): the lever line, the lines
+"""The words every view prints for a step-time breakdown (breakdown/step.py assembles it): the lever line, the lines
 of ``accelbench show``, the part compare says changed most, and the small formatting they share. Reads only the
 ``metrics.time_breakdown`` dict, so show, report (terminal, Markdown, HTML) and compare say the same thing."""
 from __future__ import annotations
@@ -7,8 +7,8 @@ import math
 from dataclasses import dataclass
 from typing import Optional
 
-from run_benchmarks.results import breakdown_pipeline as pipeline
-from run_benchmarks.results.metrics_shape import breakdown_of
+from run_benchmarks.results.breakdown import pipeline
+from run_benchmarks.results.rounds.metrics_shape import breakdown_of
 from training.contract import perflog
 
 # measured compute this many times its expected figure: the step is bound by per-operation overhead, not GEMM
@@ -240,7 +240,7 @@ def changed_parts(rows) -> list[tuple[str, str]]:
     return [(label, line) for label, line in pairs if line]
 
 
-# the pipeline's words (its figures: breakdown_pipeline.py)
+# the pipeline's words (its figures: breakdown/pipeline.py)
 
 
 def stage_label(row: dict) -> str:

@@ -1,5 +1,5 @@
 """The shape a round's ``metrics`` must have where views read it: the figures as numbers, and
-``time_breakdown`` as breakdown.py, breakdown_pipeline.py and breakdown_ppo.py write it (issue 43).
+``time_breakdown`` as breakdown/step.py, breakdown/pipeline.py and breakdown/ppo.py write it (issue 43).
 
 A record is read from a results.json or a bundle someone else wrote, or from a store row anyone can edit, and the
 views (show, report in every format, compare, the HTML charts) format and add these values. So a record is

@@ -1,13 +1,13 @@
 """``--check``'s verdicts on stored rows, one way for ``run``, ``sweep`` and ``report``: each figure against its
-references.yaml band (references.py), a line per row no reference entry matched, and each ok round of a case
-with a loss reference against it (loss_check.py). Printing them and the exit status they give are the CLI's."""
+references.yaml band (checks/references.py), a line per row no reference entry matched, and each ok round of a case
+with a loss reference against it (checks/loss_check.py). Printing them and the exit status they give are the CLI's."""
 from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator, Sequence
 
-from run_benchmarks.results import loss_check, references
+from run_benchmarks.results.checks import loss_check, references
 from run_benchmarks.results.report.summary import summarize
 from run_benchmarks.results.store.store import ResultStore
 

@@ -1,4 +1,4 @@
-"""The pipeline's figures in the time breakdown (run_benchmarks/results/breakdown.py), from the workers' records
+"""The pipeline's figures in the time breakdown (run_benchmarks/results/breakdown/step.py), from the workers' records
 (training/torch/breakdown_pp.py says how they were timed).
 
 Measured, per step:
@@ -82,7 +82,7 @@ def send_size(part: dict) -> Optional[int]:
 
 def expected(part: dict, compute_s: Optional[float], busbw=None, command: str = "") -> dict:
     """The expected part's pipeline fields, from the measured part's schedule facts and the expected compute;
-    ``busbw``: the stored sendrecv figure (breakdown.BusBw: 2 ranks, these hosts) nearest ``send_size``, or None;
+    ``busbw``: the stored sendrecv figure (step.BusBw: 2 ranks, these hosts) nearest ``send_size``, or None;
     ``command``: what stores one, named where it is missing."""
     facts = part["pipeline"]
     schedule, p, m, v = facts["schedule"], facts["ranks"], facts["micro_batches"], facts["stages_per_rank"] or 1

@@ -1,6 +1,6 @@
 """Task figures (perf records of kind ``figure``): per rank -> per round -> across rounds.
 
-Training rounds are measured by their steps (analyze.py). Tasks whose headline is something else (an RLHF
+Training rounds are measured by their steps (figures/analyze.py). Tasks whose headline is something else (an RLHF
 iteration's phases, a GEMM's TFLOP/s per size, a collective's bus bandwidth per message size) report named
 figures; this module combines them without knowing what they mean. A figure is keyed by its name and its
 ``params`` (the point it was measured at); the ranks' values combine as the worker declared (``reduce``),
@@ -14,8 +14,8 @@ from typing import Optional, Sequence
 
 from training.contract import perflog
 
-from run_benchmarks.results import derive
-from run_benchmarks.results.rank_logs import RankLog
+from run_benchmarks.results.figures import derive
+from run_benchmarks.results.worker_logs.rank_logs import RankLog
 
 
 @dataclass(frozen=True)
@@ -93,7 +93,8 @@ def figures_from_dicts(items: Sequence[dict]) -> list[Figure]:
 def across_rounds(rounds: Sequence[Sequence[Figure]]) -> list[dict]:
     """Per figure key: name, params, unit, better, formula and the Stats of its value over the rounds
     that reported it."""
-    from run_benchmarks.results.analyze import Stats  # analyze imports collect; keep this module importable on its own
+    # analyze imports collect; keep this module importable on its own
+    from run_benchmarks.results.figures.analyze import Stats
     seen: dict[str, list[Figure]] = {}
     for figures in rounds:
         for f in figures:

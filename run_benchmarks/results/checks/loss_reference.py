@@ -8,7 +8,7 @@ curve per shape of the case (tokens per step, steps).
 
 Comparable (else refused, naming what differs): the same model, task, data (source, generator, file) and
 tokens per optimizer step over the same number of steps. Everything else (framework, hardware, layout,
-precision, learning rate, data seed...) may differ: it is listed beside the verdict (``loss_check.py``).
+precision, learning rate, data seed...) may differ: it is listed beside the verdict (``checks/loss_check.py``).
 """
 from __future__ import annotations
 
@@ -23,10 +23,10 @@ from training.contract.spec import WorkloadSpec
 
 from run_benchmarks.catalog.config import Strict, load_model
 from run_benchmarks.pathnames import component
-from run_benchmarks.results.analyze import LOSS_SERIES_POINTS
+from run_benchmarks.results.figures.analyze import LOSS_SERIES_POINTS
 from run_benchmarks.results.report.facts import case_name_of, migrated
 from run_benchmarks.results.store.schema import Attempt
-from run_benchmarks.results.workload import layout_facts
+from run_benchmarks.results.rounds.workload import layout_facts
 
 FILE_NAME = "loss_reference.yaml"
 SCHEMA = "accelbench.loss_reference/1"
@@ -42,7 +42,7 @@ NO_LOSS_EFFECT = ("train.warmup_steps", "train.breakdown_steps", "debug.collecti
 
 
 class Band(Strict):
-    """How a run is judged (loss_check.py): from ``first_step`` on, step ``s`` is inside when
+    """How a run is judged (checks/loss_check.py): from ``first_step`` on, step ``s`` is inside when
     ``|loss_s - mean_s| <= k * max(std_s, floor * mean_s)``; the run passes when at most ``max_outside`` of
     the steps are outside, the mean relative error ``|loss_s - mean_s| / mean_s`` is at most
     ``mean_rel_error`` (FlagPerf's 2 %), and its loss fell by at least ``min_drop`` of the reference's drop."""

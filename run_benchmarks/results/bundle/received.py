@@ -1,7 +1,7 @@
-"""What a received bundle must be beyond its format (bundle.py), checked before anything is stored (issue 43):
+"""What a received bundle must be beyond its format (archive.py), checked before anything is stored (issue 43):
 its sizes, from the headers, before any member's data is read (a bomb is refused in a moment, not after
-unpacking gigabytes); no attempt stored ``ok`` with a figure no run can measure (figure_checks, as a log
-import checks); a run whose summary.json is empty or unreadable is judged ``aborted``, as its own store
+unpacking gigabytes); no attempt stored ``ok`` with a figure no run can measure (figures/impossible.py, as a
+log import checks); a run whose summary.json is empty or unreadable is judged ``aborted``, as its own store
 judges it."""
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from typing import Optional
 
 from run_benchmarks import limits
 from run_benchmarks.errors import UserError
-from run_benchmarks.results.figure_checks import impossible
+from run_benchmarks.results.figures.impossible import impossible
 from run_benchmarks.results.store.recovery import summary_state
 
 
@@ -40,7 +40,7 @@ def scan_sizes(tar: tarfile.TarFile, bundle: Path, packed_bytes: int) -> None:
 
 
 def refuse_impossible(attempts: list[dict], bundle: Path, fix: str) -> None:
-    """An attempt stored ``ok`` with a figure no run can measure (figure_checks: negative or non-finite rates,
+    """An attempt stored ``ok`` with a figure no run can measure (figures.impossible: negative or non-finite rates,
     MFU over 100 %, ...) is refused as a log import refuses it; its row and its record are both read."""
     for a in attempts:
         if "ok" not in (a.get("status"), (a.get("record") or {}).get("status")):

@@ -1,4 +1,4 @@
-"""Does a run train the same model? Its loss per step against a loss-curve reference (loss_reference.py).
+"""Does a run train the same model? Its loss per step against a loss-curve reference (checks/loss_reference.py).
 
 From the band's ``first_step`` on, step ``s`` is inside when ``|loss_s - mean_s| <= k * max(std_s, floor *
 mean_s)``: the width comes from the seed spread the reference measured, with a relative floor so a reference
@@ -16,7 +16,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Optional, Sequence
 
-from run_benchmarks.results.loss_reference import (
+from run_benchmarks.results.checks.loss_reference import (
     NO_LOSS_EFFECT, Band, Curve, LossReferenceFile, RunCurve, differences, load, reference_path)
 
 SHOWN_STEPS = 5  # steps outside named in a verdict; the rest counted

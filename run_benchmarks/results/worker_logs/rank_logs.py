@@ -1,6 +1,6 @@
 """Read what the workers left: perf records from each rank's stdout, error lines from stderr.
 
-Files are streamed (perf_reader.py), so a long run's logs never sit in memory whole.
+Files are streamed (worker_logs/perf_reader.py), so a long run's logs never sit in memory whole.
 """
 from __future__ import annotations
 
@@ -17,8 +17,9 @@ from typing import Iterator, Optional
 
 from training.contract import perflog
 
-from run_benchmarks.results import perf_reader
-from run_benchmarks.results.rank_files import RankLogs, gathered  # noqa: F401 - re-exported: readers name them here
+from run_benchmarks.results.worker_logs import perf_reader
+# re-exported: readers name them here
+from run_benchmarks.results.worker_logs.rank_files import RankLogs, gathered  # noqa: F401
 
 ERROR_TAIL_LINES = 12
 _ROOT_CAUSE_RANK = re.compile(r"Root Cause.*?rank\s*:\s*(\d+)", re.DOTALL)

@@ -39,7 +39,7 @@ from run_benchmarks.pathnames import run_id as run_id_name
 from run_benchmarks.results.store.faults import StoreError
 from run_benchmarks.results.store.store import ResultStore
 from run_benchmarks.results.store.schema import _insert_attempt
-from run_benchmarks.results.bundle_checks import RATIO_AFTER_BYTES, judged_end, refuse_impossible, scan_sizes
+from run_benchmarks.results.bundle.received import RATIO_AFTER_BYTES, judged_end, refuse_impossible, scan_sizes
 from run_benchmarks.results.store.recovery import results_documents
 from run_benchmarks.results.store.versions import NewerRowError, StoredRowError, read_row
 
@@ -206,7 +206,7 @@ def _read_sums(tar: tarfile.TarFile, bundle: Path) -> tuple[dict[str, str], Bund
 def _extract_verified(tar: tarfile.TarFile, sums: dict[str, str], into: Path, bundle: Path) -> None:
     """Every member into ``into``, each hashed as it is written and compared with SHA256SUMS. The bytes and
     files are counted as they are written, against the caps (the headers were held to them before any data
-    was read: bundle_checks.scan_sizes)."""
+    was read: received.scan_sizes)."""
     seen = set()
     files = written = 0
     max_bytes = limits.BUNDLE_BYTES.value()

@@ -2,7 +2,7 @@
 communication only where the workers' breakdown records have no measured part: a tensor-parallel round that
 was not measured (``train.breakdown_steps`` 0; torch under CUDA graphs: training/torch/breakdown_tp.py; Paddle
 on an accelerator, whose loss kernel all-reduces in C++: training/paddle/breakdown.py). A measured round is
-priced from the collectives its workers recorded (run_benchmarks/results/breakdown.py).
+priced from the collectives its workers recorded (run_benchmarks/results/breakdown/step.py).
 
 Tensor parallel, as both workers build it: per transformer block and micro-batch, the attention and the MLP
 each end in a row-parallel projection whose output is all-reduced in forward (2). Each column-parallel

@@ -1,7 +1,7 @@
 """Reference figures with tolerances, and the pass/fail check against them.
 
 A case (``cases/<case>/references.yaml``) or a vendor (``vendors/<vendor>/references.yaml``) holds
-reference values per hardware and layout. A row with a contended round (results/contention.py) is not judged:
+reference values per hardware and layout. A row with a contended round (results/figures/contention.py) is not judged:
 its checks say so and neither pass nor fail (``--check`` exits 7 where nothing else failed). A figure passes
 when it lies in
 ``[value x (1 - lower), value x (1 + upper)]``: a throughput below the band is a regression, one above
