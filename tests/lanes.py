@@ -36,7 +36,15 @@ def start(lane: str, work: Path, extra: list[str]) -> subprocess.Popen:
     argv = [sys.executable, "-m", "pytest", "--lane", lane, "-p", "no:cacheprovider", "--basetemp",
             str(work / f"{lane}-tmp"), "--junitxml", str(work / f"{lane}.xml"), *extra]
     return subprocess.Popen(argv, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                            start_new_session=True)
+                            start_new_session=True, env=lane_environment())
+
+
+def lane_environment() -> dict:
+    """One intra-op thread per process (unless the caller chose): three lanes share this machine's cores, and
+    a one-process torch run would otherwise start a thread per core whose OpenMP workers spin while they wait,
+    taking CPU the other lanes' ranks need (torchrun sets the same for its multi-process runs; Paddle's ranks
+    choose their own share, training/paddle/process.py). Figures of a test run are not benchmark figures."""
+    return {**os.environ, "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1")}
 
 
 def progress(work: Path, lane: str) -> str:
