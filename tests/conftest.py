@@ -66,8 +66,9 @@ E2E_MODULES = {"test_parity", "test_paddle", "test_paddle_layouts", "test_torch_
 LANES = ("inprocess", "local", "infra")
 INFRA_FIXTURES = {"sshd", "engine", "cpu_torch_image", "slurm_cluster", "accelbench_containers"}
 # Session services outside "infra", each in the one lane LANE_OF_MODULE gives every module that uses it: the private
-# PostgreSQL server (tests/infra/postgres.py) runs in "inprocess", the lane with the most room.
-ONE_LANE_FIXTURES = INFRA_FIXTURES | {"postgres", "browser"}
+# PostgreSQL server (tests/infra/postgres.py) runs in "inprocess", the lane with the most room; so do Paddle's
+# shared two-rank launches (tests/paddle_pairs.py) and the shared spawn of two torch ranks (tests/torch_pairs.py).
+ONE_LANE_FIXTURES = INFRA_FIXTURES | {"postgres", "browser", "paddle_inputs", "paddle_pairs", "torch_pairs"}
 # Lanes of one CI run (2026-11-27, after issue 33's rank tests were added): local 1,126 s, infra 1,015 s,
 # inprocess 645 s of test time; so the new rank tests and Paddle's micro-benchmarks run in "inprocess".
 LANE_OF_MODULE = {"test_sweep": "infra", "test_micro_paddle": "inprocess", "test_paddle_finetune_layouts": "infra",
@@ -217,3 +218,5 @@ def root(tmp_path) -> Path:
 from .infra.hosts import accelbench_containers, cpu_torch_image, engine, sshd  # noqa: E402,F401
 from .goldens import (golden_bundle, golden_containers, golden_default, golden_failures, golden_killed,  # noqa: E402,F401
                       golden_local, golden_micro, golden_ssh, golden_two_nodes)
+from .paddle_pairs import paddle_inputs, paddle_pairs  # noqa: E402,F401 - Paddle's shared two-rank launches
+from .torch_pairs import torch_pairs  # noqa: E402,F401 - one spawn of two torch ranks for the worker tests

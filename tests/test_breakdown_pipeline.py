@@ -2,10 +2,10 @@
 delay lands in its own compute and in its neighbour's waiting, the phases add up to the serialised step, and the
 P2P sends are what the schedule's formula says.
 
-One spawn of two ranks holds four workers on the same process group, 1F1B plain and with a compute delay on the
-last stage, GPipe, and the interleaved schedule (two stages per rank), so the tests pay for one start of torch.
-Each worker first runs one ordinary step (the schedule infers its shapes there), as the harness's measured steps
-do before the breakdown steps.
+One spawn of two ranks (tests/torch_pairs.py's, shared) holds four workers on the same process group, 1F1B
+plain and with a compute delay on the last stage, GPipe, and the interleaved schedule (two stages per rank), so
+the tests pay for no start of torch of their own. Each worker first runs one ordinary step (the schedule infers
+its shapes there), as the harness's measured steps do before the breakdown steps.
 """
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import statistics
 
 import pytest
 
-from .torch_ranks import open_worker, run_ranks, worker_config
+from .torch_ranks import open_worker, worker_config
 
 MODEL = dict(n_layer=2, n_head=2, d_model=32, vocab_size=128, seq_len=16)
 MICRO, MICRO_BATCHES = 2, 4
@@ -40,7 +40,7 @@ def _merged(records: list):
 
 
 def _in_turn(rank: int, world: int, configs: list) -> list:
-    """Every config's worker on the one process group (the first owns it: it closes last), each after one
+    """Every config's worker on the one process group (tests/torch_pairs.py's), each after one
     ordinary step (the schedule infers the shapes between the stages there); then their breakdown steps in turn,
     one step of each per round. One thread per rank, as torchrun starts them: two ranks on 2 cores."""
     import torch
@@ -64,15 +64,21 @@ def _pipeline(schedule: str, model: dict = MODEL, **debug):
                           model_copy(update=debug)})})
 
 
+def _configs() -> dict:
+    return {"1f1b": _pipeline("1f1b"), "1f1b_delayed": _pipeline("1f1b", compute_delay_ms=COMPUTE_MS, fail_rank=1),
+            "gpipe": _pipeline("gpipe"), "interleaved": _pipeline("interleaved", {**MODEL, "n_layer": 4})}
+
+
+def two_torch_ranks():
+    """This module's part of tests/torch_pairs.py's shared spawn of two ranks."""
+    return _in_turn, list(_configs().values())
+
+
 @pytest.fixture(scope="module")
-def records() -> dict:
-    """One spawn of two ranks; per name, the two ranks' records."""
-    configs = {"1f1b": _pipeline("1f1b"),
-               "1f1b_delayed": _pipeline("1f1b", compute_delay_ms=COMPUTE_MS, fail_rank=1),
-               "gpipe": _pipeline("gpipe"),
-               "interleaved": _pipeline("interleaved", {**MODEL, "n_layer": 4})}
-    ranks = run_ranks(_in_turn, 2, list(configs.values()))
-    return {name: (ranks[0][i], ranks[1][i]) for i, name in enumerate(configs)}
+def records(torch_pairs) -> dict:
+    """Per name, the two ranks' records (tests/torch_pairs.py: one spawn for every such module)."""
+    ranks = [rank["test_breakdown_pipeline"] for rank in torch_pairs]
+    return {name: (ranks[0][i], ranks[1][i]) for i, name in enumerate(_configs())}
 
 
 def paired(a, b, phase: str) -> float:

@@ -2,8 +2,9 @@
 one (training/torch/breakdown_tp.py), the debug delay landing on each of them, the recorded collectives
 against the count run_benchmarks/results/breakdown/layouts.py works out from the shapes.
 
-One spawn of two ranks measures, worker after worker on the same process group, TP2 plain, TP2 with a
-collective delay, TP2 with sequence parallelism and TP2 compiled. One spawn of four ranks measures FSDP2 on
+One spawn of two ranks (tests/torch_pairs.py's, shared with the other modules that look inside workers on two
+ranks) measures, worker after worker on the same process group, TP2 plain, TP2 with a collective delay, TP2
+with sequence parallelism and TP2 compiled. One spawn of four ranks measures FSDP2 on
 the data-parallel mesh dimension beside TP2, with a delay.
 """
 from __future__ import annotations
@@ -66,7 +67,8 @@ def _missed(worker) -> Optional[str]:
 
 def _measure(rank: int, world: int, configs: list) -> list:
     """Per config: ``warm`` measured steps (timed: the measured steps' delay), then 3 breakdown steps; each
-    config's worker in turn on the one process group (the first owns it: it closes last)."""
+    config's worker in turn on the one process group (tests/torch_pairs.py's, or the first worker's: it closes
+    last)."""
     from training import breakdown
     from training.torch.compiles import compiled_graphs
 
@@ -90,15 +92,23 @@ def _measure(rank: int, world: int, configs: list) -> list:
     return done
 
 
-@pytest.fixture(scope="module")
-def tp_records() -> dict:
-    """Per name, the two ranks' results."""
+def _configs() -> dict:
     plain = worker_config(MODEL, TRAIN, TP)
-    configs = {"tp": (plain, 2), "tp_delayed": (_delayed(plain, collective_delay_ms=DELAY_MS), 2),
-               "sp": (worker_config(MODEL, TRAIN, {**TP, "sequence_parallel": True}), 0),
-               "compiled": (worker_config(MODEL, {**TRAIN, "compile": "default"}, TP), 1)}
-    ranks = run_ranks(_measure, 2, list(configs.values()))
-    return {name: (ranks[0][i], ranks[1][i]) for i, name in enumerate([*configs, "missed"])}
+    return {"tp": (plain, 2), "tp_delayed": (_delayed(plain, collective_delay_ms=DELAY_MS), 2),
+            "sp": (worker_config(MODEL, TRAIN, {**TP, "sequence_parallel": True}), 0),
+            "compiled": (worker_config(MODEL, {**TRAIN, "compile": "default"}, TP), 1)}
+
+
+def two_torch_ranks():
+    """This module's part of tests/torch_pairs.py's shared spawn of two ranks."""
+    return _measure, list(_configs().values())
+
+
+@pytest.fixture(scope="module")
+def tp_records(torch_pairs) -> dict:
+    """Per name, the two ranks' results (tests/torch_pairs.py: one spawn for every such module)."""
+    ranks = [rank["test_breakdown_tp"] for rank in torch_pairs]
+    return {name: (ranks[0][i], ranks[1][i]) for i, name in enumerate([*_configs(), "missed"])}
 
 
 def _delayed(cfg, **debug):
@@ -171,6 +181,9 @@ def test_a_collective_past_the_interception_makes_the_breakdown_say_not_measured
 
 
 def _fsdp_measure(rank: int, world: int, cfg) -> dict:
+    import torch
+
+    torch.set_num_threads(1)  # as torchrun starts its ranks: four ranks' spinning threads on 2 cores only cost CPU
     return _measure(rank, world, [(cfg, 0)])[0]["record"]
 
 

@@ -1,14 +1,14 @@
 """The measured time breakdown on real torch ranks (gloo on the CPU): injected costs land where they belong.
 
-One spawn of two ranks measures, worker after worker on the same process group, plain DDP, DDP with every
-debug delay set, and ZeRO-1 and ZeRO-2 plain and with a collective delay, so the tests pay for one start of
-torch.
+One spawn of two ranks (tests/torch_pairs.py's, shared with the other modules that look inside workers on two
+ranks) measures, worker after worker on the same process group, plain DDP, DDP with every debug delay set, and
+ZeRO-1 and ZeRO-2 plain and with a collective delay, so the tests pay for no start of torch of their own.
 """
 from __future__ import annotations
 
 import pytest
 
-from .torch_ranks import open_worker, run_ranks, worker_config
+from .torch_ranks import open_worker, worker_config
 
 MODEL = dict(n_layer=2, n_head=2, d_model=32, vocab_size=128, seq_len=16)
 TRAIN = dict(micro_batch_size=2, steps=2, warmup_steps=1)
@@ -46,8 +46,8 @@ def _through_harness(rank: int, world: int, cfg) -> dict:
 
 
 def _in_turn(rank: int, world: int, configs: list) -> list:
-    """Each config's worker in turn on the one process group (the first owns it: it closes last); a config in
-    ``HARNESS`` form, ``("harness", cfg)``, runs the whole timed loop."""
+    """Each config's worker in turn on the one process group (tests/torch_pairs.py's), closed in reverse; a
+    config in ``HARNESS`` form, ``("harness", cfg)``, runs the whole timed loop."""
     done = [_through_harness(rank, world, cfg[1]) if isinstance(cfg, tuple) else _measure(rank, world, cfg)
             for cfg in configs]
     for one in reversed(done):
@@ -60,10 +60,8 @@ def _delayed(cfg, **debug):
                           model_copy(update=debug)})})
 
 
-@pytest.fixture(scope="module")
-def records() -> dict:
-    """One spawn of two ranks: plain DDP, DDP with every delay, then ZeRO-1 and ZeRO-2 (FSDP2) plain and with
-    a collective delay; per name, the two ranks' records."""
+def _configs() -> dict:
+    """Plain DDP, DDP with every delay, then ZeRO-1 and ZeRO-2 (FSDP2) plain and with a collective delay."""
     plain = worker_config(MODEL, TRAIN)
     configs = {"ddp": plain, "ddp_delayed": _delayed(plain, collective_delay_ms=COLLECTIVE_MS,
                                                      data_fetch_delay_ms=DATA_MS, compute_delay_ms=COMPUTE_MS,
@@ -76,8 +74,19 @@ def records() -> dict:
     configs.update({"loop_ddp": ("harness", worker_config(MODEL, WARM)),
                     "loop_stage2": ("harness", worker_config(MODEL, WARM, {"sharding": "stage2"})),
                     "loop_short": ("harness", worker_config(MODEL, TRAIN))})
-    ranks = run_ranks(_in_turn, 2, list(configs.values()))
-    return {name: (ranks[0][i], ranks[1][i]) for i, name in enumerate(configs)}
+    return configs
+
+
+def two_torch_ranks():
+    """This module's part of tests/torch_pairs.py's shared spawn of two ranks."""
+    return _in_turn, list(_configs().values())
+
+
+@pytest.fixture(scope="module")
+def records(torch_pairs) -> dict:
+    """Per name, the two ranks' records (tests/torch_pairs.py: one spawn of two ranks for every such module)."""
+    ranks = [rank["test_breakdown_worker"] for rank in torch_pairs]
+    return {name: (ranks[0][i], ranks[1][i]) for i, name in enumerate(_configs())}
 
 
 def b0_gradient_bytes(model: dict) -> int:

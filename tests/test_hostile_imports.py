@@ -23,9 +23,11 @@ CAP = "ACCELBENCH_MAX_LOG_LINE_BYTES"
 FORMATS = ["mllog", "megatron", "torchtitan", "paddlenlp"]
 
 
-def run_import(cli, db, log, fmt: str, run_id: str, case: str = CASE, extra_env: dict | None = None):
-    done = cli("import", str(log), "--format", fmt, "--case-name", case, "--run-id", run_id, "--db", str(db),
-               extra_env=extra_env)
+def run_import(accelbench, db, log, fmt: str, run_id: str, case: str = CASE, extra_env: dict | None = None):
+    """The command in this process (the ``accelbench`` fixture: an import reaches no launcher), its environment
+    ``extra_env``; memory and time bounds are measured on a process of their own (``run_bounded``)."""
+    done = accelbench("import", str(log), "--format", fmt, "--case-name", case, "--run-id", run_id, "--db", str(db),
+                      env=extra_env)
     assert "Traceback" not in done.stdout and "Traceback" not in done.stderr, done.stderr[-3000:]
     return done
 
@@ -42,11 +44,11 @@ def mllog_at(key: str, time_ms, value=None, **metadata) -> str:
 
 @pytest.mark.parametrize("time_ms, said", [(-5000, "time_ms -5,000 is negative"),
                                            ("1e400", "time_ms inf is not finite")])
-def test_an_mllog_time_that_is_no_time_fails_the_import(cli, tmp_path, time_ms, said):
+def test_an_mllog_time_that_is_no_time_fails_the_import(accelbench, tmp_path, time_ms, said):
     db, log = tmp_path / "r.db", tmp_path / "result_0.txt"
     stop = mllog_at("run_stop", 0, status="success").replace('"time_ms": 0', f'"time_ms": {time_ms}')
     log.write_text(mlperf_log("success").rsplit(":::MLLOG", 1)[0] + stop)  # run_stop's time: no time
-    done = run_import(cli, db, log, "mllog", "bad-time")
+    done = run_import(accelbench, db, log, "mllog", "bad-time")
     assert done.returncode == 1, done.stdout + done.stderr
     line = log.read_text().count("\n")  # run_stop, the last line
     assert "result_0.txt: failed" in done.stdout and f"result_0.txt:{line}: run_stop {said}" in done.stdout
@@ -55,11 +57,11 @@ def test_an_mllog_time_that_is_no_time_fails_the_import(cli, tmp_path, time_ms, 
     assert row["status"] == "failed" and said in row["reason"] and row["wall_time_s"] is None
 
 
-def test_mllog_json_nested_100000_deep_is_left_out_with_a_warning(cli, tmp_path):
+def test_mllog_json_nested_100000_deep_is_left_out_with_a_warning(accelbench, tmp_path):
     db, log = tmp_path / "r.db", tmp_path / "result_0.txt"
     log.write_text(":::MLLOG " + "[" * 100_000 + "]" * 100_000 + "\n"
                    + ':::MLLOG {"key": "run_start", "time_ms": ' + "[" * 100_000 + "\n" + mlperf_log("success"))
-    done = run_import(cli, db, log, "mllog", "deep")
+    done = run_import(accelbench, db, log, "mllog", "deep")
     assert done.returncode == 0, done.stdout + done.stderr
     assert "result_0.txt: ok" in done.stdout
     assert "result_0.txt:1: JSON after :::MLLOG nested deeper than Python parses; left out" in done.stderr
@@ -69,14 +71,14 @@ def test_mllog_json_nested_100000_deep_is_left_out_with_a_warning(cli, tmp_path)
     assert row["warnings"][2].startswith("sequence length 128 from case gpt2_tiny: the log states none")
 
 
-def test_mllog_values_of_the_wrong_type_are_left_out_with_a_warning(cli, tmp_path):
+def test_mllog_values_of_the_wrong_type_are_left_out_with_a_warning(accelbench, tmp_path):
     db, log = tmp_path / "r.db", tmp_path / "result_0.txt"
     log.write_text(mllog_at(["run_start"], T0) + mllog_at("global_batch_size", T0, "lots")
                    + mllog_at("eval_accuracy", T0, {"a": [1]}) + mllog_at("submission_org", T0, [[["x"]]])
                    + ':::MLLOG {"key": "tracked_stats", "time_ms": ' + "9" * 5000 + "}\n"
                    + mllog_at("block_start", T0, samples_count="x") + mllog_at("block_stop", T0 + 5, samples_count=3)
                    + mlperf_log("success"))
-    done = run_import(cli, db, log, "mllog", "types")
+    done = run_import(accelbench, db, log, "mllog", "types")
     assert done.returncode == 0, done.stdout + done.stderr
     err = done.stderr
     assert "result_0.txt:1: an event needs a text key and a numeric time_ms; left out" in err
@@ -89,10 +91,10 @@ def test_mllog_values_of_the_wrong_type_are_left_out_with_a_warning(cli, tmp_pat
     assert row["status"] == "ok" and row["samples_per_step"] == 1536 and row["metrics"]["eval_accuracy"] == 0.72
 
 
-def test_a_log_of_a_thousand_bad_lines_keeps_twenty_warnings_and_counts_the_rest(cli, tmp_path):
+def test_a_log_of_a_thousand_bad_lines_keeps_twenty_warnings_and_counts_the_rest(accelbench, tmp_path):
     db, log = tmp_path / "r.db", tmp_path / "result_0.txt"
     log.write_text(":::MLLOG {not json\n" * 1000 + mlperf_log("success"))
-    done = run_import(cli, db, log, "mllog", "many")
+    done = run_import(accelbench, db, log, "mllog", "many")
     assert done.returncode == 0, done.stdout + done.stderr
     row = stored(db, "many")
     assert len(row["warnings"]) == 22 and row["warnings"][20] == "... and 980 more warning(s) like these"
@@ -124,17 +126,17 @@ def test_a_200mb_single_line_log_is_skipped_in_bounded_memory(one_line_200mb, tm
             f"209,715,200 bytes); to read such lines, raise the cap: {CAP}=<bytes>") in err
 
 
-def test_a_long_line_inside_a_log_is_skipped_and_the_cap_can_be_raised_or_is_refused(cli, tmp_path):
+def test_a_long_line_inside_a_log_is_skipped_and_the_cap_can_be_raised_or_is_refused(accelbench, tmp_path):
     db, log = tmp_path / "r.db", tmp_path / "result_0.txt"
     lines = mlperf_log("success").splitlines(keepends=True)
     log.write_bytes("".join(lines[:8]).encode() + b"\xff\xfe" * (1 << 20) + b"\r\n" + "".join(lines[8:]).encode())
-    done = run_import(cli, db, log, "mllog", "long")
+    done = run_import(accelbench, db, log, "mllog", "long")
     assert done.returncode == 0, done.stdout + done.stderr
     assert "1 line(s) longer than the cap of 1,048,576 bytes skipped (the longest 2,097,153 bytes)" in done.stderr
     assert stored(db, "long")["status"] == "ok"
-    done = run_import(cli, db, log, "mllog", "raised", extra_env={CAP: str(4 << 20)})
+    done = run_import(accelbench, db, log, "mllog", "raised", extra_env={CAP: str(4 << 20)})
     assert done.returncode == 0 and "longer than the cap" not in done.stderr, done.stderr
-    done = run_import(cli, db, log, "mllog", "bad-cap", extra_env={CAP: "lots"})
+    done = run_import(accelbench, db, log, "mllog", "bad-cap", extra_env={CAP: "lots"})
     assert done.returncode == 2, done.stdout + done.stderr
     assert done.stderr.startswith(f"accelbench: error: {CAP}='lots' is not a positive whole number")
 
@@ -161,7 +163,7 @@ def test_a_megabyte_line_built_to_make_a_pattern_backtrack_takes_seconds(tmp_pat
 # ---------------------------------------------------------------- broken stamps, bytes and counts
 
 
-def test_line_logs_with_impossible_dates_bytes_and_counts_are_read(cli, tmp_path):
+def test_line_logs_with_impossible_dates_bytes_and_counts_are_read(accelbench, tmp_path):
     db = tmp_path / "r.db"
     garbage = b"\x00\xff\xfe\x80 not utf-8 \xc3\x28\n"
     megatron = tmp_path / "megatron.log"
@@ -178,7 +180,7 @@ def test_line_logs_with_impossible_dates_bytes_and_counts_are_read(cli, tmp_path
                        + (paddle_line(1, 1, 7.0, 40.1, 60.0, 1.5625, 400.0)
                           + paddle_line(2, 2, 6.5, 41.6, 66.3, 10.15625, 2600.0)).encode())
     for fmt, log in (("megatron", megatron), ("torchtitan", titan), ("paddlenlp", paddle)):
-        done = run_import(cli, db, log, fmt, f"dates-{fmt}")
+        done = run_import(accelbench, db, log, fmt, f"dates-{fmt}")
         assert done.returncode == 0, done.stdout + done.stderr
         assert f"{log}: ok" in done.stdout
         row = stored(db, f"dates-{fmt}")
@@ -227,11 +229,11 @@ CASES = {  # format, case, log text, what the reason must say, a stored figure t
 
 
 @pytest.mark.parametrize("name", list(CASES))
-def test_an_impossible_figure_fails_the_import_naming_the_figure_and_its_bound(cli, tmp_path, name):
+def test_an_impossible_figure_fails_the_import_naming_the_figure_and_its_bound(accelbench, tmp_path, name):
     fmt, case, text, says, empty = CASES[name]
     db, log = tmp_path / "r.db", tmp_path / f"{name}.log"
     log.write_text(text)
-    done = run_import(cli, db, log, fmt, name, case)
+    done = run_import(accelbench, db, log, fmt, name, case)
     assert done.returncode == 1, done.stdout + done.stderr
     assert f"{name}.log: failed" in done.stdout and "impossible figure(s): " in done.stdout
     row = stored(db, name)
@@ -242,14 +244,14 @@ def test_an_impossible_figure_fails_the_import_naming_the_figure_and_its_bound(c
         assert row[empty] is None  # a non-finite figure is stored empty; the reason keeps what the log said
 
 
-def test_a_gpt3_shape_whose_blocks_do_not_add_up_has_no_throughput_and_fails(cli, tmp_path):
+def test_a_gpt3_shape_whose_blocks_do_not_add_up_has_no_throughput_and_fails(accelbench, tmp_path):
     """The observed import read epoch_count x train_samples (2.16e15 tokens/s/device, MFU 2.3e14 %). Here the
     three blocks' epoch_count (3 x 51,904,512 tokens) does not add up to train_samples at the end of the run
     (1,258,291,200): the last block would span 1,154,482,176 tokens, no whole number of its epoch_count, so no
     reading holds, none is stored, and the import fails saying why."""
     db, log = tmp_path / "r.db", tmp_path / "result_0.txt"
     log.write_text(gpt3_mllog())
-    done = run_import(cli, db, log, "mllog", "gpt3", "gpt2_175b:torch:H100:64:8")
+    done = run_import(accelbench, db, log, "mllog", "gpt3", "gpt2_175b:torch:H100:64:8")
     assert done.returncode == 1
     row = stored(db, "gpt3")
     assert row["status"] == "failed" and row["tokens_per_s_per_device"] is None and row["mfu"] is None

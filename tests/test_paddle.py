@@ -20,8 +20,9 @@ Runs are launched together, as in tests/test_parity.py (tests/parity_launch.py):
 process for both references (the shared model and the llama-like one), one Paddle launch of one process,
 and the 2-rank layouts in one launch per fleet layout, since ``fleet.init`` sets up one hybrid topology per
 process (a second call keeps the first's groups): data parallel; sharding stage1; tensor parallel 2 (tensor
-and both sequence-parallel runs); pipeline 2 (with and without recompute). The two-node run stays one whole
-``accelbench run``: its point is two launchers meeting through the master.
+and both sequence-parallel runs); pipeline 2 (with and without recompute). Those four launches are shared
+with the Paddle breakdown tests (tests/paddle_pairs.py). The two-node run stays one whole ``accelbench run``:
+its point is two launchers meeting through the master.
 """
 from __future__ import annotations
 
@@ -29,28 +30,20 @@ import json
 from dataclasses import dataclass
 
 import pytest
-import yaml
 
 from run_benchmarks.errors import UserError
-from training.data.token_file import generate_token_dataset
-from training.contract.spec import ModelSpec
 
 from .conftest import ROOT
 from .runner import ends_with_the_test
+from .paddle_pairs import CASE, ParityInputs
 from .parity_launch import Launch, Run, launch
 from .test_parity import COMMON, ONE_THREAD, assert_trajectories_match, trajectory
 from .test_plan import build
 
-CASE = "gpt3_tiny"
-
-
-LLAMA_LIKE = {"norm": "rmsnorm", "activation": "swiglu", "position": "rotary", "bias": False,
-              "tie_embeddings": False, "n_kv_head": 2, "d_ff": 344}
-
 
 @dataclass(frozen=True)
 class SharedStart:
-    settings: tuple[str, ...]  # the shared weights and token file
+    settings: tuple[str, ...]  # the shared weights and token file (tests/paddle_pairs.py)
     llama_settings: tuple[str, ...]  # the same for the llama-like model (LLAMA_LIKE)
     torch: Launch  # one torch process with the whole batch of 8, for each: "reference", "reference-llama_like"
 
@@ -60,22 +53,13 @@ class SharedStart:
 
 
 @pytest.fixture(scope="module")
-def shared_start(tmp_path_factory) -> SharedStart:
-    """Weights files for both models, one token file, and torch's references in one launch."""
-    from training.torch.weights import write_initial_weights
-
-    root = tmp_path_factory.mktemp("paddle_parity")
-    model = yaml.safe_load((ROOT / "cases" / CASE / "case.yaml").read_text())["model"]
-    weights = write_initial_weights(ModelSpec(**model), seed=1234, path=root / "init.npz")
-    llama_weights = write_initial_weights(ModelSpec(**{**model, **LLAMA_LIKE}), seed=1234, path=root / "llama.npz")
-    generate_token_dataset(root / "tokens", vocab_size=model["vocab_size"], n_documents=200, seed=0)
-    data = ("data.source=tokens", f"data.path={root / 'tokens'}")
-    settings = (f"train.init_weights={weights}", *data)
-    llama_settings = (f"train.init_weights={llama_weights}", *data,
-                      *(f"model.{key}={str(value).lower()}" for key, value in LLAMA_LIKE.items()))
-    torch = launch(root / "torch", [Run("reference", f"{CASE}:torch:cpu:1:1", ("train.micro_batch_size=8", *settings)),
-                                    Run("reference-llama_like", f"{CASE}:torch:cpu:1:1",
-                                        ("train.micro_batch_size=8", *llama_settings))], COMMON, env=ONE_THREAD)
+def shared_start(paddle_inputs, tmp_path_factory) -> SharedStart:
+    """Torch's references, in one launch, from the weights and token file every Paddle run starts from."""
+    settings, llama_settings = paddle_inputs.settings, paddle_inputs.llama_settings
+    torch = launch(tmp_path_factory.mktemp("paddle_parity"), [
+        Run("reference", f"{CASE}:torch:cpu:1:1", ("train.micro_batch_size=8", *settings)),
+        Run("reference-llama_like", f"{CASE}:torch:cpu:1:1", ("train.micro_batch_size=8", *llama_settings))],
+        COMMON, env=ONE_THREAD)
     return SharedStart(settings, llama_settings, torch)
 
 
@@ -106,25 +90,26 @@ def fleet_layout(case) -> tuple:
             par.sharding_parallel_degree, par.data_degree(world), pipeline)
 
 
+def two_rank_runs(inputs: ParityInputs) -> list[Run]:
+    """Every layout at 2 ranks, for tests/paddle_pairs.py's shared launches (one per fleet layout)."""
+    runs = [Run(layout, f"{CASE}:paddle:cpu:1:2", (*COMMON, *PADDLE_LAYOUTS[layout], *inputs.settings))
+            for layout in sorted(PADDLE_LAYOUTS)]
+    return runs + [Run(LLAMA_LIKE_SP, f"{CASE}:paddle:cpu:1:2", (
+        *COMMON, "train.micro_batch_size=8", "train.recompute=full", "parallel.tensor_parallel_degree=2",
+        "parallel.sequence_parallel=true", *inputs.llama_settings))]
+
+
 @pytest.fixture(scope="module")
-def paddle_launches(shared_start, tmp_path_factory):
-    """``paddle_launches(world)``: world 1, the one process; world 2, every layout (one launch per fleet
-    layout); made once, when first asked for."""
-    made: dict[int, Launch] = {}
+def paddle_launches(shared_start, paddle_pairs, tmp_path_factory):
+    """``paddle_launches(world)``: world 1, the one process (made once, when first asked for); world 2, every
+    layout (tests/paddle_pairs.py: one launch per fleet layout, shared with the breakdown tests)."""
+    made: dict[int, Launch] = {2: paddle_pairs.launch}
 
     def get(world: int) -> Launch:
         if world not in made:
-            root = tmp_path_factory.mktemp(f"paddle-{world}")
-            if world == 1:
-                runs = [Run("one_process", f"{CASE}:paddle:cpu:1:1",
-                            ("train.micro_batch_size=8", *shared_start.settings))]
-            else:
-                runs = [Run(layout, f"{CASE}:paddle:cpu:1:2", (*PADDLE_LAYOUTS[layout], *shared_start.settings))
-                        for layout in sorted(PADDLE_LAYOUTS)]
-                runs.append(Run(LLAMA_LIKE_SP, f"{CASE}:paddle:cpu:1:2", (
-                    "train.micro_batch_size=8", "train.recompute=full", "parallel.tensor_parallel_degree=2",
-                    "parallel.sequence_parallel=true", *shared_start.llama_settings)))
-            made[world] = launch(root, runs, COMMON, group_by=fleet_layout)
+            made[world] = launch(tmp_path_factory.mktemp(f"paddle-{world}"), [Run(
+                "one_process", f"{CASE}:paddle:cpu:1:1", ("train.micro_batch_size=8", *shared_start.settings))],
+                COMMON, env=ONE_THREAD)
         return made[world]
 
     return get

@@ -1,9 +1,9 @@
 """Fleet's own collectives in the measured time breakdown, on real Paddle ranks (``paddle.distributed.launch``,
 gloo on the CPU): each one timed through the process group's methods (training/paddle/breakdown_collectives.py).
 
-One launch of two ranks (TP2, one fleet layout) runs tensor parallel plain, with a collective delay, and with
-sequence parallelism; one launch of four ranks runs sharding stage1 over 2 ranks with a data-parallel degree 2
-beside it, plain and with a collective delay (tests/parity_launch.py: each launch runs its configs in turn).
+One launch of two ranks (TP2, one fleet layout: tests/paddle_pairs.py's, shared with tests/test_paddle.py's
+parity runs of TP2) runs tensor parallel plain, with a collective delay, and with sequence parallelism; one
+launch of four ranks runs sharding stage1 over 2 ranks with a data-parallel degree 2 beside it, plain and with a collective delay (tests/parity_launch.py: each launch runs its configs in turn).
 A delay of D ms grows each rank's communication by C x D (C: the collectives it recorded per step) within 20 %
 and not its compute, comparing the fastest steps (load only ever adds time). The recorded collectives are
 what Paddle 3.3.1 issues (read in its source): for TP, run_benchmarks/results/breakdown/layouts.py's count
@@ -30,14 +30,16 @@ SHARDED = ("parallel.sharding=stage1", "parallel.sharding_parallel_degree=2")
 SHARDED_MS = 40.0  # 73 collectives per step (2.9 s)
 
 
+def two_rank_runs(_inputs) -> list[Run]:
+    """TP2 plain, delayed and sequence parallel, for tests/paddle_pairs.py's shared launches."""
+    return [Run("tp", "gpt3_tiny:paddle:cpu:1:2", (*COMMON, *TP)),
+            Run("tp_delayed", "gpt3_tiny:paddle:cpu:1:2", (*COMMON, *TP, f"debug.collective_delay_ms={TP_MS}")),
+            Run("tp_sp", "gpt3_tiny:paddle:cpu:1:2", (*COMMON, *TP, "parallel.sequence_parallel=true"))]
+
+
 @pytest.fixture(scope="module")
-def tensor_parallel(tmp_path_factory) -> dict:
-    labels = ("tp", "tp_delayed", "tp_sp")
-    run = launch(tmp_path_factory.mktemp("paddle_tp_breakdown"),
-                 [Run("tp", "gpt3_tiny:paddle:cpu:1:2", TP),
-                  Run("tp_delayed", "gpt3_tiny:paddle:cpu:1:2", (*TP, f"debug.collective_delay_ms={TP_MS}")),
-                  Run("tp_sp", "gpt3_tiny:paddle:cpu:1:2", (*TP, "parallel.sequence_parallel=true"))],
-                 COMMON, env=ONE_THREAD)
+def tensor_parallel(paddle_pairs) -> dict:
+    labels, run = ("tp", "tp_delayed", "tp_sp"), paddle_pairs.launch
     assert set(labels) <= run.finished, run.errors
     return {label: _breakdowns(run, label) for label in labels} | {"plans": run.plans}
 

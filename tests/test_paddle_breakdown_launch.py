@@ -1,7 +1,8 @@
 """The measured time breakdown on real Paddle ranks (``paddle.distributed.launch``, gloo on the CPU): plain data
 parallel, then the same with every debug delay set, in turn inside ONE launch (tests/parity_launch.py), so the
 test pays for one start of Paddle; sharding stage1 plain and with a collective delay in a second launch (a
-process holds one fleet layout). Injected costs land where they belong, as tests/test_breakdown_worker.py
+process holds one fleet layout). Both launches are tests/paddle_pairs.py's, shared with tests/test_paddle.py's
+parity runs of the same layouts. Injected costs land where they belong, as tests/test_breakdown_worker.py
 shows for torch: a collective delay of D ms on C collectives grows communication by C x D (within 20 %) and not
 compute, a data-fetch delay lands in data, one rank's compute delay names it the straggler. Sharding stage1's
 recorded collectives are what fleet's DygraphShardingOptimizer does: one reduce per trainable parameter (its
@@ -12,8 +13,7 @@ import pytest
 
 from training.contract import perflog
 
-from .parity_launch import Run, launch
-from .test_parity import ONE_THREAD
+from .parity_launch import Run
 
 pytestmark = pytest.mark.e2e
 
@@ -43,12 +43,16 @@ def _breakdowns(run, label: str) -> list[perflog.BreakdownRecord]:
     return out
 
 
+def two_rank_runs(_inputs) -> list[Run]:
+    """Plain and delayed, data parallel and sharding stage1, for tests/paddle_pairs.py's shared launches."""
+    return [Run("plain", CASE, COMMON), Run("delayed", CASE, (*COMMON, *DELAYS)),
+            Run("stage1", CASE, (*COMMON, *STAGE1)),
+            Run("stage1_delayed", CASE, (*COMMON, *STAGE1, f"debug.collective_delay_ms={SHARDED_MS}"))]
+
+
 @pytest.fixture(scope="module")
-def records(tmp_path_factory) -> dict:
-    run = launch(tmp_path_factory.mktemp("paddle_breakdown"),
-                 [Run("plain", CASE, ()), Run("delayed", CASE, DELAYS), Run("stage1", CASE, STAGE1),
-                  Run("stage1_delayed", CASE, (*STAGE1, f"debug.collective_delay_ms={SHARDED_MS}"))], COMMON,
-                 group_by=lambda case: case.workload.parallel.sharding, env=ONE_THREAD)
+def records(paddle_pairs) -> dict:
+    run = paddle_pairs.launch
     assert set(LABELS) <= run.finished, run.errors
     return {label: _breakdowns(run, label) for label in LABELS}
 

@@ -2,8 +2,9 @@
 each split as training/torch/ppo_breakdown.py says, injected costs landing where they belong.
 
 One spawn of two ranks measures, worker after worker on the same process group, plain DDP, DDP with every debug
-delay set (the compute delay on rank 1), and ZeRO-2 (FSDP2) plain and with a collective delay, so the tests pay for
-one start of torch. Each comparison takes the fastest of the breakdown updates: load only ever adds time, a delay
+delay set (the compute delay on rank 1), and ZeRO-2 (FSDP2) plain and with a collective delay, in the spawn of two
+ranks tests/torch_pairs.py shares among the modules that look inside workers, so the tests pay for no start of
+torch of their own. Each comparison takes the fastest of the breakdown updates: load only ever adds time, a delay
 adds its own.
 """
 from __future__ import annotations
@@ -12,7 +13,6 @@ import time
 
 import pytest
 
-from .torch_ranks import run_ranks
 
 MODEL = dict(n_layer=2, n_head=2, d_model=32, vocab_size=128, seq_len=32)
 TRAIN = dict(micro_batch_size=2, steps=2, warmup_steps=1)
@@ -49,21 +49,29 @@ def _measure(rank: int, world: int, cfg) -> dict:
 
 def _in_turn(rank: int, world: int, configs: list) -> list:
     done = [_measure(rank, world, cfg) for cfg in configs]
-    for one in reversed(done):  # the first owns the process group: it closes last
+    for one in reversed(done):  # on tests/torch_pairs.py's process group, left to it
         one["worker"].close()
     return [{**one["records"], "wall_s": one["wall_s"]} for one in done]
 
 
+def _configs() -> dict:
+    return {"ddp": ppo_config(), "ddp_delayed": ppo_config(collective_delay_ms=COLLECTIVE_MS,
+                                                          data_fetch_delay_ms=DATA_MS, compute_delay_ms=COMPUTE_MS,
+                                                          fail_rank=1),
+            "stage2": ppo_config({"sharding": "stage2"}),
+            "stage2_delayed": ppo_config({"sharding": "stage2"}, collective_delay_ms=SHARDED_MS)}
+
+
+def two_torch_ranks():
+    """This module's part of tests/torch_pairs.py's shared spawn of two ranks."""
+    return _in_turn, list(_configs().values())
+
+
 @pytest.fixture(scope="module")
-def records() -> dict:
-    """Per name, the two ranks' records by phase."""
-    configs = {"ddp": ppo_config(), "ddp_delayed": ppo_config(collective_delay_ms=COLLECTIVE_MS,
-                                                              data_fetch_delay_ms=DATA_MS,
-                                                              compute_delay_ms=COMPUTE_MS, fail_rank=1),
-               "stage2": ppo_config({"sharding": "stage2"}),
-               "stage2_delayed": ppo_config({"sharding": "stage2"}, collective_delay_ms=SHARDED_MS)}
-    ranks = run_ranks(_in_turn, 2, list(configs.values()))
-    return {name: (ranks[0][i], ranks[1][i]) for i, name in enumerate(configs)}
+def records(torch_pairs) -> dict:
+    """Per name, the two ranks' records by phase (tests/torch_pairs.py: one spawn for every such module)."""
+    ranks = [rank["test_ppo_breakdown_worker"] for rank in torch_pairs]
+    return {name: (ranks[0][i], ranks[1][i]) for i, name in enumerate(_configs())}
 
 
 def fastest(record, phase: str) -> float:

@@ -19,50 +19,87 @@ LLAMA_SFT = dict(family="llama", n_layer=2, n_head=4, n_kv_head=2, d_model=128, 
 SFT_DATA = {"source": "synthetic_instruction", "records": 64}
 
 
-def _mixed_precision_rank(rank: int, world: int, cfg) -> dict:
+def _mixed_precision(worker) -> dict:
     from torch.distributed.fsdp import FSDPModule
 
-    worker = open_worker(rank, world, cfg)
-    try:
-        policies = {(m._get_fsdp_state()._mp_policy.param_dtype, m._get_fsdp_state()._mp_policy.reduce_dtype)
-                    for m in worker.parallel.model.modules() if isinstance(m, FSDPModule)}
-        loss, _ = worker.after_step(worker.train_step())  # the policy runs: gathers in bf16 over gloo
-        return {"policies": policies, "loss": loss}
-    finally:
-        worker.close()
+    policies = {(m._get_fsdp_state()._mp_policy.param_dtype, m._get_fsdp_state()._mp_policy.reduce_dtype)
+                for m in worker.parallel.model.modules() if isinstance(m, FSDPModule)}
+    loss, _ = worker.after_step(worker.train_step())  # the policy runs: gathers in bf16 over gloo
+    return {"policies": policies, "loss": loss}
 
 
-@pytest.mark.parametrize("precision, param_dtype, reduce_dtype", [("bf16", torch.bfloat16, torch.float32),
-                                                                   ("fp32", None, None)])
-def test_fsdp_gathers_in_the_low_precision_and_reduces_in_fp32(precision, param_dtype, reduce_dtype):
-    cfg = worker_config(GPT2, dict(micro_batch_size=2, steps=2, warmup_steps=1, precision=precision),
-                        {"sharding": "stage2"})
-    for rank in run_ranks(_mixed_precision_rank, 2, cfg):
-        assert rank["policies"] == {(param_dtype, reduce_dtype)}  # every block and the root
-        assert 5 < rank["loss"] < 6  # ln(256) = 5.5: trained, not NaN
+def _sync(worker) -> dict:
+    batch, model = worker.data.next_batch(), worker.parallel.model
+    with worker.parallel.gradient_sync(False):  # a micro-batch that is not the step's last
+        model(*as_tensors(batch), reduction="sum").backward()
+    return {"sharded_grads_after_first": all(p.grad is not None for p in model.parameters()),
+            "reported": worker.environment().get("sync_gradients_each_micro_batch")}
 
 
-def _sync_rank(rank: int, world: int, cfg) -> dict:
-    worker = open_worker(rank, world, cfg)
-    try:
-        batch, model = worker.data.next_batch(), worker.parallel.model
-        with worker.parallel.gradient_sync(False):  # a micro-batch that is not the step's last
-            model(*as_tensors(batch), reduction="sum").backward()
-        return {"sharded_grads_after_first": all(p.grad is not None for p in model.parameters()),
-                "reported": worker.environment().get("sync_gradients_each_micro_batch")}
-    finally:
-        worker.close()
+def _trained(worker) -> dict:
+    worker.after_step(worker.train_step())
+    return {}
+
+
+PRECISIONS = {"bf16": (torch.bfloat16, torch.float32), "fp32": (None, None)}
+SHARED_GROUP = worker_config(GPT2, dict(micro_batch_size=2, steps=2, warmup_steps=1), {"sharding": "stage1"})
+
+
+def _shared_group_rank(rank: int, world: int, configs: list) -> dict:
+    """On a group made before the workers (tests/torch_pairs.py makes it, as tests/parity_worker.py does): each
+    worker in turn (the stage1 one twice) reuses it and leaves it be, and reports what its test checks. (A
+    second group after destroying the first would rendezvous again through the same store: not done here.)"""
+    import torch.distributed as dist
+
+    from training.torch import device as devices
+
+    facts = {}
+    for name, check, cfg in configs:
+        worker = open_worker(rank, world, cfg)
+        try:
+            facts[name] = {**check(worker), "owned": worker.owns_process_group}
+        finally:
+            worker.close()
+        facts[name]["kept_after_close"] = dist.is_initialized()
+    try:  # a worker that needs a backend the group lacks is refused, not silently given gloo
+        devices.init_process_group(DeviceSpec(kind="x", backend="nccl"), torch.device("cpu"))
+    except RuntimeError as exc:
+        facts["refused"] = str(exc)
+    return facts
+
+
+def two_torch_ranks():
+    """This module's part of tests/torch_pairs.py's shared spawn of two ranks: FSDP2's mixed precision (bf16,
+    fp32), its gradient reduction under accumulation (each micro-batch or the last), and stage1 twice."""
+    configs = [(f"precision:{p}", _mixed_precision, worker_config(GPT2, dict(
+        micro_batch_size=2, steps=2, warmup_steps=1, precision=p), {"sharding": "stage2"})) for p in PRECISIONS]
+    configs += [(f"sync:{each}", _sync, worker_config(GPT2, dict(
+        micro_batch_size=2, gradient_accumulation_steps=2, steps=2, warmup_steps=1),
+        {"sharding": "stage3", "sync_gradients_each_micro_batch": each})) for each in (True, False)]
+    configs += [(f"stage1:{n}", _trained, SHARED_GROUP) for n in (1, 2)]
+    return _shared_group_rank, configs
+
+
+@pytest.fixture(scope="module")
+def shared_group(torch_pairs) -> list[dict]:
+    """Per rank, what each worker on the shared group reported, and whether the group was made before them."""
+    return [{**rank["test_torch_worker"], "made_here": rank["made_here"]} for rank in torch_pairs]
+
+
+@pytest.mark.parametrize("precision", list(PRECISIONS))
+def test_fsdp_gathers_in_the_low_precision_and_reduces_in_fp32(shared_group, precision):
+    for rank in shared_group:
+        assert rank[f"precision:{precision}"]["policies"] == {PRECISIONS[precision]}  # every block and the root
+        assert 5 < rank[f"precision:{precision}"]["loss"] < 6  # ln(256) = 5.5: trained, not NaN
 
 
 @pytest.mark.parametrize("each", [True, False])
-def test_fsdp_gradient_reduction_under_accumulation_is_the_reported_choice(each):
-    cfg = worker_config(GPT2, dict(micro_batch_size=2, gradient_accumulation_steps=2, steps=2, warmup_steps=1),
-                        {"sharding": "stage3", "sync_gradients_each_micro_batch": each})
-    for rank in run_ranks(_sync_rank, 2, cfg):
+def test_fsdp_gradient_reduction_under_accumulation_is_the_reported_choice(shared_group, each):
+    for rank in shared_group:
         # Each micro-batch reduce-scattered: gradient shards after the first one; otherwise FSDP holds the
         # full unsharded gradients until the last one, and no parameter has a (sharded) gradient yet.
-        assert rank["sharded_grads_after_first"] is each
-        assert rank["reported"] is each
+        assert rank[f"sync:{each}"]["sharded_grads_after_first"] is each
+        assert rank[f"sync:{each}"]["reported"] is each
 
 
 def test_default_is_to_reduce_each_micro_batch():
@@ -91,35 +128,15 @@ def _own_group_rank(rank: int, world: int, cfg) -> dict:
     return {"owned": owned, "gone_after_close": not dist.is_initialized()}
 
 
-def _shared_group_rank(rank: int, world: int, cfg) -> dict:
-    import torch.distributed as dist
-
-    from training.torch import device as devices
-
-    # tests/parity_worker.py: one group made before the workers; each reuses it and leaves it be. (A second
-    # group after destroying the first would rendezvous again through the same store: not done here.)
-    facts = {"made_here": devices.init_process_group(cfg.runtime.device, torch.device("cpu"))}
-    for _ in range(2):
-        worker = open_worker(rank, world, cfg)
-        facts["reused"] = not worker.owns_process_group
-        worker.after_step(worker.train_step())
-        worker.close()
-        facts["kept_after_close"] = dist.is_initialized()
-    try:  # a worker that needs a backend the group lacks is refused, not silently given gloo
-        devices.init_process_group(DeviceSpec(kind="x", backend="nccl"), torch.device("cpu"))
-    except RuntimeError as exc:
-        facts["refused"] = str(exc)
-    dist.destroy_process_group()
-    return facts
-
-
-def test_a_worker_reuses_a_process_group_made_before_it_and_leaves_it_alone():
-    cfg = worker_config(GPT2, dict(micro_batch_size=2, steps=2, warmup_steps=1), {"sharding": "stage1"})
-    for rank in run_ranks(_own_group_rank, 2, cfg, timeout=120):
+def test_a_worker_reuses_a_process_group_made_before_it_and_leaves_it_alone(shared_group):
+    for rank in run_ranks(_own_group_rank, 2, SHARED_GROUP, timeout=120):
         assert rank == {"owned": True, "gone_after_close": True}
-    for rank in run_ranks(_shared_group_rank, 2, cfg, timeout=120):
-        assert rank["made_here"] and rank["reused"] and rank["kept_after_close"]
-        assert "this worker needs {'cuda': 'nccl'}" in rank["refused"]
+    for rank in shared_group:  # every worker of the shared spawn, the stage1 one twice
+        assert rank["made_here"] and "this worker needs {'cuda': 'nccl'}" in rank["refused"]
+        workers = {name: facts for name, facts in rank.items() if name not in ("made_here", "refused")}
+        assert {"stage1:1", "stage1:2"} <= set(workers) and len(workers) == 6
+        for name, facts in workers.items():  # reused, and left alone at close
+            assert not facts["owned"] and facts["kept_after_close"], name
 
 
 def test_instruction_flops_count_real_tokens_only():
@@ -136,6 +153,11 @@ def test_instruction_flops_count_real_tokens_only():
 
 
 def _compile_rank(rank: int, world: int, cfg) -> dict:
+    import os
+
+    from .torch_pairs import COMPILE_THREADS
+
+    os.environ.setdefault(COMPILE_THREADS, "1")  # no compile pool's sidecar (tests/torch_pairs.py)
     worker = open_worker(rank, world, cfg)
     widths, next_batch = [], worker.data.next_batch
 
