@@ -22,7 +22,13 @@ from .signal_faults import run_processes, seconds_until_gone
 from .test_store_faults import kill_leftovers, new_run_stepping, start_run, wait_for
 
 CASE = "gpt2_tiny:torch:cpu:1:1"
-LONG = ("--set", "train.steps=100000", "--set", "train.warmup_steps=1")
+# The first run trains until it is stopped, all the while the other two run: each of its steps sleeps (a
+# straggler's delay, debug.compute_delay_ms) so that it keeps its round open without taking the cores the
+# others start, train and end on (without it, it trained flat out for as long as the others took).
+LONG = ("--set", "train.steps=100000", "--set", "train.warmup_steps=1", "--set", "debug.compute_delay_ms=500")
+# One OpenMP thread for each of the three runs, as torchrun gives each rank of a launch of several: beside each
+# other and the other lanes, two threads spinning at every barrier cost ~3x the CPU (test_loss_runs measured it).
+ONE_THREAD = {"OMP_NUM_THREADS": "1"}
 SHORT = ("--set", "train.steps=4", "--set", "train.warmup_steps=1")
 
 
@@ -31,11 +37,11 @@ def test_the_first_of_three_runs_at_once_says_live_that_the_others_started_besid
     preflight; it says each of them on its terminal as it sees them start, and its row (stored when it is
     stopped) names both."""
     log_root = tmp_path / "logs"
-    first, first_err = start_run(log_root, tmp_path, CASE, *LONG)
+    first, first_err = start_run(log_root, tmp_path, CASE, *LONG, env=ONE_THREAD)
     try:
         wait_for(lambda: new_run_stepping(log_root, set()), "the first run's training", proc=first)
         (first_id,) = (p.name for p in log_root.iterdir() if p.is_dir())
-        others = [start_run(log_root, tmp_path, CASE, *SHORT) for _ in range(2)]
+        others = [start_run(log_root, tmp_path, CASE, *SHORT, env=ONE_THREAD) for _ in range(2)]
         for proc, err in others:
             proc.communicate(timeout=300)
             assert proc.returncode == 0, err.read_text()[-3000:]

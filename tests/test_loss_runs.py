@@ -8,8 +8,8 @@ ZeRO-2 1x2 of the same global batch and a Paddle process pass; deliberate defect
 ``debug.grad_noise``, fp16 whose gradients underflow); another tokens per step or another model is refused.
 
 One-process torch runs train in this process (``tests/loss_runs.py``: planned as ``accelbench run`` plans
-them, the worker's own entry, the orchestrator's reading of perf records), about 0.3 s each when the cores
-are free; the 2-rank torch runs share one torchrun launch, the Paddle run one Paddle launch
+them, the worker's own entry, the orchestrator's reading of perf records) with one OpenMP thread, about 0.3 s
+each when the cores are free; the 2-rank torch runs share one torchrun launch, the Paddle run one Paddle launch
 (``tests/parity_launch.py``), both started first and run while the in-process runs train.
 
 Measured on 2026-11-25 (2-core VM, loaded by other work) at this shape: a fresh data seed is 0 of 8 steps
@@ -21,6 +21,7 @@ scaled down by 2^-8, 2^-12, 2^-16: 8 of 8 outside, the loss fell 0.78, 0.33, -0.
 """
 from __future__ import annotations
 
+import contextlib
 import math
 from concurrent.futures import Future, ThreadPoolExecutor
 
@@ -37,7 +38,10 @@ from .parity_launch import Run, launch
 
 CASE = "gpt3_tiny"
 ONE = f"{CASE}:torch:cpu:1:1"
-SHAPE = ("model.n_layer=1", "model.d_model=64", "train.steps=16", "train.warmup_steps=2", "train.lr=1e-3")
+# No time-breakdown steps: they would run after the 16 steps a curve holds, 3 more per run (each layout's
+# breakdown is tested on its own, test_breakdown_*).
+SHAPE = ("model.n_layer=1", "model.d_model=64", "train.steps=16", "train.warmup_steps=2", "train.lr=1e-3",
+         "train.breakdown_steps=0")
 REFERENCE_SEEDS = (1, 2, 3)
 RUN_SEED = "data.seed=4"  # the runs checked: a seed the reference never saw
 # fp16 without loss scaling cannot underflow here: the smallest gradients that carry the signal, the
@@ -73,15 +77,32 @@ class Runs:
         return launched(self.launches[which].result(), label)
 
 
+@contextlib.contextmanager
+def one_thread():
+    """This process trains with one OpenMP thread, as torchrun starts each rank of a launch of several (and
+    tests/test_parity.py's one-process launch): beside the other lanes, two threads spinning at every barrier
+    cost 3x the CPU (measured: 7.3 s against 2.1 s for a run, fp16 14.5 s against 4.9 s). The threads this
+    process had come back after the module."""
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(threads)
+
+
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
+    """The reference, then the module's runs; the in-process ones with one OpenMP thread (``one_thread``)."""
     from training.torch.weights import write_initial_weights
 
     root = tmp_path_factory.mktemp("loss_runs")
     weights = write_initial_weights(_model(), seed=1234, path=root / "init.npz")
     settings = (*SHAPE, f"train.init_weights={weights}")  # Paddle starts from the same weights
     common = (*settings, RUN_SEED)
-    with ThreadPoolExecutor(2) as pool:
+    with one_thread(), ThreadPoolExecutor(2) as pool:
         launches = {
             "torch": pool.submit(launch, root / "torch", [
                 Run("ddp", f"{CASE}:torch:cpu:1:2", ("train.micro_batch_size=4",)),

@@ -21,10 +21,26 @@ from training.torch.ppo_generate import generate
 from training.torch.ppo_loop import PPOWorker
 from training.torch.ppo_models import action_log_probs, build_roles
 
+from .runner import copy_tree, expect_shared_machine, run_cli
+
 ROOT = Path(__file__).resolve().parent.parent
 TINY = dict(n_layer=2, n_head=4, d_model=64, vocab_size=256, seq_len=64)
 PPO = dict(experience_batch_size=4, num_episodes=2, max_timesteps=1, update_timesteps=1, max_epochs=1,
            prompt_length=12, generation_length=6)
+
+
+# One OpenMP thread, as torchrun gives each rank of a launch of several: beside the other lanes, two threads
+# spinning at every barrier cost ~3x the CPU (tests/test_loss_runs.py measured it). For this module's processes
+# (ONE_THREAD: the 1x1 runs, whose torchrun would start two) and its in-process tests (`one_thread`).
+ONE_THREAD = {"OMP_NUM_THREADS": "1"}
+
+
+@pytest.fixture(scope="module", autouse=True)
+def one_thread():
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
 
 
 def _count(fn) -> int:
@@ -122,18 +138,51 @@ def test_lora_trains_only_the_adapters_and_the_value_head():
     assert changed == trainable  # every adapter moved, nothing else did (frozen base, initial, reward)
 
 
-def _figures(result) -> dict:
-    (round_dir,) = list(result.log_root.glob("*/*/round1"))
+def _figures(round_dir: Path) -> dict:
     return {f.key: f for f in round_dir_figures(round_dir)}
 
 
-@pytest.mark.parametrize("processes, sharding", [(1, "none"), (2, "none"), (2, "stage2")])
-def test_ppo_tiny_runs_on_real_torchrun_ranks(cli, processes, sharding):
-    result = cli("run", f"ppo_tiny:torch:cpu:1:{processes}", "--set", f"parallel.sharding={sharding}")
-    assert result.returncode == 0, result.stdout + result.stderr
-    (round_result,) = result.results()
+PEAK_FP32 = 0.5  # TFLOP/s: the cpu vendor's fp32 datasheet peak in the module's copy of the checkout
+LAYOUTS = [(1, "none"), (2, "none"), (2, "stage2")]
+
+
+@pytest.fixture(scope="module")
+def ppo_runs(tmp_path_factory):
+    """ppo_tiny on real torchrun ranks, every layout of LAYOUTS, in one invocation (tests/goldens.py's style: one
+    orchestrator and store for all three) on a copy of the checkout whose cpu vendor names an fp32 peak (the MFU
+    test reads the 1x1 case): (Golden, `show last` of the run)."""
+    from .goldens import run_golden, test_conf
+
+    workdir = tmp_path_factory.mktemp("ppo-runs")
+    root = workdir / "root"
+    for folder in ("cases", "vendors", "configs"):
+        copy_tree(ROOT / folder, root / folder)
+    expect_shared_machine(root / "configs" / "test_conf.yaml")
+    (root / "training").symlink_to(ROOT / "training")
+    vendor = root / "vendors" / "cpu" / "vendor.yaml"
+    vendor.write_text(vendor.read_text().replace("peak_tflops: {}", f"peak_tflops: {{fp32: {PEAK_FP32}}}"))
+    conf = test_conf(workdir / "ppo_conf.yaml", [{"case": f"ppo_tiny:torch:cpu:1:{n}", "set": {
+        "parallel.sharding": sharding}} for n, sharding in LAYOUTS])
+    golden = run_golden(workdir, "run", "--test-conf", str(conf), "--root", str(root), extra_env=ONE_THREAD)
+    show = run_cli(workdir, "show", "last", "--db", str(golden.db))
+    assert show.returncode == 0, show.stderr
+    return golden, show.stdout
+
+
+def _show_block(show: str, index: int) -> str:
+    """The ``index``-th round's block of ``accelbench show`` (attempts oldest first: test_conf's order)."""
+    starts = [m.start() for m in re.finditer(r"^\S.* round \d+ attempt \d+: ", show, flags=re.M)]
+    return show[starts[index]:(starts + [len(show)])[index + 1]]
+
+
+@pytest.mark.e2e
+@pytest.mark.parametrize("processes, sharding", LAYOUTS)
+def test_ppo_tiny_runs_on_real_torchrun_ranks(ppo_runs, processes, sharding):
+    golden, show_all = ppo_runs
+    case_name = f"ppo_tiny:torch:cpu:1:{processes}"
+    round_result = golden.doc(case_name, **{"parallel.sharding": sharding})
     assert round_result["status"] == "ok" and round_result["steps_completed"] == 6
-    figures = _figures(result)
+    figures = _figures(golden.round_dir(round_result))
     for phase, unit in (("experience.samples_per_s", "samples/s"), ("learning.tflops", "TFLOP/s"),
                         ("iteration.samples_per_s", "samples/s")):
         assert figures[phase].unit == unit and figures[phase].value > 0 and figures[phase].ranks == processes
@@ -150,12 +199,19 @@ def test_ppo_tiny_runs_on_real_torchrun_ranks(cli, processes, sharding):
     view = figures_view("t", list(figures.values()))
     assert any(row[0] == "learning.samples_per_s" for row in view.rows) and view.notes
     # The same figures are in results.json, in the store, and in `accelbench show`.
-    assert {f["name"]: f["value"] for f in round_result["figures"]} == {f.name: f.value for f in figures.values()}
-    (row,) = result.attempts()
+    stored = {f["name"]: f["value"] for f in round_result["figures"]}
+    mfu = {name for name in stored if name.endswith(".mfu")}  # the orchestrator's, against the module's peak
+    assert mfu == {"experience.mfu", "learning.mfu"}
+    assert {name: value for name, value in stored.items() if name not in mfu} == {f.name: f.value for f in
+                                                                                 figures.values()}
+    index = LAYOUTS.index((processes, sharding))
+    row = golden.attempts()[index]  # the store's rows, oldest first: test_conf's order
+    assert (row["case_name"], row["results_path"]) == (case_name, round_result["results_path"])
     assert row["figures"] == round_result["figures"]
-    show = cli("show", "last", "--db", str(result.log_root / "results.db"))
+    show = _show_block(show_all, index)
+    assert show.startswith(f"{case_name} round 1 attempt 1: ok"), show
     value = figures["iteration.samples_per_s"].value
-    assert f"iteration.samples_per_s: {value:,.4g} samples/s" in show.stdout, show.stdout
+    assert f"iteration.samples_per_s: {value:,.4g} samples/s" in show, show
     # the time breakdown per phase of the update (training/torch/ppo_breakdown.py), in results.json and in show
     tb = metrics["time_breakdown"]
     assert tb["unit"] == "update" and tb["measured"]["breakdown_steps"] == 3, tb["measured"]
@@ -163,22 +219,20 @@ def test_ppo_tiny_runs_on_real_torchrun_ranks(cli, processes, sharding):
     assert set(learning["collective_ops"]) == (set() if processes == 1 else {"allreduce"} if sharding == "none"
                                                else {"allgather", "reducescatter"})
     assert set(learning["compute_parts"]) == {"actor", "critic"}
-    assert "time breakdown per update, measured on 3 serialised updates after the measured ones" in show.stdout
-    assert "\n    experience making: " in show.stdout and "(generation " in show.stdout
-    assert "\n    learning: " in show.stdout and "biggest lever: " in show.stdout
+    assert "time breakdown per update, measured on 3 serialised updates after the measured ones" in show
+    assert "\n    experience making: " in show and "(generation " in show
+    assert "\n    learning: " in show and "biggest lever: " in show
 
 
-def test_each_phase_gets_an_mfu_against_the_named_peak(cli, root):
-    vendor = root / "vendors" / "cpu" / "vendor.yaml"
-    vendor.write_text(vendor.read_text().replace("peak_tflops: {}", "peak_tflops: {fp32: 0.5}"))
-    result = cli("run", "ppo_tiny:torch:cpu:1:1", "--root", str(root))
-    assert result.returncode == 0, result.stderr
-    (doc,) = result.results()
+@pytest.mark.e2e
+def test_each_phase_gets_an_mfu_against_the_named_peak(ppo_runs):
+    golden, _ = ppo_runs
+    doc = golden.doc("ppo_tiny:torch:cpu:1:1")  # the module's run, with the vendor's fp32 peak of PEAK_FP32
     figures = {f["name"]: f for f in doc["figures"]}
     for phase in ("experience", "learning"):
         mfu = figures[f"{phase}.mfu"]
-        assert mfu["value"] == pytest.approx(figures[f"{phase}.tflops_per_device"]["value"] / 0.5, rel=1e-12)
-        assert mfu["formula"].startswith(f"{phase}.tflops_per_device / 0.5 TFLOP/s (cpu fp32 datasheet peak")
+        assert mfu["value"] == pytest.approx(figures[f"{phase}.tflops_per_device"]["value"] / PEAK_FP32, rel=1e-12)
+        assert mfu["formula"].startswith(f"{phase}.tflops_per_device / {PEAK_FP32:g} TFLOP/s (cpu fp32 datasheet peak")
     assert "iteration.mfu" not in figures  # a whole iteration has no TFLOP/s of its own
 
 
@@ -207,7 +261,8 @@ def test_the_reference_table_shows_oom_as_oom(cli):
     """The sweep's pivot (run_benchmarks/sweep/views.py) is the reference's table for ppo cases too: a
     point that ran out of memory (a smaller device: debug.memory_limit_mib) reads OOM beside one that fit."""
     result = cli("sweep", "ppo_tiny:torch:cpu:1:1", "--grid", "debug.memory_limit_mib=64,1000000", "--grid",
-                 "layout=1x1", "--format", "markdown", "--log-root", str(cli.system_tmp.parent / "sweep-logs"))
+                 "layout=1x1", "--format", "markdown", "--log-root", str(cli.system_tmp.parent / "sweep-logs"),
+                 extra_env=ONE_THREAD)
     assert "memory_limit_mib by layout" in result.stdout, result.stdout + result.stderr
     pivot = result.stdout[result.stdout.index("memory_limit_mib by layout"):]
     assert "| 64 | OOM |" in pivot and re.search(r"\| 1000000 \| [\d,.]+ tok/s", pivot), pivot

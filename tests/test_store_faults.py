@@ -212,7 +212,8 @@ def test_repair_adds_missing_attempts_once_and_rebuilds_a_lost_store(accelbench,
     assert report.returncode == 0 and report.stdout.count("gpt2_tiny:torch:cpu:1:1:2") == 2
 
 
-def test_a_locked_store_at_start_waits_a_bounded_time_then_says_so_in_one_message(cli, tmp_path):
+def test_a_locked_store_at_start_waits_a_bounded_time_then_says_so_in_one_message(accelbench, tmp_path):
+    """The run is refused at the store's open, before any host: the CLI in this process (no interpreter to start)."""
     log_root = tmp_path / "logs"
     existing_store(log_root)
     new_db = tmp_path / "new.db"
@@ -220,7 +221,7 @@ def test_a_locked_store_at_start_waits_a_bounded_time_then_says_so_in_one_messag
         locker = Locker(db, 60)
         try:
             began = time.monotonic()
-            result = cli("run", CASE, *SHORT, "--db", str(db), extra_env={"ACCELBENCH_STORE_WAIT_S": "3"})
+            result = accelbench("run", CASE, *SHORT, "--db", str(db), env={"ACCELBENCH_STORE_WAIT_S": "3"})
             elapsed = time.monotonic() - began
         finally:
             locker.release()
@@ -363,8 +364,10 @@ def fill(folder: Path) -> None:
 def test_a_disk_that_fills_mid_run_stops_the_run_cleanly_and_keeps_what_was_written(small_disk, tmp_path):
     log_root = small_disk / "logs"
     db = tmp_path / "results.db"  # the store on another file system: it takes the attempt
-    proc, err = start_run(log_root, tmp_path, "gpt2_tiny:torch:cpu:1:1:2", "--set", "train.steps=200",
-                          "--set", "train.warmup_steps=1", "--db", str(db))
+    # a round long enough to fill the disk in (15 s and more), spent mostly asleep (debug.compute_delay_ms): 200
+    # plain steps spun a core for as long
+    proc, err = start_run(log_root, tmp_path, "gpt2_tiny:torch:cpu:1:1:2", "--set", "train.steps=60",
+                          "--set", "train.warmup_steps=1", "--set", "debug.compute_delay_ms=250", "--db", str(db))
     try:
         wait_for(lambda: new_run_stepping(log_root, set()), "training", proc=proc)
         fill(small_disk)
