@@ -25,7 +25,7 @@ from .conftest import ROOT, write
 from .signal_faults import start
 from .test_plan import build
 from .checks import assert_complete_ok, leftover_processes
-from .goldens import SHORT, SHORT_STEPS, SHORT_WARMUP
+from .goldens import ONE_THREAD, SHORT, SHORT_STEPS, SHORT_WARMUP
 
 
 def test_a_crash_at_exit_after_every_figure_keeps_the_round_ok_with_a_warning(golden_local):
@@ -124,7 +124,7 @@ def test_the_installed_accelbench_command(tmp_path):
     name: test_cli_imports.py's console-script test)."""
     command = Path(sys.executable).parent / "accelbench"
     assert command.is_file(), f"{command}: ./dev setup installs it (setup.cfg console_scripts)"
-    env = {**os.environ, "TMPDIR": str(tmp_path)}
+    env = {**os.environ, "TMPDIR": str(tmp_path), **ONE_THREAD}  # a lone rank's second thread only spins
 
     def run(*args: str) -> subprocess.CompletedProcess:
         return subprocess.run([str(command), *args], cwd=ROOT, capture_output=True, text=True, env=env,
