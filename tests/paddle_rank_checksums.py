@@ -1,6 +1,7 @@
-"""Run by ``tests/test_paddle_layouts.py`` under ``paddle.distributed.launch``: one Paddle worker per rank.
+"""Run by ``tests/test_paddle_layouts.py`` under ``paddle.distributed.launch``: per rank, one Paddle worker
+for each ``CONFIG OUT`` pair in turn (configs of one fleet layout: a process has one, see tests/parity_worker.py).
 
-Writes ``<out>/rank<N>.json``: per parameter, a SHA-256 of its values and whether fleet marks it
+Writes ``<OUT>/rank<N>.json``: per parameter, a SHA-256 of its values and whether fleet marks it
 tensor-parallel (``is_distributed``), both for the model as ``build_model`` returns it and for the model
 the worker keeps after fleet's wrappers. Not collected by pytest (no ``test_`` prefix).
 """
@@ -18,7 +19,9 @@ def _checksums(model) -> dict:
             for name, param in model.named_parameters()}
 
 
-def main(config: str, out: str) -> None:
+def main(pairs: list[str]) -> None:
+    import gc
+
     from training.contract.names import read_ranks
     from training.paddle import train
     from training.run_pretraining import load_config
@@ -33,10 +36,14 @@ def main(config: str, out: str) -> None:
 
     train.build_model = recording
     ranks = read_ranks("paddle")
-    worker = train.PaddleWorker(load_config(config), ranks)
-    result = {"tp_rank": worker.layout.tp_rank, "built": built, "kept": _checksums(worker.model)}
-    Path(out, f"rank{ranks.rank}.json").write_text(json.dumps(result, indent=1))
+    for config, out in zip(pairs[::2], pairs[1::2]):
+        built.clear()
+        worker = train.PaddleWorker(load_config(config), ranks)
+        result = {"tp_rank": worker.layout.tp_rank, "built": dict(built), "kept": _checksums(worker.model)}
+        Path(out, f"rank{ranks.rank}.json").write_text(json.dumps(result, indent=1))
+        del worker
+        gc.collect()  # the worker's model and optimizer go before the next one is built
 
 
 if __name__ == "__main__":
-    main(*sys.argv[1:3])
+    main(sys.argv[1:])

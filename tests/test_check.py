@@ -10,6 +10,7 @@ from run_benchmarks.results.checks.references import Check, Tolerance
 
 from .conftest import ROOT, write
 from .signal_faults import LONG, start, wait_for_step
+from .goldens import ONE_THREAD
 from .test_runs import SHORT
 
 BAND = Tolerance(value=100.0, lower=0.1, upper=0.2)  # passes 90 .. 120
@@ -49,17 +50,19 @@ def checked_root(root):
 
 
 def test_run_check_exits_3_on_a_regression_and_1_when_a_round_also_failed(cli, checked_root):
-    regress = cli("run", "gpt2_tiny:torch:cpu:1:1", *SHORT, "--root", str(checked_root), "--check")
+    """Three real 1x1 runs, one exit code each (one OpenMP thread: goldens.ONE_THREAD)."""
+    regress = cli("run", "gpt2_tiny:torch:cpu:1:1", *SHORT, "--root", str(checked_root), "--check",
+                  extra_env=ONE_THREAD)
     assert regress.returncode == 3, regress.stdout + regress.stderr
     assert "FAIL (regression)" in regress.stdout
     failed = cli("run", "gpt2_tiny:torch:cpu:1:1", *SHORT, "--set", "debug.fail_at_step=3", "--root",
-                 str(checked_root), "--check", log_root=checked_root / "logs-failed")
+                 str(checked_root), "--check", log_root=checked_root / "logs-failed", extra_env=ONE_THREAD)
     assert failed.returncode == 1, failed.stdout + failed.stderr  # the failure wins over the regression
     assert "FAIL (no figure: no ok round)" in failed.stdout
     # A band around the first run's figure, wide enough for a shared 2-core machine's noise: a pass, exit 0.
     _references(checked_root, regress.results()[0]["metrics"]["tokens_per_s_per_device"], lower=0.9, upper=9)
     passed = cli("run", "gpt2_tiny:torch:cpu:1:1", *SHORT, "--root", str(checked_root), "--check",
-                 log_root=checked_root / "logs-pass")
+                 log_root=checked_root / "logs-pass", extra_env=ONE_THREAD)
     assert passed.returncode == 0, passed.stdout + passed.stderr
     assert "pass" in passed.stdout and "FAIL" not in passed.stdout
 

@@ -7,6 +7,7 @@ import json
 
 import pytest
 
+from run_benchmarks.catalog.casename import parse as parse_case
 from run_benchmarks.catalog.config_files import CaseFile
 from training.contract.spec import WorkloadSpec
 
@@ -54,11 +55,15 @@ def test_gemm_case_reports_tflops_of_exactly_2mnk_flops(golden_micro):
     assert_gemm_is_2mnk_over_time(document["figures"])
 
 
-@pytest.mark.parametrize("op,nprocs,factor", [("allreduce", 2, 2 * (2 - 1) / 2), ("allgather", 2, (2 - 1) / 2),
-                                              ("allreduce", 4, 2 * (4 - 1) / 4),
-                                              ("sendrecv", 2, 1.0)])  # nccl-tests' src/sendrecv.cu: busBw = algBw
-def test_collective_case_follows_nccl_tests_formulas(golden_micro, op, nprocs, factor):
-    document, row = case_round(golden_micro, f"{op}:torch:cpu:1:{nprocs}")
+@pytest.mark.parametrize("golden,case,factor", [("golden_two_nodes", "allreduce:torch:cpu:2:1", 2 * (2 - 1) / 2),
+                                               ("golden_micro", "allgather:torch:cpu:1:2", (2 - 1) / 2)])
+def test_collective_case_follows_nccl_tests_formulas(golden_micro, golden_two_nodes, golden, case, factor):
+    """Through the CLI, the all-reduce on two hosts and the all-gather on one: each rank's figures aggregated
+    into results.json and the store. Every op's formula at 2 and 4 ranks (sendrecv's busBw = algBw, the
+    all-reduce's 2(n-1)/n at 4) is test_microbench's, on the worker's own figures; that those cases plan into
+    the worker's spec is test_every_collective_case_plans_its_op_for_the_worker."""
+    op, nprocs = case.split(":")[0], parse_case(case).world_size
+    document, row = case_round({"golden_micro": golden_micro, "golden_two_nodes": golden_two_nodes}[golden], case)
     assert row["world_size"] == nprocs
     figures = document["figures"]
     times = by_params(figures, f"{op}.time_s")
@@ -71,6 +76,20 @@ def test_collective_case_follows_nccl_tests_formulas(golden_micro, op, nprocs, f
         assert p["op"] == op and p["ranks"] == nprocs and t["ranks"] == nprocs  # every rank reported it
         assert algbw[key]["value"] == pytest.approx(p["bytes"] / t["value"] / 1e9, rel=1e-12)
         assert busbw[key]["value"] == pytest.approx(algbw[key]["value"] * factor, rel=1e-12)
+
+
+@pytest.mark.parametrize("case", ["allreduce:torch:cpu:1:4", "sendrecv:torch:cpu:1:2", "allgather:torch:cpu:1:2"])
+def test_every_collective_case_plans_its_op_for_the_worker(root, tmp_path, case):
+    """The collective cases the CLI no longer runs here (the all-reduce at 4 ranks, sendrecv) give the worker
+    the spec test_microbench measures: their op, the sizes asked for, one process per rank."""
+    from .test_plan import build
+
+    (planned,) = build(root, tmp_path, case, assignments=(f"micro.sizes_bytes={json.dumps(SIZES)}",)).cases
+    (rnd,) = planned.rounds
+    micro = rnd.worker_config.workload.micro
+    assert (micro.bench, micro.op, list(micro.sizes_bytes)) == ("collective", case.split(":")[0], SIZES)
+    (node,) = rnd.nodes
+    assert f"--nproc-per-node={case.rsplit(':', 1)[1]}" in node.argv  # one process per rank, as the worker's test
 
 
 def test_membw_case_counts_bytes_as_stream_does(golden_micro):

@@ -25,16 +25,17 @@ from .conftest import ROOT, write
 from .signal_faults import start
 from .test_plan import build
 from .checks import assert_complete_ok, leftover_processes
-from .goldens import SHORT, SHORT_STEPS, SHORT_WARMUP
+from .goldens import ONE_THREAD, SHORT, SHORT_STEPS, SHORT_WARMUP
 
 
 def test_a_crash_at_exit_after_every_figure_keeps_the_round_ok_with_a_warning(golden_local):
-    doc = golden_local.doc("gpt2_tiny:torch_1.9:cpu:1:1", **{"debug.exit_code_after_end": 7})
-    assert golden_local.result.returncode == 0  # the round is ok: every figure is in
-    assert_complete_ok(doc, world_size=1, steps=SHORT_STEPS, warmup=SHORT_WARMUP)
-    (warning,) = [w for w in doc["warnings"] if "launcher exited" in w]
-    assert warning.startswith("node 0 launcher exited with ") and "the figures are complete" in warning
-    assert doc["environment"]["nodes"][0]["exit_code"] == 1  # torchrun: a worker exited with 7
+    assert golden_local.result.returncode == 0  # the rounds are ok: every figure is in
+    for round_ in (1, 2):
+        doc = golden_local.doc("gpt2_tiny:torch:cpu:1:1:2", round=round_, **{"debug.exit_code_after_end": 7})
+        assert_complete_ok(doc, world_size=1, steps=SHORT_STEPS, warmup=SHORT_WARMUP)
+        (warning,) = [w for w in doc["warnings"] if "launcher exited" in w]
+        assert warning.startswith("node 0 launcher exited with ") and "the figures are complete" in warning
+        assert doc["environment"]["nodes"][0]["exit_code"] == 1  # torchrun: a worker exited with 7
 
 
 def _rank_log(folder: Path, rank: int, measured_steps: range, world_size: int = 2) -> RankLogs:
@@ -119,10 +120,11 @@ def test_a_log_root_without_room_is_refused_before_anything_starts(cli, tiny_dis
 
 
 def test_the_installed_accelbench_command(tmp_path):
-    """The console script setup.cfg installs, not ``python -m``: what a user types."""
+    """The console script setup.cfg installs, not ``python -m``: what a user types (its refusal of a bad case
+    name: test_cli_imports.py's console-script test)."""
     command = Path(sys.executable).parent / "accelbench"
     assert command.is_file(), f"{command}: ./dev setup installs it (setup.cfg console_scripts)"
-    env = {**os.environ, "TMPDIR": str(tmp_path)}
+    env = {**os.environ, "TMPDIR": str(tmp_path), **ONE_THREAD}  # a lone rank's second thread only spins
 
     def run(*args: str) -> subprocess.CompletedProcess:
         return subprocess.run([str(command), *args], cwd=ROOT, capture_output=True, text=True, env=env,
@@ -132,8 +134,6 @@ def test_the_installed_accelbench_command(tmp_path):
     assert usage.returncode == 0 and "usage: accelbench" in usage.stdout and "run" in usage.stdout
     listed = run("list")
     assert listed.returncode == 0 and "gpt2_tiny" in listed.stdout
-    bad = run("run", "gpt2_tiny:torch")
-    assert bad.returncode == 2 and "Traceback" not in bad.stderr and "case name" in bad.stderr
     done = run("run", "gpt2_tiny:torch:cpu:1:1", *SHORT, "--log-root", str(tmp_path / "logs"))
     assert done.returncode == 0, done.stderr
     assert "gpt2_tiny:torch:cpu:1:1" in done.stdout and "ok" in done.stdout

@@ -39,7 +39,7 @@ def test_a_run_on_data_the_case_does_not_declare_is_recorded_non_compliant(golde
     tokens = golden_local.doc("gpt2_tiny:torch:cpu:1:1:2", round=1, **{"data.source": "tokens"})
     verdict = tokens["compliance"]
     assert verdict["compliant"] is False and [d["key"] for d in verdict["departures"]] == ["data.path", "data.source"]
-    lora = golden_local.doc("llama_tiny_lora:torch:cpu:1:2")
+    lora = golden_local.doc("llama_tiny_lora:torch:cpu:1:1")
     assert lora["compliance"]["compliant"] is True
     report = accelbench("report", "last", "--db", str(golden_local.db)).stdout
     assert "NON-COMPLIANT" in report and "not comparable with the compliant rows'" in report

@@ -1,7 +1,8 @@
 """What each rank's device holds: its share of the model, never the whole of it (real gloo ranks on the CPU).
 
 The model is built on the meta device and materialised only after the layout split it; the parity tests
-(tests/test_parity.py) check the values, these the sizes.
+(tests/test_parity.py) check the values, these the sizes. One spawn of two ranks builds every layout's worker
+in turn on one process group (``ranks``), so the tests pay for one start of torch.
 """
 from __future__ import annotations
 
@@ -37,10 +38,43 @@ def _pipeline_rank(rank: int, world: int, cfg) -> dict:
         worker.close()
 
 
-def test_each_pipeline_stage_holds_only_its_layers():
-    cfg = worker_config(GPT2_SMALLISH, {**TRAIN, "gradient_accumulation_steps": 2},
-                        {"pipeline_parallel_degree": 2})
-    first, last = run_ranks(_pipeline_rank, 2, cfg)
+def _in_turn(rank: int, world: int, jobs: list) -> list:
+    """Each ``(function, config)`` in turn on one process group that no worker owns (each closes its own before
+    the next is built; the pipeline's comes first, with nothing else alive to count)."""
+    import torch.distributed as dist
+
+    dist.init_process_group("gloo")
+    try:
+        done = []
+        for fn, cfg in jobs:
+            done.append(fn(rank, world, cfg))
+            gc.collect()
+        return done
+    finally:
+        dist.destroy_process_group()
+
+
+@pytest.fixture(scope="module")
+def ranks(tmp_path_factory) -> dict:
+    """One spawn of two ranks: per layout, what each rank's worker held."""
+    from training.contract.spec import ModelSpec
+    from training.torch.weights import write_initial_weights
+
+    weights = write_initial_weights(ModelSpec(**GPT2_SMALLISH), seed=7,
+                                    path=tmp_path_factory.mktemp("torch-memory") / "init.npz")
+    jobs = {"pipeline": (_pipeline_rank, worker_config(GPT2_SMALLISH, {**TRAIN, "gradient_accumulation_steps": 2},
+                                                       {"pipeline_parallel_degree": 2}))}
+    for offload in (False, True):
+        jobs[f"fsdp_offload_{offload}"] = (_fsdp_rank, worker_config(GPT2_SMALLISH, TRAIN,
+                                                                     {"sharding": "stage3", "offload": offload}))
+    jobs["init_weights"] = (_weights_rank, worker_config(GPT2_SMALLISH, {**TRAIN, "init_weights": str(weights)},
+                                                         {"sharding": "stage3"}))
+    by_rank = run_ranks(_in_turn, 2, list(jobs.values()))
+    return {name: [done[i] for done in by_rank] for i, name in enumerate(jobs)}
+
+
+def test_each_pipeline_stage_holds_only_its_layers(ranks):
+    first, last = ranks["pipeline"]
     blocks = lambda names: sorted({n.split(".")[1] for n in names if n.startswith("blocks.")})  # noqa: E731
     assert blocks(first["stage_names"]) == blocks(last["stage_names"]) == ["0", "1", "2", "3"]  # stage-local
     assert {n for n in first["stage_names"] if not n.startswith("blocks.")} == {"wte.weight", "wpe.weight"}
@@ -81,9 +115,8 @@ def _fsdp_rank(rank: int, world: int, cfg) -> dict:
 
 
 @pytest.mark.parametrize("offload", [False, True])
-def test_fsdp_stage3_ranks_hold_half_the_model_and_never_all_of_it(offload):
-    cfg = worker_config(GPT2_SMALLISH, TRAIN, {"sharding": "stage3", "offload": offload})
-    ranks = run_ranks(_fsdp_rank, 2, cfg)
+def test_fsdp_stage3_ranks_hold_half_the_model_and_never_all_of_it(ranks, offload):
+    ranks = ranks[f"fsdp_offload_{offload}"]
     full = ranks[0]["full_bytes"]
     for rank in ranks:
         assert rank["all_sharded"]
@@ -107,13 +140,8 @@ def _weights_rank(rank: int, world: int, cfg) -> dict:
         worker.close()
 
 
-def test_init_weights_file_loads_into_every_ranks_shards(tmp_path):
-    from training.contract.spec import ModelSpec
-    from training.torch.weights import write_initial_weights
-
-    path = write_initial_weights(ModelSpec(**GPT2_SMALLISH), seed=7, path=tmp_path / "init.npz")
-    cfg = worker_config(GPT2_SMALLISH, {**TRAIN, "init_weights": str(path)}, {"sharding": "stage3"})
-    assert run_ranks(_weights_rank, 2, cfg) == [{"same": True}, {"same": True}]
+def test_init_weights_file_loads_into_every_ranks_shards(ranks):
+    assert ranks["init_weights"] == [{"same": True}, {"same": True}]
 
 
 def test_init_weights_that_do_not_fit_are_refused_by_name(tmp_path):

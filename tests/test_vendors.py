@@ -259,27 +259,20 @@ def test_the_measured_window_spans_every_measured_step_record_one_by_one_or_at_o
     assert old.window is None
 
 
-def test_monitor_figures_join_the_stored_results(cli, root):
-    """A real run with the cpu monitor, then one whose vendor names a monitor this machine lacks."""
-    done = cli("run", "gpt2_tiny:torch:cpu:1:1", "--set", "train.steps=6", "--set", "train.warmup_steps=1",
-               "--root", str(root))
-    assert done.returncode == 0, done.stderr
-    (doc,) = done.results()
+def test_monitor_figures_join_the_stored_results(golden_local, golden_two_nodes):
+    """Real runs: a local one with the cpu monitor (golden_local), and two hosts whose vendor names a monitor
+    this machine lacks (golden_two_nodes' root)."""
+    doc = golden_local.doc("gpt2_tiny:torch:cpu:1:1:2", round=1)
     (node,) = doc["monitor"]["nodes"]
     assert node["status"]["accelerator"] == "ok (cpu)" and node["devices"][0]["util_percent"]["max"] > 0
-    (row,) = done.attempts()
+    (row,) = [r for r in golden_local.attempts() if r["results_path"] == doc["results_path"]]
     assert row["accel_util_mean"] == doc["monitor"]["accel_util_mean"] > 0
     # the workers' step records carry the wall clock, so the measured steps' window reaches the monitor
     assert node["window"]["start"] < node["window"]["end"] and doc["monitor"]["window"] in ("measured steps",
                                                                                               "whole round")
-    vendor = root / "vendors/cpu/vendor.yaml"
-    vendor.write_text(vendor.read_text() + "\nmonitor: rocm-smi   # overrides the cpu kind's monitor\n")
-    done = cli("run", "gpt2_tiny:torch:cpu:1:1", "--set", "train.steps=6", "--set", "train.warmup_steps=1",
-               "--root", str(root), log_root=root / "logs2")
-    assert done.returncode == 0, done.stderr
-    (doc,) = done.results()
-    assert doc["status"] == "ok"
-    assert any("accelerator monitor unavailable (rocm-smi)" in w for w in doc["warnings"])
+    for doc in golden_two_nodes.docs():
+        assert doc["status"] == "ok"
+        assert any("accelerator monitor unavailable (rocm-smi)" in w for w in doc["warnings"]), doc["warnings"]
 
 
 def test_host_cpu_busy_stays_within_0_and_100_when_iowait_goes_backwards():
