@@ -77,6 +77,21 @@ def wait_for_step(orch: Orchestrator, folders: Sequence[Path], timeout: float = 
     raise AssertionError(f"no step within {timeout:g} s:\n{orch.stderr()[-3000:]}")
 
 
+def wait_for_workers(orch: Orchestrator, folders: Sequence[Path], count: int, timeout: float = 300) -> None:
+    """Until ``count`` workers under ``folders`` have their log (torchrun opens it as it starts the worker): the
+    whole tree is up, for a signal whose test needs no step (SIGKILL), before the workers spend their start-up."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if sum(len(list(folder.glob("**/attempt_0/*/stdout.log"))) for folder in folders) >= count:
+            return
+        if orch.process.poll() is not None:
+            raise AssertionError(f"the run ended before its workers started (exit {orch.process.returncode}):\n"
+                                 f"{orch.stderr()[-3000:]}")
+        time.sleep(0.2)
+    orch.process.kill()
+    raise AssertionError(f"fewer than {count} workers within {timeout:g} s:\n{orch.stderr()[-3000:]}")
+
+
 def run_processes(orchestrator_pid: int, markers: Sequence[Path | str] = ()) -> list[str]:
     """Processes of that orchestrator's run on this machine: marked as its in their environment (launchers,
     workers, monitors, guards; also inside containers), or naming one of ``markers`` (its folders)."""

@@ -3,7 +3,8 @@ or a double Ctrl-C mid-round, locally, over SSH (real sshd) and with nodes in co
 
 Handled signals end the run as Ctrl-C does (nodes stopped, logs collected, round ``interrupted``, exit
 128 + the signal); SIGKILL leaves nothing running for long (the parent-death guards). Each run trains a
-few steps only: it is killed as soon as the first step record appears.
+few steps only: it is signalled as soon as the first step record appears (SIGKILL, which needs no step: as
+soon as its workers have started). One local run takes TERM, then Ctrl-C and TERM while it stops.
 """
 from __future__ import annotations
 
@@ -22,8 +23,8 @@ import pytest
 
 from .conftest import ROOT, write
 from .signal_faults import LONG, dead_orchestrator, run_containers, run_processes, seconds_until_gone, start, \
-    wait_for_step
-from .goldens import LOCAL_GONE_S, SHORT
+    wait_for_step, wait_for_workers
+from .goldens import LOCAL_GONE_S
 
 HANDLED = {"SIGTERM": (signal.SIGTERM, 143), "SIGHUP": (signal.SIGHUP, 129)}
 REMOTE_GONE_S = 10.0
@@ -54,18 +55,42 @@ def assert_ended_like_ctrl_c(orch, code: int) -> dict:
 # ---------------------------------------------------------------- this machine
 
 
-def test_term_ends_a_local_run_like_ctrl_c(tmp_path):
+@pytest.fixture(scope="module")
+def stopped_local_run(tmp_path_factory):
+    """One local 1x2 run stopped in a hurry: TERM once it trains, Ctrl-C while it stops, then TERM again. The
+    first signal decides the ending (143); the later ones only cut the stop's grace short. It starts beside
+    a worker a killed run left (``orphan``). Three tests read it: a real TERM ends the run as Ctrl-C does, a
+    second signal does not cut the cleanup short, and the run warns about the orphan (which `clean` ends)."""
+    # A worker left by a run whose orchestrator was killed (before guards existed, or on a guard-less host).
+    orphan = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"], env={
+        **os.environ, "ACCELBENCH_JOB_TAG": "accelbench-test-orphan", "ACCELBENCH_RUN_ID": "20200101-000000-dead",
+        "ACCELBENCH_ORCHESTRATOR": dead_orchestrator()}, start_new_session=True)
+    orch = start(tmp_path_factory.mktemp("stopped-local"), "gpt2_tiny:torch:cpu:1:2", *LONG)
+    try:
+        wait_for_step(orch, [orch.log_root])
+        os.kill(orch.pid, signal.SIGTERM)
+        time.sleep(0.3)  # the stop has begun
+        os.kill(orch.pid, signal.SIGINT)
+        time.sleep(0.3)
+        os.kill(orch.pid, signal.SIGTERM)
+        orch.wait(timeout=120)
+        _, left = seconds_until_gone(lambda: run_processes(orch.pid, [orch.log_root]), LOCAL_GONE_S)
+        yield orch, left, orphan
+    finally:
+        for process in (orch.process, orphan):
+            if process.poll() is None:
+                process.kill()
+                process.wait()
+
+
+def test_term_ends_a_local_run_like_ctrl_c(stopped_local_run):
+    orch, left, _ = stopped_local_run
     sig, code = HANDLED["SIGTERM"]
-    orch = start(tmp_path, "gpt2_tiny:torch:cpu:1:2", *LONG)
-    wait_for_step(orch, [orch.log_root])
-    os.kill(orch.pid, sig)
-    orch.wait(timeout=120)
     assert_ended_like_ctrl_c(orch, code)
     node_dir = next(orch.log_root.glob("*/*/round1/localhost_noderank0"))
     for rank in (0, 1):  # the rank logs were gathered out of torchrun's folders, as after any round
         assert '"kind":"step"' in (node_dir / f"rank{rank}.stdout.log").read_text()
     assert (node_dir / "monitor" / "host.jsonl").is_file()
-    took, left = seconds_until_gone(lambda: run_processes(orch.pid, [orch.log_root]), LOCAL_GONE_S)
     assert left == [], left
 
 
@@ -95,27 +120,20 @@ def test_sigkill_of_a_local_orchestrator_leaves_nothing_running(golden_killed):
         f"still running {golden_killed.seconds_until_gone:.1f} s after SIGKILL: {golden_killed.left}"
 
 
-def test_a_second_ctrl_c_does_not_cut_the_cleanup_short(tmp_path):
-    """Ctrl-C (then Ctrl-C and TERM while it stops): exit 130, every node stopped, the logs collected and
-    the round and run recorded interrupted, no traceback."""
-    orch = start(tmp_path, "gpt2_tiny:torch:cpu:1:2", *LONG)
-    wait_for_step(orch, [orch.log_root])
-    os.kill(orch.pid, signal.SIGINT)
-    time.sleep(0.3)  # the stop has begun
-    os.kill(orch.pid, signal.SIGINT)
-    time.sleep(0.3)
-    os.kill(orch.pid, signal.SIGTERM)
-    orch.wait(timeout=120)
-    assert_ended_like_ctrl_c(orch, 130)  # the first signal decides the exit code
+def test_a_second_ctrl_c_does_not_cut_the_cleanup_short(stopped_local_run):
+    """Ctrl-C (then TERM) while a TERM stops the run (stopped_local_run): exit 143, every node stopped, the
+    logs collected and the round and run recorded interrupted, no traceback. A real first Ctrl-C's 130 is
+    test_signals_leave_no_container_of_the_run[SIGINT]'s (and the one handler's, in-process, above)."""
+    orch, left, _ = stopped_local_run
+    assert_ended_like_ctrl_c(orch, 143)  # the first signal decides the exit code
     node_dir = next(orch.log_root.glob("*/*/round1/localhost_noderank0"))
     assert (node_dir / "rank0.stdout.log").is_file() and (node_dir / "rank1.stdout.log").is_file()
-    assert "killing what is left now" in orch.stderr()
+    assert "SIGINT again: killing what is left now" in orch.stderr()
     assert (orch.log_root / orch.run_id() / "summary.json").is_file()
     from run_benchmarks.results.store.store import ResultStore
 
     with ResultStore(orch.log_root / "results.db") as store:
         assert store.runs()[0]["status"] == "interrupted"
-    took, left = seconds_until_gone(lambda: run_processes(orch.pid, [orch.log_root]), LOCAL_GONE_S)
     assert left == [], left
 
 
@@ -145,33 +163,24 @@ def test_a_run_refused_at_preflight_gives_the_caller_its_handlers_back(accelbenc
             signal.signal(sig, handler)
 
 
-def test_the_next_run_warns_about_a_dead_runs_workers_and_clean_ends_them(cli, tmp_path):
-    # A worker left by a run whose orchestrator was killed (before guards existed, or on a guard-less host).
-    owner = dead_orchestrator()
-    orphan = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(300)"], env={
-        **os.environ, "ACCELBENCH_JOB_TAG": "accelbench-test-orphan", "ACCELBENCH_RUN_ID": "20200101-000000-dead",
-        "ACCELBENCH_ORCHESTRATOR": owner}, start_new_session=True)
-    try:
-        result = cli("run", "gpt2_tiny:torch:cpu:1:1", *SHORT)
-        assert result.returncode == 0, result.stderr
-        (doc,) = result.results()
-        # (other runs on this machine may be warned about too: pick the one about the orphan's run)
-        warning = next(w for w in doc["warnings"] if "20200101-000000-dead" in w)
-        assert warning.startswith("another run's workers are still running on localhost: 1 process(es) (run "
-                                  "20200101-000000-dead; ")  # one short line: its pids are for show --verbose
-        assert "is gone" in warning and "figures may be low" in warning and str(orphan.pid) not in warning
-        assert "another run's workers are still running on localhost" in result.stderr  # on the terminal too
-        shown = cli("show", "last", "--db", str(result.log_root / "results.db"), "--verbose")
-        assert f"run 20200101-000000-dead, pids {orphan.pid}: " in shown.stdout
-        assert orphan.poll() is None  # a run only warns
-        cleaned = cli("clean")
-        assert cleaned.returncode == 0, cleaned.stderr
-        assert f"ended pid {orphan.pid}" in cleaned.stdout
-        assert orphan.wait(timeout=10) is not None
-    finally:
-        if orphan.poll() is None:
-            orphan.kill()
-            orphan.wait()
+def test_the_next_run_warns_about_a_dead_runs_workers_and_clean_ends_them(stopped_local_run, cli):
+    """The run of stopped_local_run started beside a killed run's worker (any run warns at its start: it was a
+    1x1 run of its own)."""
+    orch, _, orphan = stopped_local_run
+    doc = interrupted_doc(orch.log_root)
+    # (other runs on this machine may be warned about too: pick the one about the orphan's run)
+    warning = next(w for w in doc["warnings"] if "20200101-000000-dead" in w)
+    assert warning.startswith("another run's workers are still running on localhost: 1 process(es) (run "
+                              "20200101-000000-dead; ")  # one short line: its pids are for show --verbose
+    assert "is gone" in warning and "figures may be low" in warning and str(orphan.pid) not in warning
+    assert "another run's workers are still running on localhost" in orch.stderr()  # on the terminal too
+    shown = cli("show", "last", "--db", str(orch.log_root / "results.db"), "--verbose")
+    assert f"run 20200101-000000-dead, pids {orphan.pid}: " in shown.stdout
+    assert orphan.poll() is None  # a run only warns
+    cleaned = cli("clean")
+    assert cleaned.returncode == 0, cleaned.stderr
+    assert f"ended pid {orphan.pid}" in cleaned.stdout
+    assert orphan.wait(timeout=10) is not None
 
 
 def test_a_monitor_whose_parent_died_stops_by_itself(tmp_path):
@@ -196,29 +205,19 @@ def test_a_monitor_whose_parent_died_stops_by_itself(tmp_path):
 # ---------------------------------------------------------------- over SSH
 
 
-@pytest.mark.parametrize("name", ["SIGTERM", "SIGKILL"])
-def test_signals_over_ssh_leave_no_remote_process(sshd, tmp_path, name):
-    """A handled signal (TERM; INT and HUP take the same handler: see above) stops every remote node and
-    fetches their logs over SFTP; SIGKILL leaves the hosts' watchdogs to end the remote trees."""
+def test_sigkill_over_ssh_leaves_no_remote_process(sshd, tmp_path):
+    """SIGKILL leaves the hosts' watchdogs to end the remote trees; it is sent once both nodes' workers have
+    started (no step needed). A handled signal over SSH (TERM; INT and HUP take the same handler: see above)
+    is tests/test_ssh_stop.py's: every remote node stopped, the logs fetched over SFTP, nothing left."""
     work = tmp_path / "hosts-work"
     cluster = write(tmp_path / "cluster.yaml", sshd.cluster_yaml(count=2, python=sys.executable, work_root=str(work)))
     orch = start(tmp_path, "gpt2_tiny:torch:cpu:2:1", *LONG, "--cluster", str(cluster))
-    wait_for_step(orch, [work])
+    wait_for_workers(orch, [work], count=2)
     assert run_processes(orch.pid, [work])  # the remote launchers, workers and monitors
-    if name == "SIGKILL":
-        os.kill(orch.pid, signal.SIGKILL)
-        orch.wait(timeout=10)
-    else:
-        sig, code = HANDLED[name]
-        os.kill(orch.pid, sig)
-        orch.wait(timeout=120)
-        doc = assert_ended_like_ctrl_c(orch, code)
-        round_dir = next(orch.log_root.glob("*/*/round1"))
-        for node, rank in (("h0_noderank0", 0), ("h1_noderank1", 1)):  # logs made before the stop came back
-            assert '"kind":"step"' in (round_dir / node / f"rank{rank}.stdout.log").read_text()
-        assert doc["status"] == "interrupted"
+    os.kill(orch.pid, signal.SIGKILL)
+    orch.wait(timeout=10)
     took, left = seconds_until_gone(lambda: run_processes(orch.pid, [work, orch.log_root]), REMOTE_GONE_S)
-    assert left == [], f"still running {took:.1f} s after {name}: {left}"
+    assert left == [], f"still running {took:.1f} s after SIGKILL: {left}"
 
 
 # ---------------------------------------------------------------- containers
@@ -233,11 +232,16 @@ def container_cluster(sshd, engine, tmp_path):
 @pytest.mark.parametrize("name", ["SIGINT", "SIGKILL"])
 def test_signals_leave_no_container_of_the_run(container_cluster, engine, cpu_torch_image, tmp_path, name):
     """Ctrl-C stops every container and brings back the logs made before the stop; SIGKILL leaves the
-    hosts' guards to remove the containers, and the next `clean` the bridge folders."""
+    hosts' guards to remove the containers, and the next `clean` the bridge folders. SIGKILL needs no step:
+    it is sent once both nodes' workers have started."""
     work = tmp_path / "hosts-work"
     orch = start(tmp_path, "gpt2_tiny:torch_2.13:cpu:2:1", *LONG, "--cluster", str(container_cluster))
-    wait_for_step(orch, [work], timeout=600)
+    if name == "SIGKILL":
+        wait_for_workers(orch, [work], count=2, timeout=600)
+    else:
+        wait_for_step(orch, [work], timeout=600)
     run_id = orch.run_id()
+    seconds_until_gone(lambda: [] if len(run_containers(engine.docker_host, run_id)) >= 4 else ["not yet"], 30)
     assert len(run_containers(engine.docker_host, run_id)) == 4  # two nodes, two monitors
     if name == "SIGKILL":
         os.kill(orch.pid, signal.SIGKILL)

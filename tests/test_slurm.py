@@ -2,7 +2,9 @@
 two slurmd nodes on 127.0.0.2 and 127.0.0.3, started once per session). Each round is an sbatch job.
 
 Only what needs real jobs is here: a 2x2 case twice and a rank crash (one invocation), Ctrl-C, a killed
-orchestrator, a scancel from outside, Slurm's time limit and accelbench's own deadline. The submitted text,
+orchestrator, a scancel from outside, Slurm's time limit and accelbench's own deadline. Ctrl-C stops a 2-node
+job; the other endings cancel (or see Slurm end) the round's one job whole, whatever its nodes, so their runs
+are one node of one rank (a job of two cost twice the processes and showed nothing more). The submitted text,
 the parsing of Slurm's output and the status of every job state are tested in this process, against
 output copied from this cluster, in tests/test_slurm_scripts.py.
 
@@ -32,6 +34,7 @@ from .runner import ends_with_the_test
 from .infra.slurm import SlurmCluster, processes_mentioning, wait_until
 
 CASE = "gpt2_tiny:torch:cpu:2:1"
+ONE = "gpt2_tiny:torch:cpu:1:1"  # a job of one node, one rank: what ends a round's job ends it whole (RoundJob)
 STEPS, WARMUP = 6, 2
 SHORT = {"train.steps": STEPS, "train.warmup_steps": WARMUP}
 HANG = ("--set", f"train.steps={STEPS}", "--set", f"train.warmup_steps={WARMUP}", "--set", "debug.hang_at_step=1")
@@ -153,7 +156,7 @@ def runs(request, slurm_cluster, tmp_path_factory) -> dict[str, Run]:
 @background
 def time_limit_run(slurm, folder):
     """Hangs at step 1 under Slurm's shortest time limit, 1 minute (first: the longest wait)."""
-    return Run.through(slurm, folder, [CASE, *HANG], time_limit="1")
+    return Run.through(slurm, folder, [ONE, *HANG], time_limit="1")
 
 
 @background
@@ -163,18 +166,18 @@ def ctrl_c_run(slurm, folder):
 
 @background
 def killed_run(slurm, folder):
-    return Run.through(slurm, folder, [CASE, *HANG])
+    return Run.through(slurm, folder, [ONE, *HANG])
 
 
 @background
 def scancel_run(slurm, folder):
-    return Run.through(slurm, folder, [CASE, *HANG])
+    return Run.through(slurm, folder, [ONE, *HANG])
 
 
 @background
 def deadline_run(slurm, folder):
     """Hangs at step 1; accelbench's own deadline, 10 s, ends it."""
-    return Run.through(slurm, folder, [CASE, *HANG, "--timeout", "10"])
+    return Run.through(slurm, folder, [ONE, *HANG, "--timeout", "10"])
 
 
 @background

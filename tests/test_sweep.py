@@ -159,14 +159,17 @@ def test_test_conf_entries_give_a_case_its_own_extern_config_and_settings(accelb
 
 
 def test_sweep_rows_oom_skip_and_resume_after_ctrl_c(tmp_path):
+    """Five points, three of them launched: one the plan skips (stage2 on one rank), ok points, one that
+    ends as a real out-of-memory, and a torch 2.12 point preflight refuses (this checkout has 2.13: that point
+    skipped with preflight's reason, the rest run). Ctrl-C once two points have their rows, then --resume."""
     sweep_file = write(tmp_path / "sweep.yaml", json.dumps({
         "cases": ["gpt2_tiny:torch:cpu:1:1"], "set": FEW,
-        "axes": {"micro_batch": {"key": "train.micro_batch_size", "values": [2, 4]},
-                 "strategy": {"values": {"ddp": {}, "stage2": {"parallel.sharding": "stage2"}}},
+        "axes": {"framework": {"key": "framework", "values": ["torch_2.13", "torch_2.12"]},
+                 "strategy": {"values": {"stage2": {"parallel.sharding": "stage2"}, "ddp": {}}},
                  "processes": {"key": "nprocs_per_node", "values": [1, 2]}},
+        "exclude": [{"framework": "torch_2.12", "strategy": "stage2"}, {"framework": "torch_2.12", "processes": 2}],
         # a memory limit every process is above: this one point ends as a real out-of-memory
-        "where": [{"match": {"micro_batch": 4, "strategy": "ddp", "processes": 2},
-                   "set": {"debug.memory_limit_mib": 1}}]}))
+        "where": [{"match": {"strategy": "ddp", "processes": 2}, "set": {"debug.memory_limit_mib": 1}}]}))
     log_root = tmp_path / "logs"
     out, err = tmp_path / "sweep.out", tmp_path / "sweep.err"
     env = {**os.environ, "PYTHONPATH": str(ROOT), "TMPDIR": str(tmp_path)}
@@ -195,17 +198,19 @@ def test_sweep_rows_oom_skip_and_resume_after_ctrl_c(tmp_path):
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     rows = state(run_dir)["rows"]
     by_point = {r["point"]: r for r in rows}
-    assert sorted(by_point) == list(range(8)) and len(rows) == 8  # every point has its row, once
-    status = {(r["labels"]["micro_batch"], r["labels"]["strategy"], r["labels"]["processes"]): r["status"]
+    assert sorted(by_point) == list(range(5)) and len(rows) == 5  # every point has its row, once
+    status = {(r["labels"]["framework"], r["labels"]["strategy"], r["labels"]["processes"]): r["status"]
               for r in rows}
-    assert status.pop(("4", "ddp", "2")) == "oom"
-    assert status.pop(("2", "stage2", "1")) == status.pop(("4", "stage2", "1")) == "skipped"
+    assert status.pop(("torch_2.13", "ddp", "2")) == "oom"
+    assert status.pop(("torch_2.13", "stage2", "1")) == status.pop(("torch_2.12", "ddp", "1")) == "skipped"
     assert set(status.values()) == {"ok"}
-    skipped = next(r for r in rows if r["status"] == "skipped")
-    assert "sharding stage2 needs more than one data-parallel rank" in skipped["reason"]
-    # the table: the OOM cell in the pivot (micro_batch x strategy by processes)
+    planned, refused = (next(r for r in rows if r["status"] == "skipped" and r["labels"]["framework"] == f)
+                        for f in ("torch_2.13", "torch_2.12"))
+    assert "sharding stage2 needs more than one data-parallel rank" in planned["reason"]
+    assert refused["reason"].startswith("preflight: ") and "asks for torch 2.12" in refused["reason"]
+    # the table: the OOM cell in the pivot (framework x strategy by processes)
     pivot = resumed.stdout[resumed.stdout.index("by processes"):]
-    assert "| 4 | ddp |" in pivot and "| OOM |" in pivot and "| skipped |" in pivot
+    assert "| torch_2.13 | ddp |" in pivot and "| OOM |" in pivot and "| skipped |" in pivot
     # resume ran only what was left: points finished before kept their single round
     for point in finished_before:
         assert f"p{point:02d} " in resumed.stderr and "(done before: kept)" in resumed.stderr
@@ -247,18 +252,6 @@ def test_max_batch_finds_the_largest_size_trying_every_size_finds(tmp_path):
     assert largest == [one_by_one], (peaks, limit, rows)
     assert tried[one_by_one + 1] == "oom" and all(tried[s] == "ok" for s in tried if s <= one_by_one)
     assert "largest that fits" in found.stdout
-
-
-def test_points_preflight_refuses_are_skipped_and_the_rest_run(tmp_path):
-    """torch 2.12 is not what this checkout has: its point is skipped with preflight's reason, the other
-    runs."""
-    few = ["--set", "train.steps=3", "--set", "train.warmup_steps=1"]
-    done = run_sweep(tmp_path, "gpt2_tiny:torch:cpu:1:1", "--grid", "framework=torch_2.13,torch_2.12", *few)
-    assert done.returncode == 0, done.stderr[-3000:]
-    (run_dir,) = [p.parent for p in (tmp_path / "logs").glob("*/sweep.json")]
-    rows = {r["labels"]["framework"]: r for r in state(run_dir)["rows"]}
-    assert rows["torch_2.13"]["status"] == "ok"
-    assert rows["torch_2.12"]["status"] == "skipped" and "asks for torch 2.12" in rows["torch_2.12"]["reason"]
 
 
 def test_a_sweep_whose_every_point_preflight_refuses_is_refused_whole(accelbench, tmp_path):
