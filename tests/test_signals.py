@@ -83,6 +83,27 @@ def stopped_local_run(tmp_path_factory):
                 process.wait()
 
 
+def test_the_next_run_warns_about_a_dead_runs_workers_and_clean_ends_them(stopped_local_run, cli):
+    """The run of stopped_local_run started beside a killed run's worker (any run warns at its start: it was a
+    1x1 run of its own). First of the module's tests: `clean` in another lane ends every dead run's process on
+    this machine, so the orphan lives no longer than the run and this test (as when it had a run of its own)."""
+    orch, _, orphan = stopped_local_run
+    doc = interrupted_doc(orch.log_root)
+    # (other runs on this machine may be warned about too: pick the one about the orphan's run)
+    warning = next(w for w in doc["warnings"] if "20200101-000000-dead" in w)
+    assert warning.startswith("another run's workers are still running on localhost: 1 process(es) (run "
+                              "20200101-000000-dead; ")  # one short line: its pids are for show --verbose
+    assert "is gone" in warning and "figures may be low" in warning and str(orphan.pid) not in warning
+    assert "another run's workers are still running on localhost" in orch.stderr()  # on the terminal too
+    shown = cli("show", "last", "--db", str(orch.log_root / "results.db"), "--verbose")
+    assert f"run 20200101-000000-dead, pids {orphan.pid}: " in shown.stdout
+    assert orphan.poll() is None  # a run only warns
+    cleaned = cli("clean")
+    assert cleaned.returncode == 0, cleaned.stderr
+    assert f"ended pid {orphan.pid}" in cleaned.stdout
+    assert orphan.wait(timeout=10) is not None
+
+
 def test_term_ends_a_local_run_like_ctrl_c(stopped_local_run):
     orch, left, _ = stopped_local_run
     sig, code = HANDLED["SIGTERM"]
@@ -161,26 +182,6 @@ def test_a_run_refused_at_preflight_gives_the_caller_its_handlers_back(accelbenc
     finally:
         for sig, handler in callers.items():
             signal.signal(sig, handler)
-
-
-def test_the_next_run_warns_about_a_dead_runs_workers_and_clean_ends_them(stopped_local_run, cli):
-    """The run of stopped_local_run started beside a killed run's worker (any run warns at its start: it was a
-    1x1 run of its own)."""
-    orch, _, orphan = stopped_local_run
-    doc = interrupted_doc(orch.log_root)
-    # (other runs on this machine may be warned about too: pick the one about the orphan's run)
-    warning = next(w for w in doc["warnings"] if "20200101-000000-dead" in w)
-    assert warning.startswith("another run's workers are still running on localhost: 1 process(es) (run "
-                              "20200101-000000-dead; ")  # one short line: its pids are for show --verbose
-    assert "is gone" in warning and "figures may be low" in warning and str(orphan.pid) not in warning
-    assert "another run's workers are still running on localhost" in orch.stderr()  # on the terminal too
-    shown = cli("show", "last", "--db", str(orch.log_root / "results.db"), "--verbose")
-    assert f"run 20200101-000000-dead, pids {orphan.pid}: " in shown.stdout
-    assert orphan.poll() is None  # a run only warns
-    cleaned = cli("clean")
-    assert cleaned.returncode == 0, cleaned.stderr
-    assert f"ended pid {orphan.pid}" in cleaned.stdout
-    assert orphan.wait(timeout=10) is not None
 
 
 def test_a_monitor_whose_parent_died_stops_by_itself(tmp_path):
