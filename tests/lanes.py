@@ -43,8 +43,11 @@ def lane_environment() -> dict:
     """One intra-op thread per process (unless the caller chose): three lanes share this machine's cores, and
     a one-process torch run would otherwise start a thread per core whose OpenMP workers spin while they wait,
     taking CPU the other lanes' ranks need (torchrun sets the same for its multi-process runs; Paddle's ranks
-    choose their own share, training/paddle/process.py). Figures of a test run are not benchmark figures."""
-    return {**os.environ, "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1")}
+    choose their own share, training/paddle/process.py). Inductor compiles in the compiling process too
+    (TORCHINDUCTOR_COMPILE_THREADS=1): its pool of compile workers would import torch again in each, for
+    kernels this small; the compiled code is the same. Figures of a test run are not benchmark figures."""
+    return {**os.environ, "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1"),
+            "TORCHINDUCTOR_COMPILE_THREADS": os.environ.get("TORCHINDUCTOR_COMPILE_THREADS", "1")}
 
 
 def progress(work: Path, lane: str) -> str:
