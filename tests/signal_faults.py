@@ -60,36 +60,37 @@ def start(workdir: Path, case: str, *args: str, log_root: Optional[Path] = None)
 
 def wait_for_step(orch: Orchestrator, folders: Sequence[Path], timeout: float = 300) -> None:
     """Until a rank's log under one of ``folders`` holds a step record (the round is training)."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        for folder in folders:
-            for log in folder.glob("**/attempt_0/*/stdout.log"):
-                try:
-                    if '"kind":"step"' in log.read_text(errors="replace"):
-                        return
-                except OSError:
-                    pass
-        if orch.process.poll() is not None:
-            raise AssertionError(f"the run ended before training (exit {orch.process.returncode}):\n"
-                                 f"{orch.stderr()[-3000:]}")
-        time.sleep(0.2)
-    orch.process.kill()
-    raise AssertionError(f"no step within {timeout:g} s:\n{orch.stderr()[-3000:]}")
+    def stepped() -> bool:
+        for log in (log for folder in folders for log in folder.glob("**/attempt_0/*/stdout.log")):
+            try:
+                if '"kind":"step"' in log.read_text(errors="replace"):
+                    return True
+            except OSError:
+                pass
+        return False
+
+    _poll(orch, stepped, "training", f"no step within {timeout:g} s", timeout)
 
 
 def wait_for_workers(orch: Orchestrator, folders: Sequence[Path], count: int, timeout: float = 300) -> None:
     """Until ``count`` workers under ``folders`` have their log (torchrun opens it as it starts the worker): the
     whole tree is up, for a signal whose test needs no step (SIGKILL), before the workers spend their start-up."""
+    _poll(orch, lambda: sum(len(list(folder.glob("**/attempt_0/*/stdout.log"))) for folder in folders) >= count,
+          "its workers started", f"fewer than {count} workers within {timeout:g} s", timeout)
+
+
+def _poll(orch: Orchestrator, ready, before: str, late: str, timeout: float) -> None:
+    """Every 0.2 s until ``ready()``; the run ending first, or ``timeout``, fails the test with its stderr."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        if sum(len(list(folder.glob("**/attempt_0/*/stdout.log"))) for folder in folders) >= count:
+        if ready():
             return
         if orch.process.poll() is not None:
-            raise AssertionError(f"the run ended before its workers started (exit {orch.process.returncode}):\n"
+            raise AssertionError(f"the run ended before {before} (exit {orch.process.returncode}):\n"
                                  f"{orch.stderr()[-3000:]}")
         time.sleep(0.2)
     orch.process.kill()
-    raise AssertionError(f"fewer than {count} workers within {timeout:g} s:\n{orch.stderr()[-3000:]}")
+    raise AssertionError(f"{late}:\n{orch.stderr()[-3000:]}")
 
 
 def run_processes(orchestrator_pid: int, markers: Sequence[Path | str] = ()) -> list[str]:
