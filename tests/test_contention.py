@@ -10,6 +10,7 @@ import os
 import subprocess
 import sys
 import time
+from pathlib import Path
 from types import SimpleNamespace
 
 import psutil
@@ -35,6 +36,7 @@ BUSY = "import time\nt = time.time()\nwhile time.time() - t < {s}: pass"
 SPEND = "import time\nwhile time.process_time() < {s}: pass"  # this much CPU, however long it takes
 CORE = max(os.sched_getaffinity(0))
 TESTKIND = ROOT / "tests/vendors/testkind"
+TICKS = os.sysconf("SC_CLK_TCK")
 
 
 def _pinned() -> None:
@@ -89,6 +91,16 @@ def until(condition, timeout_s: float = 30.0) -> None:
         time.sleep(0.01)
 
 
+def _children(pid: int) -> list[str]:
+    """The children of ``pid`` (zombies too, until reaped), from one small file: psutil's ``children()`` reads
+    every process's stat, and this test's own CPU is the counters' "own" (it is their process)."""
+    return Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+
+
+def _my_cpu_s() -> float:
+    return sum(os.times()[:2])
+
+
 def test_a_process_of_the_run_that_ends_keeps_its_cpu_counted_once():
     """A run's process that starts and ends between two samples (a command monitor's tool, a compile worker) is
     counted through its parent's reaped-children time, and not again after it was seen running."""
@@ -97,18 +109,40 @@ def test_a_process_of_the_run_that_ends_keeps_its_cpu_counted_once():
     parent_code = (f"import subprocess, sys, time; time.sleep(0.3); "
                    f"subprocess.run([sys.executable, '-c', {SPEND.format(s=1.0)!r}]); time.sleep(1)")
     parent = subprocess.Popen([sys.executable, "-c", parent_code], env=env)
+    mine = _my_cpu_s()
     first = counters.sample()
-    watched = psutil.Process(parent.pid)
-    until(lambda: watched.children())  # however loaded the machine, the child runs before the next sample
+    until(lambda: _children(parent.pid))  # however loaded the machine, the child runs before the next sample
     time.sleep(0.05)
     counters.sample()  # the child is seen running here
-    until(lambda: not watched.children())  # the child ended; its parent (sleeping 1 s) reaped it
+    until(lambda: not _children(parent.pid))  # the child ended; its parent (sleeping 1 s) reaped it
     last = counters.sample()
+    mine = _my_cpu_s() - mine  # this process (the counters') counts as the run's: what it used is not the child's
     parent.wait(timeout=30)
-    used = last["own_cpu_s"] - first["own_cpu_s"]
+    used = last["own_cpu_s"] - first["own_cpu_s"] - mine
     # the child's 1 s (its ticks, less their rounding) and the two interpreters' start-up (up to about 0.3 s each
     # on a loaded machine: CI read 0.76 s for a 0.4 s child), never twice the child's second
-    assert 0.9 <= used <= 1.7, used
+    assert 0.9 <= used <= 1.7, (used, mine)
+
+
+def test_a_process_started_just_after_a_sample_counts_all_it_used():
+    """A run's process that starts right after a sample and is first seen at the next one used all its CPU inside
+    that interval: none of it is lost (its start, on the kernel's boot clock, is after the sample)."""
+    env = {**os.environ, ENV_RUN_ID: "run-under-test"}
+    counters = ContentionCounters(environ=env)
+    first = counters.sample()
+    mine = _my_cpu_s()
+    child = subprocess.Popen([sys.executable, "-c", SPEND.format(s=0.6) + "\ntime.sleep(30)"], env=env)
+    try:
+        stat = Path(f"/proc/{child.pid}/stat")
+        until(lambda: sum(int(v) for v in stat.read_text().rpartition(")")[2].split()[11:13]) / TICKS >= 0.55 or
+              child.poll() is not None)
+        last = counters.sample()
+        mine = _my_cpu_s() - mine
+    finally:
+        child.kill()
+        child.wait()
+    used = last["own_cpu_s"] - first["own_cpu_s"] - mine
+    assert 0.5 <= used <= 1.0, (used, mine)  # the child used at least 0.55 s before the sample
 
 
 def test_other_processes_on_the_runs_device_through_the_test_kinds_tool(tmp_path):

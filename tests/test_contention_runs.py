@@ -25,12 +25,13 @@ from .signal_faults import Orchestrator, wait_for_step
 CASE = "gpt2_tiny:torch:cpu:1:1"
 # Its delay spins (debug.compute_delay_spins), as a slow kernel would: a sleeping rank would leave its core to
 # the other lanes, and the round would rightly be contended.
-# ~20 ms steps: the warm-up (16) outlasts the hogs' start, which waits for the first step; 60 measured steps.
-SMALL = ("--set", "model.seq_len=64", "--set", "train.micro_batch_size=2", "--set", "train.steps=76",
-         "--set", "train.warmup_steps=16", "--set", "debug.compute_delay_spins=true")
+# ~20 ms steps: the warm-up (40, ~0.8 s) outlasts the test's finding the first step (it polls the logs every
+# 0.2 s, on a loaded machine); the hogs, started before the run and waiting, then spin at once; 100 measured steps.
+SMALL = ("--set", "model.seq_len=64", "--set", "train.micro_batch_size=2", "--set", "train.steps=140",
+         "--set", "train.warmup_steps=40", "--set", "debug.compute_delay_spins=true")
 DELAY = ("--set", "debug.compute_delay_ms=40")  # on fail_rank 0, the one rank: before every step's forward
 LIMIT = 0.4
-HOG = "while True: pass"
+HOG = "import sys\nsys.stdin.read(1)\nwhile True: pass"  # spins once told to (a byte on its stdin)
 
 
 def _conf(root) -> None:
@@ -69,11 +70,13 @@ def _beside_hogs(workdir, log_root, root, core: OwnCore, db, hogs: int = 4) -> t
     with open(out, "wb") as o, open(err, "wb") as e:
         orch = Orchestrator(subprocess.Popen(argv, cwd=workdir, env=env, stdout=o, stderr=e, stdin=subprocess.DEVNULL,
                                              preexec_fn=ends_with_the_test(then=core.preexec)), log_root, out, err)
-    started = []
+    started = [subprocess.Popen([sys.executable, "-c", HOG], preexec_fn=core.preexec, start_new_session=True,
+                                stdin=subprocess.PIPE) for _ in range(hogs)]
     try:
         wait_for_step(orch, [log_root / run for run in os.listdir(log_root)] if log_root.is_dir() else [log_root])
-        started = [subprocess.Popen([sys.executable, "-c", HOG], preexec_fn=core.preexec, start_new_session=True)
-                   for _ in range(hogs)]
+        for hog in started:
+            hog.stdin.write(b"go")
+            hog.stdin.close()
         return orch.wait(timeout=600), orch, {hog.pid for hog in started}
     finally:
         for hog in started:

@@ -59,15 +59,14 @@ class ContentionCounters:
         self.proc, self.me = proc, os.getpid()
         self.run_id = (env.get(ENV_RUN_ID) or "").encode() or None
         self.orchestrator = _local_pid(env.get(ENV_ORCHESTRATOR, ""))
-        self.boot_s = _boot_time(proc)
         self.seen: dict[tuple[int, int], _Seen] = {}
         self.own_ticks = 0
         self.reaped = 0  # ticks of the run's processes that ended, which their parent's children time will repeat
-        self.last_sample: Optional[float] = None
+        self.last_sample: Optional[float] = None  # in ticks since boot, the clock of /proc/PID/stat's start
 
     def sample(self) -> dict:
-        now = time.time()
-        own_delta, others, cpus = self._processes(now)
+        now = _ticks_since_boot()
+        own_delta, others, cpus = self._processes()
         self.own_ticks += own_delta
         self.last_sample = now
         given = sorted(cpus) if cpus else sorted(os.sched_getaffinity(0))
@@ -82,7 +81,7 @@ class ContentionCounters:
             "others": [[pid, name, round(ticks * TICK_S, 2)] for pid, name, ticks in others[:OTHERS_KEPT]],
         }
 
-    def _processes(self, now: float) -> tuple[int, list, set]:
+    def _processes(self) -> tuple[int, list, set]:
         """(own CPU ticks since the last sample, [(pid, name, ticks)] of the others that used some, the cores
         the run's processes may use)."""
         own_delta, children, others, cpus, alive = 0, 0, [], set(), set()
@@ -99,10 +98,11 @@ class ContentionCounters:
             seen = self.seen.get(key)
             if seen is None:
                 tagged = pid != self.me and self._tagged(pid)
-                started = self.boot_s + start * TICK_S
                 # a process started since the last sample used all its CPU inside the interval; one found at
-                # the monitor's start counts from now on
-                new = self.last_sample is not None and started >= self.last_sample
+                # the monitor's start counts from now on. Both on the kernel's boot clock, in ticks (a tick's
+                # leeway: the start is rounded down); btime, whole seconds, would date a process up to 1 s early
+                # and lose what a new one used before it was seen
+                new = self.last_sample is not None and start >= self.last_sample - 1
                 seen = self.seen[key] = _Seen(tagged or pid in (self.me, self.orchestrator), tagged, name,
                                               0 if new else ticks, 0 if new else reaped,
                                               _affinity(pid) if tagged else frozenset())
@@ -141,14 +141,9 @@ def _local_pid(tag: str) -> Optional[int]:
     return None
 
 
-def _boot_time(proc: Path) -> float:
-    try:
-        for line in (proc / "stat").read_text().splitlines():
-            if line.startswith("btime "):
-                return float(line.split()[1])
-    except OSError:
-        pass
-    return time.time() - time.monotonic()
+def _ticks_since_boot() -> float:
+    """Now on the clock /proc/PID/stat's start time counts (CLOCK_BOOTTIME, in clock ticks)."""
+    return time.clock_gettime(time.CLOCK_BOOTTIME) / TICK_S
 
 
 def _stat(path: Path) -> Optional[tuple[str, int, int, int]]:
