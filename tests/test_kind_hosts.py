@@ -135,7 +135,7 @@ def amd_host(tmp_path_factory):
     """One SSH host whose PATH starts with a folder of stand-in AMD tools (filled per test)."""
     tools = tmp_path_factory.mktemp("amd-tools")
     cluster = start_sshd_cluster(tmp_path_factory.mktemp("sshd-amd"), count=1, port=_free_port(), first_octet=20,
-                                 extra_config=(f"SetEnv PATH={tools}:/usr/local/bin:/usr/bin:/bin",))
+                                 env={"PATH": f"{tools}:/usr/local/bin:/usr/bin:/bin"})
     yield cluster, tools
     cluster.stop()
 

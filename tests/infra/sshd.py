@@ -71,9 +71,12 @@ def _wait_listening(address: str, port: int, timeout_s: float = 10.0) -> None:
 
 
 def start_sshd_cluster(root: Path, count: int, port: int = 2222, first_octet: int = 2,
-                       user: str = "root", extra_config: tuple[str, ...] = ()) -> SshdCluster:
-    """``extra_config``: more sshd_config lines for every host (e.g. ``SetEnv PATH=...`` to put stand-in tools
-    on a host's PATH, as a vendor's tools are on a real host's)."""
+                       user: str = "root", env: dict[str, str] | None = None) -> SshdCluster:
+    """``env``: more variables of every session on every host (e.g. ``PATH`` to put stand-in tools on a host's
+    PATH, as a vendor's tools are on a real host's). Every session has ``OMP_NUM_THREADS=1``, as the suite's lanes
+    have (tests/lanes.py): a node of one rank would start an OpenMP thread per core, spinning on the cores the
+    lanes share; no test reads a thread count of a host's ranks."""
+    session_env = {"OMP_NUM_THREADS": "1", **(env or {})}
     root.mkdir(parents=True, exist_ok=True)
     Path("/run/sshd").mkdir(parents=True, exist_ok=True)  # sshd's privilege-separation directory
     client_key = root / "client_ed25519"
@@ -100,7 +103,8 @@ def start_sshd_cluster(root: Path, count: int, port: int = 2222, first_octet: in
             "KbdInteractiveAuthentication no", "PermitRootLogin prohibit-password", "UsePAM no",
             "StrictModes no",  # the test's temp dirs are not root-owned 0755 all the way up
             "Subsystem sftp internal-sftp", "MaxSessions 64", "MaxStartups 64:30:128", "LogLevel ERROR",
-            *extra_config, "",
+            # one SetEnv line: sshd takes the first and ignores later ones
+            "SetEnv " + " ".join(f"{key}={value}" for key, value in session_env.items()), "",
         ]))
         processes.append(subprocess.Popen([SSHD, "-D", "-e", "-f", str(config)], stdout=subprocess.DEVNULL,
                                           stderr=open(host_dir / "sshd.log", "ab")))
