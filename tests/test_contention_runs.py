@@ -26,8 +26,8 @@ CASE = "gpt2_tiny:torch:cpu:1:1"
 # Its delay spins (debug.compute_delay_spins), as a slow kernel would: a sleeping rank would leave its core to
 # the other lanes, and the round would rightly be contended.
 # ~20 ms steps: the warm-up (40, ~0.8 s) outlasts the test's finding the first step (it polls the logs every
-# 0.2 s, on a loaded machine); the hogs, started before the run and waiting, then spin at once; 100 measured steps.
-SMALL = ("--set", "model.seq_len=64", "--set", "train.micro_batch_size=2", "--set", "train.steps=140",
+# 0.2 s, on a loaded machine); the hogs, started before the run and waiting, then spin at once; 60 measured steps.
+SMALL = ("--set", "model.seq_len=64", "--set", "train.micro_batch_size=2", "--set", "train.steps=100",
          "--set", "train.warmup_steps=40", "--set", "debug.compute_delay_spins=true")
 DELAY = ("--set", "debug.compute_delay_ms=40")  # on fail_rank 0, the one rank: before every step's forward
 LIMIT = 0.4
@@ -59,7 +59,7 @@ def _round(result_or_root) -> dict:
     return doc
 
 
-def _beside_hogs(workdir, log_root, root, core: OwnCore, db, hogs: int = 4) -> tuple[int, Orchestrator, set]:
+def _beside_hogs(workdir, log_root, root, core: OwnCore, db, hogs: int = 2) -> tuple[int, Orchestrator, set]:
     """``run --check`` of the case on the test's core, with ``hogs`` busy loops there from its first step on."""
     workdir.mkdir(parents=True)
     (workdir / "system-tmp").mkdir()
