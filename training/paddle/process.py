@@ -3,7 +3,8 @@ variable once), then its entry."""
 from __future__ import annotations
 
 import os
-from typing import Callable
+from pathlib import Path
+from typing import Callable, Optional
 
 from training.contract.spec import WorkerConfig
 
@@ -14,10 +15,32 @@ def start(cfg: WorkerConfig, load: Callable[[], Callable[[WorkerConfig], None]])
 
 
 def set_cpu_threads(cfg: WorkerConfig) -> None:
-    """Paddle's launcher pins OMP_NUM_THREADS to 1 on import. On a CPU give each rank its share of the cores,
-    which is what torchrun's default amounts to here (all cores for one process, 1 each when ranks fill them)."""
+    """Paddle's launcher pins OMP_NUM_THREADS to 1 on import where it was unset, so a worker sees 1 whether the
+    user chose it or not. The user's choice wins, as torchrun's ranks keep it: read from the environment the
+    launcher was started with (``launcher_setting``). Otherwise, on a CPU, each rank gets its share of the
+    cores, which is what torchrun's default amounts to here (all cores for one process, 1 each when ranks fill
+    them)."""
     if not cfg.runtime.device.is_cpu:
+        return
+    chosen = launcher_setting("OMP_NUM_THREADS")
+    if chosen is not None and chosen.isdigit() and int(chosen) > 0:
+        os.environ["OMP_NUM_THREADS"] = chosen
         return
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
     ranks_here = int(os.environ.get("PADDLE_LOCAL_SIZE", 1))
     os.environ["OMP_NUM_THREADS"] = str(max(1, cores // ranks_here))
+
+
+def launcher_setting(name: str, proc: Path = Path("/proc")) -> Optional[str]:
+    """``name`` in the environment this worker's parent (Paddle's launcher) was started with, before its import
+    of paddle changed it: /proc/PPID/environ holds the environment a process was started with. None where it
+    was unset there, or where there is no such file (not Linux)."""
+    try:
+        environ = (proc / str(os.getppid()) / "environ").read_bytes()
+    except OSError:
+        return None
+    prefix = name.encode() + b"="
+    for entry in environ.split(b"\0"):
+        if entry.startswith(prefix):
+            return entry[len(prefix):].decode(errors="replace")
+    return None
