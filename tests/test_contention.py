@@ -13,7 +13,6 @@ import time
 from pathlib import Path
 from types import SimpleNamespace
 
-import psutil
 import pytest
 
 from run_benchmarks.backends.hosts import connect
