@@ -26,7 +26,7 @@ from training.contract.monitor_spec import CommandMonitorSpec
 from training.contract.names import ENV_RUN_ID
 from training.monitor import nvml
 from training.monitor.command import CommandSampler
-from training.monitor.contention import ContentionCounters
+from training.monitor.contention import TICK_S, ContentionCounters, _stat
 
 from .conftest import ROOT, write
 from .test_vendors import _Nvml
@@ -35,7 +35,6 @@ BUSY = "import time\nt = time.time()\nwhile time.time() - t < {s}: pass"
 SPEND = "import time\nwhile time.process_time() < {s}: pass"  # this much CPU, however long it takes
 CORE = max(os.sched_getaffinity(0))
 TESTKIND = ROOT / "tests/vendors/testkind"
-TICKS = os.sysconf("SC_CLK_TCK")
 
 
 def _pinned() -> None:
@@ -133,8 +132,7 @@ def test_a_process_started_just_after_a_sample_counts_all_it_used():
     child = subprocess.Popen([sys.executable, "-c", SPEND.format(s=0.6) + "\ntime.sleep(30)"], env=env)
     try:
         stat = Path(f"/proc/{child.pid}/stat")
-        until(lambda: sum(int(v) for v in stat.read_text().rpartition(")")[2].split()[11:13]) / TICKS >= 0.55 or
-              child.poll() is not None)
+        until(lambda: child.poll() is not None or _stat(stat)[1] * TICK_S >= 0.55)
         last = counters.sample()
         mine = _my_cpu_s() - mine
     finally:

@@ -8,6 +8,8 @@ from __future__ import annotations
 import os
 import platform
 import socket
+from pathlib import Path
+from typing import Optional
 
 
 def _cpu_model() -> str:
@@ -64,3 +66,13 @@ def process_age_s() -> float | None:
     except (OSError, ValueError, IndexError):
         return None
     return max(0.0, uptime - started)
+
+
+def start_environment(pid: int, proc: Path = Path("/proc")) -> Optional[dict[bytes, bytes]]:
+    """The environment process ``pid`` was started with (/proc/PID/environ: what it changed in its own since does
+    not show), or None where that cannot be read (gone, another user's, no /proc)."""
+    try:
+        raw = (proc / str(pid) / "environ").read_bytes()
+    except OSError:
+        return None
+    return dict(entry.partition(b"=")[::2] for entry in raw.split(b"\0") if entry)

@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Optional
 
 from training.contract.names import ENV_ORCHESTRATOR, ENV_RUN_ID
+from training.sysinfo import start_environment
 
 TICK_S = 1.0 / os.sysconf("SC_CLK_TCK")
 OTHERS_KEPT = 8  # other processes named per sample, the busiest first
@@ -126,11 +127,8 @@ class ContentionCounters:
     def _tagged(self, pid: int) -> bool:
         if self.run_id is None:
             return False
-        try:
-            environ = (self.proc / str(pid) / "environ").read_bytes()
-        except OSError:  # another user's process, or gone
-            return False
-        return f"{ENV_RUN_ID}=".encode() + self.run_id in environ.split(b"\0")
+        environ = start_environment(pid, self.proc)  # None: another user's process, or gone
+        return environ is not None and environ.get(ENV_RUN_ID.encode()) == self.run_id
 
 
 def _local_pid(tag: str) -> Optional[int]:

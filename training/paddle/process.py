@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Callable, Optional
 
 from training.contract.spec import WorkerConfig
+from training.sysinfo import start_environment
 
 
 def start(cfg: WorkerConfig, load: Callable[[], Callable[[WorkerConfig], None]]) -> None:
@@ -33,14 +34,7 @@ def set_cpu_threads(cfg: WorkerConfig) -> None:
 
 def launcher_setting(name: str, proc: Path = Path("/proc")) -> Optional[str]:
     """``name`` in the environment this worker's parent (Paddle's launcher) was started with, before its import
-    of paddle changed it: /proc/PPID/environ holds the environment a process was started with. None where it
-    was unset there, or where there is no such file (not Linux)."""
-    try:
-        environ = (proc / str(os.getppid()) / "environ").read_bytes()
-    except OSError:
-        return None
-    prefix = name.encode() + b"="
-    for entry in environ.split(b"\0"):
-        if entry.startswith(prefix):
-            return entry[len(prefix):].decode(errors="replace")
-    return None
+    of paddle changed it. None where it was unset there, or where that environment cannot be read (no /proc)."""
+    environ = start_environment(os.getppid(), proc)
+    value = environ.get(name.encode()) if environ is not None else None
+    return value.decode(errors="replace") if value is not None else None
