@@ -13,6 +13,7 @@ from run_benchmarks.results.store.store import ResultStore
 
 from .conftest import write
 from .hostile import Outside, refused
+from .infra.cleans import clean_turn
 from .test_importers import megatron_line, stored, titan_line
 from .test_loss_reference import reference_curve
 from .test_results import document, fill
@@ -149,7 +150,9 @@ def test_a_shared_dir_that_is_a_system_folder_is_refused(accelbench, tmp_path, o
 def test_clean_fails_when_an_engine_does_not_answer_and_clips_its_url(accelbench, tmp_path, outside):
     marker, command = marker_in(tmp_path)
     url = f"unix://{tmp_path}/{command}-" + "x" * 100_000 + ".sock"
-    done = accelbench("clean", "--docker-host", url, "--cluster", write(tmp_path / "c.yaml", "hosts: [{name: h}]\n"))
+    cluster = write(tmp_path / "c.yaml", "hosts: [{name: h}]\n")
+    with clean_turn():
+        done = accelbench("clean", "--docker-host", url, "--cluster", cluster)
     assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr[-2000:]
     assert " characters): could not reach the Docker engine" in done.stdout
     assert "accelbench: error: could not clean" in done.stderr and "its Docker engine did not answer" in done.stderr

@@ -15,6 +15,7 @@ import socket
 import subprocess
 import sys
 import time
+from contextlib import ExitStack
 from pathlib import Path
 
 import psutil
@@ -25,6 +26,7 @@ from .conftest import ROOT, write
 from .signal_faults import LONG, dead_orchestrator, run_containers, run_processes, seconds_until_gone, start, \
     wait_for_step, wait_for_workers
 from .goldens import LOCAL_GONE_S
+from .infra.cleans import clean_turn, cleans_held
 
 HANDLED = {"SIGTERM": (signal.SIGTERM, 143), "SIGHUP": (signal.SIGHUP, 129)}
 REMOTE_GONE_S = 10.0
@@ -67,59 +69,54 @@ def stopped_local_run(tmp_path_factory):
     """One local 1x2 run stopped in a hurry: TERM once it trains, Ctrl-C while it stops, then TERM again. The
     first signal decides the ending (143); the later ones only cut the stop's grace short. It starts beside
     a worker a killed run left (``orphan``). Three tests read it: a real TERM ends the run as Ctrl-C does, a
-    second signal does not cut the cleanup short, and the run warns about the orphan (which `clean` ends)."""
-    orphan = _orphan()
-    orch = start(tmp_path_factory.mktemp("stopped-local"), "gpt2_tiny:torch:cpu:1:2", *LONG)
-    try:
-        wait_for_step(orch, [orch.log_root])
-        os.kill(orch.pid, signal.SIGTERM)
-        time.sleep(0.3)  # the stop has begun
-        os.kill(orch.pid, signal.SIGINT)
-        time.sleep(0.3)
-        os.kill(orch.pid, signal.SIGTERM)
-        orch.wait(timeout=120)
-        _, left = seconds_until_gone(lambda: run_processes(orch.pid, [orch.log_root]), LOCAL_GONE_S)
-        yield orch, left, orphan
-    finally:
-        for process in (orch.process, orphan):
-            if process.poll() is None:
-                process.kill()
-                process.wait()
+    second signal does not cut the cleanup short, and the run warns about the orphan (which `clean` ends).
+    Other lanes' cleans (which end every dead run's process on this machine) wait until that test has
+    cleaned (``release_cleans``) or the module ends."""
+    with ExitStack() as hold:
+        hold.enter_context(cleans_held())
+        orphan = _orphan()
+        orch = start(tmp_path_factory.mktemp("stopped-local"), "gpt2_tiny:torch:cpu:1:2", *LONG)
+        try:
+            wait_for_step(orch, [orch.log_root])
+            os.kill(orch.pid, signal.SIGTERM)
+            time.sleep(0.3)  # the stop has begun
+            os.kill(orch.pid, signal.SIGINT)
+            time.sleep(0.3)
+            os.kill(orch.pid, signal.SIGTERM)
+            orch.wait(timeout=120)
+            _, left = seconds_until_gone(lambda: run_processes(orch.pid, [orch.log_root]), LOCAL_GONE_S)
+            yield orch, left, orphan, hold.close
+        finally:
+            for process in (orch.process, orphan):
+                if process.poll() is None:
+                    process.kill()
+                    process.wait()
 
 
 def test_the_next_run_warns_about_a_dead_runs_workers_and_clean_ends_them(stopped_local_run, cli):
     """The run of stopped_local_run started beside a killed run's worker (any run warns at its start: it was a
-    1x1 run of its own). First of the module's tests: `clean` in another lane ends every dead run's process on
-    this machine, so the orphan lives no longer than the run and this test (as when it had a run of its own)."""
-    orch, _, orphan = stopped_local_run
-    doc = interrupted_doc(orch.log_root)
-    # (other runs on this machine may be warned about too: pick the one about the orphan's run)
-    warning = next(w for w in doc["warnings"] if "20200101-000000-dead" in w)
-    assert warning.startswith("another run's workers are still running on localhost: 1 process(es) (run "
-                              "20200101-000000-dead; ")  # one short line: its pids are for show --verbose
-    assert "is gone" in warning and "figures may be low" in warning and str(orphan.pid) not in warning
-    assert "another run's workers are still running on localhost" in orch.stderr()  # on the terminal too
-    shown = cli("show", "last", "--db", str(orch.log_root / "results.db"), "--verbose")
-    assert f"run 20200101-000000-dead, pids {orphan.pid}: " in shown.stdout
-    assert orphan.poll() is None  # a run only warns
-    for _ in range(3):
+    1x1 run of its own). No other test's clean has run since the orphan started (the fixture holds them off)."""
+    orch, _, orphan, release_cleans = stopped_local_run
+    try:
+        doc = interrupted_doc(orch.log_root)
+        # (other runs on this machine may be warned about too: pick the one about the orphan's run)
+        warning = next(w for w in doc["warnings"] if "20200101-000000-dead" in w)
+        assert warning.startswith("another run's workers are still running on localhost: 1 process(es) (run "
+                                  "20200101-000000-dead; ")  # one short line: its pids are for show --verbose
+        assert "is gone" in warning and "figures may be low" in warning and str(orphan.pid) not in warning
+        assert "another run's workers are still running on localhost" in orch.stderr()  # on the terminal too
+        shown = cli("show", "last", "--db", str(orch.log_root / "results.db"), "--verbose")
+        assert f"run 20200101-000000-dead, pids {orphan.pid}: " in shown.stdout
+        assert orphan.poll() is None  # a run only warns
         cleaned = cli("clean")
-        assert cleaned.returncode == 0, cleaned.stderr
-        if f"ended pid {orphan.pid}" in cleaned.stdout:
-            break
-        # Not found: a `clean` of another lane (every dead run's process on this machine is its to end) was first;
-        # it ended the orphan as this one would have. A new orphan, for this test's clean to find.
-        assert orphan.wait(timeout=10) in (-signal.SIGTERM, -signal.SIGKILL), cleaned.stdout
-        orphan = _orphan()
-        time.sleep(0.5)  # its environment is in place before `clean` reads it
-    else:
-        orphan.kill()
-        raise AssertionError(f"clean never ended pid {orphan.pid}: {cleaned.stdout}")
-    assert orphan.wait(timeout=10) is not None
+        assert cleaned.returncode == 0 and f"ended pid {orphan.pid}" in cleaned.stdout, cleaned.stdout
+        assert orphan.wait(timeout=10) == -signal.SIGTERM
+    finally:
+        release_cleans()
 
 
 def test_term_ends_a_local_run_like_ctrl_c(stopped_local_run):
-    orch, left, _ = stopped_local_run
+    orch, left, *_ = stopped_local_run
     sig, code = HANDLED["SIGTERM"]
     assert_ended_like_ctrl_c(orch, code)
     node_dir = next(orch.log_root.glob("*/*/round1/localhost_noderank0"))
@@ -159,7 +156,7 @@ def test_a_second_ctrl_c_does_not_cut_the_cleanup_short(stopped_local_run):
     """Ctrl-C (then TERM) while a TERM stops the run (stopped_local_run): exit 143, every node stopped, the
     logs collected and the round and run recorded interrupted, no traceback. A real first Ctrl-C's 130 is
     test_signals_leave_no_container_of_the_run[SIGINT]'s (and the one handler's, in-process, above)."""
-    orch, left, _ = stopped_local_run
+    orch, left, *_ = stopped_local_run
     assert_ended_like_ctrl_c(orch, 143)  # the first signal decides the exit code
     node_dir = next(orch.log_root.glob("*/*/round1/localhost_noderank0"))
     assert (node_dir / "rank0.stdout.log").is_file() and (node_dir / "rank1.stdout.log").is_file()
@@ -273,9 +270,10 @@ def test_signals_leave_no_container_of_the_run(container_cluster, engine, cpu_to
                                     run_processes(orch.pid, [work, orch.log_root]), REMOTE_GONE_S)
     assert left == [], f"still there {took:.1f} s after {name}: {left}"
     if name == "SIGKILL":  # the bridge folders of the killed orchestrator go at the next clean
-        cleaned = subprocess.run([sys.executable, "-m", "run_benchmarks.cli", "clean", "--cluster",
-                                  str(container_cluster)], capture_output=True, text=True, timeout=120,
-                                 cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(ROOT)})
+        with clean_turn():
+            cleaned = subprocess.run([sys.executable, "-m", "run_benchmarks.cli", "clean", "--cluster",
+                                      str(container_cluster)], capture_output=True, text=True, timeout=120,
+                                     cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(ROOT)})
         assert cleaned.returncode == 0, cleaned.stderr
         for folder in Path("/tmp").glob("accelbench-docker-*"):
             owner = (folder / "owner").read_text() if (folder / "owner").is_file() else ""
@@ -303,7 +301,8 @@ def test_clean_removes_containers_of_a_dead_orchestrator_and_keeps_their_output(
         stale.mkdir(exist_ok=True)
         (stale / "owner").write_text(f"{host}:{pid}:{start_ticks}")
         time.sleep(1)
-        result = cli("clean", "--docker-host", engine.docker_host)
+        with clean_turn():
+            result = cli("clean", "--docker-host", engine.docker_host)
         assert result.returncode == 0, result.stderr
         assert f"removed container {name}" in result.stdout and "is gone" in result.stdout
         assert "last words" in (node_dir / f"{name}.recovered.log").read_text()

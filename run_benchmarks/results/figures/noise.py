@@ -6,7 +6,9 @@ allocator), so steps are resampled in contiguous blocks of ``n^(1/3)`` steps onc
 more (a non-overlapping block bootstrap; at most ``MAX_BLOCKS`` blocks), one by one below that. The round
 stores the 95 % percentile interval of its rate relative to the rate, and the standard deviation of the
 resampled log rates (``log_se``); TFLOP/s and MFU are the rate times a constant within a round, so the same
-relative interval is theirs. Seeded: the same steps give the same interval.
+relative interval is theirs. Seeded: the same steps give the same interval. Up to ``PYTHON_UP_TO`` blocks the
+resamples are drawn with Python's generator, above with numpy's: a typical round (tens of steps) then costs a
+few milliseconds, where importing numpy alone took 0.3-0.6 s of the orchestrator's time after its workers ended.
 
 A side of a comparison (one workload, k ok rounds) has the log-scale standard error
 ``max(sqrt(sum(log_se_i^2)) / k, sd(log figure_i) / sqrt(k))``: the rounds' own noise, or the spread between
@@ -25,6 +27,7 @@ from typing import Optional, Sequence
 RESAMPLES = 2000
 BLOCKED_FROM = 64
 MAX_BLOCKS = 512
+PYTHON_UP_TO = 64  # blocks resampled with Python's generator; numpy's above (the same choice for the same steps)
 Z95 = 1.959964
 SEED = 20261128
 METHOD = (f"block bootstrap of the measured steps ({RESAMPLES} resamples, blocks of n^(1/3) steps from "
@@ -55,17 +58,21 @@ def round_noise(step_times: Sequence[float], tokens: Sequence[float]) -> dict:
 
 def _resample(times: list[float], counts: list[float]) -> list[float]:
     k = len(times)
-    try:
-        import numpy as np
-    except ImportError:  # the report's charts bring numpy; without it, the same resamples in Python
+    numpy = None
+    if k > PYTHON_UP_TO:
+        try:
+            import numpy
+        except ImportError:  # the report's charts bring numpy; without it, Python draws these too
+            pass
+    if numpy is None:
         rng = random.Random(SEED)
         out = []
         for _ in range(RESAMPLES):
             picks = [rng.randrange(k) for _ in range(k)]
             out.append(math.fsum(counts[i] for i in picks) / math.fsum(times[i] for i in picks))
         return out
-    picks = np.random.default_rng(SEED).integers(0, k, size=(RESAMPLES, k))
-    return (np.asarray(counts)[picks].sum(axis=1) / np.asarray(times)[picks].sum(axis=1)).tolist()
+    picks = numpy.random.default_rng(SEED).integers(0, k, size=(RESAMPLES, k))
+    return (numpy.asarray(counts)[picks].sum(axis=1) / numpy.asarray(times)[picks].sum(axis=1)).tolist()
 
 
 def _cv(values: Sequence[float]) -> Optional[float]:
