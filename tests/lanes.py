@@ -45,8 +45,11 @@ def lane_environment() -> dict:
     taking CPU the other lanes' ranks need (torchrun sets the same for its multi-process runs; Paddle's ranks
     choose their own share, training/paddle/process.py). Inductor compiles in the compiling process too
     (TORCHINDUCTOR_COMPILE_THREADS=1): its pool of compile workers would import torch again in each, for
-    kernels this small; the compiled code is the same. Figures of a test run are not benchmark figures."""
-    return {**os.environ, "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1"),
+    kernels this small; the compiled code is the same. Figures of a test run are not benchmark figures.
+    Python caches the bytecode of what it imports (PYTHONDONTWRITEBYTECODE unset): ./dev setup leaves all but
+    what every run imports to be compiled at first use, which without caching would be at every use."""
+    environment = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    return {**environment, "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1"),
             "TORCHINDUCTOR_COMPILE_THREADS": os.environ.get("TORCHINDUCTOR_COMPILE_THREADS", "1")}
 
 
