@@ -279,6 +279,18 @@ def kind_root(folder: Path, image_from_cpu: bool = False) -> Path:
     return folder
 
 
+def one_thread_in_containers(root: Path) -> Path:
+    """The cpu and test kind vendors of a checkout copy give their frameworks' ranks ONE_THREAD: a container's
+    environment is the image's and its vendor's, not the lane's (a one-rank container spun a second thread)."""
+    for vendor in ("cpu", "testkind"):
+        path = root / "vendors" / vendor / "vendor.yaml"
+        data = yaml.safe_load(path.read_text())
+        for framework in data["frameworks"].values():
+            framework["env"] = {**framework.get("env", {}), **ONE_THREAD}
+        path.write_text(yaml.safe_dump(data, sort_keys=False))
+    return root
+
+
 SSH_CASES = [
     ("gpt2_tiny:torch:cpu:2:2", {}),                                              # two hosts, two ranks each
     ("gpt2_tiny:torch:TK1:2:1", {}),                                              # the test kind over SSH
@@ -315,7 +327,7 @@ def golden_containers(tmp_path_factory, sshd, engine, cpu_torch_image) -> Golden
     """CONTAINER_CASES with each node in its vendor's image on hosts h0 and h1 (devices [2]), one invocation:
     exit 1 (the crash). The first use may build the images (minutes)."""
     workdir = tmp_path_factory.mktemp("golden-containers")
-    root = kind_root(workdir / "root", image_from_cpu=True)
+    root = one_thread_in_containers(kind_root(workdir / "root", image_from_cpu=True))
     cluster = workdir / "cluster.yaml"
     cluster.write_text(sshd.cluster_yaml(count=2, work_root=str(workdir / "hosts-work"), runtime="container",
                                          docker_host=engine.docker_host, devices="[2]"))

@@ -3,10 +3,13 @@ and a node in a container on a local host (no SSH)."""
 from __future__ import annotations
 
 import shutil
+import zipfile
 
 import docker
+import pytest
 
 from run_benchmarks.backends.runtimes import images
+from run_benchmarks.errors import UserError
 from run_benchmarks.catalog.vendors import VendorRegistry
 
 from .conftest import ROOT, write
@@ -72,3 +75,36 @@ def test_a_prebuilt_image_runs_a_node_in_a_container_on_a_local_host(cli, engine
     finally:
         client.images.remove(prebuilt)
         client.close()
+
+
+def _wheel(folder, name: str, version: str):
+    """A minimal pure-Python wheel made here (no package index is needed to fetch it)."""
+    path = folder / f"{name}-{version}-py3-none-any.whl"
+    info = f"{name}-{version}.dist-info"
+    with zipfile.ZipFile(path, "w") as whl:
+        whl.writestr(f"{info}/METADATA", f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n")
+        whl.writestr(f"{info}/WHEEL", "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n")
+        whl.writestr(f"{info}/RECORD", "")
+    return path
+
+
+def test_the_wheels_of_unchanged_requirements_are_fetched_once(tmp_path):
+    """pip fetches the requirements' wheels into wheels/ once; while the requirements and those files stay, no
+    pip runs (its source is gone, so a second pip would fail); new requirements fetch again."""
+    source, context = tmp_path / "source", tmp_path / "context"
+    source.mkdir(), context.mkdir()
+    first = _wheel(source, "abtestpkg", "1.0")
+    (context / "requirements.txt").write_text(f"{first}\n")
+    images.prepare_wheels(context)
+    assert (context / "wheels" / first.name).is_file()
+    digest = images.context_digest(context)
+    first.unlink()
+    images.prepare_wheels(context)  # the same requirements, their wheel there: nothing to fetch
+    assert images.context_digest(context) == digest
+    (context / "requirements.txt").write_text(f"{first}\n{source / 'abtestdep-1.0-py3-none-any.whl'}\n")
+    with pytest.raises(UserError, match="could not download the wheels"):
+        images.prepare_wheels(context)  # changed requirements: pip runs (and finds no abtestdep)
+    (context / "requirements.txt").write_text(f"{first}\n")
+    (context / "wheels" / first.name).unlink()
+    with pytest.raises(UserError, match="could not download the wheels"):
+        images.prepare_wheels(context)  # a fetched file gone: pip runs again

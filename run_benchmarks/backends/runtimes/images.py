@@ -4,7 +4,11 @@ The tag carries a digest of the build context, so a changed Dockerfile (or
 wheel) builds a new image and an unchanged one is reused. A ``requirements.txt``
 beside the Dockerfile is downloaded as wheels into ``wheels/`` on this machine
 first (``pip download``): the build installs from there with ``--no-index``,
-so containers need no package index (air-gapped clusters have none either).
+so containers need no package index (air-gapped clusters have none either). The
+download is done once per requirements.txt: ``wheels/.requirements`` names the
+requirements' digest and the files fetched for it, and while both hold, no pip
+runs (a container node's case paid ~3.5 s of CPU for pip to find nothing to do);
+change the requirements, or empty ``wheels/``, to fetch again.
 """
 from __future__ import annotations
 
@@ -16,6 +20,9 @@ from pathlib import Path
 from typing import Optional
 
 from run_benchmarks.errors import UserError
+
+
+FETCHED = ".requirements"  # in wheels/: the requirements' digest, then each file fetched for them
 
 
 @dataclass(frozen=True)
@@ -43,17 +50,32 @@ def context_dir(vendor_dir: Path, framework: str, version: Optional[str]) -> Pat
 
 
 def prepare_wheels(context: Path) -> None:
-    """``pip download`` the context's requirements.txt into wheels/ (a no-op when they are there)."""
+    """``pip download`` the context's requirements.txt into wheels/, unless these requirements were fetched
+    there already and every file fetched is still there."""
     requirements = context / "requirements.txt"
     if not requirements.is_file():
         return
+    wheels, wanted = context / "wheels", hashlib.sha256(requirements.read_bytes()).hexdigest()
+    if _fetched(wheels) == wanted:
+        return
     # For this machine's Python and platform: the image's Python must be the same minor version.
     done = subprocess.run([sys.executable, "-m", "pip", "download", "-q", "-r", str(requirements),
-                           "-d", str(context / "wheels")],
+                           "-d", str(wheels)],
                           capture_output=True, text=True)
     if done.returncode:
         raise UserError(f"could not download the wheels of {requirements}: {done.stderr.strip()[-500:]}",
                         "check the requirements and that a package index is reachable from this machine")
+    files = sorted(p.name for p in wheels.iterdir() if p.is_file() and p.name != FETCHED)
+    (wheels / FETCHED).write_text("\n".join([wanted, *files]) + "\n", encoding="utf-8")
+
+
+def _fetched(wheels: Path) -> Optional[str]:
+    """The digest of the requirements whose wheels are all in ``wheels``; None when unknown or one is gone."""
+    try:
+        digest, *files = (wheels / FETCHED).read_text(encoding="utf-8").split()
+    except (OSError, ValueError):
+        return None
+    return digest if all((wheels / name).is_file() for name in files) else None
 
 
 def context_digest(context: Path) -> str:
