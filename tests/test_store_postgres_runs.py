@@ -58,7 +58,8 @@ def test_a_run_and_a_sweep_at_once_both_land_and_read_back_and_bundle_into_sqlit
         assert all(run_id in listed.stdout for run_id in runs)
         attempts = server.attempts()
     assert [a["status"] for a in attempts] == ["ok", "ok"]
-    (run_id,) = [r for r in runs if r in run_out]
+    # (the run's output may name the sweep too: a run says which others started beside it)
+    (run_id,) = [r for r in runs if f"stored in {pg.url} as run {r}" in run_out]
     (sweep_id,) = set(runs) - {run_id}
     report = accelbench("report", run_id, sweep_id, "--format", "json", "--db", pg.url)
     assert report.returncode == 0, report.stderr
