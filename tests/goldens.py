@@ -135,10 +135,10 @@ LOCAL_OK = [
     # was written (ok, with a warning)
     ("gpt2_tiny:torch:cpu:1:1:2", {"data.source": "tokens", "data.path": "corpus/web", "debug.exit_code_after_end": 7}),
     ("llama_tiny_lora:torch:cpu:1:1", {}),
-    # every family through the real launcher; gpt3 asks for torch 1.9 (--allow-version-mismatch). The families
-    # differ only in ModelSpec's switches (gpt3's are gpt2's; opt: learned positions and relu)
-    ("gpt3_tiny:torch_1.9:cpu:1:1", {}), ("llama_tiny:torch:cpu:1:1", {}), ("opt_tiny:torch:cpu:1:1", {}),
-    ("bloom_tiny:torch:cpu:1:1", {}),
+    # the families test_parity.py does not train through the real launcher (llama and bloom it does, on 1, 2
+    # and 4 ranks); gpt3 asks for torch 1.9 (--allow-version-mismatch). The families differ only in ModelSpec's
+    # switches (gpt3's are gpt2's; opt: learned positions and relu)
+    ("gpt3_tiny:torch_1.9:cpu:1:1", {}), ("opt_tiny:torch:cpu:1:1", {}),
     # fp16 with sharded or staged gradients: 8 steps, enough for the loss to fall; 2 sequences a micro-batch, as
     # a CPU's fp16 matmuls are slow (8 took 2-5 s a step at load 9) and the scalers' agreement needs no more
     ("gpt2_tiny:torch:cpu:1:2", {"train.precision": "fp16", "parallel.sharding": "stage2", "train.steps": 8,

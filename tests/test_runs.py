@@ -149,8 +149,9 @@ def test_version_mismatch_can_be_overridden_and_is_recorded(golden_local):
 
 
 def test_every_tiny_family_trains_in_one_run(golden_local):
-    """Each family through the real launcher in one process; 2 ranks of their modules: see LOCAL_OK."""
-    for case in ("gpt3_tiny:torch_1.9", "llama_tiny:torch", "opt_tiny:torch", "bloom_tiny:torch"):
+    """Each family through the real launcher in one process (llama and bloom: test_parity.py's references, under
+    torchrun as planned by the orchestrator; 2 ranks of their modules: see LOCAL_OK)."""
+    for case in ("gpt3_tiny:torch_1.9", "opt_tiny:torch"):
         doc = golden_local.doc(f"{case}:cpu:1:1")
         assert_complete_ok(doc, world_size=1, steps=SHORT_STEPS, warmup=SHORT_WARMUP)
         assert doc["workload"]["model"]["family"] == case.split("_")[0]
