@@ -29,6 +29,9 @@ import json
 import os
 import sys
 
+if __name__ == "__main__":  # as the worker's entry does (training/run_pretraining.py): until its first measured step
+    gc.disable()
+
 if not __package__:  # run as a file (Paddle's launcher takes a script): the checkout's root, not tests/
     here = os.path.dirname(os.path.abspath(__file__))
     sys.path[:] = [p for p in sys.path if os.path.realpath(p or ".") != os.path.realpath(here)]

@@ -253,3 +253,29 @@ def test_a_cpu_peak_is_reset_at_the_first_measured_step():
     harness.reset_peak_memory(CpuWorker())
     after = harness.peak_rss()
     assert before - after > 250 * 2**20
+
+
+def test_the_collector_is_off_through_the_warm_up_and_on_with_the_start_frozen_from_the_first_measured_step(
+        acme_root, capsys):
+    """The worker's entry switches the cyclic collector off (its imports: 0.6-0.7 s of a small worker's CPU);
+    the harness collects the warm-up's garbage once, freezes the rest and switches it on before the clock of
+    the first measured step. Importing the entry, as the test workers do, leaves a process's collector alone."""
+    import gc
+
+    import training.run_pretraining  # noqa: F401
+
+    assert gc.isenabled()
+    seen = []
+
+    class Watched(FakeWorker):
+        def train_step(self) -> harness.StepWork:
+            seen.append((gc.isenabled(), gc.get_freeze_count() > 0))
+            return super().train_step()
+
+    gc.disable()
+    try:
+        harness.run(acme(), train_task.over(Watched), LAUNCHER)
+        assert seen == [(False, False), (True, True), (True, True)]  # one warm-up step, two measured
+    finally:
+        gc.unfreeze()
+        gc.enable()
