@@ -29,7 +29,7 @@ import json
 import os
 import sys
 
-if __name__ == "__main__":  # as the worker's entry does (training/run_pretraining.py): until its first measured step
+if __name__ == "__main__":  # as the worker's entry does (training/collector.py): until its first measured step
     gc.disable()
 
 if not __package__:  # run as a file (Paddle's launcher takes a script): the checkout's root, not tests/

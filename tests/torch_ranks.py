@@ -20,7 +20,7 @@ def free_port() -> int:
 
 
 def _child(rank: int, world: int, port: int, fn: Callable, args: tuple, queue) -> None:
-    gc.disable()  # as a worker's entry does (training/run_pretraining.py); short-lived, collected where asked
+    gc.disable()  # as a worker's entry does (training/collector.py); short-lived, collected where asked
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank), WORLD_SIZE=str(world),
                       LOCAL_RANK=str(rank))
     try:

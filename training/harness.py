@@ -14,7 +14,6 @@ ranks, records, fault injection and the node's environment mean the same for all
 """
 from __future__ import annotations
 
-import gc
 import os
 import resource
 import sys
@@ -24,7 +23,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Iterator, Optional, Union
 
 from training.contract import perflog
-from training import breakdown, plugins
+from training import breakdown, collector, plugins
 from training.contract.names import RankVariables, Ranks, read_ranks
 from training.faults import OOM_REQUEST_BYTES, check_faults, exit_after_end
 from training.contract.spec import DeviceSpec, WorkerConfig, WorkloadSpec
@@ -181,7 +180,7 @@ def run(cfg: WorkerConfig, open_task: Callable[[WorkerConfig, Ranks], Task],
         perflog.emit(start_record(cfg, ranks, task, plugin))
         for record in task.records():
             perflog.emit(record)
-        resume_collector()  # a task without steps (micro) measured with it off
+        collector.resume()  # a task without steps (micro) measured with it off
         ending = task.ending()
     except UnsupportedOnDevice as exc:
         exc.rank = ranks.rank  # the entry point reports which rank found out
@@ -217,7 +216,7 @@ def timed_loop(spec: WorkloadSpec, rank: int, worker: FrameworkWorker, step_work
     reset when the first measured step starts."""
     for step in range(spec.train.steps):
         if step == spec.train.warmup_steps:
-            resume_collector()
+            collector.resume()  # training/collector.py: off since the worker's entry
             reset_peak_memory(worker)
         check_faults(spec.debug, rank, step, worker.allocate)
         synchronize(worker)
@@ -230,17 +229,6 @@ def timed_loop(spec: WorkloadSpec, rank: int, worker: FrameworkWorker, step_work
         if spec.debug.memory_limit_mib is not None:  # over it: the step ends in the framework's own OOM
             check_memory_limit(spec.debug.memory_limit_mib, rank, step, worker)
         yield made
-
-
-def resume_collector() -> None:
-    """Switch Python's cyclic garbage collector back on where the worker's entry switched it off
-    (training/run_pretraining.py): at the first measured step, so that the warm-up's garbage is collected once,
-    outside every clock and before the memory peaks are reset, and what is left (modules, model, optimizer) is
-    frozen out of later scans, so a full collection inside a measured step stays short. Idempotent."""
-    if not gc.isenabled():
-        gc.collect()
-        gc.freeze()
-        gc.enable()
 
 
 def timed(worker: FrameworkWorker, fn: Callable[..., Any], *args: Any) -> tuple[Any, float]:

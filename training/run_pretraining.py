@@ -12,13 +12,8 @@ import gc
 import os
 import sys
 
-# Off until the first measured step (training/harness.py ``resume_collector``): the cyclic collector ran some
-# hundred times over the objects torch, torch._dynamo and sympy make on import and in the first optimizer step,
-# 0.6-0.7 s of a 6-step gpt2_tiny worker's 5.4 s of CPU here (8 runs alternating with and without). torchtitan
-# turns automatic collection off in its trainer too (``gc_freq``), for stragglers. Only as the process's entry:
-# a process that imports this module keeps its collector.
-if __name__ == "__main__":
-    gc.disable()
+if __name__ == "__main__":  # as the process's entry only: a process that imports this module keeps its collector
+    gc.disable()  # until the first measured step (training/collector.py), before any import below
 
 if not __package__:  # run as a file: training/ on sys.path would shadow the real torch with training/torch
     # Python puts the script's real folder on sys.path (symlinks resolved), so compare real paths; the
