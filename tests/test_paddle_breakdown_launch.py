@@ -20,7 +20,8 @@ pytestmark = pytest.mark.e2e
 CASE = "gpt3_tiny:paddle:cpu:1:2"
 COMMON = ("train.steps=2", "train.warmup_steps=1", "train.micro_batch_size=2", "train.breakdown_steps=3")
 # Far above a loaded machine's noise; each comparison takes the fastest step: load only ever adds time.
-COLLECTIVE_MS, DATA_MS, COMPUTE_MS = 250.0, 100.0, 400.0
+# The compute delay is 1 s: beside the suite's other lanes the plain rank 1's compute took 0.48-0.75 s a step.
+COLLECTIVE_MS, DATA_MS, COMPUTE_MS = 250.0, 100.0, 1000.0
 DELAYS = (f"debug.collective_delay_ms={COLLECTIVE_MS}", f"debug.data_fetch_delay_ms={DATA_MS}",
           f"debug.compute_delay_ms={COMPUTE_MS}", "debug.fail_rank=1")
 # Sharding times 2 collectives per parameter tensor (72 for gpt3_tiny): a smaller delay each keeps C x D (2.9 s
@@ -88,9 +89,7 @@ def test_paddle_data_parallel_breakdown_puts_injected_costs_in_their_phase(recor
     from run_benchmarks.results.breakdown.step import measured
 
     assert measured([b0, b1], None)["straggler"]["rank"] == 1
-    # the plain rank 1 holds no delay: its fastest step (its median step took 478 ms of a 100-200 ms compute
-    # once, with three lanes on two cores)
-    assert min(a1.compute_s) < COMPUTE_MS / 1000, a1.compute_s
+    assert measured([a0, a1], None)["per_rank"][1]["compute_s"] < COMPUTE_MS / 1000, a1.compute_s
 
 
 def test_paddle_sharding_stage1_breakdown_times_each_reduce_and_broadcast(records):
