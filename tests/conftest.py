@@ -79,6 +79,9 @@ LANE_OF_MODULE = {"test_sweep": "infra", "test_micro_paddle": "inprocess", "test
                   # fresh clone at ef75232 (the workers' collector off until their measured steps): infra 1,051 s,
                   # local 1,078 s, inprocess 1,155 s; test_mfu_twin (43 s, no session fixture) moved to infra
                   "test_mfu_twin": "infra", "test_html_browser": "inprocess",
+                  # fresh clone at 0169e99: infra 1,038 s, local 1,043 s, inprocess 1,097 s; test_history (27 s of
+                  # in-process work, no session fixture) moved to infra
+                  "test_history": "infra",
                   "test_history_stores": "inprocess"}
 
 
