@@ -127,11 +127,11 @@ def test_a_two_process_run_with_a_collective_delay_names_the_collective_and_one_
                             key=lambda d: d["workload"]["debug"]["collective_delay_ms"] or 0)
     levers = [d["metrics"]["time_breakdown"]["lever"] for d in (plain, delayed)]
     assert all(d["metrics"]["time_breakdown"]["expected"]["communication_s"] for d in (plain, delayed)), levers
-    busy = [line for node in plain["monitor"]["contention"]["nodes"] if node.get("measured")
-            for line in contention.reasons(node, ContentionLimits())]
-    if busy:
-        assert contention.judge(plain["monitor"]["contention"]["nodes"], ContentionLimits())["verdict"] == "contended"
-    else:
+    # the plain round under the default limits (the test_conf's shared-machine limits judge nothing): measured,
+    # so a contended verdict comes from its figures, not from a missing monitor
+    verdict = contention.judge(plain["monitor"]["contention"]["nodes"], ContentionLimits())["verdict"]
+    assert verdict in (contention.QUIET, contention.CONTENDED), verdict
+    if verdict == contention.QUIET:
         assert "allreduce" not in levers[0], levers[0]
     assert "the 1 allreduce of 2.18 MB ran at " in levers[1] and " would be saved" in levers[1], levers[1]
     assert f"where the time goes: {levers[1]}" in done.stdout.replace("\n", " ")

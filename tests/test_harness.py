@@ -258,8 +258,9 @@ def test_a_cpu_peak_is_reset_at_the_first_measured_step():
 def test_the_collector_is_off_through_the_warm_up_and_on_with_the_start_frozen_from_the_first_measured_step(
         acme_root, capsys):
     """The worker's entry switches the cyclic collector off (training/collector.py: 0.6-0.7 s of a small
-    worker's CPU); the harness collects the warm-up's garbage once, freezes the rest and switches it on before the clock of
-    the first measured step. Importing the entry, as the test workers do, leaves a process's collector alone."""
+    worker's CPU); the harness collects the warm-up's garbage once, freezes the rest and switches it on before
+    the clock of the first measured step. Importing the entry, as the test workers do, leaves a process's
+    collector alone."""
     import gc
 
     from training import run_pretraining
