@@ -35,6 +35,10 @@ ONE_THREAD = {"OMP_NUM_THREADS": "1"}
 # A golden whose tests read no time breakdown skips its 3 steps after the measured ones (train.breakdown_steps):
 # real runs with a breakdown are golden_default's, golden_two_nodes' and test_breakdown_lever.py's.
 NO_BREAKDOWN = {"train.breakdown_steps": 0}
+# gpt2_tiny made smaller still (tests/test_history_runs.py's model), for runs whose tests read no figure's size: a
+# rank's CPU is then its imports (torch, dynamo) and little more (a SHORT rank of gpt2_tiny measured 4.2-4.9 s of CPU,
+# one of this model 2.5-3.9 s, at load 7-12).
+SMALL_MODEL = {"model.n_layer": 1, "model.d_model": 32, "model.seq_len": 32, "train.micro_batch_size": 1}
 
 
 @dataclass(frozen=True)
