@@ -35,6 +35,10 @@ ONE_THREAD = {"OMP_NUM_THREADS": "1"}
 # A golden whose tests read no time breakdown skips its 3 steps after the measured ones (train.breakdown_steps):
 # real runs with a breakdown are golden_default's, golden_two_nodes' and test_breakdown_lever.py's.
 NO_BREAKDOWN = {"train.breakdown_steps": 0}
+# gpt2_tiny made smaller still (tests/test_history_runs.py's model), for runs whose tests read no figure's size: a
+# rank's CPU is then its imports (torch, dynamo) and little more (a SHORT rank of gpt2_tiny measured 4.2-4.9 s of CPU,
+# one of this model 2.5-3.9 s, at load 7-12).
+SMALL_MODEL = {"model.n_layer": 1, "model.d_model": 32, "model.seq_len": 32, "train.micro_batch_size": 1}
 
 
 @dataclass(frozen=True)
@@ -301,7 +305,8 @@ SSH_CASES = [
 @pytest.fixture(scope="session")
 def golden_ssh(tmp_path_factory, sshd) -> Golden:
     """SSH_CASES on hosts h0 and h1 (devices [0, 1]) in one invocation, under a work root whose name holds
-    shell syntax (``marker`` must never be made): exit 1 (the crash)."""
+    shell syntax (``marker`` must never be made): exit 1 (the crash). Each case SHORT on the small model
+    without a time breakdown: its tests (test_ssh.py, test_kind_hosts.py) read no figure's size nor a breakdown."""
     workdir = tmp_path_factory.mktemp("golden-ssh")
     root = kind_root(workdir / "root")
     marker = workdir / "executed"
@@ -309,7 +314,8 @@ def golden_ssh(tmp_path_factory, sshd) -> Golden:
     cluster = workdir / "cluster.yaml"
     cluster.write_text(sshd.cluster_yaml(count=2, python=sys.executable, work_root=f"'{work_root}'",
                                          devices="[0, 1]"))
-    conf = test_conf(workdir / "test_conf.yaml", [{"case": c, "set": {**SHORT_SET, **s}} for c, s in SSH_CASES])
+    conf = test_conf(workdir / "test_conf.yaml",
+                     [{"case": c, "set": {**SHORT_SET, **NO_BREAKDOWN, **SMALL_MODEL, **s}} for c, s in SSH_CASES])
     return run_golden(workdir, "run", "--test-conf", str(conf), "--root", str(root), "--cluster", str(cluster),
                       expect=1)
 

@@ -1,12 +1,17 @@
 """Cases through a real Slurm on this machine (``slurm_cluster``, tests/infra/slurm.py: munged, slurmctld and
 two slurmd nodes on 127.0.0.2 and 127.0.0.3, started once per session). Each round is an sbatch job.
 
-Only what needs real jobs is here: a 2x2 case twice and a rank crash (one invocation), Ctrl-C, a killed
-orchestrator, a scancel from outside, Slurm's time limit and accelbench's own deadline. Ctrl-C stops a 2-node
-job; the other endings cancel (or see Slurm end) the round's one job whole, whatever its nodes, so their runs
-are one node of one rank (a job of two cost twice the processes and showed nothing more). The submitted text,
-the parsing of Slurm's output and the status of every job state are tested in this process, against
-output copied from this cluster, in tests/test_slurm_scripts.py.
+Only what needs real jobs is here: a 2x2 case, a 1x1 case twice and a rank crash (one invocation), Ctrl-C, a
+killed orchestrator, a scancel from outside, Slurm's time limit and accelbench's own deadline. Ctrl-C stops a
+2-node job; the other endings cancel (or see Slurm end) the round's one job whole, whatever its nodes, so their
+runs are one node of one rank (a job of two cost twice the processes and showed nothing more). That repeats are
+separate jobs is shown by the 1x1 case's two rounds (the 2x2 case ran twice for it: a second 2x2 job cost four
+ranks, two launchers and two monitors, ~24 s of CPU, against ~12 s for two 1x1 jobs). The submitted text, the
+parsing of Slurm's output and the status of every job state are tested in this process, against output copied
+from this cluster, in tests/test_slurm_scripts.py.
+
+Every run trains a smaller gpt2_tiny (goldens.SMALL_MODEL): no test here reads a figure's size, and what the
+full model computed beyond each rank's imports was CPU for nothing.
 
 Every run of the module is started at once before its first test (``runs``: only those the selected tests
 ask for), each ``accelbench run`` a process of its own with its own shared directory, its jobs sharing the
@@ -30,14 +35,24 @@ import yaml
 from training.contract import perflog
 
 from .conftest import ROOT, write
+from .goldens import SMALL_MODEL
 from .runner import ends_with_the_test
 from .infra.slurm import SlurmCluster, processes_mentioning, wait_until
 
 CASE = "gpt2_tiny:torch:cpu:2:1"
 ONE = "gpt2_tiny:torch:cpu:1:1"  # a job of one node, one rank: what ends a round's job ends it whole (RoundJob)
+TWO_BY_TWO = "gpt2_tiny:torch:cpu:2:2"
+REPEATED = "gpt2_tiny:torch:cpu:1:1:2"  # two rounds: two jobs
 STEPS, WARMUP = 6, 2
-SHORT = {"train.steps": STEPS, "train.warmup_steps": WARMUP}
-HANG = ("--set", f"train.steps={STEPS}", "--set", f"train.warmup_steps={WARMUP}", "--set", "debug.hang_at_step=1")
+SHORT = {"train.steps": STEPS, "train.warmup_steps": WARMUP, **SMALL_MODEL}
+
+
+def sets(settings: dict) -> list[str]:
+    """``settings`` as the CLI's ``--set KEY=VALUE`` arguments."""
+    return [arg for key, value in settings.items() for arg in ("--set", f"{key}={value}")]
+
+
+HANG = (*sets(SHORT), "--set", "debug.hang_at_step=1")
 START_S = 240  # bound on a job's start, up to rank 0's first step, on two cores shared with the other runs
 
 
@@ -182,13 +197,14 @@ def deadline_run(slurm, folder):
 
 @background
 def two_cases_run(slurm, folder):
-    """One invocation: gpt2_tiny 2x2 for 2 rounds, then a 2x1 whose rank 1 crashes at step 1. The shared
-    directory and an sbatch option hold shell syntax that must stay data (``folder/executed`` must not
-    appear)."""
+    """One invocation: gpt2_tiny 2x2, then 1x1 for 2 rounds (no time breakdown: its test reads only the
+    rounds' jobs), then a 2x1 whose rank 1 crashes at step 1. The shared directory and an sbatch option hold
+    shell syntax that must stay data (``folder/executed`` must not appear)."""
     marker = folder / "executed"
     conf = folder / "test_conf.yaml"
     conf.write_text(yaml.safe_dump({"cases": [
-        {"case": "gpt2_tiny:torch:cpu:2:2:2", "set": SHORT},
+        {"case": TWO_BY_TWO, "set": SHORT},
+        {"case": REPEATED, "set": {**SHORT, "train.breakdown_steps": 0}},
         {"case": CASE, "set": {**SHORT, "debug.fail_at_step": 1, "debug.fail_rank": 1}}]}))
     shared = folder / f"shared $(touch {marker}); `touch {marker}` & echo"
     return Run.through(slurm, folder, ["--test-conf", str(conf)], shared=shared,
@@ -197,9 +213,8 @@ def two_cases_run(slurm, folder):
 
 @background
 def local_run(slurm, folder):
-    """A local run (no Slurm), whose results.json the Slurm rounds' must match key for key."""
-    return Run(folder, ["gpt2_tiny:torch:cpu:1:1", "--set", f"train.steps={STEPS}", "--set",
-                        f"train.warmup_steps={WARMUP}"])
+    """A local run (no Slurm), whose results.json the Slurm 2x2 round's must match key for key."""
+    return Run(folder, [ONE, *sets(SHORT)])
 
 
 # ---------------------------------------------------------------- signals and outside hands
@@ -239,34 +254,32 @@ def test_scancel_from_outside_is_interrupted(slurm_cluster, scancel_run):
 
 def test_a_2x2_case_through_slurm_gives_the_results_of_a_local_run(slurm_cluster, two_cases_run, local_run):
     assert two_cases_run.wait(400) == 1, two_cases_run.stderr  # the crashing case fails the run
-    docs = [d for d in two_cases_run.docs() if d["case_name"] == "gpt2_tiny:torch:cpu:2:2:2"]
-    assert len(docs) == 2
-    for doc in docs:
-        assert doc["status"] == "ok" and doc["steps_completed"] == STEPS, doc["reason"]
-        assert doc["metrics"]["tokens_per_s_total"] > 0
-        nodes = doc["environment"]["nodes"]
-        assert [n["slurm"]["node"] for n in nodes] == ["node1", "node2"]
-        assert [n["slurm"]["address"] for n in nodes] == ["127.0.0.2", "127.0.0.3"]  # NodeAddr, distinct
-        assert {n["slurm"]["job_id"] for n in nodes} == {nodes[0]["slurm"]["job_id"]}
-        assert nodes[0]["slurm"]["partition"] == "debug" and nodes[0]["slurm"]["nodelist"] == "node[1-2]"
-        round_dir = Path(doc["results_path"]).parent
-        launcher = (round_dir / "slurm_noderank1" / "launcher.log").read_text()
-        assert '--master-addr="$master_addr"' in (round_dir / "node.sh").read_text()
-        assert {f"rank{r}.stdout.log" for r in range(4)} <= {
-            p.name for d in round_dir.glob("slurm_noderank*") for p in d.iterdir()}, launcher
+    (doc,) = [d for d in two_cases_run.docs() if d["case_name"] == TWO_BY_TWO]
+    assert doc["status"] == "ok" and doc["steps_completed"] == STEPS, doc["reason"]
+    assert doc["metrics"]["tokens_per_s_total"] > 0
+    nodes = doc["environment"]["nodes"]
+    assert [n["slurm"]["node"] for n in nodes] == ["node1", "node2"]
+    assert [n["slurm"]["address"] for n in nodes] == ["127.0.0.2", "127.0.0.3"]  # NodeAddr, distinct
+    assert {n["slurm"]["job_id"] for n in nodes} == {nodes[0]["slurm"]["job_id"]}
+    assert nodes[0]["slurm"]["partition"] == "debug" and nodes[0]["slurm"]["nodelist"] == "node[1-2]"
+    round_dir = Path(doc["results_path"]).parent
+    launcher = (round_dir / "slurm_noderank1" / "launcher.log").read_text()
+    assert '--master-addr="$master_addr"' in (round_dir / "node.sh").read_text()
+    assert {f"rank{r}.stdout.log" for r in range(4)} <= {
+        p.name for d in round_dir.glob("slurm_noderank*") for p in d.iterdir()}, launcher
     assert not (two_cases_run.folder / "executed").exists()  # the shell syntax stayed data
     assert (two_cases_run.shared / "code").is_dir()  # the odd name was used as a name
     # Identical in form to a local run: the same record, key for key.
     assert local_run.wait(300) == 0, local_run.stderr
     (local_doc,) = local_run.docs()
-    assert set(docs[0]) == set(local_doc)
-    assert set(docs[0]["metrics"]) == set(local_doc["metrics"])
+    assert set(doc) == set(local_doc)
+    assert set(doc["metrics"]) == set(local_doc["metrics"])
     two_cases_run.assert_nothing_left(slurm_cluster)
 
 
 def test_repeats_are_separate_jobs(two_cases_run):
     assert two_cases_run.wait(400) == 1, two_cases_run.stderr
-    docs = [d for d in two_cases_run.docs() if d["case_name"] == "gpt2_tiny:torch:cpu:2:2:2"]
+    docs = [d for d in two_cases_run.docs() if d["case_name"] == REPEATED]
     assert [d["status"] for d in docs] == ["ok", "ok"]
     assert [d["round"] for d in docs] == [1, 2]
     assert len({d["environment"]["nodes"][0]["slurm"]["job_id"] for d in docs}) == 2

@@ -75,9 +75,14 @@ def start_sshd_cluster(root: Path, count: int, port: int = 2222, first_octet: in
     """``env``: more variables of every session on every host (e.g. ``PATH`` to put stand-in tools on a host's
     PATH, as a vendor's tools are on a real host's). Every session has ``OMP_NUM_THREADS=1``, as the suite's lanes
     have (tests/lanes.py): a node of one rank would start an OpenMP thread per core, spinning on the cores the
-    lanes share; no test reads a thread count of a host's ranks."""
-    session_env = {"OMP_NUM_THREADS": "1", **(env or {})}
-    root.mkdir(parents=True, exist_ok=True)
+    lanes share; no test reads a thread count of a host's ranks. Every session's ``HOME`` is an empty folder of the
+    cluster's, as a fresh account's on a remote machine: this machine's own account's ~/.bashrc, which bash runs
+    for every command sshd starts, is no test host's (on the CI machine it runs ``pyenv init``: 0.15 s of CPU per
+    remote command, and puts pyenv's shims first on PATH: 0.16 s more per ``python3`` a host starts, the test
+    kind's monitor two a second: ~11 s of the SSH golden's ~57 s of CPU)."""
+    home = root / "home"
+    session_env = {"OMP_NUM_THREADS": "1", "HOME": str(home), **(env or {})}
+    home.mkdir(parents=True, exist_ok=True)
     Path("/run/sshd").mkdir(parents=True, exist_ok=True)  # sshd's privilege-separation directory
     client_key = root / "client_ed25519"
     if not client_key.exists():
