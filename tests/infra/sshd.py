@@ -75,8 +75,13 @@ def start_sshd_cluster(root: Path, count: int, port: int = 2222, first_octet: in
     """``env``: more variables of every session on every host (e.g. ``PATH`` to put stand-in tools on a host's
     PATH, as a vendor's tools are on a real host's). Every session has ``OMP_NUM_THREADS=1``, as the suite's lanes
     have (tests/lanes.py): a node of one rank would start an OpenMP thread per core, spinning on the cores the
-    lanes share; no test reads a thread count of a host's ranks."""
-    session_env = {"OMP_NUM_THREADS": "1", **(env or {})}
+    lanes share; no test reads a thread count of a host's ranks. And ``SHLVL=1``: sshd runs each command with the
+    account's shell, and bash sources ``~/.bashrc`` for a command from sshd only as a top-level shell (SHLVL
+    below 2 once it has counted itself); the hosts share this machine's account, whose ``~/.bashrc`` may be a
+    developer's (here pyenv's init: 0.15 s of CPU per SSH command, 0.3 s with ``python3`` through pyenv's shim,
+    against 0.005 and 0.02 s without; a container run makes ~100 SSH commands, one per Docker connection). A
+    session gets sshd's own PATH instead: Debian's python3 and docker, which is what the hosts' commands need."""
+    session_env = {"OMP_NUM_THREADS": "1", "SHLVL": "1", **(env or {})}
     root.mkdir(parents=True, exist_ok=True)
     Path("/run/sshd").mkdir(parents=True, exist_ok=True)  # sshd's privilege-separation directory
     client_key = root / "client_ed25519"
