@@ -212,9 +212,17 @@ def golden_bundle(golden_two_nodes, tmp_path_factory) -> tuple[Path, str, Path]:
 # ---------------------------------------------------------------- a local run killed with SIGKILL
 
 
+# The case that finishes (one process, SHORT), then the one killed while it trains (two ranks, steps enough
+# never to end by itself): a round stored, and a round cut short, as two rounds of one case gave (the first of
+# 40 steps on two ranks, and the second had to be long enough not to end before the kill: ~12 s of CPU more).
+KILLED_CASES = [("gpt2_tiny:torch:cpu:1:1", {**SHORT_SET, **NO_BREAKDOWN}),
+                ("gpt2_tiny:torch:cpu:1:2", {"train.steps": 100000, "train.warmup_steps": 1})]
+
+
 @dataclass(frozen=True)
 class Killed:
-    """A local 2-round run whose orchestrator got SIGKILL while round 2 trained (round 1 finished)."""
+    """A local run of KILLED_CASES whose orchestrator got SIGKILL while the second case trained (the first's
+    round had finished and was stored)."""
 
     log_root: Path
     pid: int
@@ -231,11 +239,12 @@ def golden_killed(tmp_path_factory) -> Killed:
     from .signal_faults import run_processes, seconds_until_gone, start
 
     workdir = tmp_path_factory.mktemp("golden-killed")
-    orch = start(workdir, "gpt2_tiny:torch:cpu:1:2:2", "--set", "train.steps=40", "--set", "train.warmup_steps=1")
+    conf = test_conf(workdir / "test_conf.yaml", [{"case": c, "set": s} for c, s in KILLED_CASES])
+    orch = start(workdir, f"--test-conf={conf}")  # `accelbench run --test-conf=FILE`: no case named
     try:
-        _wait_for_step(orch, round_=2)
+        _wait_for_step(orch, "gpt2_tiny-torch-cpu-1x2")
         before = run_processes(orch.pid, [orch.log_root])
-        os.kill(orch.pid, 9)  # the orchestrator alone: its round-2 launcher, workers and monitor are orphaned
+        os.kill(orch.pid, 9)  # the orchestrator alone: the second case's launcher, workers and monitor are orphaned
         orch.wait(timeout=10)
         took, left = seconds_until_gone(lambda: run_processes(orch.pid, [orch.log_root]), LOCAL_GONE_S)
     finally:
@@ -247,17 +256,18 @@ def golden_killed(tmp_path_factory) -> Killed:
     return Killed(orch.log_root, orch.pid, before, took, left)
 
 
-def _wait_for_step(orch, round_: int, timeout: float = 180) -> None:
+def _wait_for_step(orch, case_folder: str, timeout: float = 180) -> None:
+    """Until rank 0 of the case in ``case_folder`` (its first round) has logged a step."""
     import time
 
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if any('"kind":"step"' in log.read_text(errors="replace")
-               for log in orch.log_root.glob(f"*/*/round{round_}/*/torchrun/*/attempt_0/0/stdout.log")):
+               for log in orch.log_root.glob(f"*/{case_folder}/round1/*/torchrun/*/attempt_0/0/stdout.log")):
             return
         assert orch.process.poll() is None, f"the run ended (exit {orch.process.returncode}):\n{orch.stderr()[-3000:]}"
         time.sleep(0.2)
-    raise AssertionError(f"round {round_} never trained:\n{orch.stderr()[-3000:]}")
+    raise AssertionError(f"{case_folder} never trained:\n{orch.stderr()[-3000:]}")
 
 
 # ---------------------------------------------------------------- over SSH and in containers
