@@ -214,7 +214,7 @@ def golden_bundle(golden_two_nodes, tmp_path_factory) -> tuple[Path, str, Path]:
 
 # The case that finishes (one process, SHORT), then the one killed while it trains (two ranks, steps enough
 # never to end by itself): a round stored, and a round cut short, as two rounds of one case gave (the first of
-# 40 steps on two ranks, and the second had to be long enough not to end before the kill: ~12 s of CPU more).
+# 40 steps on two ranks, and the second had to be long enough not to end before the kill: ~10 s of CPU more).
 KILLED_CASES = [("gpt2_tiny:torch:cpu:1:1", {**SHORT_SET, **NO_BREAKDOWN}),
                 ("gpt2_tiny:torch:cpu:1:2", {"train.steps": 100000, "train.warmup_steps": 1})]
 
