@@ -216,9 +216,17 @@ def golden_bundle(golden_two_nodes, tmp_path_factory) -> tuple[Path, str, Path]:
 # ---------------------------------------------------------------- a local run killed with SIGKILL
 
 
+# The case that finishes (one process, SHORT), then the one killed while it trains (two ranks, steps enough
+# never to end by itself): a round stored, and a round cut short, as two rounds of one case gave (the first of
+# 40 steps on two ranks, and the second had to be long enough not to end before the kill: ~10 s of CPU more).
+KILLED_CASES = [("gpt2_tiny:torch:cpu:1:1", {**SHORT_SET, **NO_BREAKDOWN}),
+                ("gpt2_tiny:torch:cpu:1:2", {"train.steps": 100000, "train.warmup_steps": 1})]
+
+
 @dataclass(frozen=True)
 class Killed:
-    """A local 2-round run whose orchestrator got SIGKILL while round 2 trained (round 1 finished)."""
+    """A local run of KILLED_CASES whose orchestrator got SIGKILL while the second case trained (the first's
+    round had finished and was stored)."""
 
     log_root: Path
     pid: int
@@ -235,11 +243,12 @@ def golden_killed(tmp_path_factory) -> Killed:
     from .signal_faults import run_processes, seconds_until_gone, start
 
     workdir = tmp_path_factory.mktemp("golden-killed")
-    orch = start(workdir, "gpt2_tiny:torch:cpu:1:2:2", "--set", "train.steps=40", "--set", "train.warmup_steps=1")
+    conf = test_conf(workdir / "test_conf.yaml", [{"case": c, "set": s} for c, s in KILLED_CASES])
+    orch = start(workdir, f"--test-conf={conf}")  # `accelbench run --test-conf=FILE`: no case named
     try:
-        _wait_for_step(orch, round_=2)
+        _wait_for_step(orch, "gpt2_tiny-torch-cpu-1x2")
         before = run_processes(orch.pid, [orch.log_root])
-        os.kill(orch.pid, 9)  # the orchestrator alone: its round-2 launcher, workers and monitor are orphaned
+        os.kill(orch.pid, 9)  # the orchestrator alone: the second case's launcher, workers and monitor are orphaned
         orch.wait(timeout=10)
         took, left = seconds_until_gone(lambda: run_processes(orch.pid, [orch.log_root]), LOCAL_GONE_S)
     finally:
@@ -251,17 +260,18 @@ def golden_killed(tmp_path_factory) -> Killed:
     return Killed(orch.log_root, orch.pid, before, took, left)
 
 
-def _wait_for_step(orch, round_: int, timeout: float = 180) -> None:
+def _wait_for_step(orch, case_folder: str, timeout: float = 180) -> None:
+    """Until rank 0 of the case in ``case_folder`` (its first round) has logged a step."""
     import time
 
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if any('"kind":"step"' in log.read_text(errors="replace")
-               for log in orch.log_root.glob(f"*/*/round{round_}/*/torchrun/*/attempt_0/0/stdout.log")):
+               for log in orch.log_root.glob(f"*/{case_folder}/round1/*/torchrun/*/attempt_0/0/stdout.log")):
             return
         assert orch.process.poll() is None, f"the run ended (exit {orch.process.returncode}):\n{orch.stderr()[-3000:]}"
         time.sleep(0.2)
-    raise AssertionError(f"round {round_} never trained:\n{orch.stderr()[-3000:]}")
+    raise AssertionError(f"{case_folder} never trained:\n{orch.stderr()[-3000:]}")
 
 
 # ---------------------------------------------------------------- over SSH and in containers
@@ -320,25 +330,30 @@ def golden_ssh(tmp_path_factory, sshd) -> Golden:
                       expect=1)
 
 
+# What only a container shows, in as few nodes as shows it: two nodes (each its own container on its own host, and
+# the ranks of one node in one container) where a case shows nodes together; one node where it shows an image
+# (the seams of the test kind's, Paddle's without torch: their multi-node launches are golden_ssh's and
+# test_paddle.py's). A node costs a launcher, a rank and a monitor, each in a container (~9 s of CPU).
 CONTAINER_CASES = [
     ("gpt2_tiny:torch_2.13:cpu:2:2", {}),                                               # two ranks per container
-    ("gpt2_tiny:torch_2.13:TK1:2:1", {}),                                               # the test kind's image
-    ("gpt3_tiny:paddle_3.3:cpu:2:1", {}),                                               # Paddle's image, no torch
-    ("gpt2_tiny:torch_2.13:cpu:2:1", {"debug.fail_at_step": 3, "debug.fail_rank": 0}),  # a rank crashes
+    ("gpt2_tiny:torch_2.13:TK1:1:1", {}),                                               # the test kind's image
+    ("gpt3_tiny:paddle_3.3:cpu:1:1", {}),                                               # Paddle's image, no torch
+    # a rank of h0 crashes at its first step; h1's rank waits in its first all-reduce until its node is stopped
+    ("gpt2_tiny:torch_2.13:cpu:2:1", {"debug.fail_at_step": 0, "debug.fail_rank": 0}),
 ]
 
 
 @pytest.fixture(scope="session")
 def golden_containers(tmp_path_factory, sshd, engine, cpu_torch_image) -> Golden:
-    """CONTAINER_CASES with each node in its vendor's image on hosts h0 and h1 (devices [2]), one invocation:
-    exit 1 (the crash). The first use may build the images (minutes)."""
+    """CONTAINER_CASES with each node in its vendor's image on hosts h0 and h1 (devices [2]), SHORT with no
+    breakdown steps, one invocation: exit 1 (the crash). The first use may build the images (minutes)."""
     workdir = tmp_path_factory.mktemp("golden-containers")
     root = one_thread_in_containers(kind_root(workdir / "root", image_from_cpu=True))
     cluster = workdir / "cluster.yaml"
     cluster.write_text(sshd.cluster_yaml(count=2, work_root=str(workdir / "hosts-work"), runtime="container",
                                          docker_host=engine.docker_host, devices="[2]"))
     conf = test_conf(workdir / "test_conf.yaml",
-                     [{"case": c, "set": {**SHORT_SET, **s}} for c, s in CONTAINER_CASES])
+                     [{"case": c, "set": {**SHORT_SET, **NO_BREAKDOWN, **s}} for c, s in CONTAINER_CASES])
     return run_golden(workdir, "run", "--test-conf", str(conf), "--root", str(root), "--cluster", str(cluster),
                       expect=1, timeout=1800)
 

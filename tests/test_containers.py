@@ -2,8 +2,10 @@
 image is a debootstrapped Debian imported with ``docker import``; wheels come from this machine).
 
 The ok and crash paths are read from the session's container golden run (tests/goldens.py: torch 2:2, the
-test kind's image, Paddle's image and a crash, in one invocation); a container that cannot start and a
-deadline get runs of their own; signals are in tests/test_signals.py.
+test kind's image 1:1, Paddle's image 1:1 and a crash 2:1, in one invocation); a container that cannot start,
+an interpreter missing from the image and a deadline get runs of their own, each on one node (what they show is
+a node's container: the multi-node stop is the golden's crash here, and the deadline over SSH is
+tests/test_ssh.py's on two hosts); signals are in tests/test_signals.py.
 """
 from __future__ import annotations
 
@@ -29,31 +31,35 @@ def test_two_ssh_hosts_run_each_node_in_the_vendor_image(golden_containers, acce
 
 
 def test_a_crash_in_a_container_stops_every_node(golden_containers):
+    """Rank 0 (h0) crashes at its first step; h1's rank waits in its first all-reduce until its container is
+    stopped: the run ends (no deadline is set) and no container is left (the first test above)."""
     assert golden_containers.result.returncode == 1
-    doc = golden_containers.doc("gpt2_tiny:torch_2.13:cpu:2:1", **{"debug.fail_at_step": 3})
+    doc = golden_containers.doc("gpt2_tiny:torch_2.13:cpu:2:1", **{"debug.fail_at_step": 0})
     assert doc["status"] == "failed"
-    assert any("injected failure on rank 0 at step 3" in line for line in doc["error_lines"])
+    assert any("injected failure on rank 0 at step 0" in line for line in doc["error_lines"])
 
 
 def test_paddle_runs_in_the_vendor_paddle_image(golden_containers):
-    """The cpu vendor's Paddle image has no torch: the Paddle worker must not need it."""
-    doc = golden_containers.doc("gpt3_tiny:paddle_3.3:cpu:2:1")
+    """The cpu vendor's Paddle image has no torch: the Paddle worker must not need it (one node: two Paddle
+    launchers meeting through the master are tests/test_paddle.py's)."""
+    doc = golden_containers.doc("gpt3_tiny:paddle_3.3:cpu:1:1")
     assert doc["status"] == "ok", doc["reason"]
-    assert doc["metrics"]["world_size"] == 2 and doc["metrics"]["measured_steps"] == SHORT_STEPS - SHORT_WARMUP
+    assert doc["metrics"]["world_size"] == 1 and doc["metrics"]["measured_steps"] == SHORT_STEPS - SHORT_WARMUP
     for node in doc["environment"]["nodes"]:
         assert node["image"].startswith("accelbench/cpu-paddle_3.3:")
         assert node["environment"]["paddle"].startswith("3.3") and "torch" not in node["environment"]
 
 
 def cluster_file(sshd, engine, tmp_path, **extra):
+    """One SSH host (h0) whose nodes run in containers."""
     settings = {"work_root": str(tmp_path / "hosts-work"), "runtime": "container",
                 "docker_host": engine.docker_host, **extra}
-    return write(tmp_path / "cluster.yaml", sshd.cluster_yaml(count=2, **settings))
+    return write(tmp_path / "cluster.yaml", sshd.cluster_yaml(count=1, **settings))
 
 
 def test_an_interpreter_missing_from_the_image_fails_preflight(accelbench, sshd, engine, cpu_torch_image, tmp_path,
                                                                accelbench_containers):
-    result = accelbench("run", "gpt2_tiny:torch_2.13:cpu:2:1", *SHORT, "--cluster",
+    result = accelbench("run", "gpt2_tiny:torch_2.13:cpu:1:1", *SHORT, "--cluster",
                         str(cluster_file(sshd, engine, tmp_path, python="/no/such/python")))
     assert result.returncode == 2
     assert "host h0: /no/such/python does not run in image accelbench/cpu-torch_2.13:" in result.stderr
@@ -67,7 +73,7 @@ def test_a_container_that_cannot_start_fails_the_case_and_is_removed(cli, sshd, 
     vendor = root / "vendors/cpu/vendor.yaml"
     vendor.write_text(vendor.read_text().replace(
         "    env: {}", "    env: {}\n    container:\n      devices: [/dev/accelbench-no-such-device]"))
-    result = cli("run", "gpt2_tiny:torch_2.13:cpu:2:1", *SHORT, "--root", str(root), "--cluster",
+    result = cli("run", "gpt2_tiny:torch_2.13:cpu:1:1", *SHORT, "--root", str(root), "--cluster",
                  str(cluster_file(sshd, engine, tmp_path)), timeout=900)
     assert result.returncode == 1, result.stderr + result.stdout
     (doc,) = result.results()
@@ -89,8 +95,9 @@ def test_python_runs_as_the_image_has_it(engine, cpu_torch_image):
 def test_a_hang_past_the_deadline_is_a_timeout_and_every_container_goes(cli, sshd, engine, cpu_torch_image,
                                                                         tmp_path, accelbench_containers):
     """The hang starts at the first step and the deadline counts once every node has started: the test
-    waits for little more than the deadline."""
-    result = cli("run", "gpt2_tiny:torch_2.13:cpu:2:1", *SHORT, "--set", "debug.hang_at_step=0",
+    waits for little more than the deadline. One node: its container and its monitor's must go (two hosts' remote
+    trees stopped at a deadline: tests/test_ssh.py)."""
+    result = cli("run", "gpt2_tiny:torch_2.13:cpu:1:1", *SHORT, "--set", "debug.hang_at_step=0",
                  "--timeout", "8", "--cluster", str(cluster_file(sshd, engine, tmp_path)), timeout=900)
     assert result.returncode == 1
     (doc,) = result.results()

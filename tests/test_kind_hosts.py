@@ -122,8 +122,8 @@ def test_the_test_kind_runs_over_ssh_through_every_seam(golden_ssh):
 
 
 def test_the_test_kind_runs_in_containers_through_every_seam(golden_containers):
-    doc = golden_containers.doc("gpt2_tiny:torch_2.13:TK1:2:1")  # hosts with devices [2]
-    assert_every_seam_used(doc, "2", nodes=2)
+    doc = golden_containers.doc("gpt2_tiny:torch_2.13:TK1:1:1")  # h0, devices [2]: a node's seams in its image
+    assert_every_seam_used(doc, "2", nodes=1)
     assert all(n["image"].startswith("accelbench/testkind-torch_2.13:") for n in doc["environment"]["nodes"])
 
 

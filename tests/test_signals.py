@@ -237,24 +237,29 @@ def test_sigkill_over_ssh_leaves_no_remote_process(sshd, tmp_path):
 
 @pytest.fixture
 def container_cluster(sshd, engine, tmp_path):
-    return write(tmp_path / "cluster.yaml", sshd.cluster_yaml(count=2, work_root=str(tmp_path / "hosts-work"),
+    """One SSH host (h0) whose nodes run in containers."""
+    return write(tmp_path / "cluster.yaml", sshd.cluster_yaml(count=1, work_root=str(tmp_path / "hosts-work"),
                                                               runtime="container", docker_host=engine.docker_host))
 
 
 @pytest.mark.parametrize("name", ["SIGINT", "SIGKILL"])
 def test_signals_leave_no_container_of_the_run(container_cluster, engine, cpu_torch_image, tmp_path, name):
     """Ctrl-C stops every container and brings back the logs made before the stop; SIGKILL leaves the
-    hosts' guards to remove the containers, and the next `clean` the bridge folders. SIGKILL needs no step:
-    it is sent once both nodes' workers have started."""
+    host's guards to remove the containers, and the next `clean` the bridge folders. SIGKILL needs no step:
+    it is sent once the node's worker has started. One node on an SSH host, in a container beside its
+    monitor's: each container has a guard of its own, on its own host's connection, so a second node would
+    repeat the same; the ending of two SSH hosts' nodes is test_sigkill_over_ssh_leaves_no_remote_process's
+    and tests/test_ssh_stop.py's, a stop of every node's container the container golden's crash's
+    (tests/test_containers.py)."""
     work = tmp_path / "hosts-work"
-    orch = start(tmp_path, "gpt2_tiny:torch_2.13:cpu:2:1", *LONG, "--cluster", str(container_cluster))
+    orch = start(tmp_path, "gpt2_tiny:torch_2.13:cpu:1:1", *LONG, "--cluster", str(container_cluster))
     if name == "SIGKILL":
-        wait_for_workers(orch, [work], count=2, timeout=600)
+        wait_for_workers(orch, [work], count=1, timeout=600)
     else:
         wait_for_step(orch, [work], timeout=600)
     run_id = orch.run_id()
-    seconds_until_gone(lambda: [] if len(run_containers(engine.docker_host, run_id)) >= 4 else ["not yet"], 30)
-    assert len(run_containers(engine.docker_host, run_id)) == 4  # two nodes, two monitors
+    seconds_until_gone(lambda: [] if len(run_containers(engine.docker_host, run_id)) >= 2 else ["not yet"], 30)
+    assert len(run_containers(engine.docker_host, run_id)) == 2  # the node's and its monitor's
     if name == "SIGKILL":
         os.kill(orch.pid, signal.SIGKILL)
         orch.wait(timeout=10)
@@ -262,8 +267,8 @@ def test_signals_leave_no_container_of_the_run(container_cluster, engine, cpu_to
         os.kill(orch.pid, signal.SIGINT)
         orch.wait(timeout=120)
         doc = assert_ended_like_ctrl_c(orch, 130)
-        node_dir = next(orch.log_root.glob("*/*/round1/h1_noderank1"))
-        assert '"kind":"step"' in (node_dir / "rank1.stdout.log").read_text()  # logs made before the stop
+        node_dir = next(orch.log_root.glob("*/*/round1/h0_noderank0"))
+        assert '"kind":"step"' in (node_dir / "rank0.stdout.log").read_text()  # logs made before the stop
         assert doc["steps_completed"] >= 1
     # SIGKILL: the guards on the hosts remove the containers once the SSH connections drop.
     took, left = seconds_until_gone(lambda: run_containers(engine.docker_host, run_id) +

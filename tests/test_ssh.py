@@ -101,3 +101,22 @@ def test_a_hang_past_the_deadline_stops_every_remote_process(cli, sshd, tmp_path
     (doc,) = result.results()
     assert doc["status"] == "timeout" and "deadline of 8 s passed" in doc["reason"]
     assert_no_remote_leftovers(work_root)  # the tagged remote tree was killed
+
+
+def test_a_test_hosts_command_runs_without_the_accounts_shell_start_up(sshd, tmp_path):
+    """The test hosts share this machine's account: its ``~/.bashrc`` (here pyenv's init, 0.15 s of CPU a
+    command) must not run before every SSH command of the suite (tests/infra/sshd.py: each session's HOME is an empty folder). The command's
+    process is the shell that sshd started (``exec``): what that shell ran before it is in its children's CPU."""
+    from run_benchmarks.backends.hosts.ssh import open_client
+    from run_benchmarks.catalog.config import load_model
+    from run_benchmarks.catalog.config_files import ClusterSpec
+
+    spec = load_model(ClusterSpec, write(tmp_path / "cluster.yaml", sshd.cluster_yaml(count=1))).hosts[0]
+    client = open_client(spec)
+    try:
+        _, stdout, _ = client.exec_command("exec cat /proc/self/stat")
+        stat = stdout.read().decode()
+    finally:
+        client.close()
+    children_ticks = stat[stat.rindex(")") + 2:].split()[13:15]  # cutime, cstime: the waited-for children's
+    assert children_ticks == ["0", "0"], stat

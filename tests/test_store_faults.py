@@ -279,8 +279,8 @@ def test_a_damaged_store_is_refused_before_anything_starts_and_repair_rebuilds_i
 
 def test_an_orchestrator_killed_mid_round_is_marked_killed_at_the_next_open_with_its_finished_rounds(
         accelbench, golden_killed):
-    """The session's killed run (tests/goldens.py: SIGKILL while round 2 trained), looked at for the first time
-    here: its store row says running until a command opens the store."""
+    """The session's killed run (tests/goldens.py: SIGKILL while its second case trained, the first case's round
+    finished), looked at for the first time here: its store row says running until a command opens the store."""
     log_root, pid = golden_killed.log_root, golden_killed.pid
     db = log_root / "results.db"
     (run,) = runs(db)
@@ -288,7 +288,7 @@ def test_an_orchestrator_killed_mid_round_is_marked_killed_at_the_next_open_with
     listed = accelbench("runs", "--log-root", str(log_root))
     assert listed.returncode == 0, listed.stderr
     assert f"run {run['run_id']}: marked killed — its orchestrator (pid {pid}" in listed.stderr
-    assert "0 attempt(s) added" in listed.stderr  # round 1 had been stored by the run itself
+    assert "0 attempt(s) added" in listed.stderr  # the finished round had been stored by the run itself
     assert "killed" in listed.stdout
     (run,) = runs(db)
     assert run["status"] == "killed" and run["ended_at"] and "died without ending the run" in run["note"]
