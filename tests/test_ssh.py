@@ -105,8 +105,9 @@ def test_a_hang_past_the_deadline_stops_every_remote_process(cli, sshd, tmp_path
 
 def test_a_test_hosts_command_runs_without_the_accounts_shell_start_up(sshd, tmp_path):
     """The test hosts share this machine's account: its ``~/.bashrc`` (here pyenv's init, 0.15 s of CPU a
-    command) must not run before every SSH command of the suite (tests/infra/sshd.py: each session's HOME is an empty folder). The command's
-    process is the shell that sshd started (``exec``): what that shell ran before it is in its children's CPU."""
+    command) must not run before every SSH command of the suite (tests/infra/sshd.py: each session's HOME is an
+    empty folder). The command's process is the shell that sshd started (``exec``): what that shell ran before it
+    is in its children's CPU."""
     from run_benchmarks.backends.hosts.ssh import open_client
     from run_benchmarks.catalog.config import load_model
     from run_benchmarks.catalog.config_files import ClusterSpec
