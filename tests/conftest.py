@@ -67,8 +67,10 @@ INFRA_FIXTURES = {"sshd", "engine", "cpu_torch_image", "slurm_cluster", "accelbe
 ONE_LANE_FIXTURES = INFRA_FIXTURES | {"postgres", "browser", "paddle_inputs", "paddle_pairs", "torch_pairs"}
 # Lanes of one CI run (2026-11-27, after issue 33's rank tests were added): local 1,126 s, infra 1,015 s,
 # inprocess 645 s of test time; so the new rank tests and Paddle's micro-benchmarks run in "inprocess".
-LANE_OF_MODULE = {"test_sweep": "infra", "test_micro_paddle": "inprocess", "test_paddle_finetune_layouts": "infra",
-                  "test_paddle": "inprocess", "test_kubernetes_netns": "infra", "test_ppo_breakdown_worker": "inprocess",
+LANE_OF_MODULE = {"test_sweep": "infra", "test_micro_paddle": "inprocess", "test_paddle": "inprocess",
+                  # its Paddle runs join paddle_pairs' launches (was infra with launches of its own, 55 s)
+                  "test_paddle_finetune_layouts": "inprocess",
+                  "test_kubernetes_netns": "infra", "test_ppo_breakdown_worker": "inprocess",
                   "test_breakdown_pipeline": "inprocess", "test_breakdown_tp": "inprocess",
                   "test_paddle_breakdown_fleet_launch": "inprocess", "test_paddle_breakdown_launch": "inprocess",
                   "test_store_postgres": "inprocess", "test_store_postgres_cli": "inprocess",

@@ -3,10 +3,11 @@
 
 A ``paddle.distributed.launch`` of two ranks is the dearest start of the suite (the launcher and each rank
 import Paddle; ~20 s of CPU), and a process holds one fleet layout, so runs share a launch by layout
-(``test_paddle.fleet_layout``). tests/test_paddle.py (parity: data parallel, sharding stage1, tensor and
-sequence parallel, pipeline), tests/test_paddle_breakdown_launch.py (data parallel and sharding stage1,
-plain and delayed) and tests/test_paddle_breakdown_fleet_launch.py (TP2 plain, delayed, sequence parallel)
-trained the same four layouts in seven launches; here they take four. Each module names its own runs
+(``test_paddle.fleet_layout``), whatever their case. tests/test_paddle.py (parity: data parallel, sharding
+stage1, tensor and sequence parallel, pipeline), tests/test_paddle_breakdown_launch.py (data parallel and
+sharding stage1, plain and delayed), tests/test_paddle_breakdown_fleet_launch.py (TP2 plain, delayed, sequence
+parallel) and tests/test_paddle_finetune_layouts.py (llama_tiny_sft's full finetune, TP2 and sharding stage1)
+trained the same four layouts in nine launches; here they take four. Each module names its own runs
 (``two_rank_runs``); only the modules this session collected are asked, so one file run alone launches
 only its own runs. Every launch starts with one OpenMP thread per rank (test_parity.ONE_THREAD), as torchrun
 starts its ranks: two threads spinning at each barrier on two shared cores only cost time.
@@ -30,7 +31,8 @@ CASE = "gpt3_tiny"
 LLAMA_LIKE = {"norm": "rmsnorm", "activation": "swiglu", "position": "rotary", "bias": False,
               "tie_embeddings": False, "n_kv_head": 2, "d_ff": 344}
 # The modules that train on two Paddle ranks, each with ``two_rank_runs(inputs) -> list[Run]``, in launch order.
-USERS = ("test_paddle", "test_paddle_breakdown_launch", "test_paddle_breakdown_fleet_launch")
+USERS = ("test_paddle", "test_paddle_breakdown_launch", "test_paddle_breakdown_fleet_launch",
+         "test_paddle_finetune_layouts")
 
 
 @dataclass(frozen=True)
@@ -40,6 +42,7 @@ class ParityInputs:
 
     settings: tuple[str, ...]  # the shared weights and token file
     llama_settings: tuple[str, ...]  # the same for the llama-like model (LLAMA_LIKE)
+    root: Path  # their folder, where a module writes inputs of its own (another case's weights)
 
 
 def write_inputs(root: Path) -> ParityInputs:
@@ -54,7 +57,7 @@ def write_inputs(root: Path) -> ParityInputs:
     data = ("data.source=tokens", f"data.path={root / 'tokens'}")
     return ParityInputs((f"train.init_weights={weights}", *data),
                         (f"train.init_weights={llama_weights}", *data,
-                         *(f"model.{key}={str(value).lower()}" for key, value in LLAMA_LIKE.items())))
+                         *(f"model.{key}={str(value).lower()}" for key, value in LLAMA_LIKE.items())), root)
 
 
 @dataclass(frozen=True)

@@ -81,11 +81,14 @@ class Launch:
         """(loss, gradient norm) per step, from rank 0's perf records (as tests/test_parity.py's ``trajectory``)."""
         return [(r.loss, r.grad_norm) for r in self.steps(label)]
 
+    def ranks(self, label: str) -> list[collect.RankLog]:
+        """Every rank's records of ``label``, read as the orchestrator reads a round's rank logs."""
+        self._check(label)
+        return list(collect.read_ranks([RankLogs(rank, path, path) for rank, path in enumerate(self.sections[label])]))
+
     def metrics(self, label: str) -> analyze.RoundMetrics:
         """The run's figures, as the orchestrator computes them from every rank's records."""
-        self._check(label)
-        logs = [RankLogs(rank, path, path) for rank, path in enumerate(self.sections[label])]
-        return analyze.round_metrics(list(collect.read_ranks(logs)), None, "")
+        return analyze.round_metrics(self.ranks(label), None, "")
 
 
 def _record(line: str) -> Optional[perflog.Record]:

@@ -21,7 +21,6 @@ scaled down by 2^-8, 2^-12, 2^-16: 8 of 8 outside, the loss fell 0.78, 0.33, -0.
 """
 from __future__ import annotations
 
-import contextlib
 import math
 from concurrent.futures import Future, ThreadPoolExecutor
 
@@ -33,7 +32,7 @@ from run_benchmarks.results.checks.loss_reference import Curve, RunCurve
 from training.contract.spec import ModelSpec
 
 from .conftest import ROOT
-from .loss_runs import launched, train_here
+from .loss_runs import launched, one_thread, train_here
 from .parity_launch import Run, launch
 
 CASE = "gpt3_tiny"
@@ -75,22 +74,6 @@ class Runs:
 
     def launched(self, which: str, label: str) -> RunCurve:
         return launched(self.launches[which].result(), label)
-
-
-@contextlib.contextmanager
-def one_thread():
-    """This process trains with one OpenMP thread, as torchrun starts each rank of a launch of several (and
-    tests/test_parity.py's one-process launch): beside the other lanes, two threads spinning at every barrier
-    cost 3x the CPU (measured: 7.3 s against 2.1 s for a run, fp16 14.5 s against 4.9 s). The threads this
-    process had come back after the module."""
-    import torch
-
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(threads)
 
 
 @pytest.fixture(scope="module")

@@ -16,13 +16,15 @@ not all-reduced, so 5e-6 tells the two apart with room to spare) and pipeline pa
 (PipelineLayer with tied embeddings), also with recompute (fleet's
 ``recompute_ctx``: the model-parallel group).
 
-Runs are launched together, as in tests/test_parity.py (tests/parity_launch.py): one torch launch of one
-process for both references (the shared model and the llama-like one), one Paddle launch of one process,
-and the 2-rank layouts in one launch per fleet layout, since ``fleet.init`` sets up one hybrid topology per
-process (a second call keeps the first's groups): data parallel; sharding stage1; tensor parallel 2 (tensor
-and both sequence-parallel runs); pipeline 2 (with and without recompute). Those four launches are shared
-with the Paddle breakdown tests (tests/paddle_pairs.py). The two-node run stays one whole ``accelbench run``:
-its point is two launchers meeting through the master.
+Runs are launched together, as in tests/test_parity.py (tests/parity_launch.py): one Paddle launch of one
+process, and the 2-rank layouts in one launch per fleet layout, since ``fleet.init`` sets up one hybrid
+topology per process (a second call keeps the first's groups): data parallel; sharding stage1; tensor
+parallel 2 (tensor and both sequence-parallel runs); pipeline 2 (with and without recompute). Those four
+launches are shared with the Paddle breakdown tests and the finetune layouts (tests/paddle_pairs.py). Both
+torch references (the shared model and the llama-like one) train in this process with one OpenMP thread
+(tests/loss_runs.py: the plan, worker entry and perf records of a 1x1 launch, without torchrun's start, which
+was ~7 s of CPU; torchrun's TMPDIR check is tests/test_parity.py's). The two-node run stays one whole
+``accelbench run``: its point is two launchers meeting through the master.
 """
 from __future__ import annotations
 
@@ -35,9 +37,10 @@ from run_benchmarks.errors import UserError
 
 from .conftest import ROOT
 from .runner import ends_with_the_test
+from .loss_runs import in_process, one_thread
 from .paddle_pairs import CASE, ParityInputs
 from .parity_launch import Launch, Run, launch
-from .test_parity import COMMON, ONE_THREAD, assert_trajectories_match, trajectory
+from .test_parity import COMMON, LAUNCH_COMMON, ONE_THREAD, assert_trajectories_match, trajectory
 from .test_plan import build
 
 
@@ -54,12 +57,14 @@ class SharedStart:
 
 @pytest.fixture(scope="module")
 def shared_start(paddle_inputs, tmp_path_factory) -> SharedStart:
-    """Torch's references, in one launch, from the weights and token file every Paddle run starts from."""
+    """Torch's references, trained in this process with one OpenMP thread (tests/loss_runs.py), from the weights
+    and token file every Paddle run starts from."""
     settings, llama_settings = paddle_inputs.settings, paddle_inputs.llama_settings
-    torch = launch(tmp_path_factory.mktemp("paddle_parity"), [
-        Run("reference", f"{CASE}:torch:cpu:1:1", ("train.micro_batch_size=8", *settings)),
-        Run("reference-llama_like", f"{CASE}:torch:cpu:1:1", ("train.micro_batch_size=8", *llama_settings))],
-        COMMON, env=ONE_THREAD)
+    with one_thread():
+        torch = in_process(tmp_path_factory.mktemp("paddle_parity"), [
+            Run("reference", f"{CASE}:torch:cpu:1:1", ("train.micro_batch_size=8", *settings)),
+            Run("reference-llama_like", f"{CASE}:torch:cpu:1:1", ("train.micro_batch_size=8", *llama_settings))],
+            LAUNCH_COMMON)
     return SharedStart(settings, llama_settings, torch)
 
 
@@ -91,8 +96,12 @@ def fleet_layout(case) -> tuple:
 
 
 def two_rank_runs(inputs: ParityInputs) -> list[Run]:
-    """Every layout at 2 ranks, for tests/paddle_pairs.py's shared launches (one per fleet layout)."""
-    runs = [Run(layout, f"{CASE}:paddle:cpu:1:2", (*COMMON, *PADDLE_LAYOUTS[layout], *inputs.settings))
+    """Every layout at 2 ranks, for tests/paddle_pairs.py's shared launches (one per fleet layout). The layouts
+    run no time-breakdown steps (LAUNCH_COMMON; they would follow the 4 steps compared): data parallel, sharding
+    stage1, tensor and sequence parallel have theirs run and tested in the same launches by the breakdown
+    modules, a pipeline has none measured. The llama-like run keeps them: the only real run of Paddle's
+    breakdown under recompute and an untied head."""
+    runs = [Run(layout, f"{CASE}:paddle:cpu:1:2", (*LAUNCH_COMMON, *PADDLE_LAYOUTS[layout], *inputs.settings))
             for layout in sorted(PADDLE_LAYOUTS)]
     return runs + [Run(LLAMA_LIKE_SP, f"{CASE}:paddle:cpu:1:2", (
         *COMMON, "train.micro_batch_size=8", "train.recompute=full", "parallel.tensor_parallel_degree=2",
@@ -143,10 +152,11 @@ def test_the_layouts_took_one_launch_per_fleet_layout(paddle_launches):
     assert paddle_launches(2).launches == 4
 
 
-@pytest.mark.parametrize("which", ["torch", "paddle 1", "paddle 2"])
-def test_each_launch_kept_its_temporary_files_in_the_run_folder(shared_start, paddle_launches, which):
-    done = shared_start.torch if which == "torch" else paddle_launches(int(which.split()[1]))
-    assert list(done.system_tmp.iterdir()) == []
+@pytest.mark.parametrize("world", [1, 2])
+def test_each_launch_kept_its_temporary_files_in_the_run_folder(paddle_launches, world):
+    """Paddle's launcher and ranks; torch's references train in this process (torchrun's launches: the same
+    test in tests/test_parity.py)."""
+    assert list(paddle_launches(world).system_tmp.iterdir()) == []
 
 
 def test_sequence_parallel_plans_for_paddle_but_not_inside_a_pipeline(root, tmp_path):
