@@ -143,7 +143,8 @@ LOCAL_OK = [
     # and 4 ranks); they differ only in ModelSpec's switches (gpt3's are gpt2's; opt: learned positions and relu).
     # opt_tiny (gpt2_tiny's shape) is also the one-process run: on a token file named relative to where it ran,
     # ending with a crash after every figure was written (ok, with a warning). One round: repeated rounds are
-    # golden_two_nodes' (2 rounds) and golden_killed's; another case after it shows the run going on.
+    # golden_two_nodes' (test_repeat_rounds_and_two_nodes_on_this_machine); the cases after it show the run
+    # going on.
     ("opt_tiny:torch:cpu:1:1", {"data.source": "tokens", "data.path": "corpus/web", "debug.exit_code_after_end": 7}),
     ("llama_tiny_lora:torch:cpu:1:1", {}),
     ("gpt3_tiny:torch_1.9:cpu:1:1", {}),  # asks for torch 1.9 (--allow-version-mismatch)
