@@ -24,8 +24,9 @@ from .test_store_faults import kill_leftovers, new_run_stepping, start_run, wait
 CASE = "gpt2_tiny:torch:cpu:1:1"
 # The first run trains until it is stopped, all the while the other two run: each of its steps sleeps (a
 # straggler's delay, debug.compute_delay_ms) so that it keeps its round open without taking the cores the
-# others start, train and end on (without it, it trained flat out for as long as the others took).
-LONG = ("--set", "train.steps=100000", "--set", "train.warmup_steps=1", "--set", "debug.compute_delay_ms=500")
+# others start, train and end on (without it, it trained flat out for as long as the others took; at 0.5 s a
+# step its ~100 steps still cost ~3 s of CPU more than a short run's, at 2 s a quarter of that).
+LONG = ("--set", "train.steps=100000", "--set", "train.warmup_steps=1", "--set", "debug.compute_delay_ms=2000")
 # One OpenMP thread for each of the three runs, as torchrun gives each rank of a launch of several: beside each
 # other and the other lanes, two threads spinning at every barrier cost ~3x the CPU (test_loss_runs measured it).
 ONE_THREAD = {"OMP_NUM_THREADS": "1"}

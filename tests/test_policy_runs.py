@@ -1,6 +1,6 @@
 """Policy, certificates and the fairness lint on real runs: the session's golden runs (tests/goldens.py), read
 and never run again here. A plain run is recorded compliant and certified, then verified against its own
-bundle; a run on a token file gpt2_tiny does not declare is recorded non-compliant; the micro-benchmarks state
+bundle; a run on a token file opt_tiny does not declare is recorded non-compliant; the micro-benchmarks state
 their operands random with a seed. No run of its own: each test costs its CLI calls (about a second)."""
 from __future__ import annotations
 
@@ -36,7 +36,7 @@ def test_a_plain_run_is_recorded_compliant_certified_and_verified_against_its_bu
 
 
 def test_a_run_on_data_the_case_does_not_declare_is_recorded_non_compliant(golden_local, accelbench):
-    tokens = golden_local.doc("gpt2_tiny:torch:cpu:1:1:2", round=1, **{"data.source": "tokens"})
+    tokens = golden_local.doc("opt_tiny:torch:cpu:1:1", **{"data.source": "tokens"})
     verdict = tokens["compliance"]
     assert verdict["compliant"] is False and [d["key"] for d in verdict["departures"]] == ["data.path", "data.source"]
     lora = golden_local.doc("llama_tiny_lora:torch:cpu:1:1")

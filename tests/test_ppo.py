@@ -1,8 +1,11 @@
 """Task ppo (RLHF): the phases' FLOPs against torch's count, learning on a fixed reward, LoRA training only
-adapters, ppo_tiny under DDP and ZeRO-2 on real torchrun ranks, and every ppo_* case planned."""
+adapters, ppo_tiny on one process and under DDP and ZeRO-2 on real torchrun ranks, the reference table's OOM
+cell, and every ppo_* case planned. The one-process run is the sweep's point that fits beside the one out of
+memory (ppo_runs: a launch fewer than a run of its own)."""
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -21,6 +24,7 @@ from training.torch.ppo_generate import generate
 from training.torch.ppo_loop import PPOWorker
 from training.torch.ppo_models import action_log_probs, build_roles
 
+from .goldens import Golden, run_golden
 from .runner import copy_tree, expect_shared_machine, run_cli
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -144,15 +148,28 @@ def _figures(round_dir: Path) -> dict:
 
 PEAK_FP32 = 0.5  # TFLOP/s: the cpu vendor's fp32 datasheet peak in the module's copy of the checkout
 LAYOUTS = [(1, "none"), (2, "none"), (2, "stage2")]
+FITS_MIB = 1000000  # the sweep's debug.memory_limit_mib that no run reaches: its point is the 1x1 layout's run
+
+
+@dataclass(frozen=True)
+class LayoutRun:
+    """Where one layout's round is: its invocation, `show last` of it, the round's place in its store (oldest
+    first) and the workload keys that pick it."""
+
+    golden: Golden
+    show: str
+    index: int
+    workload: dict
 
 
 @pytest.fixture(scope="module")
-def ppo_runs(tmp_path_factory):
-    """ppo_tiny on real torchrun ranks, every layout of LAYOUTS, in one invocation (tests/goldens.py's style: one
-    orchestrator and store for all three) on a copy of the checkout whose cpu vendor names an fp32 peak (the MFU
-    test reads the 1x1 case): (Golden, `show last` of the run)."""
-    from .goldens import run_golden, test_conf
-
+def ppo_runs(tmp_path_factory) -> tuple[dict, Golden]:
+    """ppo_tiny on real torchrun ranks in every layout of LAYOUTS, on a copy of the checkout whose cpu vendor names
+    an fp32 peak (the MFU test reads the 1x1 case), in two invocations (tests/goldens.py's style): the reference
+    table's sweep of the 1x1 layout over debug.memory_limit_mib (64: out of memory after its first step; FITS_MIB,
+    never reached: the 1x1 layout's run, its point a round like any other), then both 1x2 layouts in one `run`
+    (one orchestrator and store). ({(processes, sharding): LayoutRun}, the sweep)."""
+    from .goldens import test_conf  # here, not at the top: pytest would collect it as a test
     workdir = tmp_path_factory.mktemp("ppo-runs")
     root = workdir / "root"
     for folder in ("cases", "vendors", "configs"):
@@ -161,12 +178,25 @@ def ppo_runs(tmp_path_factory):
     (root / "training").symlink_to(ROOT / "training")
     vendor = root / "vendors" / "cpu" / "vendor.yaml"
     vendor.write_text(vendor.read_text().replace("peak_tflops: {}", f"peak_tflops: {{fp32: {PEAK_FP32}}}"))
+    sweep = run_golden(workdir / "sweep", "sweep", "ppo_tiny:torch:cpu:1:1", "--grid",
+                       f"debug.memory_limit_mib=64,{FITS_MIB}", "--grid", "layout=1x1", "--format", "markdown",
+                       "--root", str(root), "--log-root", str(workdir / "sweep" / "logs"), expect=None,
+                       extra_env=ONE_THREAD)
+    two = [layout for layout in LAYOUTS if layout[0] == 2]
     conf = test_conf(workdir / "ppo_conf.yaml", [{"case": f"ppo_tiny:torch:cpu:1:{n}", "set": {
-        "parallel.sharding": sharding}} for n, sharding in LAYOUTS])
-    golden = run_golden(workdir, "run", "--test-conf", str(conf), "--root", str(root), extra_env=ONE_THREAD)
-    show = run_cli(workdir, "show", "last", "--db", str(golden.db))
+        "parallel.sharding": sharding}} for n, sharding in two])
+    runs = run_golden(workdir / "runs", "run", "--test-conf", str(conf), "--root", str(root), extra_env=ONE_THREAD)
+    layouts = {(1, "none"): LayoutRun(sweep, _show_last(sweep), 1, {"debug.memory_limit_mib": FITS_MIB})}
+    shown = _show_last(runs)
+    layouts.update({layout: LayoutRun(runs, shown, two.index(layout), {"parallel.sharding": layout[1]})
+                    for layout in two})
+    return layouts, sweep
+
+
+def _show_last(golden: Golden) -> str:
+    show = run_cli(golden.workdir, "show", "last", "--db", str(golden.db))
     assert show.returncode == 0, show.stderr
-    return golden, show.stdout
+    return show.stdout
 
 
 def _show_block(show: str, index: int) -> str:
@@ -178,10 +208,12 @@ def _show_block(show: str, index: int) -> str:
 @pytest.mark.e2e
 @pytest.mark.parametrize("processes, sharding", LAYOUTS)
 def test_ppo_tiny_runs_on_real_torchrun_ranks(ppo_runs, processes, sharding):
-    golden, show_all = ppo_runs
+    run = ppo_runs[0][(processes, sharding)]
+    golden = run.golden
     case_name = f"ppo_tiny:torch:cpu:1:{processes}"
-    round_result = golden.doc(case_name, **{"parallel.sharding": sharding})
+    round_result = golden.doc(case_name, **run.workload)
     assert round_result["status"] == "ok" and round_result["steps_completed"] == 6
+    assert round_result["workload"]["parallel"]["sharding"] == sharding
     figures = _figures(golden.round_dir(round_result))
     for phase, unit in (("experience.samples_per_s", "samples/s"), ("learning.tflops", "TFLOP/s"),
                         ("iteration.samples_per_s", "samples/s")):
@@ -204,11 +236,10 @@ def test_ppo_tiny_runs_on_real_torchrun_ranks(ppo_runs, processes, sharding):
     assert mfu == {"experience.mfu", "learning.mfu"}
     assert {name: value for name, value in stored.items() if name not in mfu} == {f.name: f.value for f in
                                                                                  figures.values()}
-    index = LAYOUTS.index((processes, sharding))
-    row = golden.attempts()[index]  # the store's rows, oldest first: test_conf's order
+    row = golden.attempts()[run.index]  # the store's rows, oldest first: test_conf's (the sweep's points') order
     assert (row["case_name"], row["results_path"]) == (case_name, round_result["results_path"])
     assert row["figures"] == round_result["figures"]
-    show = _show_block(show_all, index)
+    show = _show_block(run.show, run.index)
     assert show.startswith(f"{case_name} round 1 attempt 1: ok"), show
     value = figures["iteration.samples_per_s"].value
     assert f"iteration.samples_per_s: {value:,.4g} samples/s" in show, show
@@ -226,8 +257,8 @@ def test_ppo_tiny_runs_on_real_torchrun_ranks(ppo_runs, processes, sharding):
 
 @pytest.mark.e2e
 def test_each_phase_gets_an_mfu_against_the_named_peak(ppo_runs):
-    golden, _ = ppo_runs
-    doc = golden.doc("ppo_tiny:torch:cpu:1:1")  # the module's run, with the vendor's fp32 peak of PEAK_FP32
+    run = ppo_runs[0][(1, "none")]  # the module's 1x1 run, with the vendor's fp32 peak of PEAK_FP32
+    doc = run.golden.doc("ppo_tiny:torch:cpu:1:1", **run.workload)
     figures = {f["name"]: f for f in doc["figures"]}
     for phase in ("experience", "learning"):
         mfu = figures[f"{phase}.mfu"]
@@ -257,12 +288,12 @@ def test_every_ppo_and_new_pretraining_case_plans(case, tmp_path):
         assert workload.ppo.total_length <= workload.model.seq_len
 
 
-def test_the_reference_table_shows_oom_as_oom(cli):
+@pytest.mark.e2e
+def test_the_reference_table_shows_oom_as_oom(ppo_runs):
     """The sweep's pivot (run_benchmarks/sweep/views.py) is the reference's table for ppo cases too: a
-    point that ran out of memory (a smaller device: debug.memory_limit_mib) reads OOM beside one that fit."""
-    result = cli("sweep", "ppo_tiny:torch:cpu:1:1", "--grid", "debug.memory_limit_mib=64,1000000", "--grid",
-                 "layout=1x1", "--format", "markdown", "--log-root", str(cli.system_tmp.parent / "sweep-logs"),
-                 extra_env=ONE_THREAD)
+    point that ran out of memory (a smaller device: debug.memory_limit_mib) reads OOM beside one that fit
+    (ppo_runs' sweep, whose fitting point is the 1x1 layout's run)."""
+    result = ppo_runs[1].result
     assert "memory_limit_mib by layout" in result.stdout, result.stdout + result.stderr
     pivot = result.stdout[result.stdout.index("memory_limit_mib by layout"):]
     assert "| 64 | OOM |" in pivot and re.search(r"\| 1000000 \| [\d,.]+ tok/s", pivot), pivot

@@ -16,7 +16,7 @@ from .goldens import SHORT_STEPS
 
 
 def test_a_run_writes_one_record_to_results_json_the_store_and_summary_json(golden_local, accelbench):
-    doc = golden_local.doc("gpt2_tiny:torch:cpu:1:1:2")
+    doc = golden_local.doc("opt_tiny:torch:cpu:1:1")
     record = RoundRecord.model_validate(doc)
     assert record.status is Status.ok and record.workload_hash and len(record.workload_hash) == 16
     assert record.workload["train"]["steps"] == SHORT_STEPS

@@ -182,25 +182,24 @@ def test_a_lock_held_past_the_retry_budget_is_said_loudly_exits_4_and_repair_add
 
 
 def test_repair_adds_missing_attempts_once_and_rebuilds_a_lost_store(accelbench, golden_local, tmp_path):
-    log_root = golden_local.copy(tmp_path / "logs")  # a real run of many cases, gpt2_tiny 1:1 over 2 rounds
+    log_root = golden_local.copy(tmp_path / "logs")  # a real run of many cases, one round each
     db = log_root / "results.db"
     (run_id,) = [r["run_id"] for r in runs(db)]
     stored = len(rows(db))
     conn = sqlite3.connect(db)
-    with conn:
-        conn.execute("DELETE FROM attempts WHERE round = 2")  # as if round 2 had never reached the store
+    with conn:  # as if opt_tiny's round had never reached the store
+        conn.execute("DELETE FROM attempts WHERE case_name = 'opt_tiny:torch:cpu:1:1'")
     conn.close()
     repaired = accelbench("store", "repair", "--log-root", str(log_root))
     assert repaired.returncode == 0, repaired.stderr
     assert f"run {run_id}: 1 attempt(s) added, {stored - 1} already stored" in repaired.stdout
     again = accelbench("store", "repair", "--log-root", str(log_root))
     assert f"run {run_id}: 0 attempt(s) added, {stored} already stored" in again.stdout
-    case_rows = [r for r in rows(db) if r["case_name"] == "gpt2_tiny:torch:cpu:1:1:2"]
-    assert [(r["round"], r["status"]) for r in case_rows] == [(1, "ok"), (2, "ok")]
-    restored = case_rows[1]
+    (restored,) = [r for r in rows(db) if r["case_name"] == "opt_tiny:torch:cpu:1:1"]
+    assert (restored["round"], restored["status"]) == (1, "ok") and len(rows(db)) == stored
     assert "added to the store from" in restored["warnings"]
-    round2 = json.loads(next(log_root.glob(f"{run_id}/gpt2_tiny-torch-cpu-1x1/round2/results.json")).read_text())
-    assert restored["tokens_per_s_per_device"] == round2["metrics"]["tokens_per_s_per_device"]
+    round1 = json.loads(next(log_root.glob(f"{run_id}/opt_tiny-torch-cpu-1x1/round1/results.json")).read_text())
+    assert restored["tokens_per_s_per_device"] == round1["metrics"]["tokens_per_s_per_device"]
     for suffix in ("", "-wal", "-shm"):  # the store is lost altogether: rebuilt with its run
         Path(f"{db}{suffix}").unlink(missing_ok=True)
     rebuilt = accelbench("store", "repair", "--log-root", str(log_root))
@@ -209,7 +208,8 @@ def test_repair_adds_missing_attempts_once_and_rebuilds_a_lost_store(accelbench,
     (run,) = runs(db)
     assert run["status"] == "done" and run["log_dir"] == str(log_root / run_id)
     report = accelbench("report", run_id, "--db", str(db), "--format", "csv")
-    assert report.returncode == 0 and report.stdout.count("gpt2_tiny:torch:cpu:1:1:2") == 2
+    assert report.returncode == 0 and report.stdout.count("opt_tiny:torch:cpu:1:1") == 1
+    assert len(report.stdout.strip().splitlines()) == 1 + stored  # a header, then every attempt back
 
 
 def test_a_locked_store_at_start_waits_a_bounded_time_then_says_so_in_one_message(accelbench, tmp_path):

@@ -262,7 +262,7 @@ def test_the_measured_window_spans_every_measured_step_record_one_by_one_or_at_o
 def test_monitor_figures_join_the_stored_results(golden_local, golden_two_nodes):
     """Real runs: a local one with the cpu monitor (golden_local), and two hosts whose vendor names a monitor
     this machine lacks (golden_two_nodes' root)."""
-    doc = golden_local.doc("gpt2_tiny:torch:cpu:1:1:2", round=1)
+    doc = golden_local.doc("opt_tiny:torch:cpu:1:1")
     (node,) = doc["monitor"]["nodes"]
     assert node["status"]["accelerator"] == "ok (cpu)" and node["devices"][0]["util_percent"]["max"] > 0
     (row,) = [r for r in golden_local.attempts() if r["results_path"] == doc["results_path"]]
