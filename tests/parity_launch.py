@@ -77,12 +77,6 @@ class Launch:
         lines = self.sections[label][0].read_text(encoding="utf-8", errors="replace").splitlines()
         return [r for r in map(_record, lines) if isinstance(r, perflog.StepRecord)]
 
-    def breakdowns(self, label: str) -> list[perflog.BreakdownRecord]:
-        """Every rank's time-breakdown records of ``label``, by rank."""
-        self._check(label)
-        return [r for path in self.sections[label] for r in map(_record, path.read_text(
-            encoding="utf-8", errors="replace").splitlines()) if isinstance(r, perflog.BreakdownRecord)]
-
     def trajectory(self, label: str) -> list[tuple[float, float]]:
         """(loss, gradient norm) per step, from rank 0's perf records (as tests/test_parity.py's ``trajectory``)."""
         return [(r.loss, r.grad_norm) for r in self.steps(label)]

@@ -241,7 +241,7 @@ def test_fsdp_beside_tensor_parallel_times_both_with_their_own_groups(launches):
     lands in communication. (TP2's exact growth by the delay is tests/test_breakdown_tp.py's: four ranks on a
     loaded machine make the collectives' own time too noisy to bound it within 20 %.)"""
     done = launches("4")
-    records = done.breakdowns("fsdp_stage3_x_tensor_parallel")
+    records = [r for rank in done.ranks("fsdp_stage3_x_tensor_parallel") for r in rank.breakdowns]
     n_layer = done.plans["fsdp_stage3_x_tensor_parallel"].workload.model.n_layer
     first = records[0]
     assert len(records) == 4 and first.steps == 3
