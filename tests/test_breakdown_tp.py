@@ -4,8 +4,10 @@ against the count run_benchmarks/results/breakdown/layouts.py works out from the
 
 One spawn of two ranks (tests/torch_pairs.py's, shared with the other modules that look inside workers on two
 ranks) measures, worker after worker on the same process group, TP2 plain, TP2 with a collective delay, TP2
-with sequence parallelism and TP2 compiled. One spawn of four ranks measures FSDP2 on
-the data-parallel mesh dimension beside TP2, with a delay.
+with sequence parallelism and TP2 compiled. FSDP2 on the data-parallel mesh dimension beside TP2, with a
+delay, is measured in the four-rank launch tests/test_parity.py already makes for that layout's parity
+(``test_fsdp_beside_tensor_parallel_times_both_with_their_own_groups`` there; a spawn of four ranks of its own
+here cost ~21 s of CPU).
 """
 from __future__ import annotations
 
@@ -15,7 +17,7 @@ from typing import Optional
 
 import pytest
 
-from .torch_ranks import open_worker, run_ranks, worker_config
+from .torch_ranks import open_worker, worker_config
 
 pytestmark = pytest.mark.e2e
 
@@ -23,7 +25,6 @@ MODEL = dict(n_layer=2, n_head=2, d_model=32, vocab_size=128, seq_len=16)  # gel
 TRAIN = dict(micro_batch_size=2, steps=2, warmup_steps=1)
 
 DELAY_MS = 200.0  # per collective: 12 per step here, far above what a loaded machine adds to this tiny model
-FSDP_DELAY_MS = 100.0
 TP = {"tensor_parallel_degree": 2}
 
 
@@ -67,8 +68,7 @@ def _missed(worker) -> Optional[str]:
 
 def _measure(rank: int, world: int, configs: list) -> list:
     """Per config: ``warm`` measured steps (timed: the measured steps' delay), then 3 breakdown steps; each
-    config's worker in turn on the one process group (tests/torch_pairs.py's, or the first worker's: it closes
-    last)."""
+    config's worker in turn on the one process group (tests/torch_pairs.py's)."""
     from training import breakdown
     from training.torch.compiles import compiled_graphs
 
@@ -178,28 +178,3 @@ def test_a_collective_past_the_interception_makes_the_breakdown_say_not_measured
     for why in tp_records["missed"]:
         assert why.startswith("not measured for tensor parallel: 1 collective(s) ran on the tensor-parallel group "
                               "past the functional collectives"), why
-
-
-def _fsdp_measure(rank: int, world: int, cfg) -> dict:
-    import torch
-
-    torch.set_num_threads(1)  # as torchrun starts its ranks: four ranks' spinning threads on 2 cores only cost CPU
-    return _measure(rank, world, [(cfg, 0)])[0]["record"]
-
-
-def test_fsdp_beside_tensor_parallel_times_both_with_their_own_groups():
-    """Four ranks, FSDP2 over data parallel's 2 beside TP2: every rank issues the same collectives in the same
-    order, so the default group's barrier before each never deadlocks; each delay lands in communication."""
-    cfg = _delayed(worker_config(MODEL, TRAIN, {**TP, "sharding": "stage2"}), collective_delay_ms=FSDP_DELAY_MS)
-    records = run_ranks(_fsdp_measure, 4, cfg)
-    first = records[0]
-    assert first.not_measured is None and first.group_size == 2
-    assert all(r.collective_ops == first.collective_ops and r.group_sizes == first.group_sizes for r in records)
-    ops = Counter(first.collective_ops)
-    assert ops["allreduce"] == 6 * MODEL["n_layer"] and ops["allgather"] and ops["reducescatter"]
-    delay = len(first.collective_ops) * FSDP_DELAY_MS / 1000
-    # every delay sleeps inside communication (the exact growth is TP2's test above: four ranks on a loaded
-    # machine make the collectives' own time too noisy to bound it within 20 % without a second spawn)
-    for r in records:
-        assert delay <= min(r.communication_s) < 2 * delay, r.communication_s
-

@@ -12,13 +12,18 @@ planned by the orchestrator from its case name and ``--set`` settings exactly as
 ``accelbench run`` plans it, and all strategies of a world size are trained in
 turn by the real worker entry under one torchrun, in one gloo process group
 (``tests/parity_launch.py``, ``tests/parity_worker.py``). The world-1 launch
-holds the one-process references, one per (model, model settings), and full
-recompute, with one OpenMP thread (see ONE_THREAD). Compile has a launch of its
-own: at the default thread count, as a run compiles, and with nothing eager
-before it in the process. Each strategy is still its own test, named after it.
-``test_each_launch_kept_its_temporary_files_in_the_run_folder`` keeps the check
-each CLI run used to make: the launcher and the compiler write nothing to the
-TMPDIR they were started with, only to the run folder the plan gives them.
+holds compile first (nothing eager before it in the process, as in a run), then
+the one-process references, one per (model, model settings), and full
+recompute, with one OpenMP thread (see ONE_THREAD). Each strategy is still its
+own test, named after it. ``test_each_launch_kept_its_temporary_files_in_the_run_folder``
+keeps the check each CLI run used to make: the launcher and the compiler write
+nothing to the TMPDIR they were started with, only to the run folder the plan
+gives them.
+
+The world-4 launch also times FSDP2 beside tensor parallel (BREAKDOWN: a
+collective delay, breakdown steps after the 4 compared steps, which a sleep
+and later steps cannot change): ``test_fsdp_beside_tensor_parallel_times_both_with_their_own_groups``,
+formerly a spawn of four ranks of its own in tests/test_breakdown_tp.py.
 """
 from __future__ import annotations
 
@@ -26,6 +31,7 @@ import json
 import os
 import subprocess
 import sys
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -69,6 +75,10 @@ COMMON = ("train.steps=4", "train.warmup_steps=1", "train.lr=1e-3")
 # compared (training/breakdown.py), so they change no loss compared here, and each layout's breakdown is tested
 # on its own (test_breakdown_*). 3 more serialised steps per strategy were ~10 % of this file's CPU.
 LAUNCH_COMMON = (*COMMON, "train.breakdown_steps=0")
+# Except FSDP2 beside TP2, whose breakdown needs four ranks, as its parity does: its launch's settings add a
+# delay before every collective (a sleep: no loss changes) and 3 breakdown steps after the compared ones.
+FSDP_DELAY_MS = 100.0
+BREAKDOWN = {"fsdp_stage3_x_tensor_parallel": ("train.breakdown_steps=3", f"debug.collective_delay_ms={FSDP_DELAY_MS}")}
 
 
 def losses(log_root: Path, case_name: str, *settings: str, cli_args: tuple[str, ...] = ()) -> list[float]:
@@ -152,26 +162,30 @@ def compiles(settings: tuple[str, ...]) -> bool:
 
 
 def launch_of(strategy: str) -> str:
-    """Which launch trains ``strategy``: its world size's, or "compile" (see runs_of)."""
-    _, nprocs, settings = STRATEGIES[strategy]
-    return "compile" if compiles(settings) else str(nprocs)
+    """Which launch trains ``strategy``: its world size's (see runs_of)."""
+    return str(STRATEGIES[strategy][1])
 
 
 # A launch of one process runs with one OpenMP thread, as torchrun starts every rank of a launch of several:
 # on a busy 2-core machine, two threads spinning at each barrier made the references 2.5x slower (53 s vs
-# 20 s). Not for compile: inductor generates its CPU kernels for the thread count it finds.
+# 20 s). Compile too: the suite's lanes run every process at one thread (tests/lanes.py), so inductor
+# generated its kernels for one thread in a launch of its own as well, which cost a torchrun and a rank's
+# imports (~7 s of CPU) more.
 ONE_THREAD = {"OMP_NUM_THREADS": "1"}
 
 
 def runs_of(key: str) -> tuple[list[Run], dict]:
-    """A launch's runs, in STRATEGIES' order, and the environment it starts in: "1" also holds every
-    reference (first); "compile" the compiled strategies, in a launch of their own at the default threads."""
-    runs = [Run(name, f"{case}:torch:cpu:1:{nprocs}", settings)
+    """A launch's runs and the environment it starts in: compiled strategies first (nothing eager before them
+    in the process, as in a run of their own), then "1"'s references, then the rest in STRATEGIES' order, each
+    with its BREAKDOWN settings."""
+    runs = [Run(name, f"{case}:torch:cpu:1:{nprocs}", (*settings, *BREAKDOWN.get(name, ())))
             for name, (case, nprocs, settings) in STRATEGIES.items() if launch_of(name) == key]
+    compiled = [run for run in runs if compiles(run.settings)]
+    eager = [run for run in runs if not compiles(run.settings)]
     if key == "1":
         references = {reference_run(case, model_settings(settings)) for case, _, settings in STRATEGIES.values()}
-        return sorted(references, key=lambda r: r.label) + runs, ONE_THREAD
-    return runs, {}
+        return compiled + sorted(references, key=lambda r: r.label) + eager, ONE_THREAD
+    return compiled + eager, {}
 
 
 LAUNCHES = sorted({launch_of(name) for name in STRATEGIES} | {"1"})
@@ -216,6 +230,25 @@ def test_each_launch_kept_its_temporary_files_in_the_run_folder(launches, key):
     and compiler cache are inside the run folder (and the compiler did use its cache there)."""
     done = launches(key)
     assert list(done.system_tmp.iterdir()) == []
-    if key == "compile":
+    if any(compiles(run.settings) for run in runs_of(key)[0]):
         assert "compile" in done.finished, done.errors
         assert any((done.run_dir / "cache" / "torchinductor").iterdir())
+
+
+def test_fsdp_beside_tensor_parallel_times_both_with_their_own_groups(launches):
+    """Four ranks, FSDP2 over data parallel's 2 beside TP2 (gpt2_tiny, stage3): every rank issues the same
+    collectives in the same order, so the default group's barrier before each never deadlocks; each delay
+    lands in communication. (TP2's exact growth by the delay is tests/test_breakdown_tp.py's: four ranks on a
+    loaded machine make the collectives' own time too noisy to bound it within 20 %.)"""
+    done = launches("4")
+    records = [r for rank in done.ranks("fsdp_stage3_x_tensor_parallel") for r in rank.breakdowns]
+    n_layer = done.plans["fsdp_stage3_x_tensor_parallel"].workload.model.n_layer
+    first = records[0]
+    assert len(records) == 4 and first.steps == 3
+    assert first.not_measured is None and first.group_size == 2
+    assert all(r.collective_ops == first.collective_ops and r.group_sizes == first.group_sizes for r in records)
+    ops = Counter(first.collective_ops)  # TP2's: 2 forward + q, k, v, fc backward a block
+    assert ops["allreduce"] == 6 * n_layer and ops["allgather"] and ops["reducescatter"]
+    delay = len(first.collective_ops) * FSDP_DELAY_MS / 1000
+    for r in records:  # every delay sleeps inside communication
+        assert delay <= min(r.communication_s) < 2 * delay, r.communication_s
