@@ -84,7 +84,11 @@ LANE_OF_MODULE = {"test_sweep": "infra", "test_micro_paddle": "inprocess", "test
                   # fresh clone at 0169e99: infra 1,038 s, local 1,043 s, inprocess 1,097 s; test_history (27 s of
                   # in-process work, no session fixture) moved to infra
                   "test_history": "infra",
-                  "test_history_stores": "inprocess"}
+                  "test_history_stores": "inprocess",
+                  # a working-tree run of the lanes after this session's cuts (2026-11-29, fifth session): local
+                  # 868 s, infra 698 s, inprocess 856 s; test_history_runs (117 s, seven runs of its own) to infra,
+                  # test_models (42 s in-process, no session fixture) to local
+                  "test_history_runs": "infra", "test_models": "local"}
 
 
 def pytest_addoption(parser):
