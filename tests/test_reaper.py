@@ -13,6 +13,8 @@ import uuid
 from run_benchmarks.backends.hosts import reaper
 from run_benchmarks.backends.hosts.guard import orchestrator_tag
 
+from .infra.cleans import cleans_held
+
 STUBBORN = "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(120)"
 
 
@@ -44,19 +46,26 @@ def test_stop_ends_the_tags_processes_and_kills_one_that_ignores_term():
 
 
 def test_scan_lists_owners_and_kill_ends_only_those_whose_orchestrator_is_dead():
+    """The kill is ``accelbench clean``'s: it ends every dead run's process on this machine, other lanes' orphans
+    too (test_signals' must live until its run warned of it), and their cleans would end this test's orphan
+    before its scan: the cleans wait while this test runs (tests/infra/cleans.py)."""
     tag = f"test-{uuid.uuid4().hex}"
     dead_owner = orchestrator_tag().rsplit(":", 2)[0] + ":999999999:1"  # this machine, a pid that cannot be
-    alive, orphan = start(tag, owner=orchestrator_tag()), start(tag, owner=dead_owner)
-    time.sleep(0.3)
-    found = json.loads(subprocess.run(reaper.scan_argv(sys.executable), capture_output=True, text=True,
-                                      check=True, timeout=30).stdout)
-    mine = {p["pid"]: p for p in found["processes"] if p["pid"] in (alive.pid, orphan.pid)}
-    assert (mine[alive.pid]["alive"], mine[orphan.pid]["alive"]) == (True, False)
-    assert mine[orphan.pid]["run"] == "r1"
-    subprocess.run(reaper.scan_argv(sys.executable, kill=True), capture_output=True, check=True, timeout=30)
-    assert gone(orphan, 5) and alive.poll() is None
-    alive.kill()
-    alive.wait()
+    with cleans_held():
+        alive, orphan = start(tag, owner=orchestrator_tag()), start(tag, owner=dead_owner)
+        try:
+            time.sleep(0.3)
+            found = json.loads(subprocess.run(reaper.scan_argv(sys.executable), capture_output=True, text=True,
+                                              check=True, timeout=30).stdout)
+            mine = {p["pid"]: p for p in found["processes"] if p["pid"] in (alive.pid, orphan.pid)}
+            assert (mine[alive.pid]["alive"], mine[orphan.pid]["alive"]) == (True, False)
+            assert mine[orphan.pid]["run"] == "r1"
+            subprocess.run(reaper.scan_argv(sys.executable, kill=True), capture_output=True, check=True, timeout=30)
+            assert gone(orphan, 5) and alive.poll() is None
+        finally:
+            for process in (alive, orphan):
+                process.kill()
+                process.wait()
 
 
 def test_the_guard_ends_the_tag_at_the_end_of_its_stdin_unless_disarmed_first():
