@@ -79,6 +79,15 @@ def wait_for_workers(orch: Orchestrator, folders: Sequence[Path], count: int, ti
           "its workers started", f"fewer than {count} workers within {timeout:g} s", timeout)
 
 
+def until_said(orch: Orchestrator, text: str, timeout_s: float = 60) -> None:
+    """Until the orchestrator's stderr holds ``text`` (a signal's line: it was handled), or it ended (the test's
+    own assertions then say what it did). A signal sent before the last was handled would be pending beside it:
+    the same signal counts once, and two are handled lowest number first (SIGINT before SIGTERM)."""
+    deadline = time.monotonic() + timeout_s
+    while text not in orch.stderr() and orch.process.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+
+
 def _poll(orch: Orchestrator, ready, before: str, late: str, timeout: float) -> None:
     """Every 0.2 s until ``ready()``; the run ending first, or ``timeout``, fails the test with its stderr."""
     deadline = time.monotonic() + timeout

@@ -123,15 +123,38 @@ def test_a_two_process_run_with_a_collective_delay_names_the_collective_and_one_
     done = cli("run", "--test-conf", str(conf))
     assert done.returncode == 0, done.stderr[-3000:]
     (run,) = done.run_dirs()
-    plain, delayed = sorted((json.loads(p.read_text()) for p in run.glob("gpt2_tiny*/round*/results.json")),
-                            key=lambda d: d["workload"]["debug"]["collective_delay_ms"] or 0)
+    (plain, plain_dir), (delayed, _) = sorted(
+        ((json.loads(p.read_text()), p.parent) for p in run.glob("gpt2_tiny*/round*/results.json")),
+        key=lambda found: found[0]["workload"]["debug"]["collective_delay_ms"] or 0)
     levers = [d["metrics"]["time_breakdown"]["lever"] for d in (plain, delayed)]
     assert all(d["metrics"]["time_breakdown"]["expected"]["communication_s"] for d in (plain, delayed)), levers
     # the plain round under the default limits (the test_conf's shared-machine limits judge nothing): measured,
     # so a contended verdict comes from its figures, not from a missing monitor
     verdict = contention.judge(plain["monitor"]["contention"]["nodes"], ContentionLimits())["verdict"]
     assert verdict in (contention.QUIET, contention.CONTENDED), verdict
-    if verdict == contention.QUIET:
+    if verdict == contention.QUIET and not _busy_through_the_breakdown_steps(plain_dir / "localhost_noderank0"):
         assert "allreduce" not in levers[0], levers[0]
     assert "the 1 allreduce of 2.18 MB ran at " in levers[1] and " would be saved" in levers[1], levers[1]
     assert f"where the time goes: {levers[1]}" in done.stdout.replace("\n", " ")
+
+
+def _busy_through_the_breakdown_steps(node_dir) -> list[str]:
+    """The default limits' reasons over the measured steps and the breakdown steps after them: the stored verdict
+    covers the measured steps only, and this layout's breakdown steps (whose all-reduces the lever reads) follow
+    them (a warm-up of 1 holds none); the lanes beside it could stay quiet through the one and load the other."""
+    from run_benchmarks.execute import contention as node_contention
+
+    records = []
+    for log in node_dir.glob("rank*.stdout.log"):
+        for line in log.read_text().splitlines():
+            try:
+                records.append(perflog.parse_line(line))
+            except perflog.PerfLogError:
+                continue
+    steps = [r for r in records if isinstance(r, perflog.StepRecord) and not r.warmup and r.ended_at is not None]
+    serialised = [sum(r.step_s) for r in records if isinstance(r, perflog.BreakdownRecord)]
+    assert steps and serialised, f"no measured step or breakdown records in {node_dir}"
+    window = (min(r.ended_at - r.step_time_s for r in steps), max(r.ended_at for r in steps) + max(serialised))
+    figures = node_contention.node_figures(node_dir / "monitor", window)
+    assert figures["measured"], figures
+    return contention.reasons(figures, ContentionLimits())

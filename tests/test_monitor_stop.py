@@ -28,11 +28,25 @@ def restored_signals():
 
 
 def test_sigterm_ends_the_monitor_within_its_interval(tmp_path, restored_signals):
-    timer = threading.Timer(0.2, os.kill, (os.getpid(), signal.SIGTERM))
-    began = time.monotonic()
+    sent: list[float] = []
+
+    def sampled() -> bool:
+        host = tmp_path / MONITOR_HOST_FILE
+        return host.is_file() and host.read_text().endswith("\n")
+
+    def term_once_it_sampled() -> None:
+        # not at a fixed 0.2 s: a loaded machine may not have taken the first sample by then (none is taken once
+        # the stop came), nor even installed the handler (SIGTERM's default action would end pytest)
+        deadline = time.monotonic() + 30
+        while not sampled() and time.monotonic() < deadline:
+            time.sleep(0.01)
+        sent.append(time.monotonic())
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    timer = threading.Thread(target=term_once_it_sampled)
     timer.start()
     code = main(["--accelerator", "none", "--interval", "30", "--out", str(tmp_path)])
-    took = time.monotonic() - began
+    took = time.monotonic() - sent[0]
     timer.join()
     assert code == 0
     assert took < 5, f"the monitor waited {took:.1f} s of its 30 s interval before it stopped"

@@ -19,7 +19,7 @@ from run_benchmarks.results.worker_logs import rank_logs as collect
 from run_benchmarks.execute import outcome
 from run_benchmarks.results.worker_logs.rank_logs import RankLogs
 from tests.infra.tmpfs import tmpfs
-from training.contract import perflog
+from training.contract import perflog, ports
 
 from .conftest import ROOT, write
 from .signal_faults import start
@@ -148,7 +148,9 @@ def test_a_master_port_taken_at_start_is_retried_and_the_failed_attempt_kept(tmp
     the attempt's logs are kept aside, a start_error row is stored, and the round runs again, here once the
     port is free."""
     with socket.socket() as holder:
-        holder.bind(("127.0.0.1", 0))
+        # a port outside the ephemeral range, as a round's own (training/contract/ports.py): bind(0)'s, freed for
+        # the retry, lies where the other lanes' outgoing connections draw theirs and could be taken again
+        holder.bind(("127.0.0.1", ports.free_ports(1)[0]))
         holder.listen(1)
         port = holder.getsockname()[1]
         cluster = write(tmp_path / "cluster.yaml",

@@ -89,7 +89,11 @@ def test_paddle_data_parallel_breakdown_puts_injected_costs_in_their_phase(recor
     from run_benchmarks.results.breakdown.step import measured
 
     assert measured([b0, b1], None)["straggler"]["rank"] == 1
-    assert measured([a0, a1], None)["per_rank"][1]["compute_s"] < COMPUTE_MS / 1000, a1.compute_s
+    # the plain rank 1 holds no delay: side by side with rank 0 of its own launch (the same load, the same work),
+    # it is less than half the delay's 1 s above it. Not against 1 s itself: beside CI's lanes its median step
+    # took 0.48-0.75 s of a 100-200 ms compute, and a machine half as fast would pass 1 s with no delay at all
+    plain = measured([a0, a1], None)["per_rank"]
+    assert plain[1]["compute_s"] - plain[0]["compute_s"] < 0.5 * COMPUTE_MS / 1000, (a0.compute_s, a1.compute_s)
 
 
 def test_paddle_sharding_stage1_breakdown_times_each_reduce_and_broadcast(records):

@@ -13,13 +13,22 @@ import uuid
 from run_benchmarks.backends.hosts import reaper
 from run_benchmarks.backends.hosts.guard import orchestrator_tag
 
-STUBBORN = "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(120)"
+from .infra.cleans import cleans_held
+
+STUBBORN = ("import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); print('ignoring', flush=True); "
+            "time.sleep(120)")
 
 
 def start(tag: str, owner: str = "", stubborn: bool = False) -> subprocess.Popen:
+    """A tagged process; a stubborn one is returned once it ignores TERM (it says so): a fixed 0.5 s was not
+    always enough for an interpreter to start beside CI's lanes, and TERM then ended it at once (the hurried
+    stop below then saw no second signal, which came after the test had restored SIGINT's handler)."""
     env = {**os.environ, "ACCELBENCH_JOB_TAG": tag, "ACCELBENCH_RUN_ID": "r1", "ACCELBENCH_ORCHESTRATOR": owner}
-    return subprocess.Popen([sys.executable, "-c", STUBBORN if stubborn else "import time; time.sleep(120)"],
-                            env=env)
+    if not stubborn:
+        return subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"], env=env)
+    process = subprocess.Popen([sys.executable, "-c", STUBBORN], env=env, stdout=subprocess.PIPE, text=True)
+    assert process.stdout.readline() == "ignoring\n"
+    return process
 
 
 def gone(process: subprocess.Popen, within_s: float = 10) -> bool:
@@ -34,7 +43,6 @@ def gone(process: subprocess.Popen, within_s: float = 10) -> bool:
 def test_stop_ends_the_tags_processes_and_kills_one_that_ignores_term():
     tag = f"test-{uuid.uuid4().hex}"
     polite, stubborn, other = start(tag), start(tag, stubborn=True), start(f"test-{uuid.uuid4().hex}")
-    time.sleep(0.5)  # the stubborn one has set its handler
     began = time.monotonic()
     subprocess.run(reaper.stop_argv(sys.executable, tag, 0.5), check=True, timeout=30)
     assert gone(polite, 1) and gone(stubborn, 1) and time.monotonic() - began < 8
@@ -44,19 +52,26 @@ def test_stop_ends_the_tags_processes_and_kills_one_that_ignores_term():
 
 
 def test_scan_lists_owners_and_kill_ends_only_those_whose_orchestrator_is_dead():
+    """The kill is ``accelbench clean``'s: it ends every dead run's process on this machine, other lanes' orphans
+    too (test_signals' must live until its run warned of it), and their cleans would end this test's orphan
+    before its scan: the cleans wait while this test runs (tests/infra/cleans.py)."""
     tag = f"test-{uuid.uuid4().hex}"
     dead_owner = orchestrator_tag().rsplit(":", 2)[0] + ":999999999:1"  # this machine, a pid that cannot be
-    alive, orphan = start(tag, owner=orchestrator_tag()), start(tag, owner=dead_owner)
-    time.sleep(0.3)
-    found = json.loads(subprocess.run(reaper.scan_argv(sys.executable), capture_output=True, text=True,
-                                      check=True, timeout=30).stdout)
-    mine = {p["pid"]: p for p in found["processes"] if p["pid"] in (alive.pid, orphan.pid)}
-    assert (mine[alive.pid]["alive"], mine[orphan.pid]["alive"]) == (True, False)
-    assert mine[orphan.pid]["run"] == "r1"
-    subprocess.run(reaper.scan_argv(sys.executable, kill=True), capture_output=True, check=True, timeout=30)
-    assert gone(orphan, 5) and alive.poll() is None
-    alive.kill()
-    alive.wait()
+    with cleans_held():
+        alive, orphan = start(tag, owner=orchestrator_tag()), start(tag, owner=dead_owner)
+        try:
+            time.sleep(0.3)
+            found = json.loads(subprocess.run(reaper.scan_argv(sys.executable), capture_output=True, text=True,
+                                              check=True, timeout=30).stdout)
+            mine = {p["pid"]: p for p in found["processes"] if p["pid"] in (alive.pid, orphan.pid)}
+            assert (mine[alive.pid]["alive"], mine[orphan.pid]["alive"]) == (True, False)
+            assert mine[orphan.pid]["run"] == "r1"
+            subprocess.run(reaper.scan_argv(sys.executable, kill=True), capture_output=True, check=True, timeout=30)
+            assert gone(orphan, 5) and alive.poll() is None
+        finally:
+            for process in (alive, orphan):
+                process.kill()
+                process.wait()
 
 
 def test_the_guard_ends_the_tag_at_the_end_of_its_stdin_unless_disarmed_first():
@@ -92,7 +107,6 @@ def test_a_local_stop_is_the_reapers_and_a_second_signal_cuts_its_grace_short():
 
     tag = f"test-{uuid.uuid4().hex}"
     polite, stubborn = start(tag), start(tag, stubborn=True)
-    time.sleep(0.5)
     began = time.monotonic()
     reaper.stop_here(tag, 0.5)
     assert gone(polite, 1) and gone(stubborn, 1) and time.monotonic() - began < 8
@@ -104,7 +118,6 @@ def test_a_local_stop_is_the_reapers_and_a_second_signal_cuts_its_grace_short():
         except signals.Interrupted:
             pass
         stubborn = start(tag, stubborn=True)
-        time.sleep(0.5)
         threading.Timer(1.0, os.kill, (os.getpid(), signal.SIGINT)).start()
         began = time.monotonic()
         reaper.stop_here(tag, 60)

@@ -24,7 +24,7 @@ import pytest
 
 from .conftest import ROOT, write
 from .signal_faults import LONG, dead_orchestrator, run_containers, run_processes, seconds_until_gone, start, \
-    wait_for_step, wait_for_workers
+    until_said, wait_for_step, wait_for_workers
 from .goldens import LOCAL_GONE_S
 from .infra.cleans import clean_turn, cleans_held
 
@@ -78,10 +78,12 @@ def stopped_local_run(tmp_path_factory):
         orch = start(tmp_path_factory.mktemp("stopped-local"), "gpt2_tiny:torch:cpu:1:2", *LONG)
         try:
             wait_for_step(orch, [orch.log_root])
+            # each signal once the one before was handled (its line on stderr), not 0.3 s later: two signals
+            # pending at once are handled lowest number first, SIGINT before SIGTERM, and would decide 130
             os.kill(orch.pid, signal.SIGTERM)
-            time.sleep(0.3)  # the stop has begun
+            until_said(orch, "SIGTERM: stopping every node")
             os.kill(orch.pid, signal.SIGINT)
-            time.sleep(0.3)
+            until_said(orch, "SIGINT again: killing what is left now")
             os.kill(orch.pid, signal.SIGTERM)
             orch.wait(timeout=120)
             _, left = seconds_until_gone(lambda: run_processes(orch.pid, [orch.log_root]), LOCAL_GONE_S)
@@ -275,14 +277,14 @@ def test_signals_leave_no_container_of_the_run(container_cluster, engine, cpu_to
                                     run_processes(orch.pid, [work, orch.log_root]), REMOTE_GONE_S)
     assert left == [], f"still there {took:.1f} s after {name}: {left}"
     if name == "SIGKILL":  # the bridge folders of the killed orchestrator go at the next clean
-        with clean_turn():
+        with clean_turn():  # the folders read while no other lane's clean removes one of them
             cleaned = subprocess.run([sys.executable, "-m", "run_benchmarks.cli", "clean", "--cluster",
                                       str(container_cluster)], capture_output=True, text=True, timeout=120,
                                      cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(ROOT)})
-        assert cleaned.returncode == 0, cleaned.stderr
-        for folder in Path("/tmp").glob("accelbench-docker-*"):
-            owner = (folder / "owner").read_text() if (folder / "owner").is_file() else ""
-            assert not owner.startswith(f"{socket.gethostname()}:{orch.pid}:"), folder
+            assert cleaned.returncode == 0, cleaned.stderr
+            for folder in Path("/tmp").glob("accelbench-docker-*"):
+                owner = (folder / "owner").read_text() if (folder / "owner").is_file() else ""
+                assert not owner.startswith(f"{socket.gethostname()}:{orch.pid}:"), folder
 
 
 def test_clean_removes_containers_of_a_dead_orchestrator_and_keeps_their_output(cli, engine, tmp_path):

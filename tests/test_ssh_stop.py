@@ -21,7 +21,7 @@ import pytest
 
 from .conftest import write
 from .runner import ends_with_the_test
-from .signal_faults import LONG, run_processes, start, wait_for_step
+from .signal_faults import LONG, run_processes, start, until_said, wait_for_step
 from .test_signals import assert_ended_like_ctrl_c
 
 UNDER_LOAD_S = 10.0  # the bound: TERM to no process of the run left, with both cores busy
@@ -108,7 +108,8 @@ def test_a_second_term_over_ssh_kills_what_ignores_the_first_at_once(sshd, load,
     stubborn = None
     try:
         (launcher,) = [p for p in psutil.process_iter(["cmdline"]) if (p.info["cmdline"] or [])[1:3] == [
-            "-m", "torch.distributed.run"] and "h0_noderank0" in " ".join(p.info["cmdline"])]  # torchrun on h0
+            "-m", "torch.distributed.run"] and "h0_noderank0" in " ".join(p.info["cmdline"])
+            and str(work) in " ".join(p.info["cmdline"])]  # torchrun on h0, of this test's run (the machine's)
         tag = launcher.environ()["ACCELBENCH_JOB_TAG"]
         stubborn = subprocess.Popen([sys.executable, "-c", STUBBORN, str(work)], stdout=subprocess.PIPE, text=True,
                                     env={**os.environ, "ACCELBENCH_JOB_TAG": tag},
@@ -116,6 +117,7 @@ def test_a_second_term_over_ssh_kills_what_ignores_the_first_at_once(sshd, load,
         assert stubborn.stdout.readline().strip() == "ready"
         load()
         os.kill(orch.pid, signal.SIGTERM)
+        until_said(orch, "SIGTERM: stopping every node")  # handled: a TERM still pending would absorb the next
         time.sleep(1.0)
         os.kill(orch.pid, signal.SIGTERM)
         took, left = seconds_until_none_left(orch, [work, orch.log_root], 60)

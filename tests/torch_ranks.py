@@ -7,16 +7,18 @@ from __future__ import annotations
 
 import gc
 import os
-import socket
 from typing import Any, Callable
 
 import torch.multiprocessing as mp
 
 
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A rendezvous port outside the kernel's ephemeral range, as a round's is (training/contract/ports.py): one
+    from bind(0) lies in the range every outgoing connection draws from, and the other lanes' connections (gloo's
+    mesh, SSH, PostgreSQL) could take it in the seconds before rank 0's store listens (EADDRINUSE)."""
+    from training.contract import ports
+
+    return ports.free_ports(1)[0]
 
 
 def _child(rank: int, world: int, port: int, fn: Callable, args: tuple, queue) -> None:

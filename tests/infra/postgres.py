@@ -16,7 +16,6 @@ import contextlib
 import os
 import secrets
 import shutil
-import socket
 import subprocess
 import tempfile
 from dataclasses import dataclass, field
@@ -38,9 +37,11 @@ def binaries() -> Optional[Path]:
 
 
 def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """Outside the kernel's ephemeral range (training/contract/ports.py): bind(0)'s port lies where every outgoing
+    connection draws its own, and the other lanes' could take it during initdb, before the server listens."""
+    from training.contract import ports
+
+    return ports.free_ports(1)[0]
 
 
 @dataclass

@@ -14,7 +14,6 @@ from __future__ import annotations
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import time
 from dataclasses import dataclass, field
@@ -31,16 +30,11 @@ def missing_tools() -> list[str]:
 
 
 def _free_ports(count: int) -> list[int]:
-    sockets = []
-    try:
-        for _ in range(count):
-            s = socket.socket()
-            s.bind(("127.0.0.1", 0))
-            sockets.append(s)
-        return [s.getsockname()[1] for s in sockets]
-    finally:
-        for s in sockets:
-            s.close()
+    """Distinct ports outside the kernel's ephemeral range (training/contract/ports.py): bind(0)'s lie where every
+    outgoing connection draws its own, and the other lanes' could take one before the daemons listen."""
+    from training.contract import ports
+
+    return ports.free_ports(count)
 
 
 def _tool(name: str) -> str:
