@@ -64,9 +64,11 @@ def _delay_lands_in_communication(plain: list, delayed: list, delay_ms: float, w
         delay = len(b.bucket_bytes) * delay_ms / 1000
         grew = min(b.communication_s) - min(a.communication_s)
         assert abs(grew - delay) <= 0.2 * delay, (b.rank, len(b.bucket_bytes), a.communication_s, b.communication_s)
-        # the delay is moved out of the phases it ran in: never compute, never the optimizer
-        assert min(b.compute_s) - min(a.compute_s) < 0.1 * delay, (b.rank, a.compute_s, b.compute_s)
-        assert min(b.optimizer_s) - min(a.optimizer_s) < 0.1 * delay, (b.rank, a.optimizer_s, b.optimizer_s)
+        # the delay is moved out of the phases it ran in: never compute, never the optimizer (the whole C x D
+        # would land there; half of it bounds them: beside CI's lanes one run's fastest compute step was up to
+        # 0.32 s above the run's before it, a tenth of the delay)
+        assert min(b.compute_s) - min(a.compute_s) < 0.5 * delay, (b.rank, a.compute_s, b.compute_s)
+        assert min(b.optimizer_s) - min(a.optimizer_s) < 0.5 * delay, (b.rank, a.optimizer_s, b.optimizer_s)
 
 
 def _sync_param_bytes(model) -> list[int]:

@@ -21,11 +21,15 @@ CASE = "gpt3_tiny:paddle:cpu:1:2"
 COMMON = ("train.steps=2", "train.warmup_steps=1", "train.micro_batch_size=2", "train.breakdown_steps=3")
 # Far above a loaded machine's noise; each comparison takes the fastest step: load only ever adds time.
 # The compute delay is 1 s: beside the suite's other lanes the plain rank 1's compute took 0.48-0.75 s a step.
-COLLECTIVE_MS, DATA_MS, COMPUTE_MS = 250.0, 100.0, 1000.0
+# The collective delay is 1 s too: a run's fastest compute step moved by up to 0.32 s from one run of the launch
+# to the next beside CI's lanes (0.07-0.09 s on a quiet machine), and a collective's delay leaking into compute
+# must stand clear of that.
+COLLECTIVE_MS, DATA_MS, COMPUTE_MS = 1000.0, 100.0, 1000.0
 DELAYS = (f"debug.collective_delay_ms={COLLECTIVE_MS}", f"debug.data_fetch_delay_ms={DATA_MS}",
           f"debug.compute_delay_ms={COMPUTE_MS}", "debug.fail_rank=1")
 # Sharding times 2 collectives per parameter tensor (72 for gpt3_tiny): a smaller delay each keeps C x D (2.9 s
-# a step) far above the noise without a minute per run.
+# a step) far above the noise without a minute per run; what must not reach compute or the optimizer phase is
+# that whole C x D (the optimizer step that holds every collective), so half of it bounds them.
 SHARDED_MS = 40.0
 STAGE1 = ("parallel.sharding=stage1",)
 LABELS = ("plain", "delayed", "stage1", "stage1_delayed")
@@ -119,7 +123,8 @@ def test_paddle_sharding_stage1_breakdown_times_each_reduce_and_broadcast(record
     for plain, delayed in ((a0, b0), (a1, b1)):
         grew = min(delayed.communication_s) - min(plain.communication_s)
         assert abs(grew - delay) <= 0.2 * delay, (collectives, plain.communication_s, delayed.communication_s)
-        # the delay is moved out of the optimizer phase it ran in, and never reaches compute
-        assert min(delayed.compute_s) - min(plain.compute_s) < 0.1 * delay, (plain.compute_s, delayed.compute_s)
-        assert min(delayed.optimizer_s) - min(plain.optimizer_s) < 0.1 * delay, (plain.optimizer_s,
+        # the delay is moved out of the optimizer phase it ran in, and never reaches compute (not a tenth of it:
+        # beside CI's lanes one run's fastest compute was 0.32 s above the other's, 0.11 of the delay)
+        assert min(delayed.compute_s) - min(plain.compute_s) < 0.5 * delay, (plain.compute_s, delayed.compute_s)
+        assert min(delayed.optimizer_s) - min(plain.optimizer_s) < 0.5 * delay, (plain.optimizer_s,
                                                                                   delayed.optimizer_s)
