@@ -219,7 +219,8 @@ def test_a_cpu_run_reports_its_kind_visible_devices_and_peak_rss(tmp_path, frame
     start, *steps, breakdown, end = records(done.stdout)
     # one process: the breakdown steps ran, with no collective
     assert breakdown.steps == 3 and breakdown.bucket_bytes == [] and breakdown.not_measured is None
-    assert all(c > 0 for c in breakdown.compute_s) and max(breakdown.communication_s) < 0.01
+    # the fastest step's communication: load only adds time
+    assert all(c > 0 for c in breakdown.compute_s) and min(breakdown.communication_s) < 0.01
     assert start.framework == framework and start.device == "cpu"
     assert start.environment["accelerator_kind"] == "cpu"
     assert start.environment["visible_devices"] == {"ACME_VISIBLE_DEVICES": "0,1"}
