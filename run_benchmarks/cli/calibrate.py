@@ -135,7 +135,7 @@ def cmd_calibrate(args: argparse.Namespace, console: Console) -> int:
         records, figures, under_load = beside(argv, limits)
         best = best_per_dtype(records)
     except RuntimeError as exc:
-        console.print(f"[red]calibration failed[/]: {exc}", soft_wrap=True)
+        console.print(f"[red]calibration failed[/]: {escape(str(exc))}", soft_wrap=True)
         return EXIT_FAILED
     for line in under_load:  # recorded with each peak too, and named wherever MFU (measured) is shown
         console.print(f"[yellow]warning[/] contended: {escape(line)}: the peak may read low, and every MFU "

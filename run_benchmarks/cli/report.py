@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Optional, Sequence
 
 from rich.console import Console
+from rich.markup import escape
 
 from run_benchmarks.results.checks import verdicts
 from run_benchmarks.errors import UserError
@@ -131,7 +132,8 @@ def report_checks(console: Console, found, asked: bool, none_expected: bool = Fa
         console.print(f"[green]all {len(judged)} judged figure(s) within their reference band[/]")
     if contended:
         rows = dict.fromkeys(f"{c.case} {c.config}" for c in contended)
-        console.print(f"[yellow]--check: not judged: contended[/]: {len(contended)} figure(s) of {', '.join(rows)} "
+        console.print(f"[yellow]--check: not judged: contended[/]: {len(contended)} figure(s) of "
+                      f"{escape(', '.join(rows))} "
                       f"(run again on a quiet machine); exit {EXIT_CONTENDED} unless a judged figure failed",
                       soft_wrap=True)
     return EXIT_CONVERGENCE if not converged else EXIT_REGRESSION if failed else \

@@ -11,6 +11,7 @@ from typing import Sequence
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
+from rich.text import Text
 
 from run_benchmarks.catalog.compliance import NON_COMPLIANT
 from run_benchmarks.errors import UserError
@@ -38,8 +39,9 @@ def cmd_runs(args: argparse.Namespace, console: Console) -> int:
         table.add_column(column, no_wrap=column in ("run", "started"))
     for r in rows:
         commit = (r.get("accelbench_commit") or "")[:10]
-        table.add_row(r["run_id"], r["started_at"], _status(r, host), str(r["attempts"]), str(r["ok"] or 0),
-                      r.get("case_names") or "", commit, r["source"])
+        cells = (r["run_id"], r["started_at"], _status(r, host), str(r["attempts"]), str(r["ok"] or 0),
+                 r.get("case_names") or "", commit, r["source"])
+        table.add_row(*map(Text, cells))  # a store's (a bundle's, an import's): text, never markup
     console.print(table)
     return EXIT_OK
 
@@ -61,8 +63,8 @@ def cmd_show(args: argparse.Namespace, console: Console) -> int:
         attempts = store.attempts(run_ids=[run_id])
         allreduce = [a.row for a in store.attempts({"case": "allreduce", "status": "ok"})] \
             if any((a.row.get("nnodes") or 1) > 1 for a in attempts) else []
-    console.print(f"[bold]run {run_id}[/] ({run['source']}) {run['status']}: {run['started_at']} -> "
-                  f"{run.get('ended_at') or '(not ended)'}", soft_wrap=True)
+    console.print(f"[bold]run {escape(str(run_id))}[/] " + escape(f"({run['source']}) {run['status']}: "
+                  f"{run['started_at']} -> {run.get('ended_at') or '(not ended)'}"), soft_wrap=True)  # a bundle's
     if run.get("argv"):
         console.print(f"  command: {' '.join(run['argv'])}", markup=False, soft_wrap=True)
     dirty = any(((a.row.get("environment") or {}).get("orchestrator") or {}).get("accelbench_dirty")

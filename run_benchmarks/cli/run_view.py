@@ -61,9 +61,9 @@ class TerminalReporter:
 
     def round_started(self, case: CasePlan, rnd: RoundPlan) -> None:
         hosts = ", ".join(dict.fromkeys(n.host.name for n in rnd.nodes))
-        self.console.print(f"[bold]▶ {case.name}[/] round {rnd.index}/{len(case.rounds)}: "
-                           f"{case.name.nnodes} node(s) x {case.name.nprocs_per_node} process(es) on {hosts}; "
-                           f"{_what_runs(case)}; logs in {rnd.dir}")
+        self.console.print(f"[bold]▶ {escape(str(case.name))}[/] round {rnd.index}/{len(case.rounds)}: "
+                           f"{case.name.nnodes} node(s) x {case.name.nprocs_per_node} process(es) on "
+                           f"{escape(hosts)}; {escape(_what_runs(case))}; logs in {escape(str(rnd.dir))}")
         self.live.start(f"{case.name.case} round {rnd.index}", case.workload.train.steps)
 
     def progress(self, case: CasePlan, rnd: RoundPlan, step: int, live: Optional[LiveStep] = None) -> None:
@@ -76,7 +76,7 @@ class TerminalReporter:
     def round_finished(self, case: CasePlan, rnd: RoundPlan, result: RoundResult) -> None:
         self.live.stop()
         style = STATUS_STYLE.get(result.status, "")
-        detail = f": {result.reason}" if result.reason else ""
+        detail = f": {escape(result.reason)}" if result.reason else ""  # a reason quotes the workers' logs
         self.console.print(f"  [{style}]{result.status}[/]{detail}")
 
 
@@ -92,23 +92,25 @@ def print_results(console: Console, results: list[RoundResult], cases: list[Case
             console.print(f"{r.case_name} #{r.round} where the time goes: {lever}", markup=False, soft_wrap=True)
     for r in results:  # a micro-benchmark round's figures are its own tables, not the training columns
         if r.status == "ok" and r.metrics is None and r.figures:
-            console.print(f"[bold]{r.case_name}[/] round {r.round}:", soft_wrap=True)
+            console.print(f"[bold]{escape(r.case_name)}[/] round {r.round}:", soft_wrap=True)
             views, _ = micro_views(r.figures)
             for view in views:
                 console.print(to_rich(view))
     for r in results:
         for warning in r.warnings:
-            console.print(f"[yellow]warning[/] {r.case_name} #{r.round}: {warning}", soft_wrap=True)
+            # warnings and reasons quote the workers' logs (a gloo error's "[/paddle/...pair.cc:914]"): text, not markup
+            console.print(f"[yellow]warning[/] {escape(r.case_name)} #{r.round}: {escape(warning)}", soft_wrap=True)
         if r.status != "ok":
-            console.print(f"[red]{r.status}[/] {r.case_name} #{r.round}: {r.reason}", soft_wrap=True)
+            console.print(f"[red]{r.status}[/] {escape(r.case_name)} #{r.round}: {escape(r.reason or '')}",
+                          soft_wrap=True)
             for line in r.error_lines:
                 console.print(f"    {line}", markup=False, soft_wrap=True)
-            console.print(f"    logs: {r.dir}")
+            console.print(f"    logs: {r.dir}", markup=False, soft_wrap=True)
     seen = set()
     for r in results:
         if r.dir.parent not in seen:
             seen.add(r.dir.parent)
-            console.print(f"results: {r.dir.parent}/round*/results.json", soft_wrap=True)
+            console.print(f"results: {r.dir.parent}/round*/results.json", markup=False, soft_wrap=True)
 
 
 def print_extern_configs(console: Console, plan: RunPlan) -> None:
@@ -137,8 +139,8 @@ def print_plan(console: Console, plan: RunPlan) -> None:
     say(f"[bold]run {plan.run_id}[/] (dry run: nothing is started) -> {plan.dir}", markup=True)
     for case in plan.cases:
         w = case.workload
-        say(f"\n[bold]{case.name}[/]  vendor {case.hardware.vendor}, hardware {case.hardware.name} "
-            f"(kind {case.hardware.spec.kind}), framework {case.framework.name}", markup=True)
+        say(f"\n[bold]{escape(str(case.name))}[/]  " + escape(f"vendor {case.hardware.vendor}, hardware "
+            f"{case.hardware.name} (kind {case.hardware.spec.kind}), framework {case.framework.name}"), markup=True)
         say(f"  case file: {case.case_file}")
         say(f"  extern config: {case.extern_config or '(none)'}")
         for note in case.notes:

@@ -91,6 +91,7 @@ def detail_lines(a: Analysed) -> list[str]:
 
 def print_terminal(console, analysed: Sequence[Analysed], heading: str) -> None:
     from rich.table import Table
+    from rich.text import Text
 
     from run_benchmarks.results.report.terminal import print_table
 
@@ -101,7 +102,7 @@ def print_terminal(console, analysed: Sequence[Analysed], heading: str) -> None:
         for name in ("figure", f"over {min(len(a.points), SPARK_POINTS)} runs", "first", "newest", "change"):
             table.add_column(name, no_wrap=name.startswith("over"))
         for row in figure_rows(a):
-            table.add_row(*row)
+            table.add_row(*map(Text, row))  # a store's labels and figures: text, never markup
         print_table(console, table)
         for line in detail_lines(a):
             console.print(line, markup=False, highlight=False, soft_wrap=True)

@@ -115,7 +115,7 @@ def summary_table(summaries, title: str) -> Table:
     from run_benchmarks.results.report.facts import FACT_LABEL, fact_text, varying_settings
     from run_benchmarks.results.report.summary import FIGURE_BY_KEY
 
-    table = Table(title=title)
+    table = Table(title=Text(title, style="table.title"))  # it names the run: a store's text
     columns = ("tokens_per_s_per_device", "effective_tokens_per_s_per_device", "tokens_per_s_total", "samples_per_s",
                "tflops_per_device", "mfu", "mfu_measured", "mfu_current_peak", "step_time_median_s", "time_to_train_s",
                "eval_accuracy")
@@ -142,8 +142,9 @@ def summary_table(summaries, title: str) -> Table:
     for s in summaries:
         rounds = ", ".join(f"[{STATUS_STYLE.get(st, '')}]{n} {st}[/]" for st, n in s.statuses.items())
         cell = s.contention_cell()
-        table.add_row(s.label, s.config, *[fact_text(s.facts.get(k)) for k in varying], rounds,
-                      *([_policy_cell(s)] if policy else []), *[s.cell(key) for key in columns], s.memory(),
+        # labels, configs and facts come from the store (a bundle's, an import's): text, never markup
+        table.add_row(Text(s.label), Text(s.config), *[Text(fact_text(s.facts.get(k))) for k in varying], rounds,
+                      *([_policy_cell(s)] if policy else []), *[s.cell(key) for key in columns], Text(s.memory()),
                       *([f"[yellow]{cell}[/]" if cell.startswith("contended") else cell] if measured else []))
     return table
 
@@ -161,7 +162,7 @@ def checks_table(checks) -> Table:
         table.add_column(column, justify="right" if column in ("measured", "reference (band)") else "left")
     for c in checks:
         fmt = FIGURE_BY_KEY[c.figure].fmt
-        table.add_row(c.case, c.config, c.figure, "n/a" if c.measured is None else fmt(c.measured),
+        table.add_row(Text(c.case), Text(c.config), c.figure, "n/a" if c.measured is None else fmt(c.measured),
                       f"{fmt(c.reference.value)} ({fmt(c.low)} – {fmt(c.high)})",
                       f"[{'yellow' if c.contended else 'green' if c.passed else 'red'}]{escape(c.verdict)}[/]",
                       escape(c.source))
@@ -190,7 +191,7 @@ def print_summaries(console: Console, summaries, title: str) -> None:
     for s in summaries:
         which = f" ({describe(s.facts, varying)})" if varying else ""
         for flag in s.flags:
-            console.print(f"[yellow]⚑[/] {s.label} {s.config}{which}: {flag}", soft_wrap=True)
+            console.print(f"[yellow]⚑[/] {escape(f'{s.label} {s.config}{which}: {flag}')}", soft_wrap=True)
 
 
 def compare_table(a, b, rows) -> Table:

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Optional, Sequence
 
 from rich.table import Table
+from rich.text import Text
 
 
 @dataclass
@@ -18,11 +19,13 @@ class View:
 
 
 def to_rich(view: View) -> Table:
-    table = Table(title=view.title, caption="\n".join(view.notes) or None)
+    # a sweep's axes and values, a table's notes: text, never markup (as rich styles a str title and caption)
+    table = Table(title=Text(view.title, style="table.title"),
+                  caption=Text("\n".join(view.notes), style="table.caption") if view.notes else None)
     for header in view.headers:
         table.add_column(header, overflow="fold")
     for row in view.rows:
-        table.add_row(*row, style="red" if any(c == "OOM" for c in row) else None)
+        table.add_row(*map(Text, row), style="red" if any(c == "OOM" for c in row) else None)  # figures: text
     return table
 
 
