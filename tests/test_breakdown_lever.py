@@ -143,18 +143,15 @@ def _busy_through_the_breakdown_steps(node_dir) -> list[str]:
     covers the measured steps only, and this layout's breakdown steps (whose all-reduces the lever reads) follow
     them (a warm-up of 1 holds none); the lanes beside it could stay quiet through the one and load the other."""
     from run_benchmarks.execute import contention as node_contention
+    from run_benchmarks.results.worker_logs.rank_logs import RankLogs, read_ranks
 
-    records = []
-    for log in node_dir.glob("rank*.stdout.log"):
-        for line in log.read_text().splitlines():
-            try:
-                records.append(perflog.parse_line(line))
-            except perflog.PerfLogError:
-                continue
-    steps = [r for r in records if isinstance(r, perflog.StepRecord) and not r.warmup and r.ended_at is not None]
-    serialised = [sum(r.step_s) for r in records if isinstance(r, perflog.BreakdownRecord)]
-    assert steps and serialised, f"no measured step or breakdown records in {node_dir}"
-    window = (min(r.ended_at - r.step_time_s for r in steps), max(r.ended_at for r in steps) + max(serialised))
+    # the rank logs read as the orchestrator reads them: each rank's measured-steps window and breakdown records
+    logs = sorted(node_dir.glob("rank*.stdout.log"))
+    ranks = list(read_ranks([RankLogs(rank, path, path) for rank, path in enumerate(logs)]))
+    windows = [r.series.window for r in ranks if r.series.window is not None]
+    serialised = [sum(b.step_s) for r in ranks for b in r.breakdowns]
+    assert windows and serialised, f"no measured step or breakdown records in {node_dir}"
+    window = (min(w[0] for w in windows), max(w[1] for w in windows) + max(serialised))
     figures = node_contention.node_figures(node_dir / "monitor", window)
     assert figures["measured"], figures
     return contention.reasons(figures, ContentionLimits())
